@@ -1,0 +1,10 @@
+//! SeaORM entities of smsgw: one module per table, primitive column types only.
+//!
+//! Timestamps are `i64` milliseconds since the Unix epoch; ids are UUIDs. Mapping to domain
+//! types happens in the server's `store` layer.
+
+pub mod api_keys;
+pub mod message_events;
+pub mod messages;
+pub mod phones;
+pub mod workspaces;

@@ -1,0 +1,15 @@
+//! Schema migrations of smsgw, applied in order by `smsgw migrate` and at `smsgw serve` start-up.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261122_000001_create_core_tables;
+
+/// Every migration of the schema, oldest first.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261122_000001_create_core_tables::Migration)]
+    }
+}

@@ -1,0 +1,24 @@
+//! Live state and timers: the registry, one actor per phone, phone sessions, the test-mode
+//! simulator. The database is the truth; every actor rebuilds itself from it.
+
+pub mod phone;
+pub mod phone_session;
+pub mod registry;
+pub mod simulator;
+
+use std::sync::Arc;
+
+use sea_orm::DatabaseConnection;
+
+use crate::clock::SharedClock;
+use crate::config::Settings;
+use crate::store::writer::Writer;
+
+/// What every actor needs from the outside world.
+#[derive(Clone)]
+pub struct Deps {
+    pub db: DatabaseConnection,
+    pub writer: Writer,
+    pub clock: SharedClock,
+    pub settings: Arc<Settings>,
+}

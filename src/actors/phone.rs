@@ -1,0 +1,701 @@
+//! One actor per paired phone (and one per test-mode sending number): it owns the phone's
+//! queue, its exact pace windows and the link to its current transport.
+//!
+//! Messages: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`;
+//! the event `Report` (a frame from the phone). The actor never holds a database connection
+//! while it waits: every write is a future spawned on its context.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use actix::prelude::*;
+use uuid::Uuid;
+
+use super::Deps;
+use super::phone_session::Link;
+use crate::clock::from_ms;
+use crate::domain::pace::{Pace, PaceLog, THIRTY_MINUTE_WINDOW};
+use crate::domain::protocol::{PaceOut, PhoneFrame, ServerFrame};
+use crate::domain::status::{Direction, MessageStatus, QueueClass};
+use crate::store::messages::{self, Message, Scope};
+use crate::store::writer::{InboundOutcome, NewMessage, Transition};
+
+/// Close code for a session whose phone was unpaired or whose token was rotated.
+pub const CLOSE_UNPAIRED: u16 = 4001;
+
+/// Add messages (already stored as queued) to this phone's queue.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Enqueue {
+    pub messages: Vec<Message>,
+}
+
+/// A transport connected for this phone; it replaces any previous one (close code 4000).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Attach {
+    pub link: Link,
+}
+
+/// The transport with this session id went away.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Detach {
+    pub session_id: u64,
+}
+
+/// A frame arrived from the phone on session `session_id`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Report {
+    pub session_id: u64,
+    pub frame: PhoneFrame,
+}
+
+/// Drop a message from the queue (it was cancelled or expired).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Forget {
+    pub message_id: Uuid,
+}
+
+/// Change the pace (None: unlimited).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetPace {
+    pub pace: Option<Pace>,
+}
+
+/// The phone was unpaired or its token rotated: close the session; with `stop`, also fail
+/// the queue and stop.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Unpair {
+    pub stop: bool,
+}
+
+/// How many messages wait in each class, and how many are handed over.
+#[derive(Message)]
+#[rtype(result = "QueueDepth")]
+pub struct GetQueueDepth;
+
+/// Queue depth by class.
+#[derive(Debug, Clone, Copy, Default, MessageResponse)]
+pub struct QueueDepth {
+    pub by_class: [usize; 3],
+    pub held: usize,
+    pub in_flight: usize,
+}
+
+/// Who this actor sends for.
+#[derive(Debug, Clone)]
+pub struct PhoneIdentity {
+    /// The paired phone's id; None for a test-mode simulated phone.
+    pub device_id: Option<Uuid>,
+    pub scope: Scope,
+    pub number: String,
+}
+
+#[derive(Debug, Clone)]
+struct Queued {
+    id: Uuid,
+    to: String,
+    content: String,
+    segments: u32,
+    encoding: String,
+    class: QueueClass,
+    expires_at: i64,
+    scheduled_for: Option<i64>,
+}
+
+impl From<&Message> for Queued {
+    fn from(m: &Message) -> Self {
+        Queued {
+            id: m.id,
+            to: m.to_number.clone(),
+            content: m.content.clone(),
+            segments: m.segments,
+            encoding: m.encoding.clone(),
+            class: m.class,
+            expires_at: m.expires_at,
+            scheduled_for: m.scheduled_for,
+        }
+    }
+}
+
+/// The phone actor.
+pub struct Phone {
+    deps: Deps,
+    identity: PhoneIdentity,
+    pace: Option<Pace>,
+    log: PaceLog,
+    queues: [VecDeque<Queued>; 3],
+    held: BTreeMap<(i64, Uuid), Queued>,
+    /// Ids in `queues` or `held`, so repeats are ignored and cancels are cheap.
+    waiting: HashSet<Uuid>,
+    in_flight: HashMap<Uuid, Queued>,
+    link: Option<Link>,
+    /// False until the pace log and queue are rebuilt from the database.
+    ready: bool,
+    wake: Option<SpawnHandle>,
+    wake_at: Option<i64>,
+}
+
+impl Phone {
+    /// A phone actor; `pace` None means unlimited (test mode).
+    pub fn new(deps: Deps, identity: PhoneIdentity, pace: Option<Pace>) -> Phone {
+        Phone {
+            deps,
+            identity,
+            pace,
+            log: PaceLog::new(),
+            queues: Default::default(),
+            held: BTreeMap::new(),
+            waiting: HashSet::new(),
+            in_flight: HashMap::new(),
+            link: None,
+            ready: false,
+            wake: None,
+            wake_at: None,
+        }
+    }
+
+    fn push(&mut self, item: Queued, front: bool, now: i64) {
+        if self.in_flight.contains_key(&item.id) || !self.waiting.insert(item.id) {
+            return;
+        }
+        match item.scheduled_for {
+            Some(at) if at > now => {
+                self.held.insert((at, item.id), item);
+            }
+            _ => {
+                let queue = &mut self.queues[item.class as usize];
+                if front {
+                    queue.push_front(item);
+                } else {
+                    queue.push_back(item);
+                }
+            }
+        }
+    }
+
+    fn release_held(&mut self, now: i64) {
+        while let Some(entry) = self.held.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let item = entry.remove();
+            self.queues[item.class as usize].push_back(item);
+        }
+    }
+
+    fn pop(&mut self) -> Option<Queued> {
+        for queue in &mut self.queues {
+            if let Some(item) = queue.pop_front() {
+                self.waiting.remove(&item.id);
+                return Some(item);
+            }
+        }
+        None
+    }
+
+    fn has_ready_work(&self) -> bool {
+        self.queues.iter().any(|q| !q.is_empty())
+    }
+
+    /// Hands messages to the transport while the pace allows; otherwise sleeps until it does.
+    fn dispatch(&mut self, ctx: &mut Context<Self>) {
+        if !self.ready {
+            return;
+        }
+        let now = self.deps.clock.now();
+        let now_ms = now.timestamp_millis();
+        self.release_held(now_ms);
+        let mut next_wake: Option<i64> = self.held.first_key_value().map(|(k, _)| k.0);
+        while self.link.is_some() && self.has_ready_work() {
+            if let Some(pace) = self.pace
+                && let Some(at) = self.log.next_allowed(pace, now)
+            {
+                let at = at.timestamp_millis() + 1;
+                next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+                break;
+            }
+            let Some(item) = self.pop() else { break };
+            if item.expires_at <= now_ms {
+                // The expiry sweep moves it to `expired` and fires message.failed.
+                continue;
+            }
+            if self.pace.is_some() {
+                self.log.record(now);
+            }
+            self.hand_over(item, ctx);
+        }
+        self.schedule_wake(next_wake, ctx);
+    }
+
+    fn schedule_wake(&mut self, at: Option<i64>, ctx: &mut Context<Self>) {
+        let Some(at) = at else { return };
+        if self.wake_at.is_some_and(|current| current <= at) && self.wake.is_some() {
+            return;
+        }
+        if let Some(handle) = self.wake.take() {
+            ctx.cancel_future(handle);
+        }
+        let delay =
+            Duration::from_millis(u64::try_from(at - self.deps.clock.now_ms()).unwrap_or(0));
+        self.wake_at = Some(at);
+        self.wake = Some(ctx.run_later(delay, |act, ctx| {
+            act.wake = None;
+            act.wake_at = None;
+            act.dispatch(ctx);
+        }));
+    }
+
+    /// Records the hand-over (status `sending`) and only then sends the frame, so a message
+    /// cancelled or expired in between is never sent.
+    fn hand_over(&mut self, item: Queued, ctx: &mut Context<Self>) {
+        let id = item.id;
+        self.in_flight.insert(id, item);
+        let transition = Transition {
+            set_device: self.identity.device_id,
+            count_attempt: true,
+            detail: Some(match self.identity.device_id {
+                Some(device) => format!("handed to phone {device}"),
+                None => "handed to the test-mode simulated phone".into(),
+            }),
+            ..Transition::to(id, MessageStatus::Sending)
+        };
+        let writer = self.deps.writer.clone();
+        ctx.spawn(
+            async move { writer.transition(transition).await }
+                .into_actor(self)
+                .map(move |result, act, _ctx| match result {
+                    Ok(Some(row)) => {
+                        let Some(item) = act.in_flight.get(&id) else {
+                            return;
+                        };
+                        let frame = ServerFrame::Send {
+                            message_id: id,
+                            to: item.to.clone(),
+                            content: item.content.clone(),
+                            segments: item.segments,
+                            encoding: item.encoding.clone(),
+                            attempt: row.send_attempts,
+                        };
+                        if let Some(link) = &act.link {
+                            link.send(frame);
+                        }
+                    }
+                    Ok(None) => {
+                        act.in_flight.remove(&id);
+                    }
+                    Err(err) => {
+                        tracing::error!(message_id = %id, error = %err, "hand-over not recorded");
+                        if let Some(item) = act.in_flight.remove(&id) {
+                            let now = act.deps.clock.now_ms();
+                            act.push(item, true, now);
+                        }
+                    }
+                }),
+        );
+    }
+
+    fn ack(&self, reference: Option<String>) {
+        if let (Some(reference), Some(link)) = (reference, &self.link) {
+            link.send(ServerFrame::Ack { reference });
+        }
+    }
+
+    fn reject(&self, code: &str, message: String) {
+        if let Some(link) = &self.link {
+            link.send(ServerFrame::Error {
+                code: code.to_string(),
+                message,
+            });
+        }
+    }
+
+    fn status_report(
+        &mut self,
+        message_id: Uuid,
+        to: MessageStatus,
+        error: Option<String>,
+        reference: Option<String>,
+        ctx: &mut Context<Self>,
+    ) {
+        let deps = self.deps.clone();
+        let device = self.identity.device_id;
+        let max_attempts = self.deps.settings.messages.max_send_attempts;
+        ctx.spawn(
+            async move {
+                let current = messages::get(&deps.db, message_id).await?;
+                let Some(current) = current.filter(|m| {
+                    m.direction == Direction::Outbound
+                        && (device.is_none() || m.device_id == device)
+                }) else {
+                    return Ok::<_, crate::store::StoreError>(ReportOutcome::NotYours);
+                };
+                let transition = match (to, error) {
+                    (MessageStatus::Failed, Some(error)) => {
+                        if current.status == MessageStatus::Sending
+                            && current.send_attempts < max_attempts
+                        {
+                            Transition {
+                                expect_device: device,
+                                event_kind: Some("attempt_failed"),
+                                failure_reason: Some(error.clone()),
+                                detail: Some(format!(
+                                    "attempt {} of {max_attempts} failed: {error}; queued again",
+                                    current.send_attempts
+                                )),
+                                ..Transition::to(message_id, MessageStatus::Queued)
+                            }
+                        } else {
+                            Transition {
+                                expect_device: device,
+                                failure_reason: Some(error.clone()),
+                                detail: Some(format!(
+                                    "attempt {} of {max_attempts} failed: {error}",
+                                    current.send_attempts
+                                )),
+                                ..Transition::to(message_id, MessageStatus::Failed)
+                            }
+                        }
+                    }
+                    (to, _) => Transition {
+                        expect_device: device,
+                        ..Transition::to(message_id, to)
+                    },
+                };
+                Ok(match deps.writer.transition(transition).await? {
+                    Some(row) => ReportOutcome::Moved(Box::new(row)),
+                    None => ReportOutcome::Ignored,
+                })
+            }
+            .into_actor(self)
+            .map(move |result, act, ctx| match result {
+                Ok(ReportOutcome::Moved(row)) => {
+                    act.ack(reference);
+                    if row.status != MessageStatus::Sending {
+                        let item = act.in_flight.remove(&row.id);
+                        if row.status == MessageStatus::Queued {
+                            let item = item.unwrap_or_else(|| Queued::from(row.as_ref()));
+                            let now = act.deps.clock.now_ms();
+                            act.push(
+                                Queued {
+                                    scheduled_for: None,
+                                    ..item
+                                },
+                                true,
+                                now,
+                            );
+                            act.dispatch(ctx);
+                        }
+                    }
+                }
+                Ok(ReportOutcome::Ignored) => act.ack(reference),
+                Ok(ReportOutcome::NotYours) => act.reject(
+                    "unknown_message",
+                    format!("message {message_id} was not sent to this phone"),
+                ),
+                Err(err) => {
+                    // Not acked: the phone re-sends the report after reconnecting.
+                    tracing::error!(message_id = %message_id, error = %err, "report not stored");
+                }
+            }),
+        );
+    }
+
+    fn inbound(
+        &mut self,
+        reference: String,
+        from: String,
+        content: String,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(device) = self.identity.device_id else {
+            return;
+        };
+        let text = crate::domain::sms::measure(&content);
+        let now = self.deps.clock.now_ms();
+        let new = NewMessage {
+            id: Uuid::now_v7(),
+            direction: Direction::Inbound,
+            status: MessageStatus::Delivered,
+            class: QueueClass::Single,
+            from_number: from,
+            to_number: self.identity.number.clone(),
+            content,
+            segments: text.segments,
+            encoding: text.encoding.as_str().to_string(),
+            device_id: Some(device),
+            pinned: false,
+            campaign_id: None,
+            request_id: None,
+            inbound_ref: Some(reference.clone()),
+            scheduled_for: None,
+            expires_at: now,
+        };
+        let writer = self.deps.writer.clone();
+        let scope = self.identity.scope;
+        ctx.spawn(
+            async move { writer.inbound(new, scope).await }
+                .into_actor(self)
+                .map(move |result, act, _| match result {
+                    Ok(InboundOutcome::Stored(_)) | Ok(InboundOutcome::Repeat) => {
+                        act.ack(Some(reference))
+                    }
+                    Err(err) => {
+                        tracing::error!(error = %err, "inbound message not stored; the phone will re-send it");
+                    }
+                }),
+        );
+    }
+
+    /// Returns handed-over messages to the queue: their phone went away.
+    fn requeue_in_flight(&mut self, ctx: &mut Context<Self>, reason: &'static str) {
+        let items: Vec<Queued> = self.in_flight.drain().map(|(_, v)| v).collect();
+        for item in items {
+            let transition = Transition {
+                detail: Some(reason.into()),
+                ..Transition::to(item.id, MessageStatus::Queued)
+            };
+            let writer = self.deps.writer.clone();
+            ctx.spawn(
+                async move { writer.transition(transition).await }
+                    .into_actor(self)
+                    .map(move |result, act, ctx| {
+                        if let Ok(Some(_)) = result {
+                            let now = act.deps.clock.now_ms();
+                            act.push(
+                                Queued {
+                                    scheduled_for: None,
+                                    ..item
+                                },
+                                true,
+                                now,
+                            );
+                            act.dispatch(ctx);
+                        }
+                    }),
+            );
+        }
+    }
+
+    fn rebuild(&mut self, ctx: &mut Context<Self>) {
+        let Some(device) = self.identity.device_id else {
+            self.ready = true;
+            return;
+        };
+        let db = self.deps.db.clone();
+        let since = (self.deps.clock.now() - THIRTY_MINUTE_WINDOW).timestamp_millis();
+        ctx.wait(
+            async move { messages::handoffs_since(&db, device, since).await }
+                .into_actor(self)
+                .map(|result, act, ctx| {
+                    match result {
+                        Ok(times) => {
+                            let now = act.deps.clock.now();
+                            act.log = PaceLog::from_sends(times.into_iter().map(from_ms), now);
+                        }
+                        Err(err) => {
+                            tracing::error!(error = %err, "pace log not rebuilt; starting empty")
+                        }
+                    }
+                    act.ready = true;
+                    act.dispatch(ctx);
+                }),
+        );
+    }
+}
+
+enum ReportOutcome {
+    Moved(Box<Message>),
+    Ignored,
+    NotYours,
+}
+
+impl Actor for Phone {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(4096);
+        self.rebuild(ctx);
+    }
+}
+
+impl Supervised for Phone {
+    /// A restarted Phone keeps its queue (the registry re-sends nothing): pace is rebuilt from
+    /// the database so a restart can never let the phone exceed it.
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        self.ready = false;
+        self.wake = None;
+        self.wake_at = None;
+    }
+}
+
+impl Handler<Enqueue> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Enqueue, ctx: &mut Self::Context) {
+        let now = self.deps.clock.now_ms();
+        for message in &msg.messages {
+            self.push(Queued::from(message), false, now);
+        }
+        self.dispatch(ctx);
+    }
+}
+
+impl Handler<Attach> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Attach, ctx: &mut Self::Context) {
+        if let Some(old) = self.link.replace(msg.link) {
+            old.close(
+                crate::domain::protocol::CLOSE_REPLACED,
+                "replaced by a newer session",
+            );
+            self.requeue_in_flight(ctx, "phone reconnected before reporting; sent again");
+        }
+        if let (Some(device), Some(link)) = (self.identity.device_id, &self.link) {
+            let pace = self.pace.unwrap_or_default();
+            link.send(ServerFrame::Hello {
+                device_id: device,
+                phone_number: self.identity.number.clone(),
+                pace: PaceOut {
+                    per_minute: pace.per_minute,
+                    per_30_minutes: pace.per_30_minutes,
+                },
+            });
+        }
+        self.dispatch(ctx);
+    }
+}
+
+impl Handler<Detach> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Detach, ctx: &mut Self::Context) {
+        if self
+            .link
+            .as_ref()
+            .is_some_and(|l| l.session_id == msg.session_id)
+        {
+            self.link = None;
+            self.requeue_in_flight(ctx, "phone disconnected before reporting; queued again");
+        }
+    }
+}
+
+impl Handler<Report> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Report, ctx: &mut Self::Context) {
+        match msg.frame {
+            PhoneFrame::Sent {
+                message_id,
+                reference,
+            } => self.status_report(message_id, MessageStatus::Sent, None, reference, ctx),
+            PhoneFrame::Delivered {
+                message_id,
+                reference,
+            } => self.status_report(message_id, MessageStatus::Delivered, None, reference, ctx),
+            PhoneFrame::Failed {
+                message_id,
+                error,
+                reference,
+            } => self.status_report(
+                message_id,
+                MessageStatus::Failed,
+                Some(error),
+                reference,
+                ctx,
+            ),
+            PhoneFrame::Received {
+                reference,
+                from,
+                content,
+                received_at: _,
+            } => self.inbound(reference, from, content, ctx),
+            PhoneFrame::Heartbeat { .. } => {}
+        }
+    }
+}
+
+impl Handler<Forget> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Forget, _ctx: &mut Self::Context) {
+        if self.waiting.remove(&msg.message_id) {
+            for queue in &mut self.queues {
+                queue.retain(|q| q.id != msg.message_id);
+            }
+            self.held.retain(|(_, id), _| *id != msg.message_id);
+        }
+    }
+}
+
+impl Handler<SetPace> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: SetPace, ctx: &mut Self::Context) {
+        self.pace = msg.pace;
+        if let Some(handle) = self.wake.take() {
+            ctx.cancel_future(handle);
+            self.wake_at = None;
+        }
+        self.dispatch(ctx);
+    }
+}
+
+impl Handler<Unpair> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unpair, ctx: &mut Self::Context) {
+        if let Some(link) = self.link.take() {
+            link.close(CLOSE_UNPAIRED, "phone unpaired or token rotated");
+        }
+        if !msg.stop {
+            self.requeue_in_flight(ctx, "phone token rotated before reporting; queued again");
+            return;
+        }
+        let mut ids: Vec<Uuid> = self.in_flight.drain().map(|(id, _)| id).collect();
+        while let Some(item) = self.pop() {
+            ids.push(item.id);
+        }
+        ids.extend(std::mem::take(&mut self.held).into_values().map(|q| q.id));
+        let writer = self.deps.writer.clone();
+        ctx.wait(
+            async move {
+                for id in ids {
+                    let transition = Transition {
+                        failure_reason: Some("phone_unpaired".into()),
+                        detail: Some("the phone was unpaired".into()),
+                        ..Transition::to(id, MessageStatus::Failed)
+                    };
+                    if let Err(err) = writer.transition(transition).await {
+                        tracing::error!(message_id = %id, error = %err, "could not fail message of unpaired phone");
+                    }
+                }
+            }
+            .into_actor(self)
+            .map(|_, _, ctx| ctx.stop()),
+        );
+    }
+}
+
+impl Handler<GetQueueDepth> for Phone {
+    type Result = QueueDepth;
+
+    fn handle(&mut self, _: GetQueueDepth, _: &mut Self::Context) -> QueueDepth {
+        QueueDepth {
+            by_class: [
+                self.queues[0].len(),
+                self.queues[1].len(),
+                self.queues[2].len(),
+            ],
+            held: self.held.len(),
+            in_flight: self.in_flight.len(),
+        }
+    }
+}

@@ -1,0 +1,592 @@
+//! The registry: one actor, started once, that knows every paired phone, routes sends to an
+//! online phone, starts and supervises the Phone actors, rebuilds their queues at start-up and
+//! expires messages nobody handed over in time.
+//!
+//! Messages: queries `Route`, `GetPhoneStates`; commands `Enqueue`, `Cancel`, `Paired`,
+//! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use actix::prelude::*;
+use uuid::Uuid;
+
+use super::Deps;
+use super::phone::{self, Phone, PhoneIdentity};
+use super::phone_session::Link;
+use crate::domain::pace::Pace;
+use crate::domain::status::{MessageStatus, Mode};
+use crate::store::messages::{self, Message, Scope};
+use crate::store::phones::{self, PhoneRecord};
+use crate::store::writer::Transition;
+
+/// How often queued messages are checked for expiry.
+const EXPIRY_SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// Most messages expired per sweep.
+const EXPIRY_BATCH: u64 = 1000;
+
+/// Which phone should take a send from `from_number` (live mode; test mode needs none).
+#[derive(Message)]
+#[rtype(result = "Result<Option<Uuid>, RouteError>")]
+pub struct Route {
+    pub scope: Scope,
+    pub from_number: String,
+    pub device_id: Option<Uuid>,
+}
+
+/// Why a pinned device cannot take a send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteError {
+    UnknownDevice,
+    NumberMismatch,
+}
+
+/// Stored messages to hand to their phones.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Enqueue {
+    pub messages: Vec<Message>,
+}
+
+/// A message was cancelled: drop it from its phone's queue.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Cancel {
+    pub message_id: Uuid,
+    pub device_id: Option<Uuid>,
+    pub scope: Scope,
+    pub from_number: String,
+}
+
+/// A transport connected for a phone; answers the Phone actor to report frames to, or None
+/// when the phone is not (or no longer) paired.
+#[derive(Message)]
+#[rtype(result = "Option<Addr<Phone>>")]
+pub struct Connected {
+    pub phone_id: Uuid,
+    pub link: Link,
+}
+
+/// A transport of a phone closed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Disconnected {
+    pub phone_id: Uuid,
+    pub session_id: u64,
+}
+
+/// A phone was paired.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Paired {
+    pub phone: PhoneRecord,
+}
+
+/// A phone's pace override changed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PaceChanged {
+    pub phone_id: Uuid,
+    pub pace: Option<Pace>,
+}
+
+/// A phone was unpaired: close its session, fail its queue.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Unpaired {
+    pub phone_id: Uuid,
+}
+
+/// A phone's token was rotated: close its session.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct TokenRotated {
+    pub phone_id: Uuid,
+}
+
+/// Live state of some phones: online and last seen.
+#[derive(Message)]
+#[rtype(result = "HashMap<Uuid, PhoneState>")]
+pub struct GetPhoneStates {
+    pub ids: Vec<Uuid>,
+}
+
+/// Live state of one phone.
+#[derive(Debug, Clone, Copy)]
+pub struct PhoneState {
+    pub online: bool,
+    pub last_seen_at: Option<i64>,
+}
+
+/// Number of phones with an open session.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct CountOnline;
+
+struct Entry {
+    record: PhoneRecord,
+    addr: Option<Addr<Phone>>,
+    session: Option<u64>,
+    last_seen_at: Option<i64>,
+}
+
+type NumberKey = (Uuid, bool, String);
+
+/// The registry actor.
+pub struct Registry {
+    deps: Deps,
+    phones: HashMap<Uuid, Entry>,
+    by_number: HashMap<NumberKey, Vec<Uuid>>,
+    simulated: HashMap<(Uuid, String), Addr<Phone>>,
+    /// Round-robin position per number, to spread sends over phones sharing it.
+    next_pick: HashMap<NumberKey, usize>,
+}
+
+impl Registry {
+    /// A registry; it loads the phones and rebuilds queues when started.
+    pub fn new(deps: Deps) -> Registry {
+        Registry {
+            deps,
+            phones: HashMap::new(),
+            by_number: HashMap::new(),
+            simulated: HashMap::new(),
+            next_pick: HashMap::new(),
+        }
+    }
+
+    fn number_key(scope: Scope, number: &str) -> NumberKey {
+        (scope.workspace_id, scope.mode.is_test(), number.to_string())
+    }
+
+    fn insert(&mut self, record: PhoneRecord) {
+        let key = Self::number_key(record.scope(), &record.phone_number);
+        let ids = self.by_number.entry(key).or_default();
+        if !ids.contains(&record.id) {
+            ids.push(record.id);
+        }
+        let last_seen_at = record.last_seen_at;
+        self.phones.insert(
+            record.id,
+            Entry {
+                record,
+                addr: None,
+                session: None,
+                last_seen_at,
+            },
+        );
+    }
+
+    fn pace_of(&self, record: &PhoneRecord) -> Pace {
+        record.pace.unwrap_or(Pace {
+            per_minute: self.deps.settings.pace.per_minute,
+            per_30_minutes: self.deps.settings.pace.per_30_minutes,
+        })
+    }
+
+    /// The phone's actor, started (supervised) on first use.
+    fn phone_addr(&mut self, phone_id: Uuid) -> Option<Addr<Phone>> {
+        let pace = self
+            .phones
+            .get(&phone_id)
+            .map(|e| self.pace_of(&e.record))?;
+        let deps = self.deps.clone();
+        let entry = self.phones.get_mut(&phone_id)?;
+        if let Some(addr) = &entry.addr
+            && addr.connected()
+        {
+            return Some(addr.clone());
+        }
+        let identity = PhoneIdentity {
+            device_id: Some(entry.record.id),
+            scope: entry.record.scope(),
+            number: entry.record.phone_number.clone(),
+        };
+        let addr = Supervisor::start(move |_| Phone::new(deps, identity, Some(pace)));
+        entry.addr = Some(addr.clone());
+        Some(addr)
+    }
+
+    /// The simulated phone of a test-mode sending number, attached to its simulator.
+    fn simulated_addr(&mut self, scope: Scope, number: &str) -> Addr<Phone> {
+        let key = (scope.workspace_id, number.to_string());
+        if let Some(addr) = self.simulated.get(&key)
+            && addr.connected()
+        {
+            return addr.clone();
+        }
+        let identity = PhoneIdentity {
+            device_id: None,
+            scope,
+            number: number.to_string(),
+        };
+        let addr = Phone::new(self.deps.clone(), identity, None).start();
+        let link =
+            super::simulator::attach(addr.clone(), self.deps.settings.test_mode.deliver_after);
+        addr.do_send(phone::Attach { link });
+        self.simulated.insert(key, addr.clone());
+        addr
+    }
+
+    fn online_for(&mut self, scope: Scope, number: &str) -> Option<Uuid> {
+        let key = Self::number_key(scope, number);
+        let online: Vec<Uuid> = self
+            .by_number
+            .get(&key)?
+            .iter()
+            .copied()
+            .filter(|id| self.phones.get(id).is_some_and(|e| e.session.is_some()))
+            .collect();
+        if online.is_empty() {
+            return None;
+        }
+        let pick = self.next_pick.entry(key).or_insert(0);
+        *pick = pick.wrapping_add(1);
+        online.get(*pick % online.len()).copied()
+    }
+
+    fn deliver(&mut self, messages: Vec<Message>) {
+        let mut per_phone: HashMap<Uuid, Vec<Message>> = HashMap::new();
+        let mut per_sim: HashMap<(Scope, String), Vec<Message>> = HashMap::new();
+        for message in messages {
+            if message.mode == Mode::Test {
+                let scope = Scope {
+                    workspace_id: message.workspace_id,
+                    mode: message.mode,
+                };
+                per_sim
+                    .entry((scope, message.from_number.clone()))
+                    .or_default()
+                    .push(message);
+            } else if let Some(device) = message.device_id {
+                per_phone.entry(device).or_default().push(message);
+            } else {
+                tracing::warn!(message_id = %message.id, "live message without a phone; it will expire");
+            }
+        }
+        for (device, messages) in per_phone {
+            match self.phone_addr(device) {
+                Some(addr) => addr.do_send(phone::Enqueue { messages }),
+                None => {
+                    // The phone was unpaired meanwhile.
+                    for m in messages {
+                        self.fail(m.id, "phone_unpaired");
+                    }
+                }
+            }
+        }
+        for ((scope, number), messages) in per_sim {
+            self.simulated_addr(scope, &number)
+                .do_send(phone::Enqueue { messages });
+        }
+    }
+
+    fn fail(&self, id: Uuid, reason: &'static str) {
+        let writer = self.deps.writer.clone();
+        actix::spawn(async move {
+            let transition = Transition {
+                failure_reason: Some(reason.into()),
+                ..Transition::to(id, MessageStatus::Failed)
+            };
+            if let Err(err) = writer.transition(transition).await {
+                tracing::error!(message_id = %id, error = %err, "could not fail message");
+            }
+        });
+    }
+
+    fn forget(&mut self, message_id: Uuid, device_id: Option<Uuid>, scope: Scope, from: &str) {
+        if scope.mode == Mode::Test {
+            if let Some(addr) = self.simulated.get(&(scope.workspace_id, from.to_string())) {
+                addr.do_send(phone::Forget { message_id });
+            }
+        } else if let Some(addr) = device_id
+            .and_then(|d| self.phones.get(&d))
+            .and_then(|e| e.addr.clone())
+        {
+            addr.do_send(phone::Forget { message_id });
+        }
+    }
+
+    /// Loads phones and unfinished messages; messages left `sending` return to `queued`.
+    fn rebuild(&mut self, ctx: &mut Context<Self>) {
+        let deps = self.deps.clone();
+        ctx.wait(
+            async move {
+                let phones = phones::all(&deps.db).await?;
+                let mut pending = messages::unfinished_outbound(&deps.db).await?;
+                for message in pending
+                    .iter_mut()
+                    .filter(|m| m.status == MessageStatus::Sending)
+                {
+                    let transition = Transition {
+                        detail: Some(
+                            "server restarted before the phone reported; queued again".into(),
+                        ),
+                        ..Transition::to(message.id, MessageStatus::Queued)
+                    };
+                    if let Some(row) = deps.writer.transition(transition).await? {
+                        *message = row;
+                    }
+                }
+                Ok::<_, crate::store::StoreError>((phones, pending))
+            }
+            .into_actor(self)
+            .map(|result, act, _ctx| match result {
+                Ok((phones, pending)) => {
+                    let count = pending.len();
+                    for record in phones {
+                        act.insert(record);
+                    }
+                    act.deliver(
+                        pending
+                            .into_iter()
+                            .filter(|m| m.status == MessageStatus::Queued)
+                            .collect(),
+                    );
+                    tracing::info!(
+                        phones = act.phones.len(),
+                        messages = count,
+                        "registry rebuilt from the database"
+                    );
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, "registry could not rebuild from the database")
+                }
+            }),
+        );
+    }
+
+    fn sweep_expired(&mut self, ctx: &mut Context<Self>) {
+        let deps = self.deps.clone();
+        ctx.spawn(
+            async move {
+                let now = deps.clock.now_ms();
+                let ids = messages::expired_candidates(&deps.db, now, EXPIRY_BATCH).await?;
+                let mut expired = Vec::new();
+                for id in ids {
+                    let transition = Transition {
+                        failure_reason: Some("expired".into()),
+                        detail: Some("not handed to a phone before expires_at".into()),
+                        ..Transition::to(id, MessageStatus::Expired)
+                    };
+                    if let Some(row) = deps.writer.transition(transition).await? {
+                        expired.push(row);
+                    }
+                }
+                Ok::<_, crate::store::StoreError>(expired)
+            }
+            .into_actor(self)
+            .map(|result, act, _| match result {
+                Ok(expired) => {
+                    for m in expired {
+                        let scope = Scope {
+                            workspace_id: m.workspace_id,
+                            mode: m.mode,
+                        };
+                        act.forget(m.id, m.device_id, scope, &m.from_number);
+                    }
+                }
+                Err(err) => tracing::error!(error = %err, "expiry sweep failed"),
+            }),
+        );
+    }
+}
+
+impl Actor for Registry {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(65_536);
+        self.rebuild(ctx);
+        ctx.run_interval(EXPIRY_SWEEP_EVERY, |act, ctx| act.sweep_expired(ctx));
+    }
+}
+
+impl Handler<Route> for Registry {
+    type Result = Result<Option<Uuid>, RouteError>;
+
+    fn handle(&mut self, msg: Route, _: &mut Self::Context) -> Self::Result {
+        match msg.device_id {
+            Some(device) => {
+                let entry = self.phones.get(&device).ok_or(RouteError::UnknownDevice)?;
+                if entry.record.workspace_id != msg.scope.workspace_id
+                    || entry.record.mode != msg.scope.mode
+                {
+                    return Err(RouteError::UnknownDevice);
+                }
+                if entry.record.phone_number != msg.from_number {
+                    return Err(RouteError::NumberMismatch);
+                }
+                Ok(entry.session.map(|_| device))
+            }
+            None if msg.scope.mode == Mode::Test => Ok(None),
+            None => Ok(self.online_for(msg.scope, &msg.from_number)),
+        }
+    }
+}
+
+impl Handler<Enqueue> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Enqueue, _: &mut Self::Context) {
+        self.deliver(msg.messages);
+    }
+}
+
+impl Handler<Cancel> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Cancel, _: &mut Self::Context) {
+        self.forget(msg.message_id, msg.device_id, msg.scope, &msg.from_number);
+    }
+}
+
+impl Handler<Connected> for Registry {
+    type Result = Option<Addr<Phone>>;
+
+    fn handle(&mut self, msg: Connected, _: &mut Self::Context) -> Self::Result {
+        let addr = self.phone_addr(msg.phone_id)?;
+        let now = self.deps.clock.now_ms();
+        let entry = self.phones.get_mut(&msg.phone_id)?;
+        entry.session = Some(msg.link.session_id);
+        entry.last_seen_at = Some(now);
+        addr.do_send(phone::Attach { link: msg.link });
+        Some(addr)
+    }
+}
+
+impl Handler<Disconnected> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Disconnected, _: &mut Self::Context) {
+        let now = self.deps.clock.now_ms();
+        let Some(entry) = self.phones.get_mut(&msg.phone_id) else {
+            return;
+        };
+        if entry.session == Some(msg.session_id) {
+            entry.session = None;
+        }
+        entry.last_seen_at = Some(now);
+        if let Some(addr) = &entry.addr {
+            addr.do_send(phone::Detach {
+                session_id: msg.session_id,
+            });
+        }
+        let db = self.deps.db.clone();
+        let id = msg.phone_id;
+        actix::spawn(async move {
+            if let Err(err) = phones::touch(&db, id, now).await {
+                tracing::warn!(phone_id = %id, error = %err, "last_seen_at not stored");
+            }
+        });
+    }
+}
+
+impl Handler<Paired> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Paired, _: &mut Self::Context) {
+        self.insert(msg.phone);
+    }
+}
+
+impl Handler<PaceChanged> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: PaceChanged, _: &mut Self::Context) {
+        let Some(entry) = self.phones.get_mut(&msg.phone_id) else {
+            return;
+        };
+        entry.record.pace = msg.pace;
+        let pace = self
+            .phones
+            .get(&msg.phone_id)
+            .map(|e| self.pace_of(&e.record));
+        if let Some(entry) = self.phones.get(&msg.phone_id)
+            && let Some(addr) = &entry.addr
+        {
+            addr.do_send(phone::SetPace { pace });
+        }
+    }
+}
+
+impl Handler<Unpaired> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unpaired, _: &mut Self::Context) {
+        let Some(entry) = self.phones.remove(&msg.phone_id) else {
+            return;
+        };
+        let key = Self::number_key(entry.record.scope(), &entry.record.phone_number);
+        if let Some(ids) = self.by_number.get_mut(&key) {
+            ids.retain(|id| *id != msg.phone_id);
+        }
+        match entry.addr {
+            Some(addr) => addr.do_send(phone::Unpair { stop: true }),
+            None => {
+                // No actor: fail its queued messages straight from the database.
+                let deps = self.deps.clone();
+                let phone_id = msg.phone_id;
+                actix::spawn(async move {
+                    let Ok(pending) = messages::unfinished_outbound(&deps.db).await else {
+                        return;
+                    };
+                    for m in pending
+                        .into_iter()
+                        .filter(|m| m.device_id == Some(phone_id))
+                    {
+                        let transition = Transition {
+                            failure_reason: Some("phone_unpaired".into()),
+                            detail: Some("the phone was unpaired".into()),
+                            ..Transition::to(m.id, MessageStatus::Failed)
+                        };
+                        let _ = deps.writer.transition(transition).await;
+                    }
+                });
+            }
+        }
+    }
+}
+
+impl Handler<TokenRotated> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: TokenRotated, _: &mut Self::Context) {
+        if let Some(entry) = self.phones.get_mut(&msg.phone_id) {
+            entry.session = None;
+            if let Some(addr) = &entry.addr {
+                addr.do_send(phone::Unpair { stop: false });
+            }
+        }
+    }
+}
+
+impl Handler<GetPhoneStates> for Registry {
+    type Result = MessageResult<GetPhoneStates>;
+
+    fn handle(&mut self, msg: GetPhoneStates, _: &mut Self::Context) -> Self::Result {
+        MessageResult(
+            msg.ids
+                .into_iter()
+                .filter_map(|id| {
+                    self.phones.get(&id).map(|e| {
+                        (
+                            id,
+                            PhoneState {
+                                online: e.session.is_some(),
+                                last_seen_at: e.last_seen_at,
+                            },
+                        )
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Handler<CountOnline> for Registry {
+    type Result = usize;
+
+    fn handle(&mut self, _: CountOnline, _: &mut Self::Context) -> usize {
+        self.phones.values().filter(|e| e.session.is_some()).count()
+    }
+}

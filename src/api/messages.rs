@@ -1,0 +1,557 @@
+//! Messages API: send, bulk send, get with timeline, list, batch status, cancel.
+
+use std::collections::{HashMap, HashSet};
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{AppState, Caller, JsonBody, PageRequest, encode_cursor, parse_id};
+use crate::actors::registry::{Cancel, Enqueue, Route, RouteError};
+use crate::clock::{format_ms, from_ms};
+use crate::domain::phone_number::PhoneNumber;
+use crate::domain::sms::{ContentError, SmsText};
+use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
+use crate::error::{ApiError, success};
+use crate::store::messages::{self, ListFilter, Message, MessageEvent, Position};
+use crate::store::writer::{Accept, AcceptOutcome, NewMessage, NewWorkspaceLimit, Transition};
+
+/// Most recipients of one bulk send.
+pub const MAX_BULK_RECIPIENTS: usize = 500;
+/// Most ids of one batch-status call.
+pub const MAX_BATCH_STATUS_IDS: usize = 100;
+/// Longest accepted request_id.
+const MAX_REQUEST_ID_CHARS: usize = 255;
+
+/// Registers the message routes.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/messages/send")
+            .post(send)
+            .default_service(web::to(super::method_not_allowed)),
+    )
+    .service(
+        web::resource("/messages/bulk-send")
+            .post(bulk_send)
+            .default_service(web::to(super::method_not_allowed)),
+    )
+    .service(
+        web::resource("/messages/batch-status")
+            .post(batch_status)
+            .default_service(web::to(super::method_not_allowed)),
+    )
+    .service(
+        web::resource("/messages")
+            .get(list)
+            .default_service(web::to(super::method_not_allowed)),
+    )
+    .service(
+        web::resource("/messages/{id}")
+            .get(get)
+            .delete(cancel)
+            .default_service(web::to(super::method_not_allowed)),
+    );
+}
+
+/// Body of `POST /v1/messages/send`.
+#[derive(Debug, Deserialize)]
+pub struct SendMessageIn {
+    pub from_number: Option<String>,
+    pub to_number: Option<String>,
+    pub content: Option<String>,
+    pub request_id: Option<String>,
+    pub scheduled_for: Option<String>,
+    pub device_id: Option<String>,
+}
+
+/// Body of `POST /v1/messages/bulk-send`.
+#[derive(Debug, Deserialize)]
+pub struct BulkSendIn {
+    pub from_number: Option<String>,
+    pub to_numbers: Option<Vec<String>>,
+    pub content: Option<String>,
+    pub device_id: Option<String>,
+}
+
+/// Body of `POST /v1/messages/batch-status`.
+#[derive(Debug, Deserialize)]
+pub struct BatchStatusIn {
+    pub message_ids: Option<Vec<String>>,
+}
+
+/// A message as every API response and webhook shows it (contract §4).
+pub fn message_out(m: &Message) -> Value {
+    json!({
+        "id": m.id,
+        "direction": m.direction.as_str(),
+        "status": m.status.as_str(),
+        "from_number": m.from_number,
+        "to_number": m.to_number,
+        "content": m.content,
+        "segments": m.segments,
+        "encoding": m.encoding,
+        "device_id": m.device_id,
+        "campaign_id": m.campaign_id,
+        "request_id": m.request_id,
+        "scheduled_for": m.scheduled_for.map(format_ms),
+        "expires_at": format_ms(m.expires_at),
+        "created_at": format_ms(m.created_at),
+        "sent_at": m.sent_at.map(format_ms),
+        "delivered_at": m.delivered_at.map(format_ms),
+        "failed_at": m.failed_at.map(format_ms),
+        "failure_reason": m.failure_reason,
+        "send_attempts": m.send_attempts,
+        "test_mode": m.mode.is_test(),
+    })
+}
+
+fn event_out(e: &MessageEvent) -> Value {
+    json!({
+        "type": e.kind,
+        "status": e.status,
+        "at": format_ms(e.at),
+        "detail": e.detail,
+    })
+}
+
+fn required<T>(value: Option<T>, field: &str) -> Result<T, ApiError> {
+    value.ok_or_else(|| ApiError::validation(field, format!("{field} is required")))
+}
+
+/// Parses a number field, naming it on failure.
+pub fn parse_number(text: &str, field: &str) -> Result<PhoneNumber, ApiError> {
+    PhoneNumber::parse(text).map_err(|_| ApiError::InvalidPhoneNumber {
+        field: field.to_string(),
+    })
+}
+
+/// Parses message content, naming the field on failure.
+pub fn parse_content(text: String, field: &str) -> Result<SmsText, ApiError> {
+    SmsText::parse(text).map_err(|err| match err {
+        ContentError::Empty => ApiError::validation(field, format!("{field} must not be empty")),
+        ContentError::TooLong { segments, encoding } => ApiError::ContentTooLong {
+            field: field.to_string(),
+            segments,
+            encoding: encoding.as_str(),
+        },
+    })
+}
+
+fn parse_device_id(text: Option<String>) -> Result<Option<Uuid>, ApiError> {
+    text.map(|t| {
+        Uuid::parse_str(&t)
+            .map_err(|_| ApiError::validation("device_id", "device_id must be a UUID"))
+    })
+    .transpose()
+}
+
+fn parse_timestamp(text: &str, field: &str) -> Result<DateTime<Utc>, ApiError> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| {
+            ApiError::validation(
+                field,
+                format!("{field} must be an ISO 8601 timestamp with an offset"),
+            )
+        })
+}
+
+/// The new-workspace limit for this caller, when it still applies (live mode only).
+pub fn new_workspace_limit(state: &AppState, caller: &Caller) -> Option<NewWorkspaceLimit> {
+    if caller.mode == Mode::Test {
+        return None;
+    }
+    let window = i64::try_from(state.settings.limits.new_workspace_window.as_millis()).ok()?;
+    Some(NewWorkspaceLimit {
+        max: state.settings.limits.new_workspace_messages,
+        window_starts_at: caller.workspace_created_at,
+        window_ends_at: caller.workspace_created_at.saturating_add(window),
+    })
+}
+
+/// Where accepted messages go: a phone (live) or the simulated phone (test).
+pub struct Routing {
+    pub device_id: Option<Uuid>,
+    pub pinned: bool,
+    pub available: bool,
+}
+
+/// Finds the phone for a send from `from_number`, or learns there is none (contract §3 order:
+/// this runs before the writer checks idempotency, but its answer is applied after).
+pub async fn route(
+    state: &AppState,
+    caller: &Caller,
+    from_number: &PhoneNumber,
+    device_id: Option<Uuid>,
+) -> Result<Routing, ApiError> {
+    let answer = state
+        .registry
+        .send(Route {
+            scope: caller.scope(),
+            from_number: from_number.as_str().to_string(),
+            device_id,
+        })
+        .await
+        .map_err(|e| ApiError::Internal(format!("registry unavailable: {e}")))?;
+    match answer {
+        Ok(found) => Ok(Routing {
+            device_id: found.or(device_id),
+            pinned: device_id.is_some(),
+            available: caller.mode == Mode::Test || found.is_some(),
+        }),
+        Err(RouteError::UnknownDevice) => Err(ApiError::validation(
+            "device_id",
+            "device_id is not one of your phones",
+        )),
+        Err(RouteError::NumberMismatch) => Err(ApiError::validation(
+            "device_id",
+            "device_id belongs to a phone with another number than from_number",
+        )),
+    }
+}
+
+fn no_device(device_id: Option<Uuid>, from_number: &PhoneNumber) -> ApiError {
+    ApiError::NoDeviceAvailable {
+        field: if device_id.is_some() {
+            "device_id"
+        } else {
+            "from_number"
+        },
+        number: from_number.as_str().to_string(),
+    }
+}
+
+fn expires_at(state: &AppState, starts: i64) -> i64 {
+    let ttl = i64::try_from(state.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
+    starts.saturating_add(ttl)
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn send(
+    state: web::Data<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<SendMessageIn>,
+) -> Result<HttpResponse, ApiError> {
+    let from_text = required(body.from_number, "from_number")?;
+    let to_text = required(body.to_number, "to_number")?;
+    let content = required(body.content, "content")?;
+    let from_number = parse_number(&from_text, "from_number")?;
+    let to_number = parse_number(&to_text, "to_number")?;
+    let device_id = parse_device_id(body.device_id)?;
+    let request_id = match body.request_id {
+        Some(id) if id.is_empty() || id.chars().count() > MAX_REQUEST_ID_CHARS => {
+            return Err(ApiError::validation(
+                "request_id",
+                "request_id must be 1 to 255 characters",
+            ));
+        }
+        other => other,
+    };
+    let scheduled_for = body
+        .scheduled_for
+        .as_deref()
+        .map(|t| parse_timestamp(t, "scheduled_for"))
+        .transpose()?;
+    let text = parse_content(content, "content")?;
+    if to_number.is_premium_rate() {
+        return Err(ApiError::PremiumRateBlocked {
+            field: "to_number".into(),
+        });
+    }
+    let routing = route(&state, &caller, &from_number, device_id).await?;
+    let now = state.clock.now_ms();
+    let scheduled_for = scheduled_for.map(|t| t.timestamp_millis());
+    let new = NewMessage {
+        id: Uuid::now_v7(),
+        direction: Direction::Outbound,
+        status: MessageStatus::Queued,
+        class: QueueClass::Single,
+        from_number: from_number.as_str().to_string(),
+        to_number: to_number.into_string(),
+        segments: text.segments(),
+        encoding: text.encoding().as_str().to_string(),
+        content: text.into_string(),
+        device_id: routing.device_id,
+        pinned: routing.pinned,
+        campaign_id: None,
+        request_id: request_id.clone(),
+        inbound_ref: None,
+        scheduled_for,
+        expires_at: expires_at(&state, scheduled_for.unwrap_or(now).max(now)),
+    };
+    let outcome = state
+        .writer
+        .accept(Accept {
+            scope: caller.scope(),
+            request_id,
+            messages: vec![new],
+            device_available: routing.available,
+            limit: new_workspace_limit(&state, &caller),
+        })
+        .await?;
+    let stored = accepted(outcome, device_id, &from_number)?;
+    state.registry.do_send(Enqueue {
+        messages: stored.clone(),
+    });
+    let message = stored
+        .first()
+        .ok_or_else(|| ApiError::Internal("writer accepted no message".into()))?;
+    Ok(success(
+        StatusCode::ACCEPTED,
+        "message queued",
+        message_out(message),
+    ))
+}
+
+/// Turns the writer's answer into the stored messages or the contract's error.
+pub fn accepted(
+    outcome: AcceptOutcome,
+    device_id: Option<Uuid>,
+    from_number: &PhoneNumber,
+) -> Result<Vec<Message>, ApiError> {
+    match outcome {
+        AcceptOutcome::Accepted(messages) => Ok(messages),
+        AcceptOutcome::Duplicate(id) => Err(ApiError::DuplicateRequest { id }),
+        AcceptOutcome::NoDevice => Err(no_device(device_id, from_number)),
+        AcceptOutcome::LimitReached {
+            limit,
+            window_ends_at,
+        } => Err(ApiError::NewAccountLimit {
+            limit,
+            window_ends_at: format_ms(window_ends_at),
+        }),
+    }
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn bulk_send(
+    state: web::Data<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<BulkSendIn>,
+) -> Result<HttpResponse, ApiError> {
+    let from_text = required(body.from_number, "from_number")?;
+    let to_texts = required(body.to_numbers, "to_numbers")?;
+    let content = required(body.content, "content")?;
+    if to_texts.is_empty() || to_texts.len() > MAX_BULK_RECIPIENTS {
+        return Err(ApiError::validation(
+            "to_numbers",
+            "to_numbers must hold 1 to 500 numbers",
+        ));
+    }
+    let from_number = parse_number(&from_text, "from_number")?;
+    let mut to_numbers = Vec::with_capacity(to_texts.len());
+    for (i, text) in to_texts.iter().enumerate() {
+        to_numbers.push(parse_number(text, &format!("to_numbers[{i}]"))?);
+    }
+    let device_id = parse_device_id(body.device_id)?;
+    let text = parse_content(content, "content")?;
+    if let Some(i) = to_numbers.iter().position(PhoneNumber::is_premium_rate) {
+        return Err(ApiError::PremiumRateBlocked {
+            field: format!("to_numbers[{i}]"),
+        });
+    }
+    let mut seen = HashSet::new();
+    to_numbers.retain(|n| seen.insert(n.clone()));
+    let routing = route(&state, &caller, &from_number, device_id).await?;
+    let now = state.clock.now_ms();
+    let messages = to_numbers
+        .into_iter()
+        .map(|to| NewMessage {
+            id: Uuid::now_v7(),
+            direction: Direction::Outbound,
+            status: MessageStatus::Queued,
+            class: QueueClass::Bulk,
+            from_number: from_number.as_str().to_string(),
+            to_number: to.into_string(),
+            content: text.as_str().to_string(),
+            segments: text.segments(),
+            encoding: text.encoding().as_str().to_string(),
+            device_id: routing.device_id,
+            pinned: routing.pinned,
+            campaign_id: None,
+            request_id: None,
+            inbound_ref: None,
+            scheduled_for: None,
+            expires_at: expires_at(&state, now),
+        })
+        .collect();
+    let outcome = state
+        .writer
+        .accept(Accept {
+            scope: caller.scope(),
+            request_id: None,
+            messages,
+            device_available: routing.available,
+            limit: new_workspace_limit(&state, &caller),
+        })
+        .await?;
+    let stored = accepted(outcome, device_id, &from_number)?;
+    let ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();
+    state.registry.do_send(Enqueue { messages: stored });
+    Ok(success(
+        StatusCode::ACCEPTED,
+        "messages queued",
+        json!({ "count": ids.len(), "message_ids": ids }),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn batch_status(
+    state: web::Data<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<BatchStatusIn>,
+) -> Result<HttpResponse, ApiError> {
+    let ids = required(body.message_ids, "message_ids")?;
+    if ids.is_empty() || ids.len() > MAX_BATCH_STATUS_IDS {
+        return Err(ApiError::validation(
+            "message_ids",
+            "message_ids must hold 1 to 100 ids",
+        ));
+    }
+    let parsed: Vec<Uuid> = ids.iter().filter_map(|t| Uuid::parse_str(t).ok()).collect();
+    let found = messages::statuses(&state.db, caller.scope(), &parsed).await?;
+    let by_id: HashMap<Uuid, (MessageStatus, i64)> =
+        found.into_iter().map(|(id, s, at)| (id, (s, at))).collect();
+    let mut out = Vec::new();
+    let mut not_found = Vec::new();
+    for text in &ids {
+        match Uuid::parse_str(text)
+            .ok()
+            .and_then(|id| by_id.get(&id).map(|v| (id, *v)))
+        {
+            Some((id, (status, at))) => out.push(json!({
+                "id": id,
+                "status": status.as_str(),
+                "updated_at": format_ms(at),
+            })),
+            None => not_found.push(text.clone()),
+        }
+    }
+    Ok(success(
+        StatusCode::OK,
+        "statuses",
+        json!({ "messages": out, "not_found": not_found }),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    let page = PageRequest::parse(&query)?;
+    let filter = ListFilter {
+        direction: query
+            .get("direction")
+            .map(|d| {
+                Direction::parse(d).ok_or_else(|| {
+                    ApiError::validation("direction", "direction must be inbound or outbound")
+                })
+            })
+            .transpose()?,
+        status: query
+            .get("status")
+            .map(|s| {
+                MessageStatus::parse(s)
+                    .ok_or_else(|| ApiError::validation("status", "status is not a message status"))
+            })
+            .transpose()?,
+        phone_number: query
+            .get("phone_number")
+            .map(|n| parse_number(n, "phone_number").map(PhoneNumber::into_string))
+            .transpose()?,
+    };
+    let (rows, has_more) =
+        messages::list(&state.db, caller.scope(), &filter, page.after, page.limit).await?;
+    let next_cursor = if has_more {
+        rows.last().map(|m| {
+            encode_cursor(Position {
+                created_at: m.created_at,
+                id: m.id,
+            })
+        })
+    } else {
+        None
+    };
+    let items: Vec<Value> = rows.iter().map(message_out).collect();
+    Ok(success(
+        StatusCode::OK,
+        "messages",
+        json!({ "messages": items, "has_more": has_more, "next_cursor": next_cursor }),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(message_id = %path))]
+async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "message")?;
+    let (message, events) = messages::get_with_events(&state.db, caller.scope(), id)
+        .await
+        .map_err(|e| match e {
+            crate::store::StoreError::NotFound => ApiError::NotFound("message"),
+            other => other.into(),
+        })?;
+    let mut out = message_out(&message);
+    if let Some(obj) = out.as_object_mut() {
+        obj.insert(
+            "events".into(),
+            Value::Array(events.iter().map(event_out).collect()),
+        );
+    }
+    Ok(success(StatusCode::OK, "message", out))
+}
+
+#[tracing::instrument(skip_all, fields(message_id = %path))]
+async fn cancel(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "message")?;
+    let (current, _) = messages::get_with_events(&state.db, caller.scope(), id)
+        .await
+        .map_err(|e| match e {
+            crate::store::StoreError::NotFound => ApiError::NotFound("message"),
+            other => other.into(),
+        })?;
+    let mut transition = Transition::to(id, MessageStatus::Canceled);
+    transition.detail = Some("canceled through the API".into());
+    match state.writer.transition(transition).await? {
+        Some(message) => {
+            state.registry.do_send(Cancel {
+                message_id: message.id,
+                device_id: message.device_id,
+                scope: caller.scope(),
+                from_number: message.from_number.clone(),
+            });
+            Ok(success(
+                StatusCode::OK,
+                "message canceled",
+                message_out(&message),
+            ))
+        }
+        None => {
+            let status = messages::get(&state.db, id)
+                .await?
+                .map(|m| m.status)
+                .unwrap_or(current.status);
+            Err(ApiError::InvalidState {
+                message: format!("only a queued message can be canceled; this one is {status}"),
+                status: status.as_str().to_string(),
+            })
+        }
+    }
+}
+
+/// Unused helper kept private: converts stored ms to a chrono time for callers that need it.
+#[allow(dead_code)]
+fn at(ms: i64) -> DateTime<Utc> {
+    from_ms(ms)
+}

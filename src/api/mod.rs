@@ -1,0 +1,329 @@
+//! The HTTP API: routes, authentication, body and paging extractors shared by every resource.
+
+pub mod messages;
+pub mod ops;
+pub mod phone_ws;
+pub mod phones;
+
+use std::collections::HashMap;
+use std::future::{Ready, ready};
+use std::num::NonZeroU32;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use actix::Addr;
+use actix_web::body::MessageBody;
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use futures_util::future::LocalBoxFuture;
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use sea_orm::DatabaseConnection;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use crate::actors::registry::Registry;
+use crate::clock::SharedClock;
+use crate::config::Settings;
+use crate::domain::keys;
+use crate::domain::status::Mode;
+use crate::error::ApiError;
+use crate::store::messages::{Position, Scope};
+use crate::store::workspaces::{self, KeyGrant};
+use crate::store::writer::Writer;
+
+/// Largest accepted request body (contract §3).
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+/// How long a resolved API key is trusted without asking the database again.
+const KEY_CACHE_TTL: Duration = Duration::from_secs(60);
+
+/// Everything a handler may need, shared by all workers.
+pub struct AppState {
+    pub db: DatabaseConnection,
+    pub writer: Writer,
+    pub registry: Addr<Registry>,
+    pub settings: Arc<Settings>,
+    pub clock: SharedClock,
+    keys: RwLock<HashMap<String, (KeyGrant, Instant)>>,
+    limiter: Option<DefaultKeyedRateLimiter<Uuid>>,
+}
+
+impl AppState {
+    /// Builds the shared state; the per-key limiter follows `limits.api_per_second`.
+    pub fn new(
+        db: DatabaseConnection,
+        writer: Writer,
+        registry: Addr<Registry>,
+        settings: Arc<Settings>,
+        clock: SharedClock,
+    ) -> AppState {
+        let limiter = NonZeroU32::new(settings.limits.api_per_second).map(|rate| {
+            let burst = rate.saturating_mul(NonZeroU32::MIN.saturating_add(1));
+            RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
+        });
+        AppState {
+            db,
+            writer,
+            registry,
+            settings,
+            clock,
+            keys: RwLock::new(HashMap::new()),
+            limiter,
+        }
+    }
+
+    /// Resolves an API key through the cache; misses ask the database (never cached negative,
+    /// so a key created by the CLI works at once).
+    async fn resolve_key(&self, key: &str) -> Result<KeyGrant, ApiError> {
+        if keys::api_key_mode(key).is_none() {
+            return Err(ApiError::InvalidApiKey);
+        }
+        let hash = keys::hash_secret(key);
+        if let Ok(cache) = self.keys.read()
+            && let Some((grant, at)) = cache.get(&hash)
+            && at.elapsed() < KEY_CACHE_TTL
+            && keys::hashes_equal(&grant.key_hash, &hash)
+        {
+            return Ok(grant.clone());
+        }
+        let grant = workspaces::find_key(&self.db, &hash)
+            .await?
+            .ok_or(ApiError::InvalidApiKey)?;
+        if let Ok(mut cache) = self.keys.write() {
+            cache.insert(hash, (grant.clone(), Instant::now()));
+        }
+        Ok(grant)
+    }
+
+    fn throttle(&self, key_id: Uuid) -> Result<(), ApiError> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(());
+        };
+        limiter.check_key(&key_id).map_err(|not_until| {
+            let wait = not_until.wait_time_from(governor::clock::Clock::now(
+                &governor::clock::DefaultClock::default(),
+            ));
+            ApiError::RateLimited {
+                retry_after_secs: wait.as_secs().max(1),
+            }
+        })
+    }
+}
+
+/// The authenticated caller: a workspace in one mode.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub workspace_id: Uuid,
+    pub workspace_created_at: i64,
+    pub mode: Mode,
+}
+
+impl Caller {
+    /// The scope of every read and write this caller makes.
+    pub fn scope(&self) -> Scope {
+        Scope {
+            workspace_id: self.workspace_id,
+            mode: self.mode,
+        }
+    }
+}
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = Ready<Result<Caller, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(
+            req.extensions()
+                .get::<Caller>()
+                .copied()
+                .ok_or(ApiError::MissingApiKey),
+        )
+    }
+}
+
+/// Paths under /v1 that authenticate otherwise (the phone WebSocket uses its device token).
+fn is_public(path: &str) -> bool {
+    path == "/v1/phones/connect"
+}
+
+/// Authenticates every /v1 request before its body is read, then applies the per-key rate.
+pub async fn authenticate(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    if !is_public(req.path()) {
+        let state = req
+            .app_data::<web::Data<AppState>>()
+            .cloned()
+            .ok_or_else(|| ApiError::Internal("application state missing".into()))?;
+        let key = req
+            .headers()
+            .get("x-api-key")
+            .ok_or(ApiError::MissingApiKey)?
+            .to_str()
+            .map_err(|_| ApiError::InvalidApiKey)?
+            .trim()
+            .to_string();
+        if key.is_empty() {
+            return Err(ApiError::MissingApiKey.into());
+        }
+        let grant = state.resolve_key(&key).await?;
+        state.throttle(grant.key_id)?;
+        req.extensions_mut().insert(Caller {
+            workspace_id: grant.workspace_id,
+            workspace_created_at: grant.workspace_created_at,
+            mode: grant.mode,
+        });
+    }
+    next.call(req).await
+}
+
+/// A JSON body parsed with the envelope's errors: 413 over 2 MiB, 400 invalid_json for text
+/// that is not JSON or a field of the wrong type (naming the field).
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<JsonBody<T>, ApiError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let content_type_ok = match req.mime_type() {
+            Ok(Some(mime)) => {
+                mime.subtype() == "json" || mime.suffix().is_some_and(|s| s == "json")
+            }
+            Ok(None) => true,
+            Err(_) => false,
+        };
+        let declared_too_large = req
+            .headers()
+            .get(actix_web::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok())
+            .is_some_and(|len| len > MAX_BODY_BYTES);
+        let mut payload = payload.take();
+        Box::pin(async move {
+            if declared_too_large {
+                return Err(ApiError::PayloadTooLarge);
+            }
+            if !content_type_ok {
+                return Err(ApiError::InvalidJson {
+                    message: "Content-Type must be application/json".into(),
+                    field: None,
+                });
+            }
+            let mut body = web::BytesMut::new();
+            use futures_util::StreamExt;
+            while let Some(chunk) = payload.next().await {
+                let chunk = chunk.map_err(|_| ApiError::InvalidJson {
+                    message: "the request body could not be read".into(),
+                    field: None,
+                })?;
+                if body.len() + chunk.len() > MAX_BODY_BYTES {
+                    return Err(ApiError::PayloadTooLarge);
+                }
+                body.extend_from_slice(&chunk);
+            }
+            parse_json(&body).map(JsonBody)
+        })
+    }
+}
+
+/// Parses JSON, naming the offending field on a type error.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let deserializer = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(deserializer).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let field = (path != "." && !path.is_empty()).then_some(path);
+        let message = if inner.is_syntax() || inner.is_eof() {
+            format!("the request body is not valid JSON: {inner}")
+        } else {
+            match &field {
+                Some(field) => format!("{field}: {inner}"),
+                None => format!("the request body has the wrong shape: {inner}"),
+            }
+        };
+        ApiError::InvalidJson { message, field }
+    })
+}
+
+/// `limit` and `cursor` of every list operation.
+#[derive(Debug, Clone, Copy)]
+pub struct PageRequest {
+    pub limit: u64,
+    pub after: Option<Position>,
+}
+
+/// Default and bounds of list page sizes.
+pub const DEFAULT_PAGE_SIZE: u64 = 25;
+pub const MAX_PAGE_SIZE: u64 = 100;
+
+impl PageRequest {
+    /// Reads `limit` (1–100, default 25) and `cursor` from a query map.
+    pub fn parse(query: &HashMap<String, String>) -> Result<PageRequest, ApiError> {
+        let limit = match query.get("limit") {
+            None => DEFAULT_PAGE_SIZE,
+            Some(text) => match text.parse::<u64>() {
+                Ok(n) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
+                _ => {
+                    return Err(ApiError::validation(
+                        "limit",
+                        "limit must be an integer from 1 to 100",
+                    ));
+                }
+            },
+        };
+        let after = match query.get("cursor").map(String::as_str) {
+            None | Some("") => None,
+            Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
+                ApiError::validation("cursor", "cursor is not a value this API returned")
+            })?),
+        };
+        Ok(PageRequest { limit, after })
+    }
+}
+
+/// Opaque cursor for a (created_at, id) position.
+pub fn encode_cursor(position: Position) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{}:{}", position.created_at, position.id))
+}
+
+fn decode_cursor(cursor: &str) -> Option<Position> {
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (at, id) = text.split_once(':')?;
+    Some(Position {
+        created_at: at.parse().ok()?,
+        id: Uuid::parse_str(id).ok()?,
+    })
+}
+
+/// Parses a path id; anything that is not a UUID is simply not found.
+pub fn parse_id(text: &str, what: &'static str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text).map_err(|_| ApiError::NotFound(what))
+}
+
+/// Answers unknown routes with the envelope.
+pub async fn not_found() -> Result<actix_web::HttpResponse, ApiError> {
+    Err(ApiError::NotFound("route"))
+}
+
+/// Answers a known route called with the wrong method.
+pub async fn method_not_allowed() -> Result<actix_web::HttpResponse, ApiError> {
+    Err(ApiError::MethodNotAllowed)
+}
+
+/// Registers every route of the API.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/v1")
+            .wrap(actix_web::middleware::from_fn(authenticate))
+            .configure(messages::routes)
+            .configure(phones::routes)
+            .default_service(web::to(not_found)),
+    )
+    .configure(ops::routes);
+}

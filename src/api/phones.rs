@@ -1,0 +1,296 @@
+//! Phones API: pairing, listing with live state, pace overrides, unpairing, token rotation.
+
+use std::collections::HashMap;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{AppState, Caller, JsonBody, PageRequest, encode_cursor, parse_id};
+use crate::actors::registry::{
+    GetPhoneStates, PaceChanged, Paired, PhoneState, TokenRotated, Unpaired,
+};
+use crate::api::messages::parse_number;
+use crate::clock::format_ms;
+use crate::domain::keys;
+use crate::domain::pace::Pace;
+use crate::error::{ApiError, success};
+use crate::store::StoreError;
+use crate::store::messages::Position;
+use crate::store::phones::{self, PhoneRecord};
+
+/// Longest phone name.
+const MAX_NAME_CHARS: usize = 120;
+
+/// Registers the phone routes (the WebSocket lives in `phone_ws`).
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/phones/connect")
+            .get(super::phone_ws::connect)
+            .default_service(web::to(super::method_not_allowed)),
+    )
+    .service(
+        web::resource("/phones")
+            .get(list)
+            .post(create)
+            .default_service(web::to(super::method_not_allowed)),
+    )
+    .service(
+        web::resource("/phones/{id}")
+            .get(get)
+            .patch(update)
+            .delete(delete)
+            .default_service(web::to(super::method_not_allowed)),
+    )
+    .service(
+        web::resource("/phones/{id}/rotate-token")
+            .post(rotate_token)
+            .default_service(web::to(super::method_not_allowed)),
+    );
+}
+
+/// Body of `POST /v1/phones`.
+#[derive(Debug, Deserialize)]
+pub struct CreatePhoneIn {
+    pub phone_number: Option<String>,
+    pub name: Option<String>,
+}
+
+/// A pace in a request body.
+#[derive(Debug, Deserialize)]
+pub struct PaceIn {
+    pub per_minute: Option<u32>,
+    pub per_30_minutes: Option<u32>,
+}
+
+/// Body of `PATCH /v1/phones/{id}`; `pace: null` returns to the server default.
+#[derive(Debug, Deserialize)]
+pub struct UpdatePhoneIn {
+    #[serde(default, deserialize_with = "present")]
+    pub name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub pace: Option<Option<PaceIn>>,
+}
+
+/// Distinguishes an absent field (None) from an explicit null (Some(None)).
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+fn default_pace(state: &AppState) -> Pace {
+    Pace {
+        per_minute: state.settings.pace.per_minute,
+        per_30_minutes: state.settings.pace.per_30_minutes,
+    }
+}
+
+fn phone_out(state: &AppState, p: &PhoneRecord, live: Option<PhoneState>) -> Value {
+    let pace = p.pace.unwrap_or_else(|| default_pace(state));
+    json!({
+        "id": p.id,
+        "phone_number": p.phone_number,
+        "name": p.name,
+        "online": live.is_some_and(|s| s.online),
+        "pace": { "per_minute": pace.per_minute, "per_30_minutes": pace.per_30_minutes },
+        "created_at": format_ms(p.created_at),
+        "last_seen_at": live.and_then(|s| s.last_seen_at).or(p.last_seen_at).map(format_ms),
+    })
+}
+
+async fn live_states(state: &AppState, phones: &[PhoneRecord]) -> HashMap<uuid::Uuid, PhoneState> {
+    state
+        .registry
+        .send(GetPhoneStates {
+            ids: phones.iter().map(|p| p.id).collect(),
+        })
+        .await
+        .unwrap_or_default()
+}
+
+fn not_found(err: StoreError) -> ApiError {
+    match err {
+        StoreError::NotFound => ApiError::NotFound("phone"),
+        other => other.into(),
+    }
+}
+
+fn validate_name(name: Option<String>) -> Result<Option<String>, ApiError> {
+    match name {
+        Some(n) if n.chars().count() > MAX_NAME_CHARS => Err(ApiError::validation(
+            "name",
+            "name must be at most 120 characters",
+        )),
+        other => Ok(other),
+    }
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<CreatePhoneIn>,
+) -> Result<HttpResponse, ApiError> {
+    let number_text = body
+        .phone_number
+        .ok_or_else(|| ApiError::validation("phone_number", "phone_number is required"))?;
+    let number = parse_number(&number_text, "phone_number")?;
+    let name = validate_name(body.name)?;
+    let token = keys::generate_device_token();
+    let now = state.clock.now_ms();
+    let phone = phones::create(
+        &state.db,
+        caller.scope(),
+        number.as_str(),
+        name,
+        keys::hash_secret(&token),
+        now,
+    )
+    .await?;
+    state.registry.do_send(Paired {
+        phone: phone.clone(),
+    });
+    let mut out = phone_out(&state, &phone, None);
+    if let Some(obj) = out.as_object_mut() {
+        obj.insert("device_token".into(), Value::String(token));
+    }
+    Ok(success(
+        StatusCode::CREATED,
+        "phone paired; the device token is shown only now",
+        out,
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    let page = PageRequest::parse(&query)?;
+    let (rows, has_more) = phones::list(&state.db, caller.scope(), page.after, page.limit).await?;
+    let live = live_states(&state, &rows).await;
+    let next_cursor = has_more
+        .then(|| {
+            rows.last().map(|p| {
+                encode_cursor(Position {
+                    created_at: p.created_at,
+                    id: p.id,
+                })
+            })
+        })
+        .flatten();
+    let items: Vec<Value> = rows
+        .iter()
+        .map(|p| phone_out(&state, p, live.get(&p.id).copied()))
+        .collect();
+    Ok(success(
+        StatusCode::OK,
+        "phones",
+        json!({ "phones": items, "has_more": has_more, "next_cursor": next_cursor }),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(phone_id = %path))]
+async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "phone")?;
+    let phone = phones::get(&state.db, caller.scope(), id)
+        .await
+        .map_err(not_found)?;
+    let live = live_states(&state, std::slice::from_ref(&phone)).await;
+    Ok(success(
+        StatusCode::OK,
+        "phone",
+        phone_out(&state, &phone, live.get(&id).copied()),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(phone_id = %path))]
+async fn update(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+    JsonBody(body): JsonBody<UpdatePhoneIn>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "phone")?;
+    let name = body.name.map(validate_name).transpose()?;
+    let pace = match body.pace {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(p)) => {
+            let per_minute = p.per_minute.ok_or_else(|| {
+                ApiError::validation("pace.per_minute", "pace.per_minute is required")
+            })?;
+            let per_30 = p.per_30_minutes.ok_or_else(|| {
+                ApiError::validation("pace.per_30_minutes", "pace.per_30_minutes is required")
+            })?;
+            let pace = Pace::new(per_minute, per_30)
+                .map_err(|e| ApiError::validation(e.field, e.to_string()))?;
+            Some(Some(pace))
+        }
+    };
+    let phone = phones::update(&state.db, caller.scope(), id, name, pace)
+        .await
+        .map_err(not_found)?;
+    if pace.is_some() {
+        state.registry.do_send(PaceChanged {
+            phone_id: id,
+            pace: phone.pace,
+        });
+    }
+    let live = live_states(&state, std::slice::from_ref(&phone)).await;
+    Ok(success(
+        StatusCode::OK,
+        "phone updated",
+        phone_out(&state, &phone, live.get(&id).copied()),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(phone_id = %path))]
+async fn delete(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "phone")?;
+    phones::delete(&state.db, caller.scope(), id)
+        .await
+        .map_err(not_found)?;
+    state.registry.do_send(Unpaired { phone_id: id });
+    Ok(success(
+        StatusCode::OK,
+        "phone unpaired",
+        json!({ "id": id }),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(phone_id = %path))]
+async fn rotate_token(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "phone")?;
+    let token = keys::generate_device_token();
+    let phone = phones::set_token(&state.db, caller.scope(), id, keys::hash_secret(&token))
+        .await
+        .map_err(not_found)?;
+    state.registry.do_send(TokenRotated { phone_id: id });
+    let mut out = phone_out(&state, &phone, None);
+    if let Some(obj) = out.as_object_mut() {
+        obj.insert("device_token".into(), Value::String(token));
+    }
+    Ok(success(
+        StatusCode::OK,
+        "device token rotated; the old one no longer works",
+        out,
+    ))
+}

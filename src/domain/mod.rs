@@ -1,0 +1,12 @@
+//! Pure types and rules of the product. No I/O, no clocks, no knowledge of the layers above.
+
+pub mod keys;
+pub mod keywords;
+pub mod pace;
+pub mod phone_number;
+pub mod protocol;
+pub mod signing;
+pub mod sms;
+pub mod ssrf;
+pub mod status;
+pub mod template;

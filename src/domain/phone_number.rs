@@ -1,0 +1,232 @@
+//! Owns recipient phone numbers: strict E.164 parsing, validity and premium-rate classification.
+
+use std::fmt;
+
+use phonenumber::{Mode, Type, metadata::DATABASE};
+
+/// A phone number that libphonenumber accepts as valid, always held in E.164 form (`+14155550123`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PhoneNumber {
+    e164: String,
+    // Classified once at parse time because the lookup runs metadata regexes and callers ask
+    // on every send. Derived comparisons stay consistent: equal strings imply equal flags.
+    premium_rate: bool,
+}
+
+/// The input is not a valid E.164 phone number.
+///
+/// Carries no copy of the input so the error can be logged without leaking recipients.
+#[derive(Debug, Clone, Copy, thiserror::Error, PartialEq, Eq)]
+#[error("not a valid E.164 phone number")]
+pub struct InvalidPhoneNumber;
+
+/// E.164 caps a number at 15 digits, country code included.
+const MAX_DIGITS: usize = 15;
+
+impl PhoneNumber {
+    /// Parses strict E.164 input: a `+` then at most 15 digits, nothing else (not even
+    /// surrounding whitespace), which libphonenumber's metadata must consider a valid number.
+    pub fn parse(input: &str) -> Result<PhoneNumber, InvalidPhoneNumber> {
+        // libphonenumber is lenient (spaces, dashes, letters, national prefixes); the API
+        // contract is strict E.164, so the shape is checked before the metadata is consulted.
+        let digits = input.strip_prefix('+').ok_or(InvalidPhoneNumber)?;
+        if digits.is_empty()
+            || digits.len() > MAX_DIGITS
+            || !digits.bytes().all(|b| b.is_ascii_digit())
+        {
+            return Err(InvalidPhoneNumber);
+        }
+        let number = phonenumber::parse(None, input).map_err(|_| InvalidPhoneNumber)?;
+        if !phonenumber::is_valid(&number) {
+            return Err(InvalidPhoneNumber);
+        }
+        Ok(PhoneNumber {
+            e164: number.format().mode(Mode::E164).to_string(),
+            premium_rate: number.number_type(&DATABASE) == Type::PremiumRate,
+        })
+    }
+
+    /// The number in E.164 form.
+    pub fn as_str(&self) -> &str {
+        &self.e164
+    }
+
+    /// The number in E.164 form, by value.
+    pub fn into_string(self) -> String {
+        self.e164
+    }
+
+    /// Whether libphonenumber classifies the number as premium rate (costly to text).
+    pub fn is_premium_rate(&self) -> bool {
+        self.premium_rate
+    }
+}
+
+impl fmt::Display for PhoneNumber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.e164)
+    }
+}
+
+impl serde::Serialize for PhoneNumber {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.e164)
+    }
+}
+
+/// Parses one number so libphonenumber's lazily loaded metadata (about 150 ms on first use)
+/// is paid for at server start-up rather than by the first API request.
+pub fn warm_up() {
+    // The outcome is irrelevant; only the side effect of loading the metadata matters.
+    let _ = PhoneNumber::parse("+14155550123");
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn valid(input: &str) -> PhoneNumber {
+        PhoneNumber::parse(input).unwrap()
+    }
+
+    #[test]
+    fn accepts_valid_numbers_of_several_countries() {
+        for input in [
+            "+14155550123",   // US, San Francisco
+            "+12025550123",   // US, Washington DC
+            "+447911123456",  // UK mobile
+            "+447400123456",  // UK mobile
+            "+4915123456789", // DE mobile
+            "+491701234567",  // DE mobile
+            "+33612345678",   // FR mobile
+            "+442079460000",  // UK fixed line
+            "+4930123456",    // DE fixed line
+            "+8613812345678", // CN mobile
+        ] {
+            assert_eq!(valid(input).as_str(), input, "{input}");
+        }
+    }
+
+    #[test]
+    fn accepts_test_mode_magic_numbers() {
+        // Test mode routes these to simulated outcomes, like Twilio's +1500555000x.
+        for input in ["+15005550001", "+15005550002"] {
+            let number = valid(input);
+            assert_eq!(number.as_str(), input);
+            assert!(!number.is_premium_rate());
+        }
+    }
+
+    #[test]
+    fn rejects_malformed_input() {
+        for input in [
+            "",
+            "+",
+            "14155550123",
+            "0014155550123",
+            "+1415555012a",
+            "+1 415 555 0123",
+            "+1-415-555-0123",
+            "+1(415)5550123",
+            " +14155550123",
+            "+14155550123 ",
+            "+14155550123\n",
+            "++14155550123",
+            "+1",
+            "+12",
+            "+1234",
+            "+14155550",
+            "+1415555012345678", // 16 digits
+            "+4491234567890123", // 16 digits
+            "+１4155550123",     // full-width digit
+        ] {
+            assert_eq!(
+                PhoneNumber::parse(input),
+                Err(InvalidPhoneNumber),
+                "{input:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_numbers_the_metadata_does_not_assign() {
+        for input in [
+            "+10005551234",     // NANP area codes never start with 0
+            "+19001234567",     // 900 exchange codes never start with 1
+            "+447700900123",    // Ofcom drama range, unassigned
+            "+999123456789",    // no such country code
+            "+123456789012345", // 15 digits, too long for NANP
+        ] {
+            assert_eq!(
+                PhoneNumber::parse(input),
+                Err(InvalidPhoneNumber),
+                "{input:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn detects_premium_rate_numbers() {
+        for input in [
+            "+19005550123",
+            "+19002345678",
+            "+449090901234",
+            "+449091234567",
+            "+4990012345678",
+            "+33891234567",
+        ] {
+            assert!(valid(input).is_premium_rate(), "{input}");
+        }
+    }
+
+    #[test]
+    fn ordinary_numbers_are_not_premium_rate() {
+        for input in [
+            "+14155550123",
+            "+447911123456",
+            "+4915123456789",
+            "+33612345678",
+            "+442079460000",
+        ] {
+            assert!(!valid(input).is_premium_rate(), "{input}");
+        }
+    }
+
+    #[test]
+    fn e164_round_trips() {
+        let number = valid("+447911123456");
+        assert_eq!(number.to_string(), "+447911123456");
+        assert_eq!(valid(number.as_str()), number);
+        assert_eq!(number.clone().into_string(), "+447911123456");
+    }
+
+    #[test]
+    fn trunk_prefix_after_country_code_is_normalised_away() {
+        // "+44 (0)…" written without the parentheses; libphonenumber drops the trunk zero.
+        assert_eq!(valid("+4407911123456").as_str(), "+447911123456");
+    }
+
+    #[test]
+    fn warm_up_does_not_panic() {
+        warm_up();
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_and_valid_output_reparses(digits in "[0-9]{0,17}") {
+            let input = format!("+{digits}");
+            if let Ok(number) = PhoneNumber::parse(&input) {
+                prop_assert!(number.as_str().starts_with('+'));
+                prop_assert!(number.as_str().len() <= MAX_DIGITS + 1);
+                prop_assert_eq!(PhoneNumber::parse(number.as_str()), Ok(number.clone()));
+            }
+        }
+
+        #[test]
+        fn never_panics_on_arbitrary_text(input in "\\PC{0,20}") {
+            let _ = PhoneNumber::parse(&input);
+        }
+    }
+}

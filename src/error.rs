@@ -1,0 +1,179 @@
+//! The API's one error type: every failure a client can see, rendered as the spec's envelope
+//! with a stable `error_code` (contract §3).
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpResponse, ResponseError};
+use serde_json::{Value, json};
+
+use crate::store::StoreError;
+
+/// An error answered to an API client.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{message}")]
+    InvalidJson {
+        message: String,
+        field: Option<String>,
+    },
+    #[error("the x-api-key header is missing")]
+    MissingApiKey,
+    #[error("the API key is not valid")]
+    InvalidApiKey,
+    #[error("{field} is a premium-rate number; sending to it is blocked")]
+    PremiumRateBlocked { field: String },
+    #[error("this operation is only available with a test key")]
+    TestModeOnly,
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("request_id was already used; the original message is returned in data.id")]
+    DuplicateRequest { id: uuid::Uuid },
+    #[error("{message}")]
+    InvalidState { message: String, status: String },
+    #[error("{what} already exists")]
+    AlreadyExists { what: &'static str, id: uuid::Uuid },
+    #[error("the request body is larger than 2 MiB")]
+    PayloadTooLarge,
+    #[error("{field} is not a valid E.164 phone number")]
+    InvalidPhoneNumber { field: String },
+    #[error("content is {segments} segments of {encoding}; the limit is 10")]
+    ContentTooLong {
+        field: String,
+        segments: u32,
+        encoding: &'static str,
+    },
+    #[error("{message}")]
+    Validation { field: String, message: String },
+    #[error("a new workspace may send {limit} messages in its first 24 hours")]
+    NewAccountLimit { limit: u32, window_ends_at: String },
+    #[error("too many requests; retry after {retry_after_secs} s")]
+    RateLimited { retry_after_secs: u64 },
+    #[error("no online phone is paired with {number}")]
+    NoDeviceAvailable { field: &'static str, number: String },
+    #[error("the HTTP method is not allowed on this route")]
+    MethodNotAllowed,
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// A validation error naming the offending field.
+    pub fn validation(field: impl Into<String>, message: impl Into<String>) -> ApiError {
+        ApiError::Validation {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::InvalidJson { .. } => "invalid_json",
+            ApiError::MissingApiKey => "missing_api_key",
+            ApiError::InvalidApiKey => "invalid_api_key",
+            ApiError::PremiumRateBlocked { .. } => "premium_rate_blocked",
+            ApiError::TestModeOnly => "test_mode_only",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::DuplicateRequest { .. } => "duplicate_request",
+            ApiError::InvalidState { .. } => "invalid_state",
+            ApiError::AlreadyExists { .. } => "already_exists",
+            ApiError::PayloadTooLarge => "payload_too_large",
+            ApiError::InvalidPhoneNumber { .. } => "invalid_phone_number",
+            ApiError::ContentTooLong { .. } => "content_too_long",
+            ApiError::Validation { .. } => "validation_failed",
+            ApiError::NewAccountLimit { .. } => "new_account_limit",
+            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::NoDeviceAvailable { .. } => "no_device_available",
+            ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::Internal(_) => "internal_error",
+        }
+    }
+
+    fn data(&self) -> Value {
+        match self {
+            ApiError::InvalidJson {
+                field: Some(field), ..
+            } => json!({ "field": field }),
+            ApiError::PremiumRateBlocked { field }
+            | ApiError::InvalidPhoneNumber { field }
+            | ApiError::Validation { field, .. } => json!({ "field": field }),
+            ApiError::DuplicateRequest { id } => json!({ "id": id }),
+            ApiError::InvalidState { status, .. } => json!({ "status": status }),
+            ApiError::AlreadyExists { id, .. } => json!({ "id": id }),
+            ApiError::ContentTooLong {
+                field,
+                segments,
+                encoding,
+            } => json!({ "field": field, "segments": segments, "encoding": encoding }),
+            ApiError::NewAccountLimit {
+                limit,
+                window_ends_at,
+            } => json!({ "limit": limit, "window_ends_at": window_ends_at }),
+            ApiError::NoDeviceAvailable { field, .. } => json!({ "field": field }),
+            _ => json!({}),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound => ApiError::NotFound("resource"),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::InvalidJson { .. } => StatusCode::BAD_REQUEST,
+            ApiError::MissingApiKey | ApiError::InvalidApiKey => StatusCode::UNAUTHORIZED,
+            ApiError::PremiumRateBlocked { .. } | ApiError::TestModeOnly => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::DuplicateRequest { .. }
+            | ApiError::InvalidState { .. }
+            | ApiError::AlreadyExists { .. } => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::InvalidPhoneNumber { .. }
+            | ApiError::ContentTooLong { .. }
+            | ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::NewAccountLimit { .. } | ApiError::RateLimited { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+            ApiError::NoDeviceAvailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let message = match self {
+            ApiError::Internal(detail) => {
+                // The cause goes to the log once, here; the body says nothing internal.
+                tracing::error!(error = %detail, "internal error");
+                "internal error".to_string()
+            }
+            other => other.to_string(),
+        };
+        let mut response = HttpResponse::build(self.status_code());
+        if let ApiError::RateLimited { retry_after_secs } = self {
+            response.insert_header((header::RETRY_AFTER, HeaderValue::from(*retry_after_secs)));
+        }
+        response.json(json!({
+            "status": "error",
+            "message": message,
+            "data": self.data(),
+            "error_code": self.code(),
+        }))
+    }
+}
+
+/// The success envelope around `data`.
+pub fn success(status: StatusCode, message: &str, data: Value) -> HttpResponse {
+    HttpResponse::build(status).json(json!({
+        "status": "success",
+        "message": message,
+        "data": data,
+    }))
+}

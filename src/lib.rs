@@ -1,0 +1,15 @@
+//! smsgw: an SMS gateway that sends and receives through the customer's own paired phones.
+//!
+//! Layers point one way: `startup → api → actors → store → domain` (see docs/architecture.md).
+
+pub mod actors;
+pub mod api;
+pub mod clock;
+pub mod config;
+pub mod domain;
+pub mod error;
+pub mod phone_sim;
+pub mod portal;
+pub mod startup;
+pub mod store;
+pub mod telemetry;

@@ -1,0 +1,131 @@
+//! The `smsgw` command: serve, migrate, workspace and key administration, phone simulator.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use smsgw::config::Settings;
+use smsgw::domain::status::Mode;
+use smsgw::startup::Application;
+use smsgw::store::{self, workspaces};
+
+#[derive(Parser)]
+#[command(
+    name = "smsgw",
+    version,
+    about = "SMS gateway through your own paired phones"
+)]
+struct Cli {
+    /// Configuration file (default: smsgw.toml when present).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run migrations, then serve the API, phone WebSockets and portal.
+    Serve,
+    /// Run migrations and exit.
+    Migrate,
+    /// Workspace administration.
+    Workspace {
+        #[command(subcommand)]
+        command: WorkspaceCommand,
+    },
+    /// API key administration.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+    /// A simulated phone over the real WebSocket protocol.
+    PhoneSim(smsgw::phone_sim::SimArgs),
+}
+
+#[derive(Subcommand)]
+enum WorkspaceCommand {
+    /// Create a workspace and print its id and first keys.
+    Create {
+        #[arg(long)]
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Create one more key for a workspace and print it.
+    Create {
+        #[arg(long)]
+        workspace: uuid::Uuid,
+        #[arg(long, value_parser = ["live", "test"])]
+        mode: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let settings = match Settings::load(cli.config.as_deref()) {
+        Ok(s) => s,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    smsgw::telemetry::init(&settings.log.format, &settings.log.level);
+    let result = actix_web::rt::System::new().block_on(run(cli.command, settings));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
+    let now = chrono::Utc::now().timestamp_millis();
+    match command {
+        Command::Serve => {
+            let app = Application::build(settings).await?;
+            if let Some(keys) = &app.initial_keys {
+                println!("workspace: {}", keys.workspace_id);
+                println!("live key: {}", keys.live_key);
+                println!("test key: {}", keys.test_key);
+            }
+            println!("listening on http://{}", app.address());
+            app.run_until_stopped().await?;
+        }
+        Command::Migrate => {
+            let db = store::connect(&settings.database.url, 2).await?;
+            store::migrate(&db).await?;
+            println!("migrations applied");
+        }
+        Command::Workspace {
+            command: WorkspaceCommand::Create { name },
+        } => {
+            let db = store::connect(&settings.database.url, 2).await?;
+            store::migrate(&db).await?;
+            let created = workspaces::create(&db, &name, now).await?;
+            println!("workspace: {}", created.workspace.id);
+            println!("live key: {}", created.live_key);
+            println!("test key: {}", created.test_key);
+        }
+        Command::Key {
+            command: KeyCommand::Create { workspace, mode },
+        } => {
+            let mode = Mode::parse(&mode).ok_or("mode must be live or test")?;
+            let db = store::connect(&settings.database.url, 2).await?;
+            store::migrate(&db).await?;
+            let key = workspaces::create_key(&db, workspace, mode, now)
+                .await
+                .map_err(|e| match e {
+                    store::StoreError::NotFound => format!("no workspace {workspace}"),
+                    other => other.to_string(),
+                })?;
+            println!("{} key: {key}", mode.as_str());
+        }
+        Command::PhoneSim(args) => smsgw::phone_sim::run(args).await?,
+    }
+    Ok(())
+}

@@ -1,0 +1,153 @@
+//! Builds the application: database, migrations, writer, actors, HTTP server.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+
+use actix::{Actor, Addr};
+use actix_web::dev::Server;
+use actix_web::{App, HttpServer, web};
+use sea_orm::DatabaseConnection;
+
+use crate::actors::Deps;
+use crate::actors::registry::Registry;
+use crate::api::{self, AppState};
+use crate::clock::{SharedClock, SystemClock};
+use crate::config::Settings;
+use crate::store::writer::{Change, Writer};
+use crate::store::{self, StoreError, workspaces};
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("database: {0}")]
+    Store(#[from] StoreError),
+    #[error("cannot listen on {bind}: {source}")]
+    Bind {
+        bind: String,
+        source: std::io::Error,
+    },
+}
+
+/// Keys of the `default` workspace created on an empty database, shown once.
+#[derive(Debug, Clone)]
+pub struct InitialKeys {
+    pub workspace_id: uuid::Uuid,
+    pub live_key: String,
+    pub test_key: String,
+}
+
+/// A built, not yet running, server.
+pub struct Application {
+    address: SocketAddr,
+    server: Server,
+    /// Set when this start created the `default` workspace.
+    pub initial_keys: Option<InitialKeys>,
+    pub db: DatabaseConnection,
+    pub registry: Addr<Registry>,
+}
+
+impl Application {
+    /// Connects, migrates, creates the default workspace on an empty database, starts the
+    /// writer and the registry once, and binds the listener (port 0 picks a free port).
+    pub async fn build(settings: Settings) -> Result<Application, StartupError> {
+        Application::build_with_clock(settings, Arc::new(SystemClock)).await
+    }
+
+    /// [`Application::build`] with an injected clock.
+    pub async fn build_with_clock(
+        settings: Settings,
+        clock: SharedClock,
+    ) -> Result<Application, StartupError> {
+        crate::domain::phone_number::warm_up();
+        let settings = Arc::new(settings);
+        let db = store::connect(&settings.database.url, settings.database.max_connections).await?;
+        store::migrate(&db).await?;
+        let initial_keys = if workspaces::count(&db).await? == 0 {
+            let created = workspaces::create(&db, "default", clock.now_ms()).await?;
+            Some(InitialKeys {
+                workspace_id: created.workspace.id,
+                live_key: created.live_key,
+                test_key: created.test_key,
+            })
+        } else {
+            None
+        };
+        if settings.webhooks.allow_insecure_targets {
+            tracing::warn!(
+                "webhooks.allow_insecure_targets is on: http:// and private targets are allowed (development only)"
+            );
+        }
+        let listener: Arc<dyn Fn(Vec<Change>) + Send + Sync> = Arc::new(|changes: Vec<Change>| {
+            for change in changes {
+                tracing::debug!(message_id = %change.message.id, kind = change.kind, "message changed");
+            }
+        });
+        let writer = Writer::start(db.clone(), clock.clone(), listener);
+        let deps = Deps {
+            db: db.clone(),
+            writer: writer.clone(),
+            clock: clock.clone(),
+            settings: settings.clone(),
+        };
+        let registry = Registry::new(deps).start();
+        let state = web::Data::new(AppState::new(
+            db.clone(),
+            writer,
+            registry.clone(),
+            settings.clone(),
+            clock,
+        ));
+        let tcp =
+            TcpListener::bind(&settings.server.bind).map_err(|source| StartupError::Bind {
+                bind: settings.server.bind.clone(),
+                source,
+            })?;
+        let address = tcp.local_addr().map_err(|source| StartupError::Bind {
+            bind: settings.server.bind.clone(),
+            source,
+        })?;
+        let mut server = HttpServer::new(move || {
+            App::new()
+                .app_data(state.clone())
+                .configure(api::configure)
+                .configure(crate::portal::routes)
+                .default_service(web::to(api::not_found))
+        })
+        .listen(tcp)
+        .map_err(|source| StartupError::Bind {
+            bind: settings.server.bind.clone(),
+            source,
+        })?
+        .shutdown_timeout(8);
+        if settings.server.workers > 0 {
+            server = server.workers(settings.server.workers);
+        }
+        Ok(Application {
+            address,
+            server: server.run(),
+            initial_keys,
+            db,
+            registry,
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.address.port()
+    }
+
+    /// A handle that can stop the server gracefully.
+    pub fn handle(&self) -> actix_web::dev::ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until stopped (SIGINT/SIGTERM stop it gracefully).
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.server.await
+    }
+}

@@ -1,0 +1,285 @@
+//! Message reads: by id with its timeline, cursor-paged listing, batch status, queue rebuilds.
+//!
+//! Writes go through [`super::writer`], which batches them into group commits.
+
+use entity::{message_events, messages};
+use sea_orm::sea_query::{Expr, ExprTrait, IntoCondition};
+use sea_orm::{
+    ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+};
+use uuid::Uuid;
+
+use super::StoreError;
+use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
+
+/// A stored message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub id: Uuid,
+    pub workspace_id: Uuid,
+    pub mode: Mode,
+    pub direction: Direction,
+    pub status: MessageStatus,
+    pub class: QueueClass,
+    pub from_number: String,
+    pub to_number: String,
+    pub content: String,
+    pub segments: u32,
+    pub encoding: String,
+    pub device_id: Option<Uuid>,
+    pub pinned: bool,
+    pub campaign_id: Option<Uuid>,
+    pub request_id: Option<String>,
+    pub scheduled_for: Option<i64>,
+    pub expires_at: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub sent_at: Option<i64>,
+    pub delivered_at: Option<i64>,
+    pub failed_at: Option<i64>,
+    pub failure_reason: Option<String>,
+    pub send_attempts: u32,
+}
+
+impl From<messages::Model> for Message {
+    fn from(m: messages::Model) -> Self {
+        Message {
+            id: m.id,
+            workspace_id: m.workspace_id,
+            mode: Mode::from_test_flag(m.test_mode),
+            direction: Direction::parse(&m.direction).unwrap_or(Direction::Outbound),
+            status: MessageStatus::parse(&m.status).unwrap_or(MessageStatus::Failed),
+            class: QueueClass::from_i16(m.priority),
+            from_number: m.from_number,
+            to_number: m.to_number,
+            content: m.content,
+            segments: u32::try_from(m.segments).unwrap_or(0),
+            encoding: m.encoding,
+            device_id: m.device_id,
+            pinned: m.pinned,
+            campaign_id: m.campaign_id,
+            request_id: m.request_id,
+            scheduled_for: m.scheduled_for,
+            expires_at: m.expires_at,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+            sent_at: m.sent_at,
+            delivered_at: m.delivered_at,
+            failed_at: m.failed_at,
+            failure_reason: m.failure_reason,
+            send_attempts: u32::try_from(m.send_attempts).unwrap_or(0),
+        }
+    }
+}
+
+/// One timeline entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageEvent {
+    pub kind: String,
+    pub status: String,
+    pub at: i64,
+    pub detail: Option<String>,
+}
+
+/// Scope of every read: a workspace in one mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Scope {
+    pub workspace_id: Uuid,
+    pub mode: Mode,
+}
+
+impl Scope {
+    fn condition(self) -> Condition {
+        Condition::all()
+            .add(messages::Column::WorkspaceId.eq(self.workspace_id))
+            .add(messages::Column::TestMode.eq(self.mode.is_test()))
+    }
+}
+
+/// A message of this scope, with its timeline oldest first.
+#[tracing::instrument(skip_all, fields(message_id = %id))]
+pub async fn get_with_events(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: Uuid,
+) -> Result<(Message, Vec<MessageEvent>), StoreError> {
+    let message = messages::Entity::find_by_id(id)
+        .filter(scope.condition())
+        .one(db)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let events = message_events::Entity::find()
+        .filter(message_events::Column::MessageId.eq(id))
+        .order_by_asc(message_events::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|e| MessageEvent {
+            kind: e.kind,
+            status: e.status,
+            at: e.at,
+            detail: e.detail,
+        })
+        .collect();
+    Ok((message.into(), events))
+}
+
+/// A message by id regardless of scope (internal use by actors).
+pub async fn get(db: &DatabaseConnection, id: Uuid) -> Result<Option<Message>, StoreError> {
+    Ok(messages::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .map(Message::from))
+}
+
+/// Filters of the list operation.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub direction: Option<Direction>,
+    pub status: Option<MessageStatus>,
+    pub phone_number: Option<String>,
+}
+
+/// Position after which a page starts: the (created_at, id) of the last item of the previous page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub created_at: i64,
+    pub id: Uuid,
+}
+
+/// Newest first by (created_at, id), strictly after `after`; fetches `limit + 1` to learn has_more.
+#[tracing::instrument(skip_all)]
+pub async fn list(
+    db: &DatabaseConnection,
+    scope: Scope,
+    filter: &ListFilter,
+    after: Option<Position>,
+    limit: u64,
+) -> Result<(Vec<Message>, bool), StoreError> {
+    let mut condition = scope.condition();
+    if let Some(direction) = filter.direction {
+        condition = condition.add(messages::Column::Direction.eq(direction.as_str()));
+    }
+    if let Some(status) = filter.status {
+        condition = condition.add(messages::Column::Status.eq(status.as_str()));
+    }
+    if let Some(number) = &filter.phone_number {
+        condition = condition.add(
+            Condition::any()
+                .add(messages::Column::FromNumber.eq(number.as_str()))
+                .add(messages::Column::ToNumber.eq(number.as_str())),
+        );
+    }
+    if let Some(position) = after {
+        condition = condition.add(
+            Condition::any()
+                .add(messages::Column::CreatedAt.lt(position.created_at))
+                .add(
+                    Expr::col(messages::Column::CreatedAt)
+                        .eq(position.created_at)
+                        .and(Expr::col(messages::Column::Id).lt(position.id))
+                        .into_condition(),
+                ),
+        );
+    }
+    let mut rows: Vec<Message> = messages::Entity::find()
+        .filter(condition)
+        .order_by_desc(messages::Column::CreatedAt)
+        .order_by_desc(messages::Column::Id)
+        .limit(limit + 1)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect();
+    let has_more = rows.len() as u64 > limit;
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    Ok((rows, has_more))
+}
+
+/// Status of each id of this scope that exists.
+pub async fn statuses(
+    db: &DatabaseConnection,
+    scope: Scope,
+    ids: &[Uuid],
+) -> Result<Vec<(Uuid, MessageStatus, i64)>, StoreError> {
+    let rows: Vec<(Uuid, String, i64)> = messages::Entity::find()
+        .select_only()
+        .column(messages::Column::Id)
+        .column(messages::Column::Status)
+        .column(messages::Column::UpdatedAt)
+        .filter(scope.condition())
+        .filter(messages::Column::Id.is_in(ids.iter().copied()))
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, status, at)| MessageStatus::parse(&status).map(|s| (id, s, at)))
+        .collect())
+}
+
+/// Outbound messages not yet handed over for good (queued or sending), oldest first: the
+/// queues rebuilt at start-up. Messages left `sending` by a stopped server are re-sent.
+pub async fn unfinished_outbound(db: &DatabaseConnection) -> Result<Vec<Message>, StoreError> {
+    Ok(messages::Entity::find()
+        .filter(messages::Column::Status.is_in([
+            MessageStatus::Queued.as_str(),
+            MessageStatus::Sending.as_str(),
+        ]))
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
+        .order_by_asc(messages::Column::CreatedAt)
+        .order_by_asc(messages::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect())
+}
+
+/// Queued messages whose expires_at has passed (handed to the writer to expire).
+pub async fn expired_candidates(
+    db: &DatabaseConnection,
+    now_ms: i64,
+    limit: u64,
+) -> Result<Vec<Uuid>, StoreError> {
+    Ok(messages::Entity::find()
+        .select_only()
+        .column(messages::Column::Id)
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
+        .filter(messages::Column::ExpiresAt.lte(now_ms))
+        .limit(limit)
+        .into_tuple()
+        .all(db)
+        .await?)
+}
+
+/// Times at which this phone was handed messages since `since_ms`: its pace log after a restart.
+pub async fn handoffs_since(
+    db: &DatabaseConnection,
+    device_id: Uuid,
+    since_ms: i64,
+) -> Result<Vec<i64>, StoreError> {
+    let ids: Vec<Uuid> = messages::Entity::find()
+        .select_only()
+        .column(messages::Column::Id)
+        .filter(messages::Column::DeviceId.eq(device_id))
+        .filter(messages::Column::UpdatedAt.gte(since_ms))
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut times = Vec::new();
+    for chunk in ids.chunks(500) {
+        let at: Vec<i64> = message_events::Entity::find()
+            .select_only()
+            .column(message_events::Column::At)
+            .filter(message_events::Column::MessageId.is_in(chunk.iter().copied()))
+            .filter(message_events::Column::Kind.eq(MessageStatus::Sending.as_str()))
+            .filter(message_events::Column::At.gte(since_ms))
+            .into_tuple()
+            .all(db)
+            .await?;
+        times.extend(at);
+    }
+    Ok(times)
+}

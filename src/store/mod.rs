@@ -1,0 +1,78 @@
+//! Persistence: SeaORM queries per aggregate, and the group-commit writer.
+//!
+//! The store never calls up into actors or the API. Rows are mapped to the types the layers
+//! above use here, so entities stay inside this module tree.
+
+pub mod messages;
+pub mod phones;
+pub mod workspaces;
+pub mod writer;
+
+use std::time::Duration;
+
+use migration::{Migrator, MigratorTrait};
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, SqlErr};
+
+/// A storage failure, classified once.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found")]
+    NotFound,
+    /// A unique constraint refused the write.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("the writer is not running")]
+    WriterGone,
+    #[error("database error: {0}")]
+    Db(DbErr),
+}
+
+impl From<DbErr> for StoreError {
+    fn from(err: DbErr) -> Self {
+        match err.sql_err() {
+            Some(SqlErr::UniqueConstraintViolation(detail)) => StoreError::Conflict(detail),
+            _ => StoreError::Db(err),
+        }
+    }
+}
+
+/// How long a SQLite connection waits for the write lock before giving up.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Opens the database with the settings each backend needs: WAL and a busy timeout on SQLite.
+pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnection, StoreError> {
+    let mut options = ConnectOptions::new(url.to_string());
+    options
+        .max_connections(max_connections.max(2))
+        .min_connections(1)
+        .connect_timeout(Duration::from_secs(10))
+        .acquire_timeout(Duration::from_secs(30))
+        .sqlx_logging(false)
+        .map_sqlx_sqlite_opts(|opts| {
+            opts.journal_mode(SqliteJournalMode::Wal)
+                // NORMAL in WAL mode is durable against process crashes (the OS still holds the
+                // log); FULL would also survive power loss at several times the commit cost.
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(SQLITE_BUSY_TIMEOUT)
+                .foreign_keys(false)
+                .create_if_missing(true)
+        });
+    Ok(Database::connect(options).await?)
+}
+
+/// Brings the schema up to date.
+pub async fn migrate(db: &DatabaseConnection) -> Result<(), StoreError> {
+    Migrator::up(db, None).await?;
+    Ok(())
+}
+
+/// Whether the database answers a trivial query (readiness).
+pub async fn ping(db: &DatabaseConnection) -> bool {
+    db.ping().await.is_ok()
+}
+
+/// True for SQLite, whose single writer lock shapes how batches are sized.
+pub fn is_sqlite(db: &DatabaseConnection) -> bool {
+    db.get_database_backend() == DbBackend::Sqlite
+}

@@ -1,0 +1,238 @@
+//! Paired phones: pairing, listing, pace overrides, unpairing and device tokens.
+
+use entity::phones;
+use sea_orm::sea_query::{Expr, ExprTrait, IntoCondition};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, IntoActiveModel,
+    QueryFilter, QueryOrder, QuerySelect, Set,
+};
+use uuid::Uuid;
+
+use super::StoreError;
+use super::messages::{Position, Scope};
+use crate::domain::pace::Pace;
+use crate::domain::status::Mode;
+
+/// A paired phone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhoneRecord {
+    pub id: Uuid,
+    pub workspace_id: Uuid,
+    pub mode: Mode,
+    pub phone_number: String,
+    pub name: Option<String>,
+    /// Per-phone override; None follows the server default.
+    pub pace: Option<Pace>,
+    pub created_at: i64,
+    pub last_seen_at: Option<i64>,
+}
+
+impl PhoneRecord {
+    /// The scope the phone belongs to.
+    pub fn scope(&self) -> Scope {
+        Scope {
+            workspace_id: self.workspace_id,
+            mode: self.mode,
+        }
+    }
+}
+
+impl From<phones::Model> for PhoneRecord {
+    fn from(m: phones::Model) -> Self {
+        let pace = match (m.pace_per_minute, m.pace_per_30_minutes) {
+            (Some(a), Some(b)) => {
+                Pace::new(u32::try_from(a).unwrap_or(1), u32::try_from(b).unwrap_or(1)).ok()
+            }
+            _ => None,
+        };
+        PhoneRecord {
+            id: m.id,
+            workspace_id: m.workspace_id,
+            mode: Mode::from_test_flag(m.test_mode),
+            phone_number: m.phone_number,
+            name: m.name,
+            pace,
+            created_at: m.created_at,
+            last_seen_at: m.last_seen_at,
+        }
+    }
+}
+
+fn in_scope(scope: Scope) -> Condition {
+    Condition::all()
+        .add(phones::Column::WorkspaceId.eq(scope.workspace_id))
+        .add(phones::Column::TestMode.eq(scope.mode.is_test()))
+}
+
+fn pace_columns(pace: Option<Pace>) -> (Option<i32>, Option<i32>) {
+    match pace {
+        Some(p) => (
+            Some(i32::try_from(p.per_minute).unwrap_or(i32::MAX)),
+            Some(i32::try_from(p.per_30_minutes).unwrap_or(i32::MAX)),
+        ),
+        None => (None, None),
+    }
+}
+
+/// Pairs a new phone; the token hash is all that is kept of its device token.
+#[tracing::instrument(skip_all)]
+pub async fn create(
+    db: &DatabaseConnection,
+    scope: Scope,
+    phone_number: &str,
+    name: Option<String>,
+    token_hash: String,
+    now_ms: i64,
+) -> Result<PhoneRecord, StoreError> {
+    let model = phones::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        workspace_id: Set(scope.workspace_id),
+        test_mode: Set(scope.mode.is_test()),
+        phone_number: Set(phone_number.to_string()),
+        name: Set(name),
+        token_hash: Set(token_hash),
+        pace_per_minute: Set(None),
+        pace_per_30_minutes: Set(None),
+        created_at: Set(now_ms),
+        last_seen_at: Set(None),
+    }
+    .insert(db)
+    .await?;
+    Ok(model.into())
+}
+
+/// One phone of this scope.
+pub async fn get(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: Uuid,
+) -> Result<PhoneRecord, StoreError> {
+    phones::Entity::find_by_id(id)
+        .filter(in_scope(scope))
+        .one(db)
+        .await?
+        .map(PhoneRecord::from)
+        .ok_or(StoreError::NotFound)
+}
+
+/// Newest first by (created_at, id), after `after`.
+pub async fn list(
+    db: &DatabaseConnection,
+    scope: Scope,
+    after: Option<Position>,
+    limit: u64,
+) -> Result<(Vec<PhoneRecord>, bool), StoreError> {
+    let mut condition = in_scope(scope);
+    if let Some(p) = after {
+        condition = condition.add(
+            Condition::any()
+                .add(phones::Column::CreatedAt.lt(p.created_at))
+                .add(
+                    Expr::col(phones::Column::CreatedAt)
+                        .eq(p.created_at)
+                        .and(Expr::col(phones::Column::Id).lt(p.id))
+                        .into_condition(),
+                ),
+        );
+    }
+    let mut rows: Vec<PhoneRecord> = phones::Entity::find()
+        .filter(condition)
+        .order_by_desc(phones::Column::CreatedAt)
+        .order_by_desc(phones::Column::Id)
+        .limit(limit + 1)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(PhoneRecord::from)
+        .collect();
+    let has_more = rows.len() as u64 > limit;
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    Ok((rows, has_more))
+}
+
+/// Every paired phone (the registry's start-up index).
+pub async fn all(db: &DatabaseConnection) -> Result<Vec<PhoneRecord>, StoreError> {
+    Ok(phones::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(PhoneRecord::from)
+        .collect())
+}
+
+/// Changes the name and/or the pace override (`Some(None)` clears the override).
+pub async fn update(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: Uuid,
+    name: Option<Option<String>>,
+    pace: Option<Option<Pace>>,
+) -> Result<PhoneRecord, StoreError> {
+    let model = phones::Entity::find_by_id(id)
+        .filter(in_scope(scope))
+        .one(db)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let mut active = model.into_active_model();
+    if let Some(name) = name {
+        active.name = Set(name);
+    }
+    if let Some(pace) = pace {
+        let (a, b) = pace_columns(pace);
+        active.pace_per_minute = Set(a);
+        active.pace_per_30_minutes = Set(b);
+    }
+    Ok(active.update(db).await?.into())
+}
+
+/// Unpairs a phone.
+pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
+    let result = phones::Entity::delete_many()
+        .filter(phones::Column::Id.eq(id))
+        .filter(in_scope(scope))
+        .exec(db)
+        .await?;
+    if result.rows_affected == 0 {
+        return Err(StoreError::NotFound);
+    }
+    Ok(())
+}
+
+/// Replaces the device token hash; the old token stops working at once.
+pub async fn set_token(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: Uuid,
+    token_hash: String,
+) -> Result<PhoneRecord, StoreError> {
+    let model = phones::Entity::find_by_id(id)
+        .filter(in_scope(scope))
+        .one(db)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let mut active = model.into_active_model();
+    active.token_hash = Set(token_hash);
+    Ok(active.update(db).await?.into())
+}
+
+/// The phone a device token belongs to.
+pub async fn find_by_token(
+    db: &DatabaseConnection,
+    token_hash: &str,
+) -> Result<Option<PhoneRecord>, StoreError> {
+    Ok(phones::Entity::find()
+        .filter(phones::Column::TokenHash.eq(token_hash))
+        .one(db)
+        .await?
+        .map(PhoneRecord::from))
+}
+
+/// Records when a phone was last heard from.
+pub async fn touch(db: &DatabaseConnection, id: Uuid, at_ms: i64) -> Result<(), StoreError> {
+    phones::Entity::update_many()
+        .col_expr(phones::Column::LastSeenAt, Expr::value(at_ms))
+        .filter(phones::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(())
+}

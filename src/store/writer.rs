@@ -1,0 +1,619 @@
+//! The group-commit writer: every message write of the hot path goes through one task that
+//! batches concurrent requests into one transaction and answers each once its batch commits.
+//!
+//! Why: one commit per request tops out at a few thousand rows/s on SQLite, while one
+//! transaction for many rows reaches tens of thousands. The writer is also the only inserter
+//! of messages, which makes the new-workspace count exact. Idempotency still rests on the
+//! unique index: a batch that fails as a whole is replayed job by job, so one bad job never
+//! fails its neighbours.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use entity::{message_events, messages};
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{
+    ActiveValue::NotSet, ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
+    PaginatorTrait, QueryFilter, QuerySelect, Set, TransactionTrait,
+};
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use super::StoreError;
+use super::messages::{Message, Scope};
+use crate::clock::SharedClock;
+use crate::domain::status::{Direction, MessageStatus, QueueClass};
+
+/// Jobs waiting for the writer; senders wait (backpressure) when it is full.
+const QUEUE_CAPACITY: usize = 16_384;
+/// Most jobs committed in one transaction.
+const MAX_BATCH: usize = 512;
+/// Rows per multi-row INSERT (SQLite binds at most 32,766 parameters per statement).
+const ROWS_PER_INSERT: usize = 400;
+
+/// A message ready to be stored (already validated by the domain layer).
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub id: Uuid,
+    pub direction: Direction,
+    pub status: MessageStatus,
+    pub class: QueueClass,
+    pub from_number: String,
+    pub to_number: String,
+    pub content: String,
+    pub segments: u32,
+    pub encoding: String,
+    pub device_id: Option<Uuid>,
+    pub pinned: bool,
+    pub campaign_id: Option<Uuid>,
+    pub request_id: Option<String>,
+    pub inbound_ref: Option<String>,
+    pub scheduled_for: Option<i64>,
+    pub expires_at: i64,
+}
+
+/// The new-workspace limit, when it applies to this request.
+#[derive(Debug, Clone, Copy)]
+pub struct NewWorkspaceLimit {
+    pub max: u32,
+    pub window_starts_at: i64,
+    pub window_ends_at: i64,
+}
+
+/// Store outbound messages after the checks of contract §3 that need the database, in order:
+/// idempotency, device availability, new-workspace limit.
+#[derive(Debug, Clone)]
+pub struct Accept {
+    pub scope: Scope,
+    pub request_id: Option<String>,
+    pub messages: Vec<NewMessage>,
+    /// Whether routing found a phone; checked after idempotency so a repeat is still a 409.
+    pub device_available: bool,
+    pub limit: Option<NewWorkspaceLimit>,
+}
+
+/// The answer to an [`Accept`].
+#[derive(Debug, Clone)]
+pub enum AcceptOutcome {
+    Accepted(Vec<Message>),
+    /// The request_id was used before: the original message id.
+    Duplicate(Uuid),
+    NoDevice,
+    LimitReached {
+        limit: u32,
+        window_ends_at: i64,
+    },
+}
+
+/// Move a message to another status if its current status allows it.
+#[derive(Debug, Clone)]
+pub struct Transition {
+    pub id: Uuid,
+    pub to: MessageStatus,
+    /// Only when the message is currently assigned to this phone (status reports).
+    pub expect_device: Option<Uuid>,
+    /// Assign the message to this phone (hand-over).
+    pub set_device: Option<Uuid>,
+    /// Count a send attempt (hand-over).
+    pub count_attempt: bool,
+    pub failure_reason: Option<String>,
+    /// Timeline kind; the target status when None.
+    pub event_kind: Option<&'static str>,
+    pub detail: Option<String>,
+}
+
+impl Transition {
+    /// A plain move to `to`, recorded under its own name.
+    pub fn to(id: Uuid, to: MessageStatus) -> Transition {
+        Transition {
+            id,
+            to,
+            expect_device: None,
+            set_device: None,
+            count_attempt: false,
+            failure_reason: None,
+            event_kind: None,
+            detail: None,
+        }
+    }
+}
+
+/// A committed change, published after its batch commits (the webhook fan-out listens).
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub kind: &'static str,
+    pub message: Message,
+}
+
+/// Called with every committed change, in commit order.
+pub type ChangeListener = Arc<dyn Fn(Vec<Change>) + Send + Sync>;
+
+enum Op {
+    Accept(Accept),
+    Transition(Transition),
+    Inbound(NewMessage, Scope),
+}
+
+enum OpResult {
+    Accept(AcceptOutcome),
+    Transition(Option<Box<Message>>),
+    Inbound(InboundOutcome),
+}
+
+/// The answer to storing an inbound message.
+#[derive(Debug, Clone)]
+pub enum InboundOutcome {
+    Stored(Box<Message>),
+    /// The phone reported this ref before; nothing was stored.
+    Repeat,
+}
+
+struct Job {
+    op: Op,
+    reply: oneshot::Sender<Result<OpResult, StoreError>>,
+}
+
+/// Handle to the writer task; cheap to clone.
+#[derive(Clone)]
+pub struct Writer {
+    tx: mpsc::Sender<Job>,
+}
+
+impl Writer {
+    /// Starts the writer task on the current runtime.
+    pub fn start(db: DatabaseConnection, clock: SharedClock, listener: ChangeListener) -> Writer {
+        let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let task = WriterTask {
+            db,
+            clock,
+            listener,
+            new_workspace_counts: HashMap::new(),
+        };
+        tokio::spawn(task.run(rx));
+        Writer { tx }
+    }
+
+    async fn submit(&self, op: Op) -> Result<OpResult, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Job { op, reply })
+            .await
+            .map_err(|_| StoreError::WriterGone)?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Stores outbound messages (send, bulk send, campaign, AI reply); see [`Accept`].
+    pub async fn accept(&self, accept: Accept) -> Result<AcceptOutcome, StoreError> {
+        match self.submit(Op::Accept(accept)).await? {
+            OpResult::Accept(outcome) => Ok(outcome),
+            _ => Err(StoreError::WriterGone),
+        }
+    }
+
+    /// Applies a transition; `None` when the message is unknown or its status does not allow it.
+    pub async fn transition(&self, transition: Transition) -> Result<Option<Message>, StoreError> {
+        match self.submit(Op::Transition(transition)).await? {
+            OpResult::Transition(message) => Ok(message.map(|m| *m)),
+            _ => Err(StoreError::WriterGone),
+        }
+    }
+
+    /// Stores an inbound message once per (phone, ref).
+    pub async fn inbound(
+        &self,
+        message: NewMessage,
+        scope: Scope,
+    ) -> Result<InboundOutcome, StoreError> {
+        match self.submit(Op::Inbound(message, scope)).await? {
+            OpResult::Inbound(outcome) => Ok(outcome),
+            _ => Err(StoreError::WriterGone),
+        }
+    }
+}
+
+struct WriterTask {
+    db: DatabaseConnection,
+    clock: SharedClock,
+    listener: ChangeListener,
+    /// Live outbound messages counted per workspace still inside its first window.
+    new_workspace_counts: HashMap<Uuid, u64>,
+}
+
+/// What one batch will write and answer once it commits.
+#[derive(Default)]
+struct Batch {
+    rows: Vec<messages::ActiveModel>,
+    events: Vec<message_events::ActiveModel>,
+    changes: Vec<Change>,
+    request_ids: HashMap<(Uuid, bool, String), Uuid>,
+    inbound_refs: HashMap<(Uuid, String), ()>,
+    count_deltas: HashMap<Uuid, u64>,
+}
+
+impl WriterTask {
+    async fn run(mut self, mut rx: mpsc::Receiver<Job>) {
+        let mut jobs = Vec::with_capacity(MAX_BATCH);
+        while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
+            self.process(std::mem::take(&mut jobs)).await;
+        }
+        tracing::info!("writer stopped: every handle is dropped");
+    }
+
+    async fn process(&mut self, jobs: Vec<Job>) {
+        let mut results = Vec::with_capacity(jobs.len());
+        match self.commit(jobs.iter().map(|j| &j.op)).await {
+            Ok((outcomes, changes, deltas)) => {
+                self.apply_deltas(deltas);
+                (self.listener)(changes);
+                results.extend(outcomes.into_iter().map(Ok));
+            }
+            Err(err) if jobs.len() == 1 => {
+                results.push(Err(err));
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, jobs = jobs.len(), "batch failed; replaying its jobs one by one");
+                for job in &jobs {
+                    match self.commit(std::iter::once(&job.op)).await {
+                        Ok((mut outcomes, changes, deltas)) => {
+                            self.apply_deltas(deltas);
+                            (self.listener)(changes);
+                            results.push(outcomes.pop().ok_or(StoreError::WriterGone));
+                        }
+                        Err(err) => results.push(Err(err)),
+                    }
+                }
+            }
+        }
+        for (job, result) in jobs.into_iter().zip(results) {
+            let result = match (result, &job.op) {
+                // A unique index refused a keyed send that raced another writer: answer as a repeat.
+                (Err(StoreError::Conflict(_)), Op::Accept(accept)) => {
+                    self.lookup_duplicate(accept).await
+                }
+                (Err(StoreError::Conflict(_)), Op::Inbound(..)) => {
+                    Ok(OpResult::Inbound(InboundOutcome::Repeat))
+                }
+                (other, _) => other,
+            };
+            // The requester may have gone away (client disconnected); the write stands.
+            let _ = job.reply.send(result);
+        }
+    }
+
+    fn apply_deltas(&mut self, deltas: HashMap<Uuid, u64>) {
+        for (workspace, delta) in deltas {
+            if let Some(count) = self.new_workspace_counts.get_mut(&workspace) {
+                *count += delta;
+            }
+        }
+    }
+
+    async fn lookup_duplicate(&self, accept: &Accept) -> Result<OpResult, StoreError> {
+        let Some(request_id) = &accept.request_id else {
+            return Err(StoreError::Conflict("message id collision".into()));
+        };
+        match find_request_id(&self.db, accept.scope, request_id).await? {
+            Some(id) => Ok(OpResult::Accept(AcceptOutcome::Duplicate(id))),
+            None => Err(StoreError::Conflict("request_id".into())),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    async fn commit<'a>(
+        &mut self,
+        ops: impl Iterator<Item = &'a Op>,
+    ) -> Result<(Vec<OpResult>, Vec<Change>, HashMap<Uuid, u64>), StoreError> {
+        let now = self.clock.now_ms();
+        let txn = self.db.begin().await?;
+        let mut batch = Batch::default();
+        let mut outcomes = Vec::new();
+        for op in ops {
+            let outcome = match op {
+                Op::Accept(accept) => {
+                    OpResult::Accept(self.accept(&txn, &mut batch, accept, now).await?)
+                }
+                Op::Transition(t) => {
+                    OpResult::Transition(transition(&txn, &mut batch, t, now).await?.map(Box::new))
+                }
+                Op::Inbound(message, scope) => {
+                    OpResult::Inbound(inbound(&txn, &mut batch, message, *scope, now).await?)
+                }
+            };
+            outcomes.push(outcome);
+        }
+        for chunk in batch.rows.chunks(ROWS_PER_INSERT) {
+            messages::Entity::insert_many(chunk.to_vec())
+                .exec(&txn)
+                .await?;
+        }
+        for chunk in batch.events.chunks(ROWS_PER_INSERT * 3) {
+            message_events::Entity::insert_many(chunk.to_vec())
+                .exec(&txn)
+                .await?;
+        }
+        txn.commit().await?;
+        Ok((outcomes, batch.changes, batch.count_deltas))
+    }
+
+    async fn accept(
+        &mut self,
+        txn: &DatabaseTransaction,
+        batch: &mut Batch,
+        accept: &Accept,
+        now: i64,
+    ) -> Result<AcceptOutcome, StoreError> {
+        let scope = accept.scope;
+        if let Some(request_id) = &accept.request_id {
+            let key = (scope.workspace_id, scope.mode.is_test(), request_id.clone());
+            if let Some(id) = batch.request_ids.get(&key) {
+                return Ok(AcceptOutcome::Duplicate(*id));
+            }
+            if let Some(id) = find_request_id(txn, scope, request_id).await? {
+                return Ok(AcceptOutcome::Duplicate(id));
+            }
+        }
+        if !accept.device_available {
+            return Ok(AcceptOutcome::NoDevice);
+        }
+        if let Some(limit) = accept.limit
+            && now < limit.window_ends_at
+        {
+            let counted = match self.new_workspace_counts.get(&scope.workspace_id) {
+                Some(count) => *count,
+                None => {
+                    let count =
+                        count_new_workspace_messages(txn, scope.workspace_id, limit).await?;
+                    self.new_workspace_counts.insert(scope.workspace_id, count);
+                    count
+                }
+            };
+            let pending = batch
+                .count_deltas
+                .get(&scope.workspace_id)
+                .copied()
+                .unwrap_or(0);
+            if counted + pending + accept.messages.len() as u64 > u64::from(limit.max) {
+                return Ok(AcceptOutcome::LimitReached {
+                    limit: limit.max,
+                    window_ends_at: limit.window_ends_at,
+                });
+            }
+            *batch.count_deltas.entry(scope.workspace_id).or_insert(0) +=
+                accept.messages.len() as u64;
+        }
+        if let Some(request_id) = &accept.request_id
+            && let Some(first) = accept.messages.first()
+        {
+            batch.request_ids.insert(
+                (scope.workspace_id, scope.mode.is_test(), request_id.clone()),
+                first.id,
+            );
+        }
+        let mut stored = Vec::with_capacity(accept.messages.len());
+        for new in &accept.messages {
+            let message = to_message(new, scope, now);
+            batch.rows.push(to_row(&message, new));
+            batch.events.push(event_row(
+                message.id,
+                MessageStatus::Queued.as_str(),
+                MessageStatus::Queued,
+                now,
+                new.scheduled_for
+                    .filter(|at| *at > now)
+                    .map(|at| format!("held until {}", crate::clock::format_ms(at))),
+            ));
+            batch.changes.push(Change {
+                kind: MessageStatus::Queued.as_str(),
+                message: message.clone(),
+            });
+            stored.push(message);
+        }
+        Ok(AcceptOutcome::Accepted(stored))
+    }
+}
+
+async fn find_request_id<C: sea_orm::ConnectionTrait>(
+    conn: &C,
+    scope: Scope,
+    request_id: &str,
+) -> Result<Option<Uuid>, StoreError> {
+    Ok(messages::Entity::find()
+        .select_only()
+        .column(messages::Column::Id)
+        .filter(messages::Column::WorkspaceId.eq(scope.workspace_id))
+        .filter(messages::Column::TestMode.eq(scope.mode.is_test()))
+        .filter(messages::Column::RequestId.eq(request_id))
+        .into_tuple()
+        .one(conn)
+        .await?)
+}
+
+async fn count_new_workspace_messages(
+    txn: &DatabaseTransaction,
+    workspace_id: Uuid,
+    limit: NewWorkspaceLimit,
+) -> Result<u64, StoreError> {
+    Ok(messages::Entity::find()
+        .filter(messages::Column::WorkspaceId.eq(workspace_id))
+        .filter(messages::Column::TestMode.eq(false))
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
+        .filter(messages::Column::CreatedAt.gte(limit.window_starts_at))
+        .filter(messages::Column::CreatedAt.lt(limit.window_ends_at))
+        .count(txn)
+        .await?)
+}
+
+fn to_message(new: &NewMessage, scope: Scope, now: i64) -> Message {
+    Message {
+        id: new.id,
+        workspace_id: scope.workspace_id,
+        mode: scope.mode,
+        direction: new.direction,
+        status: new.status,
+        class: new.class,
+        from_number: new.from_number.clone(),
+        to_number: new.to_number.clone(),
+        content: new.content.clone(),
+        segments: new.segments,
+        encoding: new.encoding.clone(),
+        device_id: new.device_id,
+        pinned: new.pinned,
+        campaign_id: new.campaign_id,
+        request_id: new.request_id.clone(),
+        scheduled_for: new.scheduled_for,
+        expires_at: new.expires_at,
+        created_at: now,
+        updated_at: now,
+        sent_at: None,
+        delivered_at: (new.status == MessageStatus::Delivered).then_some(now),
+        failed_at: None,
+        failure_reason: None,
+        send_attempts: 0,
+    }
+}
+
+fn to_row(message: &Message, new: &NewMessage) -> messages::ActiveModel {
+    messages::ActiveModel {
+        id: Set(message.id),
+        workspace_id: Set(message.workspace_id),
+        test_mode: Set(message.mode.is_test()),
+        direction: Set(message.direction.as_str().to_string()),
+        status: Set(message.status.as_str().to_string()),
+        priority: Set(message.class.as_i16()),
+        from_number: Set(message.from_number.clone()),
+        to_number: Set(message.to_number.clone()),
+        content: Set(message.content.clone()),
+        segments: Set(i32::try_from(message.segments).unwrap_or(i32::MAX)),
+        encoding: Set(message.encoding.clone()),
+        device_id: Set(message.device_id),
+        pinned: Set(message.pinned),
+        campaign_id: Set(message.campaign_id),
+        request_id: Set(message.request_id.clone()),
+        inbound_ref: Set(new.inbound_ref.clone()),
+        scheduled_for: Set(message.scheduled_for),
+        expires_at: Set(message.expires_at),
+        created_at: Set(message.created_at),
+        updated_at: Set(message.updated_at),
+        sent_at: Set(message.sent_at),
+        delivered_at: Set(message.delivered_at),
+        failed_at: Set(None),
+        failure_reason: Set(None),
+        send_attempts: Set(0),
+        content_removed_at: Set(None),
+    }
+}
+
+fn event_row(
+    message_id: Uuid,
+    kind: &str,
+    status: MessageStatus,
+    at: i64,
+    detail: Option<String>,
+) -> message_events::ActiveModel {
+    message_events::ActiveModel {
+        id: NotSet,
+        message_id: Set(message_id),
+        kind: Set(kind.to_string()),
+        status: Set(status.as_str().to_string()),
+        at: Set(at),
+        detail: Set(detail),
+    }
+}
+
+async fn transition(
+    txn: &DatabaseTransaction,
+    batch: &mut Batch,
+    t: &Transition,
+    now: i64,
+) -> Result<Option<Message>, StoreError> {
+    let from: Vec<&str> = t.to.allowed_from().iter().map(|s| s.as_str()).collect();
+    let mut update = messages::Entity::update_many()
+        .col_expr(messages::Column::Status, Expr::value(t.to.as_str()))
+        .col_expr(messages::Column::UpdatedAt, Expr::value(now))
+        .filter(messages::Column::Id.eq(t.id))
+        .filter(messages::Column::Status.is_in(from));
+    if let Some(device) = t.expect_device {
+        update = update.filter(messages::Column::DeviceId.eq(device));
+    }
+    if let Some(device) = t.set_device {
+        update = update.col_expr(messages::Column::DeviceId, Expr::value(device));
+    }
+    if t.count_attempt {
+        update = update.col_expr(
+            messages::Column::SendAttempts,
+            Expr::col(messages::Column::SendAttempts).add(1),
+        );
+    }
+    match t.to {
+        MessageStatus::Sent => {
+            update = update.col_expr(messages::Column::SentAt, Expr::value(now));
+        }
+        MessageStatus::Delivered => {
+            update = update
+                .col_expr(messages::Column::DeliveredAt, Expr::value(now))
+                .col_expr(
+                    messages::Column::SentAt,
+                    Expr::cust_with_values("COALESCE(sent_at, ?)", [now]),
+                );
+        }
+        MessageStatus::Failed | MessageStatus::Expired => {
+            update = update.col_expr(messages::Column::FailedAt, Expr::value(now));
+        }
+        _ => {}
+    }
+    if let Some(reason) = &t.failure_reason {
+        update = update.col_expr(messages::Column::FailureReason, Expr::value(reason.clone()));
+    }
+    let Some(row) = update.exec_with_returning(txn).await?.into_iter().next() else {
+        return Ok(None);
+    };
+    let message = Message::from(row);
+    let kind = t.event_kind.unwrap_or(t.to.as_str());
+    batch
+        .events
+        .push(event_row(message.id, kind, t.to, now, t.detail.clone()));
+    batch.changes.push(Change {
+        kind,
+        message: message.clone(),
+    });
+    Ok(Some(message))
+}
+
+async fn inbound(
+    txn: &DatabaseTransaction,
+    batch: &mut Batch,
+    new: &NewMessage,
+    scope: Scope,
+    now: i64,
+) -> Result<InboundOutcome, StoreError> {
+    if let (Some(device), Some(reference)) = (new.device_id, &new.inbound_ref) {
+        let key = (device, reference.clone());
+        if batch.inbound_refs.contains_key(&key) {
+            return Ok(InboundOutcome::Repeat);
+        }
+        let exists = messages::Entity::find()
+            .filter(messages::Column::DeviceId.eq(device))
+            .filter(messages::Column::InboundRef.eq(reference.as_str()))
+            .count(txn)
+            .await?
+            > 0;
+        if exists {
+            return Ok(InboundOutcome::Repeat);
+        }
+        batch.inbound_refs.insert(key, ());
+    }
+    let message = to_message(new, scope, now);
+    batch.rows.push(to_row(&message, new));
+    batch.events.push(event_row(
+        message.id,
+        "received",
+        MessageStatus::Delivered,
+        now,
+        None,
+    ));
+    batch.changes.push(Change {
+        kind: "received",
+        message: message.clone(),
+    });
+    Ok(InboundOutcome::Stored(Box::new(message)))
+}
