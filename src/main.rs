@@ -73,6 +73,7 @@ fn main() -> ExitCode {
         }
     };
     smsgw::telemetry::init(&settings.log.format, &settings.log.level);
+    smsgw::startup::install_crypto_provider();
     let result = actix_web::rt::System::new().block_on(run(cli.command, settings));
     match result {
         Ok(()) => ExitCode::SUCCESS,

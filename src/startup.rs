@@ -28,6 +28,12 @@ pub enum StartupError {
     },
 }
 
+/// Selects ring as the process's TLS crypto provider (outbound HTTPS of webhooks and clients).
+/// Idempotent: later calls keep the provider already installed.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// Keys of the `default` workspace created on an empty database, shown once.
 #[derive(Debug, Clone)]
 pub struct InitialKeys {
@@ -58,6 +64,7 @@ impl Application {
         settings: Settings,
         clock: SharedClock,
     ) -> Result<Application, StartupError> {
+        install_crypto_provider();
         crate::domain::phone_number::warm_up();
         let settings = Arc::new(settings);
         let db = store::connect(&settings.database.url, settings.database.max_connections).await?;

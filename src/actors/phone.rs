@@ -74,6 +74,15 @@ pub struct Unpair {
     pub stop: bool,
 }
 
+/// The server is stopping: close the session with 1001 "going away" and stop. Nothing is
+/// lost: queued and handed-over messages are in the database and rebuilt at the next start.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Stop;
+
+/// WebSocket close code "going away".
+pub const CLOSE_GOING_AWAY: u16 = 1001;
+
 /// How many messages wait in each class, and how many are handed over.
 #[derive(Message)]
 #[rtype(result = "QueueDepth")]
@@ -139,6 +148,8 @@ pub struct Phone {
     ready: bool,
     wake: Option<SpawnHandle>,
     wake_at: Option<i64>,
+    /// Set by [`Stop`]: a supervised restart must not bring the actor back.
+    stopping: bool,
 }
 
 impl Phone {
@@ -157,6 +168,7 @@ impl Phone {
             ready: false,
             wake: None,
             wake_at: None,
+            stopping: false,
         }
     }
 
@@ -519,6 +531,10 @@ impl Actor for Phone {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        if self.stopping {
+            ctx.stop();
+            return;
+        }
         ctx.set_mailbox_capacity(4096);
         self.rebuild(ctx);
     }
@@ -697,5 +713,17 @@ impl Handler<GetQueueDepth> for Phone {
             held: self.held.len(),
             in_flight: self.in_flight.len(),
         }
+    }
+}
+
+impl Handler<Stop> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        if let Some(link) = self.link.take() {
+            link.close(CLOSE_GOING_AWAY, "server is stopping");
+        }
+        self.stopping = true;
+        ctx.stop();
     }
 }

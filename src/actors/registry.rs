@@ -118,6 +118,11 @@ pub struct PhoneState {
     pub last_seen_at: Option<i64>,
 }
 
+/// Stop every phone actor (their sessions close with 1001 "going away") and the registry.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
 /// Number of phones with an open session.
 #[derive(Message)]
 #[rtype(result = "usize")]
@@ -588,5 +593,22 @@ impl Handler<CountOnline> for Registry {
 
     fn handle(&mut self, _: CountOnline, _: &mut Self::Context) -> usize {
         self.phones.values().filter(|e| e.session.is_some()).count()
+    }
+}
+
+impl Handler<Shutdown> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
+        for (_, entry) in self.phones.drain() {
+            if let Some(addr) = entry.addr {
+                addr.do_send(phone::Stop);
+            }
+        }
+        for (_, addr) in self.simulated.drain() {
+            addr.do_send(phone::Stop);
+        }
+        self.by_number.clear();
+        ctx.stop();
     }
 }

@@ -1,0 +1,192 @@
+//! Authentication, modes and the envelope of every error (contract §2, §3).
+
+use serde_json::json;
+
+use crate::backend_tests;
+use crate::helpers::{Backend, RECIPIENT, SENDER, send_body, spawn_app};
+
+async fn missing_and_invalid_keys_are_401(backend: Backend) {
+    let app = spawn_app(backend).await;
+    app.request("GET", "/v1/messages", None, None)
+        .await
+        .expect_error(401, "missing_api_key");
+    app.request("GET", "/v1/messages", Some("sk_test_nope"), None)
+        .await
+        .expect_error(401, "invalid_api_key");
+    let unknown = format!("sk_live_{}", "a".repeat(40));
+    app.request("GET", "/v1/messages", Some(&unknown), None)
+        .await
+        .expect_error(401, "invalid_api_key");
+    // Auth comes before the body: a bad body without a key is still a 401.
+    app.raw(
+        "POST",
+        "/v1/messages/send",
+        None,
+        "application/json",
+        b"{nope".to_vec(),
+    )
+    .await
+    .expect_error(401, "missing_api_key");
+}
+
+async fn unknown_routes_and_methods_use_the_envelope(backend: Backend) {
+    let app = spawn_app(backend).await;
+    app.get("/v1/nothing-here", &app.test_key)
+        .await
+        .expect_error(404, "not_found");
+    app.request("GET", "/nothing", None, None)
+        .await
+        .expect_error(404, "not_found");
+    app.request(
+        "PUT",
+        "/v1/messages/send",
+        Some(&app.test_key),
+        Some(json!({})),
+    )
+    .await
+    .expect_error(405, "method_not_allowed");
+    app.get("/v1/messages/not-a-uuid", &app.test_key)
+        .await
+        .expect_error(404, "not_found");
+}
+
+async fn malformed_bodies_are_refused(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let key = Some(app.test_key.as_str());
+    app.raw(
+        "POST",
+        "/v1/messages/send",
+        key,
+        "application/json",
+        b"{not json".to_vec(),
+    )
+    .await
+    .expect_error(400, "invalid_json");
+    app.raw(
+        "POST",
+        "/v1/messages/send",
+        key,
+        "text/plain",
+        b"{}".to_vec(),
+    )
+    .await
+    .expect_error(400, "invalid_json");
+    let wrong_type = app
+        .post(
+            "/v1/messages/send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "to_number": 5, "content": "x" }),
+        )
+        .await
+        .expect_error(400, "invalid_json");
+    assert_eq!(wrong_type.data()["field"], "to_number");
+    let huge = vec![b' '; 2 * 1024 * 1024 + 1];
+    app.raw("POST", "/v1/messages/send", key, "application/json", huge)
+        .await
+        .expect_error(413, "payload_too_large");
+    let missing = app
+        .post(
+            "/v1/messages/send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "content": "x" }),
+        )
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(missing.data()["field"], "to_number");
+}
+
+async fn modes_and_workspaces_are_isolated(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let sent = app.send_test(RECIPIENT, "isolated").await.expect(202);
+    let id = sent.data()["id"].as_str().unwrap().to_string();
+    app.get(&format!("/v1/messages/{id}"), &app.test_key)
+        .await
+        .expect(200);
+    // The live key of the same workspace does not see test-mode messages.
+    app.get(&format!("/v1/messages/{id}"), &app.live_key)
+        .await
+        .expect_error(404, "not_found");
+    let live_list = app.get("/v1/messages", &app.live_key).await.expect(200);
+    assert_eq!(live_list.data()["messages"].as_array().unwrap().len(), 0);
+
+    // A second workspace created by the CLI while the server runs works at once, and sees nothing.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_smsgw"))
+        .args(["workspace", "create", "--name", "other"])
+        .env("SMSGW_DATABASE__URL", &app.database_url)
+        .output()
+        .expect("cli runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let other_test_key = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("test key: "))
+        .expect("test key line")
+        .to_string();
+    let workspace_id = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("workspace: "))
+        .expect("workspace line")
+        .to_string();
+    app.get(&format!("/v1/messages/{id}"), &other_test_key)
+        .await
+        .expect_error(404, "not_found");
+    app.post(
+        "/v1/messages/send",
+        &other_test_key,
+        send_body(SENDER, RECIPIENT, "from the other workspace"),
+    )
+    .await
+    .expect(202);
+
+    // `smsgw key create` issues one more working key.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_smsgw"))
+        .args([
+            "key",
+            "create",
+            "--workspace",
+            &workspace_id,
+            "--mode",
+            "test",
+        ])
+        .env("SMSGW_DATABASE__URL", &app.database_url)
+        .output()
+        .expect("cli runs");
+    assert!(output.status.success());
+    let line = String::from_utf8(output.stdout).unwrap();
+    let key = line
+        .trim()
+        .strip_prefix("test key: ")
+        .expect("key line")
+        .to_string();
+    assert!(key.starts_with("sk_test_"));
+    let list = app.get("/v1/messages", &key).await.expect(200);
+    assert_eq!(list.data()["messages"].as_array().unwrap().len(), 1);
+}
+
+async fn rate_limit_answers_429_with_retry_after(backend: Backend) {
+    let app = crate::helpers::spawn_app_with(backend, |s| s.limits.api_per_second = 1).await;
+    let mut limited = None;
+    for _ in 0..10 {
+        let reply = app.get("/v1/messages", &app.test_key).await;
+        if reply.status == 429 {
+            limited = Some(reply);
+            break;
+        }
+    }
+    let reply = limited
+        .expect("the per-key limit answers 429")
+        .expect_error(429, "rate_limited");
+    assert!(reply.headers.contains_key("retry-after"));
+}
+
+backend_tests!(
+    missing_and_invalid_keys_are_401,
+    unknown_routes_and_methods_use_the_envelope,
+    malformed_bodies_are_refused,
+    modes_and_workspaces_are_isolated,
+    rate_limit_answers_429_with_retry_after,
+);

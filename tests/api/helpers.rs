@@ -1,0 +1,525 @@
+//! The test harness: `spawn_app` starts the real server on port 0 with a fresh database
+//! (SQLite file in a temp dir, or a fresh PostgreSQL database when `SMSGW_TEST_DATABASE_URL`
+//! is set), plus a real WebSocket `FakePhone` and polling helpers with deadlines.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use actix_codec::Framed;
+use awc::ws::{Codec, Frame, Message as WsMessage};
+use awc::{BoxedSocket, Client};
+use futures_util::{SinkExt, StreamExt};
+use sea_orm::{ConnectionTrait, Database};
+use serde_json::{Value, json};
+use smsgw::config::Settings;
+use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
+use smsgw::startup::Application;
+use uuid::Uuid;
+
+/// Which database a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// True when the PostgreSQL variant of each test should run.
+pub fn postgres_enabled() -> bool {
+    std::env::var("SMSGW_TEST_DATABASE_URL").is_ok_and(|v| !v.is_empty())
+}
+
+/// Generates, for each async fn taking a [`Backend`], a module with a SQLite test and a
+/// PostgreSQL test (the latter runs when `SMSGW_TEST_DATABASE_URL` is set).
+#[macro_export]
+macro_rules! backend_tests {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[actix_web::test]
+                async fn sqlite() {
+                    super::$name($crate::helpers::Backend::Sqlite).await
+                }
+                #[actix_web::test]
+                async fn postgres() {
+                    if $crate::helpers::postgres_enabled() {
+                        super::$name($crate::helpers::Backend::Postgres).await
+                    }
+                }
+            }
+        )*
+    };
+}
+
+/// A running server and what a test needs to talk to it.
+pub struct TestApp {
+    pub address: String,
+    pub live_key: String,
+    pub test_key: String,
+    pub workspace_id: Uuid,
+    pub database_url: String,
+    pub settings: Settings,
+    pub client: Client,
+    handle: actix_web::dev::ServerHandle,
+    registry: actix::Addr<smsgw::actors::registry::Registry>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// A response: HTTP status and the parsed JSON envelope.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Value,
+    pub headers: HashMap<String, String>,
+}
+
+impl Reply {
+    /// The envelope's data.
+    pub fn data(&self) -> &Value {
+        &self.body["data"]
+    }
+
+    /// The envelope's error_code (empty on success).
+    pub fn code(&self) -> &str {
+        self.body["error_code"].as_str().unwrap_or("")
+    }
+
+    /// Asserts the status and returns self, printing the body on mismatch.
+    #[track_caller]
+    pub fn expect(self, status: u16) -> Reply {
+        assert_eq!(
+            self.status, status,
+            "unexpected status; body: {}",
+            self.body
+        );
+        self
+    }
+
+    /// Asserts an error status and code, and that the envelope is well formed.
+    #[track_caller]
+    pub fn expect_error(self, status: u16, code: &str) -> Reply {
+        assert_eq!(
+            self.status, status,
+            "unexpected status; body: {}",
+            self.body
+        );
+        assert_eq!(self.body["status"], "error", "body: {}", self.body);
+        assert_eq!(self.code(), code, "body: {}", self.body);
+        assert!(self.body["message"].is_string(), "body: {}", self.body);
+        assert!(self.body["data"].is_object(), "body: {}", self.body);
+        self
+    }
+}
+
+/// Settings every test starts from: port 0, fast test mode, no API throttling, quiet logs.
+pub fn test_settings() -> Settings {
+    let mut s = Settings::default();
+    s.server.bind = "127.0.0.1:0".into();
+    s.server.workers = 2;
+    s.test_mode.deliver_after = Duration::from_millis(20);
+    s.limits.api_per_second = 0;
+    s.log.level = "warn".into();
+    s
+}
+
+async fn fresh_database(backend: Backend) -> (String, Option<tempfile::TempDir>) {
+    match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let url = format!(
+                "sqlite://{}?mode=rwc",
+                dir.path().join("smsgw.db").display()
+            );
+            (url, Some(dir))
+        }
+        Backend::Postgres => {
+            let base = std::env::var("SMSGW_TEST_DATABASE_URL").expect("SMSGW_TEST_DATABASE_URL");
+            let admin = Database::connect(&base)
+                .await
+                .expect("connect to PostgreSQL");
+            let now = chrono::Utc::now().timestamp();
+            drop_stale_databases(&admin, now).await;
+            let name = format!("smsgw_t_{now}_{}", Uuid::new_v4().simple());
+            admin
+                .execute_unprepared(&format!("CREATE DATABASE {name}"))
+                .await
+                .expect("create test database");
+            let url = match base.rsplit_once('/') {
+                Some((prefix, _)) => format!("{prefix}/{name}"),
+                None => panic!("SMSGW_TEST_DATABASE_URL must end with /database"),
+            };
+            (url, None)
+        }
+    }
+}
+
+/// Test databases older than two hours belong to finished runs: drop them.
+async fn drop_stale_databases(admin: &sea_orm::DatabaseConnection, now: i64) {
+    let rows = admin
+        .query_all_raw(sea_orm::Statement::from_string(
+            admin.get_database_backend(),
+            "SELECT datname FROM pg_database WHERE datname LIKE 'smsgw_t_%'".to_string(),
+        ))
+        .await
+        .unwrap_or_default();
+    for row in rows {
+        let Ok(name) = row.try_get::<String>("", "datname") else {
+            continue;
+        };
+        let created: i64 = name
+            .split('_')
+            .nth(2)
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(now);
+        if now - created > 7200 {
+            let _ = admin
+                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name}"))
+                .await;
+        }
+    }
+}
+
+/// Starts the app on a fresh database with [`test_settings`].
+pub async fn spawn_app(backend: Backend) -> TestApp {
+    spawn_app_with(backend, |_| {}).await
+}
+
+/// Starts the app on a fresh database, after `configure` adjusts the settings.
+pub async fn spawn_app_with(backend: Backend, configure: impl FnOnce(&mut Settings)) -> TestApp {
+    smsgw::telemetry::init("human", "warn");
+    let (url, dir) = fresh_database(backend).await;
+    let mut settings = test_settings();
+    settings.database.url = url.clone();
+    configure(&mut settings);
+    let app = Application::build(settings.clone())
+        .await
+        .expect("application starts");
+    let keys = app
+        .initial_keys
+        .clone()
+        .expect("an empty database gets keys");
+    let address = format!("http://{}", app.address());
+    let handle = app.handle();
+    let registry = app.registry.clone();
+    actix_web::rt::spawn(app.run_until_stopped());
+    TestApp {
+        address,
+        live_key: keys.live_key,
+        test_key: keys.test_key,
+        workspace_id: keys.workspace_id,
+        database_url: url,
+        settings,
+        client: Client::builder().timeout(Duration::from_secs(30)).finish(),
+        handle,
+        registry,
+        _dir: dir,
+    }
+}
+
+impl TestApp {
+    /// Stops this server and its actors and starts a new one on the same database, as after a
+    /// crash or deploy.
+    pub async fn restart(self) -> TestApp {
+        self.restart_with(|_| {}).await
+    }
+
+    /// [`TestApp::restart`] with adjusted settings.
+    pub async fn restart_with(mut self, configure: impl FnOnce(&mut Settings)) -> TestApp {
+        self.handle.stop(false).await;
+        let _ = self.registry.send(smsgw::actors::registry::Shutdown).await;
+        configure(&mut self.settings);
+        let app = Application::build(self.settings.clone())
+            .await
+            .expect("application restarts");
+        assert!(app.initial_keys.is_none(), "a restart creates no workspace");
+        self.address = format!("http://{}", app.address());
+        self.handle = app.handle();
+        self.registry = app.registry.clone();
+        actix_web::rt::spawn(app.run_until_stopped());
+        self
+    }
+
+    /// Sends a request with an optional key and JSON body.
+    pub async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
+        let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self
+            .client
+            .request(method, format!("{}{}", self.address, path));
+        if let Some(key) = key {
+            req = req.insert_header(("x-api-key", key));
+        }
+        let mut response = match body {
+            Some(body) => req.send_json(&body).await,
+            None => req.send().await,
+        }
+        .expect("request completes");
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect();
+        let bytes = response.body().limit(16 * 1024 * 1024).await.expect("body");
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
+        };
+        Reply {
+            status,
+            body,
+            headers,
+        }
+    }
+
+    /// Sends raw bytes with a content type.
+    pub async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        key: Option<&str>,
+        content_type: &str,
+        bytes: Vec<u8>,
+    ) -> Reply {
+        let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self
+            .client
+            .request(method, format!("{}{}", self.address, path))
+            .insert_header(("content-type", content_type));
+        if let Some(key) = key {
+            req = req.insert_header(("x-api-key", key));
+        }
+        let mut response = req.send_body(bytes).await.expect("request completes");
+        let status = response.status().as_u16();
+        let bytes = response.body().limit(16 * 1024 * 1024).await.expect("body");
+        Reply {
+            status,
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            headers: HashMap::new(),
+        }
+    }
+
+    pub async fn get(&self, path: &str, key: &str) -> Reply {
+        self.request("GET", path, Some(key), None).await
+    }
+
+    pub async fn post(&self, path: &str, key: &str, body: Value) -> Reply {
+        self.request("POST", path, Some(key), Some(body)).await
+    }
+
+    /// A test-mode send from a fixed number.
+    pub async fn send_test(&self, to: &str, content: &str) -> Reply {
+        self.post(
+            "/v1/messages/send",
+            &self.test_key,
+            json!({ "from_number": SENDER, "to_number": to, "content": content }),
+        )
+        .await
+    }
+
+    /// Polls a message until `check` holds, or panics after `within`.
+    pub async fn wait_for_message(
+        &self,
+        key: &str,
+        id: &str,
+        within: Duration,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let reply = self.get(&format!("/v1/messages/{id}"), key).await;
+            if reply.status == 200 && check(reply.data()) {
+                return reply.data().clone();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "message {id} never reached the expected state; last: {}",
+                reply.body
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until the message has `status`.
+    pub async fn wait_for_status(&self, key: &str, id: &str, status: &str) -> Value {
+        self.wait_for_message(key, id, Duration::from_secs(10), |m| m["status"] == status)
+            .await
+    }
+
+    /// Pairs a phone with the live key; returns (phone id, device token).
+    pub async fn pair_phone(&self, number: &str) -> (String, String) {
+        let reply = self
+            .post(
+                "/v1/phones",
+                &self.live_key,
+                json!({ "phone_number": number }),
+            )
+            .await
+            .expect(201);
+        (
+            reply.data()["id"].as_str().expect("id").to_string(),
+            reply.data()["device_token"]
+                .as_str()
+                .expect("token")
+                .to_string(),
+        )
+    }
+
+    /// The WebSocket URL of the phone endpoint.
+    pub fn ws_url(&self) -> String {
+        format!(
+            "{}/v1/phones/connect",
+            self.address.replacen("http", "ws", 1)
+        )
+    }
+
+    /// Connects a fake phone with this device token and reads its `hello`.
+    pub async fn connect_phone(&self, token: &str) -> FakePhone {
+        let mut phone = FakePhone::connect(&self.ws_url(), token)
+            .await
+            .expect("phone connects");
+        match phone.next_frame().await {
+            Some(ServerFrame::Hello { .. }) => phone,
+            other => panic!("expected hello, got {other:?}"),
+        }
+    }
+
+    /// Waits until the phone with this id is online (or offline) as the API reports it.
+    pub async fn wait_online(&self, phone_id: &str, online: bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let reply = self
+                .get(&format!("/v1/phones/{phone_id}"), &self.live_key)
+                .await;
+            if reply.data()["online"] == online {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "phone never became online={online}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// The sending number tests use.
+pub const SENDER: &str = "+14155550100";
+/// A valid US recipient.
+pub const RECIPIENT: &str = "+14155550123";
+
+/// A phone speaking the real WebSocket protocol, scripted by the test.
+pub struct FakePhone {
+    framed: Framed<BoxedSocket, Codec>,
+}
+
+impl FakePhone {
+    /// Opens the WebSocket; Err carries the HTTP status of a refused upgrade.
+    pub async fn connect(url: &str, token: &str) -> Result<FakePhone, u16> {
+        let client = Client::builder().finish();
+        let result = client
+            .ws(url)
+            .bearer_auth(token)
+            .max_frame_size(1 << 20)
+            .connect()
+            .await;
+        match result {
+            Ok((_, framed)) => Ok(FakePhone { framed }),
+            Err(awc::error::WsClientError::InvalidResponseStatus(status)) => Err(status.as_u16()),
+            Err(other) => panic!("websocket error: {other}"),
+        }
+    }
+
+    /// The next server frame within 5 s; None when the session closed or nothing came.
+    pub async fn next_frame(&mut self) -> Option<ServerFrame> {
+        self.next_frame_within(Duration::from_secs(5)).await
+    }
+
+    /// The next server frame within `within`.
+    pub async fn next_frame_within(&mut self, within: Duration) -> Option<ServerFrame> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let next = tokio::time::timeout_at(deadline, self.framed.next())
+                .await
+                .ok()??;
+            match next.ok()? {
+                Frame::Text(bytes) => {
+                    return Some(serde_json::from_slice(&bytes).expect("server frame is JSON"));
+                }
+                Frame::Ping(bytes) => {
+                    let _ = self.framed.send(WsMessage::Pong(bytes)).await;
+                }
+                Frame::Close(_) => return None,
+                _ => {}
+            }
+        }
+    }
+
+    /// Waits for the close frame and returns its code.
+    pub async fn close_code(&mut self) -> Option<u16> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let next = tokio::time::timeout_at(deadline, self.framed.next())
+                .await
+                .ok()??;
+            if let Ok(Frame::Close(reason)) = next {
+                return reason.map(|r| u16::from(r.code));
+            }
+        }
+    }
+
+    /// Sends a protocol frame.
+    pub async fn send(&mut self, frame: &PhoneFrame) {
+        let text = serde_json::to_string(frame).expect("frame serializes");
+        self.framed
+            .send(WsMessage::Text(text.into()))
+            .await
+            .expect("frame sent");
+    }
+
+    /// Sends raw text (for malformed-frame tests).
+    pub async fn send_text(&mut self, text: &str) {
+        self.framed
+            .send(WsMessage::Text(text.to_string().into()))
+            .await
+            .expect("frame sent");
+    }
+
+    /// The next `send` frame: (message_id, to, content, attempt).
+    pub async fn expect_send(&mut self) -> (Uuid, String, String, u32) {
+        match self.next_frame().await {
+            Some(ServerFrame::Send {
+                message_id,
+                to,
+                content,
+                attempt,
+                ..
+            }) => (message_id, to, content, attempt),
+            other => panic!("expected a send frame, got {other:?}"),
+        }
+    }
+
+    /// Reports the message sent, then waits for the ack of `reference`.
+    pub async fn report(&mut self, frame: PhoneFrame) -> Option<ServerFrame> {
+        self.send(&frame).await;
+        self.next_frame().await
+    }
+
+    /// Closes the session from the phone side.
+    pub async fn close(mut self) {
+        let _ = self.framed.send(WsMessage::Close(None)).await;
+    }
+}
+
+/// A JSON body helper.
+pub fn send_body(from: &str, to: &str, content: &str) -> Value {
+    json!({ "from_number": from, "to_number": to, "content": content })
+}
