@@ -1,5 +1,8 @@
 //! Integration tests of smsgw through its public interfaces (HTTP, WebSocket, CLI).
 
+// Tests fail loudly on the first broken expectation.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod helpers;
 
 mod auth;
