@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use entity::{message_events, messages};
-use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::sea_query::{Expr, ExprTrait, Func};
 use sea_orm::{
     ActiveValue::NotSet, ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
     PaginatorTrait, QueryFilter, QuerySelect, Set, TransactionTrait,
@@ -553,7 +553,10 @@ async fn transition(
                 .col_expr(messages::Column::DeliveredAt, Expr::value(now))
                 .col_expr(
                     messages::Column::SentAt,
-                    Expr::cust_with_values("COALESCE(sent_at, ?)", [now]),
+                    Expr::from(Func::coalesce([
+                        Expr::col(messages::Column::SentAt),
+                        Expr::value(now),
+                    ])),
                 );
         }
         MessageStatus::Failed | MessageStatus::Expired => {

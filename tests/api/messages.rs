@@ -1,1 +1,666 @@
+//! The messages API (service-spec §4, contract §3–4) in test mode and at its boundaries.
 
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use serde_json::{Value, json};
+
+use crate::backend_tests;
+use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with};
+
+async fn send_content(app: &TestApp, content: &str) -> crate::helpers::Reply {
+    app.post(
+        "/v1/messages/send",
+        &app.test_key,
+        send_body(SENDER, RECIPIENT, content),
+    )
+    .await
+}
+
+async fn test_send_is_delivered_with_full_timeline(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let reply = app.send_test(RECIPIENT, "Hello there").await.expect(202);
+    let data = reply.data();
+    assert_eq!(data["status"], "queued");
+    assert_eq!(data["from_number"], SENDER);
+    assert_eq!(data["to_number"], RECIPIENT);
+    assert_eq!(data["segments"], 1);
+    assert_eq!(data["encoding"], "GSM-7");
+    assert_eq!(data["test_mode"], true);
+    let created =
+        chrono::DateTime::parse_from_rfc3339(data["created_at"].as_str().unwrap()).unwrap();
+    let expires =
+        chrono::DateTime::parse_from_rfc3339(data["expires_at"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (expires - created).num_hours(),
+        24,
+        "expires_at = now + messages.ttl"
+    );
+    let id = data["id"].as_str().unwrap();
+    let message = app.wait_for_status(&app.test_key, id, "delivered").await;
+    let kinds: Vec<&str> = message["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["queued", "sending", "sent", "delivered"]);
+    assert!(message["sent_at"].is_string());
+    assert!(message["delivered_at"].is_string());
+    assert_eq!(message["send_attempts"], 1);
+    let at = message["events"][0]["at"].as_str().unwrap();
+    assert!(
+        at.ends_with("+00:00") && at.len() == "2026-11-22T10:15:30.123+00:00".len(),
+        "{at}"
+    );
+}
+
+async fn magic_recipients_fail_or_never_deliver(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let failing = app.send_test("+15005550001", "fails").await.expect(202);
+    let never = app
+        .send_test("+15005550002", "stays sent")
+        .await
+        .expect(202);
+    let failed = app
+        .wait_for_status(
+            &app.test_key,
+            failing.data()["id"].as_str().unwrap(),
+            "failed",
+        )
+        .await;
+    assert_eq!(
+        failed["send_attempts"], 3,
+        "retried up to messages.max_send_attempts"
+    );
+    assert!(
+        failed["failure_reason"]
+            .as_str()
+            .unwrap()
+            .contains("simulated")
+    );
+    let kinds: Vec<&str> = failed["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "queued",
+            "sending",
+            "attempt_failed",
+            "sending",
+            "attempt_failed",
+            "sending",
+            "failed"
+        ]
+    );
+    let id = never.data()["id"].as_str().unwrap();
+    app.wait_for_status(&app.test_key, id, "sent").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let still = app
+        .get(&format!("/v1/messages/{id}"), &app.test_key)
+        .await
+        .expect(200);
+    assert_eq!(
+        still.data()["status"],
+        "sent",
+        "no delivery report: stays sent"
+    );
+}
+
+async fn content_length_boundaries(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let cases: Vec<(String, u64, &str)> = vec![
+        ("a".repeat(160), 1, "GSM-7"),
+        ("a".repeat(161), 2, "GSM-7"),
+        ("a".repeat(1530), 10, "GSM-7"),
+        ("€".repeat(80), 1, "GSM-7"),
+        ("€".repeat(81), 2, "GSM-7"),
+        ("ж".repeat(70), 1, "UCS-2"),
+        ("ж".repeat(71), 2, "UCS-2"),
+        ("😀".repeat(335), 10, "UCS-2"),
+    ];
+    for (content, segments, encoding) in cases {
+        let reply = send_content(&app, &content).await.expect(202);
+        assert_eq!(
+            reply.data()["segments"],
+            segments,
+            "{} chars",
+            content.chars().count()
+        );
+        assert_eq!(reply.data()["encoding"], encoding);
+    }
+    for (content, encoding) in [
+        ("a".repeat(1531), "GSM-7"),
+        ("€".repeat(766), "GSM-7"),
+        (format!("{}a", "😀".repeat(335)), "UCS-2"),
+    ] {
+        let reply = send_content(&app, &content)
+            .await
+            .expect_error(422, "content_too_long");
+        assert_eq!(reply.data()["field"], "content");
+        assert_eq!(reply.data()["encoding"], encoding);
+        assert_eq!(reply.data()["segments"], 11);
+    }
+    send_content(&app, "")
+        .await
+        .expect_error(422, "validation_failed");
+    let list = app
+        .get("/v1/messages?limit=100", &app.test_key)
+        .await
+        .expect(200);
+    assert_eq!(
+        list.data()["messages"].as_array().unwrap().len(),
+        8,
+        "refused sends write nothing"
+    );
+}
+
+async fn invalid_numbers_name_their_field(backend: Backend) {
+    let app = spawn_app(backend).await;
+    for (body, field) in [
+        (send_body("4155550100", RECIPIENT, "x"), "from_number"),
+        (send_body(SENDER, "+1555", "x"), "to_number"),
+        (send_body(SENDER, "+44 7911 123456", "x"), "to_number"),
+        (send_body(SENDER, "+19001234567", "x"), "to_number"),
+    ] {
+        let reply = app
+            .post("/v1/messages/send", &app.test_key, body)
+            .await
+            .expect_error(422, "invalid_phone_number");
+        assert_eq!(reply.data()["field"], field);
+    }
+    let reply = app
+        .post(
+            "/v1/messages/bulk-send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "content": "x",
+                    "to_numbers": [RECIPIENT, "+447911123456", "+4915123456789", "not-a-number"] }),
+        )
+        .await
+        .expect_error(422, "invalid_phone_number");
+    assert_eq!(reply.data()["field"], "to_numbers[3]");
+    let reply = app
+        .get("/v1/messages?phone_number=12345", &app.test_key)
+        .await
+        .expect_error(422, "invalid_phone_number");
+    assert_eq!(reply.data()["field"], "phone_number");
+    // Validation order: a bad number is reported before content that is too long.
+    let reply = app
+        .post(
+            "/v1/messages/send",
+            &app.test_key,
+            send_body(SENDER, "nope", &"a".repeat(2000)),
+        )
+        .await
+        .expect_error(422, "invalid_phone_number");
+    assert_eq!(reply.data()["field"], "to_number");
+}
+
+async fn premium_rate_destinations_are_blocked(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let reply = app
+        .post(
+            "/v1/messages/send",
+            &app.test_key,
+            send_body(SENDER, "+19005550123", "x"),
+        )
+        .await
+        .expect_error(403, "premium_rate_blocked");
+    assert_eq!(reply.data()["field"], "to_number");
+    let reply = app
+        .post(
+            "/v1/messages/bulk-send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "content": "x",
+                    "to_numbers": [RECIPIENT, "+449090901234"] }),
+        )
+        .await
+        .expect_error(403, "premium_rate_blocked");
+    assert_eq!(reply.data()["field"], "to_numbers[1]");
+    let list = app.get("/v1/messages", &app.test_key).await.expect(200);
+    assert!(
+        list.data()["messages"].as_array().unwrap().is_empty(),
+        "atomic: nothing written"
+    );
+}
+
+async fn request_id_is_idempotent_under_concurrency(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let body = json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "once",
+                       "request_id": "order-42" });
+    let replies =
+        join_all((0..1000).map(|_| app.post("/v1/messages/send", &app.test_key, body.clone())))
+            .await;
+    let accepted: Vec<&Value> = replies
+        .iter()
+        .filter(|r| r.status == 202)
+        .map(|r| r.data())
+        .collect();
+    assert_eq!(accepted.len(), 1, "exactly one send is accepted");
+    let id = accepted[0]["id"].as_str().unwrap();
+    for reply in replies.iter().filter(|r| r.status != 202) {
+        assert_eq!(reply.status, 409, "{}", reply.body);
+        assert_eq!(reply.code(), "duplicate_request");
+        assert_eq!(reply.data()["id"], id);
+    }
+    let list = app
+        .get("/v1/messages?limit=100", &app.test_key)
+        .await
+        .expect(200);
+    assert_eq!(list.data()["messages"].as_array().unwrap().len(), 1);
+    // The same request_id in the other mode is a different key space.
+    let live = app.post("/v1/messages/send", &app.live_key, body).await;
+    assert_eq!(live.code(), "no_device_available");
+}
+
+async fn bulk_send_bounds_and_duplicates(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let numbers = |n: usize| -> Vec<String> {
+        (0..n)
+            .map(|i| format!("+1415555{:04}", i % 10_000))
+            .collect()
+    };
+    let reply = app
+        .post(
+            "/v1/messages/bulk-send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "content": "hi", "to_numbers": numbers(500) }),
+        )
+        .await
+        .expect(202);
+    assert_eq!(reply.data()["count"], 500);
+    assert_eq!(reply.data()["message_ids"].as_array().unwrap().len(), 500);
+    let reply = app
+        .post(
+            "/v1/messages/bulk-send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "content": "hi", "to_numbers": numbers(501) }),
+        )
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(reply.data()["field"], "to_numbers");
+    app.post(
+        "/v1/messages/bulk-send",
+        &app.test_key,
+        json!({ "from_number": SENDER, "content": "hi", "to_numbers": [] }),
+    )
+    .await
+    .expect_error(422, "validation_failed");
+    let reply = app
+        .post(
+            "/v1/messages/bulk-send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "content": "dup",
+                    "to_numbers": [RECIPIENT, RECIPIENT, "+447911123456"] }),
+        )
+        .await
+        .expect(202);
+    assert_eq!(reply.data()["count"], 2, "duplicate numbers are sent once");
+    let first = reply.data()["message_ids"][0].as_str().unwrap().to_string();
+    app.wait_for_status(&app.test_key, &first, "delivered")
+        .await;
+}
+
+async fn batch_status_bounds(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let sent = app.send_test(RECIPIENT, "x").await.expect(202);
+    let id = sent.data()["id"].as_str().unwrap().to_string();
+    let mut ids: Vec<String> = (0..99).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+    ids.push(id.clone());
+    let reply = app
+        .post(
+            "/v1/messages/batch-status",
+            &app.test_key,
+            json!({ "message_ids": ids }),
+        )
+        .await
+        .expect(200);
+    assert_eq!(reply.data()["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(reply.data()["messages"][0]["id"], id.as_str());
+    assert!(reply.data()["messages"][0]["updated_at"].is_string());
+    assert_eq!(reply.data()["not_found"].as_array().unwrap().len(), 99);
+    ids.push(uuid::Uuid::new_v4().to_string());
+    let reply = app
+        .post(
+            "/v1/messages/batch-status",
+            &app.test_key,
+            json!({ "message_ids": ids }),
+        )
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(reply.data()["field"], "message_ids");
+    app.post(
+        "/v1/messages/batch-status",
+        &app.test_key,
+        json!({ "message_ids": [] }),
+    )
+    .await
+    .expect_error(422, "validation_failed");
+    // Another mode's message is not found.
+    let reply = app
+        .post(
+            "/v1/messages/batch-status",
+            &app.live_key,
+            json!({ "message_ids": [id] }),
+        )
+        .await
+        .expect(200);
+    assert_eq!(reply.data()["not_found"][0], id.as_str());
+}
+
+async fn list_limits_filters_and_bad_cursor(backend: Backend) {
+    let app = spawn_app(backend).await;
+    for i in 0..3 {
+        app.send_test(RECIPIENT, &format!("m{i}")).await.expect(202);
+    }
+    app.send_test("+447911123456", "uk").await.expect(202);
+    for limit in ["0", "101", "abc", "-1"] {
+        let reply = app
+            .get(&format!("/v1/messages?limit={limit}"), &app.test_key)
+            .await
+            .expect_error(422, "validation_failed");
+        assert_eq!(reply.data()["field"], "limit");
+    }
+    let one = app
+        .get("/v1/messages?limit=1", &app.test_key)
+        .await
+        .expect(200);
+    assert_eq!(one.data()["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(one.data()["has_more"], true);
+    assert!(one.data()["next_cursor"].is_string());
+    let all = app
+        .get("/v1/messages?limit=100", &app.test_key)
+        .await
+        .expect(200);
+    assert_eq!(all.data()["messages"].as_array().unwrap().len(), 4);
+    assert_eq!(all.data()["has_more"], false);
+    assert!(all.data()["next_cursor"].is_null());
+    let default = app.get("/v1/messages", &app.test_key).await.expect(200);
+    assert_eq!(default.data()["messages"].as_array().unwrap().len(), 4);
+    let newest = &all.data()["messages"][0];
+    assert_eq!(newest["content"], "uk", "newest first");
+    let uk = app
+        .get("/v1/messages?phone_number=%2B447911123456", &app.test_key)
+        .await
+        .expect(200);
+    assert_eq!(uk.data()["messages"].as_array().unwrap().len(), 1);
+    let inbound = app
+        .get("/v1/messages?direction=inbound", &app.test_key)
+        .await
+        .expect(200);
+    assert_eq!(inbound.data()["messages"].as_array().unwrap().len(), 0);
+    app.get("/v1/messages?direction=sideways", &app.test_key)
+        .await
+        .expect_error(422, "validation_failed");
+    app.get("/v1/messages?status=lost", &app.test_key)
+        .await
+        .expect_error(422, "validation_failed");
+    let reply = app
+        .get("/v1/messages?cursor=garbage!", &app.test_key)
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(reply.data()["field"], "cursor");
+    let id = all.data()["messages"][3]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.wait_for_status(&app.test_key, &id, "delivered").await;
+    let delivered = app
+        .get("/v1/messages?status=delivered&limit=100", &app.test_key)
+        .await
+        .expect(200);
+    assert!(
+        delivered.data()["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["status"] == "delivered")
+    );
+}
+
+async fn paging_is_stable_while_messages_arrive(backend: Backend) {
+    let app = spawn_app(backend).await;
+    for chunk in 0..5 {
+        let numbers: Vec<String> = (0..50)
+            .map(|i| format!("+1415555{:04}", chunk * 50 + i))
+            .collect();
+        app.post(
+            "/v1/messages/bulk-send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "content": "page", "to_numbers": numbers }),
+        )
+        .await
+        .expect(202);
+    }
+    let before: HashSet<String> = {
+        let mut ids = HashSet::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let path = match &cursor {
+                Some(c) => format!("/v1/messages?limit=100&cursor={c}"),
+                None => "/v1/messages?limit=100".to_string(),
+            };
+            let page = app.get(&path, &app.test_key).await.expect(200);
+            for m in page.data()["messages"].as_array().unwrap() {
+                ids.insert(m["id"].as_str().unwrap().to_string());
+            }
+            match page.data()["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => break,
+            }
+        }
+        ids
+    };
+    assert_eq!(before.len(), 250);
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut round = 0;
+    loop {
+        // New messages arrive between pages.
+        app.send_test(RECIPIENT, &format!("late {round}"))
+            .await
+            .expect(202);
+        round += 1;
+        let path = match &cursor {
+            Some(c) => format!("/v1/messages?limit=30&cursor={c}"),
+            None => "/v1/messages?limit=30".to_string(),
+        };
+        let page = app.get(&path, &app.test_key).await.expect(200);
+        for m in page.data()["messages"].as_array().unwrap() {
+            seen.push(m["id"].as_str().unwrap().to_string());
+        }
+        match page.data()["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    let unique: HashSet<String> = seen.iter().cloned().collect();
+    assert_eq!(unique.len(), seen.len(), "no message repeated");
+    assert!(before.is_subset(&unique), "no message skipped");
+}
+
+async fn scheduled_messages_are_held_and_can_be_canceled(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let at = chrono::Utc::now() + chrono::Duration::milliseconds(1500);
+    let reply = app
+        .post(
+            "/v1/messages/send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "later",
+                    "scheduled_for": at.to_rfc3339() }),
+        )
+        .await
+        .expect(202);
+    assert_eq!(reply.data()["status"], "queued");
+    assert!(reply.data()["scheduled_for"].is_string());
+    let id = reply.data()["id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let held = app
+        .get(&format!("/v1/messages/{id}"), &app.test_key)
+        .await
+        .expect(200);
+    assert_eq!(held.data()["status"], "queued", "held until scheduled_for");
+    let done = app.wait_for_status(&app.test_key, &id, "delivered").await;
+    let sent_at = chrono::DateTime::parse_from_rfc3339(done["sent_at"].as_str().unwrap()).unwrap();
+    assert!(
+        sent_at >= at - chrono::Duration::milliseconds(1),
+        "sent after scheduled_for"
+    );
+
+    let far = chrono::Utc::now() + chrono::Duration::hours(1);
+    let reply = app
+        .post(
+            "/v1/messages/send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "cancel me",
+                    "scheduled_for": far.to_rfc3339() }),
+        )
+        .await
+        .expect(202);
+    let id2 = reply.data()["id"].as_str().unwrap().to_string();
+    let canceled = app
+        .request(
+            "DELETE",
+            &format!("/v1/messages/{id2}"),
+            Some(&app.test_key),
+            None,
+        )
+        .await
+        .expect(200);
+    assert_eq!(canceled.data()["status"], "canceled");
+    let again = app
+        .request(
+            "DELETE",
+            &format!("/v1/messages/{id}"),
+            Some(&app.test_key),
+            None,
+        )
+        .await
+        .expect_error(409, "invalid_state");
+    assert_eq!(again.data()["status"], "delivered");
+    app.request(
+        "DELETE",
+        &format!("/v1/messages/{id}"),
+        Some(&app.live_key),
+        None,
+    )
+    .await
+    .expect_error(404, "not_found");
+    let bad = app
+        .post(
+            "/v1/messages/send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "x",
+                    "scheduled_for": "tomorrow" }),
+        )
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(bad.data()["field"], "scheduled_for");
+}
+
+async fn live_sends_need_an_online_phone(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let reply = app
+        .post(
+            "/v1/messages/send",
+            &app.live_key,
+            send_body(SENDER, RECIPIENT, "x"),
+        )
+        .await
+        .expect_error(503, "no_device_available");
+    assert_eq!(reply.data()["field"], "from_number");
+    let (phone_id, _token) = app.pair_phone(SENDER).await;
+    let reply = app
+        .post(
+            "/v1/messages/send",
+            &app.live_key,
+            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "x", "device_id": phone_id }),
+        )
+        .await
+        .expect_error(503, "no_device_available");
+    assert_eq!(reply.data()["field"], "device_id");
+    let reply = app
+        .post(
+            "/v1/messages/send",
+            &app.live_key,
+            json!({ "from_number": "+447911123456", "to_number": RECIPIENT, "content": "x", "device_id": phone_id }),
+        )
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(reply.data()["field"], "device_id");
+    let list = app.get("/v1/messages", &app.live_key).await.expect(200);
+    assert!(
+        list.data()["messages"].as_array().unwrap().is_empty(),
+        "nothing queued"
+    );
+}
+
+async fn new_workspace_limit_counts_live_sends(backend: Backend) {
+    let app = spawn_app_with(backend, |s| s.limits.new_workspace_messages = 3).await;
+    let (_, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    for i in 0..2 {
+        app.post(
+            "/v1/messages/send",
+            &app.live_key,
+            send_body(SENDER, RECIPIENT, &format!("{i}")),
+        )
+        .await
+        .expect(202);
+    }
+    let reply = app
+        .post(
+            "/v1/messages/bulk-send",
+            &app.live_key,
+            json!({ "from_number": SENDER, "content": "bulk", "to_numbers": [RECIPIENT, "+447911123456"] }),
+        )
+        .await
+        .expect_error(429, "new_account_limit");
+    assert_eq!(reply.data()["limit"], 3);
+    assert!(reply.data()["window_ends_at"].is_string());
+    app.post(
+        "/v1/messages/send",
+        &app.live_key,
+        send_body(SENDER, RECIPIENT, "third"),
+    )
+    .await
+    .expect(202);
+    app.post(
+        "/v1/messages/send",
+        &app.live_key,
+        send_body(SENDER, RECIPIENT, "fourth"),
+    )
+    .await
+    .expect_error(429, "new_account_limit");
+    let list = app
+        .get("/v1/messages?limit=100", &app.live_key)
+        .await
+        .expect(200);
+    assert_eq!(list.data()["messages"].as_array().unwrap().len(), 3);
+    // Test mode has no new-workspace limit.
+    for _ in 0..5 {
+        app.send_test(RECIPIENT, "test mode").await.expect(202);
+    }
+    let (_, _, _, _) = phone.expect_send().await;
+}
+
+backend_tests!(
+    test_send_is_delivered_with_full_timeline,
+    magic_recipients_fail_or_never_deliver,
+    content_length_boundaries,
+    invalid_numbers_name_their_field,
+    premium_rate_destinations_are_blocked,
+    request_id_is_idempotent_under_concurrency,
+    bulk_send_bounds_and_duplicates,
+    batch_status_bounds,
+    list_limits_filters_and_bad_cursor,
+    paging_is_stable_while_messages_arrive,
+    scheduled_messages_are_held_and_can_be_canceled,
+    live_sends_need_an_online_phone,
+    new_workspace_limit_counts_live_sends,
+);
