@@ -143,6 +143,8 @@ pub struct Phone {
     /// Ids in `queues` or `held`, so repeats are ignored and cancels are cheap.
     waiting: HashSet<Uuid>,
     in_flight: HashMap<Uuid, Queued>,
+    /// Hand-overs in the order they were decided, with their write outcome once known.
+    handovers: VecDeque<(Uuid, Option<HandoverOutcome>)>,
     link: Option<Link>,
     /// False until the pace log and queue are rebuilt from the database.
     ready: bool,
@@ -164,6 +166,7 @@ impl Phone {
             held: BTreeMap::new(),
             waiting: HashSet::new(),
             in_flight: HashMap::new(),
+            handovers: VecDeque::new(),
             link: None,
             ready: false,
             wake: None,
@@ -264,10 +267,12 @@ impl Phone {
     }
 
     /// Records the hand-over (status `sending`) and only then sends the frame, so a message
-    /// cancelled or expired in between is never sent.
+    /// cancelled or expired in between is never sent. Frames leave in hand-over order even
+    /// though the writes complete as separate futures.
     fn hand_over(&mut self, item: Queued, ctx: &mut Context<Self>) {
         let id = item.id;
         self.in_flight.insert(id, item);
+        self.handovers.push_back((id, None));
         let transition = Transition {
             set_device: self.identity.device_id,
             count_attempt: true,
@@ -281,35 +286,61 @@ impl Phone {
         ctx.spawn(
             async move { writer.transition(transition).await }
                 .into_actor(self)
-                .map(move |result, act, _ctx| match result {
-                    Ok(Some(row)) => {
-                        let Some(item) = act.in_flight.get(&id) else {
-                            return;
-                        };
-                        let frame = ServerFrame::Send {
-                            message_id: id,
-                            to: item.to.clone(),
-                            content: item.content.clone(),
-                            segments: item.segments,
-                            encoding: item.encoding.clone(),
-                            attempt: row.send_attempts,
-                        };
-                        if let Some(link) = &act.link {
-                            link.send(frame);
+                .map(move |result, act, ctx| {
+                    let outcome = match result {
+                        Ok(Some(row)) => HandoverOutcome::Recorded(row.send_attempts),
+                        Ok(None) => HandoverOutcome::Refused,
+                        Err(err) => {
+                            tracing::error!(message_id = %id, error = %err, "hand-over not recorded");
+                            HandoverOutcome::Failed
                         }
+                    };
+                    if let Some(slot) = act.handovers.iter_mut().find(|(i, _)| *i == id) {
+                        slot.1 = Some(outcome);
                     }
-                    Ok(None) => {
-                        act.in_flight.remove(&id);
-                    }
-                    Err(err) => {
-                        tracing::error!(message_id = %id, error = %err, "hand-over not recorded");
-                        if let Some(item) = act.in_flight.remove(&id) {
-                            let now = act.deps.clock.now_ms();
-                            act.push(item, true, now);
-                        }
-                    }
+                    act.flush_handovers(ctx);
                 }),
         );
+    }
+
+    /// Sends the frames of recorded hand-overs, oldest first, up to the first still pending.
+    fn flush_handovers(&mut self, ctx: &mut Context<Self>) {
+        let mut requeued = false;
+        while let Some((id, Some(outcome))) = self.handovers.front().cloned() {
+            self.handovers.pop_front();
+            match outcome {
+                HandoverOutcome::Recorded(attempt) => {
+                    let Some(item) = self.in_flight.get(&id) else {
+                        continue;
+                    };
+                    let frame = ServerFrame::Send {
+                        message_id: id,
+                        to: item.to.clone(),
+                        content: item.content.clone(),
+                        segments: item.segments,
+                        encoding: item.encoding.clone(),
+                        attempt,
+                    };
+                    if let Some(link) = &self.link {
+                        link.send(frame);
+                    }
+                }
+                HandoverOutcome::Refused => {
+                    self.in_flight.remove(&id);
+                }
+                HandoverOutcome::Failed => {
+                    if let Some(item) = self.in_flight.remove(&id) {
+                        let now = self.deps.clock.now_ms();
+                        self.push(item, true, now);
+                        requeued = true;
+                    }
+                }
+            }
+        }
+        if requeued {
+            // Retry after a pause rather than spinning against a failing database.
+            ctx.run_later(Duration::from_secs(1), |act, ctx| act.dispatch(ctx));
+        }
     }
 
     fn ack(&self, reference: Option<String>) {
@@ -519,6 +550,16 @@ impl Phone {
                 }),
         );
     }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum HandoverOutcome {
+    /// Stored as `sending`; the attempt number.
+    Recorded(u32),
+    /// The message left `queued` meanwhile (cancelled, expired).
+    Refused,
+    /// The write failed; the message goes back to the queue.
+    Failed,
 }
 
 enum ReportOutcome {

@@ -7,3 +7,4 @@ mod helpers;
 
 mod auth;
 mod messages;
+mod phones;

@@ -1,0 +1,500 @@
+//! Phones: pairing, the WebSocket protocol, pace, priority, retries, expiry and restarts
+//! (contract §4–6, §8).
+
+use std::time::Duration;
+
+use serde_json::json;
+use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
+
+use crate::backend_tests;
+use crate::helpers::{
+    Backend, FakePhone, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with,
+};
+
+async fn send_live(app: &TestApp, content: &str) -> String {
+    let reply = app
+        .post(
+            "/v1/messages/send",
+            &app.live_key,
+            send_body(SENDER, RECIPIENT, content),
+        )
+        .await
+        .expect(202);
+    reply.data()["id"].as_str().unwrap().to_string()
+}
+
+async fn set_pace(app: &TestApp, phone_id: &str, per_minute: u32, per_30_minutes: u32) {
+    app.request(
+        "PATCH",
+        &format!("/v1/phones/{phone_id}"),
+        Some(&app.live_key),
+        Some(json!({ "pace": { "per_minute": per_minute, "per_30_minutes": per_30_minutes } })),
+    )
+    .await
+    .expect(200);
+}
+
+async fn pairing_and_token_rules(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let reply = app
+        .post(
+            "/v1/phones",
+            &app.live_key,
+            json!({ "phone_number": SENDER, "name": "Front desk" }),
+        )
+        .await
+        .expect(201);
+    let data = reply.data();
+    let id = data["id"].as_str().unwrap().to_string();
+    let token = data["device_token"].as_str().unwrap().to_string();
+    assert!(token.starts_with("dt_"));
+    assert_eq!(data["online"], false);
+    assert_eq!(
+        data["pace"],
+        json!({ "per_minute": 6, "per_30_minutes": 25 })
+    );
+    let got = app
+        .get(&format!("/v1/phones/{id}"), &app.live_key)
+        .await
+        .expect(200);
+    assert!(
+        got.data().get("device_token").is_none(),
+        "the token is shown only at pairing"
+    );
+    assert_eq!(got.data()["name"], "Front desk");
+    app.get(&format!("/v1/phones/{id}"), &app.test_key)
+        .await
+        .expect_error(404, "not_found");
+    let bad = app
+        .post("/v1/phones", &app.live_key, json!({ "phone_number": "12" }))
+        .await
+        .expect_error(422, "invalid_phone_number");
+    assert_eq!(bad.data()["field"], "phone_number");
+    app.request(
+        "PATCH",
+        &format!("/v1/phones/{id}"),
+        Some(&app.live_key),
+        Some(json!({ "pace": { "per_minute": 0, "per_30_minutes": 5 } })),
+    )
+    .await
+    .expect_error(422, "validation_failed");
+
+    assert_eq!(
+        FakePhone::connect(&app.ws_url(), "dt_wrong").await.err(),
+        Some(401)
+    );
+    let mut phone = app.connect_phone(&token).await;
+    app.wait_online(&id, true).await;
+    let list = app.get("/v1/phones", &app.live_key).await.expect(200);
+    assert_eq!(list.data()["phones"][0]["online"], true);
+    assert!(list.data()["phones"][0]["last_seen_at"].is_string());
+
+    let rotated = app
+        .post(
+            &format!("/v1/phones/{id}/rotate-token"),
+            &app.live_key,
+            json!({}),
+        )
+        .await
+        .expect(200);
+    let new_token = rotated.data()["device_token"].as_str().unwrap().to_string();
+    assert_ne!(new_token, token);
+    assert_eq!(
+        phone.close_code().await,
+        Some(4001),
+        "rotation closes the session"
+    );
+    assert_eq!(
+        FakePhone::connect(&app.ws_url(), &token).await.err(),
+        Some(401)
+    );
+    let phone = app.connect_phone(&new_token).await;
+    app.wait_online(&id, true).await;
+
+    app.request(
+        "DELETE",
+        &format!("/v1/phones/{id}"),
+        Some(&app.live_key),
+        None,
+    )
+    .await
+    .expect(200);
+    let mut phone = phone;
+    assert_eq!(
+        phone.close_code().await,
+        Some(4001),
+        "unpairing closes the session"
+    );
+    assert_eq!(
+        FakePhone::connect(&app.ws_url(), &new_token).await.err(),
+        Some(401)
+    );
+    app.get(&format!("/v1/phones/{id}"), &app.live_key)
+        .await
+        .expect_error(404, "not_found");
+}
+
+async fn live_send_is_delivered_through_the_phone(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    let id = send_live(&app, "via a real phone").await;
+    let (message_id, to, content, attempt) = phone.expect_send().await;
+    assert_eq!(message_id.to_string(), id);
+    assert_eq!(
+        (to.as_str(), content.as_str(), attempt),
+        (RECIPIENT, "via a real phone", 1)
+    );
+    let ack = phone
+        .report(PhoneFrame::Sent {
+            message_id,
+            reference: Some("r1".into()),
+        })
+        .await;
+    assert_eq!(
+        ack,
+        Some(ServerFrame::Ack {
+            reference: "r1".into()
+        })
+    );
+    let ack = phone
+        .report(PhoneFrame::Delivered {
+            message_id,
+            reference: Some("r2".into()),
+        })
+        .await;
+    assert_eq!(
+        ack,
+        Some(ServerFrame::Ack {
+            reference: "r2".into()
+        })
+    );
+    let message = app.wait_for_status(&app.live_key, &id, "delivered").await;
+    assert_eq!(message["device_id"], phone_id.as_str());
+    let kinds: Vec<&str> = message["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["queued", "sending", "sent", "delivered"]);
+    // A repeated report does not move the message and is still acked.
+    let ack = phone
+        .report(PhoneFrame::Delivered {
+            message_id,
+            reference: Some("r2".into()),
+        })
+        .await;
+    assert_eq!(
+        ack,
+        Some(ServerFrame::Ack {
+            reference: "r2".into()
+        })
+    );
+    // A report about a message this phone was never sent is refused, the session stays open.
+    let reply = phone
+        .report(PhoneFrame::Sent {
+            message_id: uuid::Uuid::now_v7(),
+            reference: Some("r3".into()),
+        })
+        .await;
+    assert!(
+        matches!(reply, Some(ServerFrame::Error { ref code, .. }) if code == "unknown_message"),
+        "{reply:?}"
+    );
+    phone.send_text("{\"type\":\"teleport\"}").await;
+    assert!(matches!(
+        phone.next_frame().await,
+        Some(ServerFrame::Error { .. })
+    ));
+    phone.send_text("not json").await;
+    assert!(matches!(
+        phone.next_frame().await,
+        Some(ServerFrame::Error { .. })
+    ));
+    phone
+        .send(&PhoneFrame::Heartbeat {
+            battery: Some(0.5),
+            signal: None,
+        })
+        .await;
+    let id2 = send_live(&app, "still open").await;
+    let (second, ..) = phone.expect_send().await;
+    assert_eq!(second.to_string(), id2);
+}
+
+async fn pace_holds_extras_in_the_queue(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 2;
+        s.pace.per_30_minutes = 3;
+    })
+    .await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(send_live(&app, &format!("paced {i}")).await);
+    }
+    let (first, ..) = phone.expect_send().await;
+    let (second, ..) = phone.expect_send().await;
+    assert_eq!(
+        [first.to_string(), second.to_string()],
+        [ids[0].clone(), ids[1].clone()]
+    );
+    assert!(
+        phone
+            .next_frame_within(Duration::from_millis(1500))
+            .await
+            .is_none(),
+        "no third send inside the minute window"
+    );
+    for id in &ids[2..] {
+        let m = app
+            .get(&format!("/v1/messages/{id}"), &app.live_key)
+            .await
+            .expect(200);
+        assert_eq!(
+            m.data()["status"],
+            "queued",
+            "extras wait, they are not rejected"
+        );
+    }
+    // Lifting the pace releases the queue at once, in order.
+    set_pace(&app, &phone_id, 100, 100).await;
+    for id in &ids[2..] {
+        let (next, ..) = phone.expect_send().await;
+        assert_eq!(&next.to_string(), id);
+    }
+}
+
+async fn queue_classes_are_served_in_priority_order(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 1;
+        s.pace.per_30_minutes = 1;
+    })
+    .await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    let first = send_live(&app, "takes the only slot").await;
+    assert_eq!(phone.expect_send().await.0.to_string(), first);
+    let bulk = app
+        .post("/v1/messages/bulk-send", &app.live_key,
+            json!({ "from_number": SENDER, "content": "bulk", "to_numbers": ["+447911123456", "+4915123456789"] }))
+        .await
+        .expect(202);
+    let single = send_live(&app, "single after bulk").await;
+    set_pace(&app, &phone_id, 100, 100).await;
+    let order: Vec<String> = [
+        phone.expect_send().await.0,
+        phone.expect_send().await.0,
+        phone.expect_send().await.0,
+    ]
+    .iter()
+    .map(|id| id.to_string())
+    .collect();
+    let bulk_ids: Vec<String> = bulk.data()["message_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(order, [single, bulk_ids[0].clone(), bulk_ids[1].clone()]);
+}
+
+async fn disconnect_mid_send_requeues_and_resends_once(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    let id = send_live(&app, "interrupted").await;
+    let (message_id, _, _, attempt) = phone.expect_send().await;
+    assert_eq!(attempt, 1);
+    phone.close().await;
+    app.wait_online(&phone_id, false).await;
+    app.wait_for_status(&app.live_key, &id, "queued").await;
+    let mut phone = app.connect_phone(&token).await;
+    let (again, _, _, attempt) = phone.expect_send().await;
+    assert_eq!((again, attempt), (message_id, 2));
+    assert!(
+        phone
+            .next_frame_within(Duration::from_millis(500))
+            .await
+            .is_none(),
+        "sent once more, not twice"
+    );
+    phone
+        .report(PhoneFrame::Delivered {
+            message_id,
+            reference: Some("d".into()),
+        })
+        .await;
+    app.wait_for_status(&app.live_key, &id, "delivered").await;
+}
+
+async fn failed_attempts_are_retried_then_fail(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (_, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    let id = send_live(&app, "doomed").await;
+    for expected in 1..=3 {
+        let (message_id, _, _, attempt) = phone.expect_send().await;
+        assert_eq!(attempt, expected);
+        let ack = phone
+            .report(PhoneFrame::Failed {
+                message_id,
+                error: "no signal".into(),
+                reference: Some(format!("f{expected}")),
+            })
+            .await;
+        assert_eq!(
+            ack,
+            Some(ServerFrame::Ack {
+                reference: format!("f{expected}")
+            })
+        );
+    }
+    let message = app.wait_for_status(&app.live_key, &id, "failed").await;
+    assert_eq!(message["send_attempts"], 3);
+    assert_eq!(message["failure_reason"], "no signal");
+    assert!(
+        phone
+            .next_frame_within(Duration::from_millis(300))
+            .await
+            .is_none(),
+        "no fourth attempt"
+    );
+}
+
+async fn unsent_messages_expire(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 1;
+        s.pace.per_30_minutes = 1;
+        s.messages.ttl = Duration::from_millis(800);
+    })
+    .await;
+    let (_, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    send_live(&app, "goes out").await;
+    phone.expect_send().await;
+    let waiting = send_live(&app, "waits too long").await;
+    let expired = app
+        .wait_for_status(&app.live_key, &waiting, "expired")
+        .await;
+    assert_eq!(expired["failure_reason"], "expired");
+    assert!(expired["failed_at"].is_string());
+}
+
+async fn one_session_per_phone(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (_, token) = app.pair_phone(SENDER).await;
+    let mut old = app.connect_phone(&token).await;
+    let mut new = app.connect_phone(&token).await;
+    assert_eq!(old.close_code().await, Some(4000));
+    let id = send_live(&app, "to the newest session").await;
+    assert_eq!(new.expect_send().await.0.to_string(), id);
+}
+
+async fn silent_phones_go_offline(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.phones.heartbeat_timeout = Duration::from_millis(300)
+    })
+    .await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    app.wait_online(&phone_id, true).await;
+    // The fake phone answers nothing: after the timeout the server closes the session.
+    let code = phone.close_code().await;
+    assert!(code.is_some(), "the server closed the silent session");
+    app.wait_online(&phone_id, false).await;
+    app.post(
+        "/v1/messages/send",
+        &app.live_key,
+        send_body(SENDER, RECIPIENT, "x"),
+    )
+    .await
+    .expect_error(503, "no_device_available");
+}
+
+async fn restart_keeps_the_queue_and_the_pace(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 2;
+        s.pace.per_30_minutes = 2;
+    })
+    .await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    let a = send_live(&app, "a").await;
+    let b = send_live(&app, "b").await;
+    let c = send_live(&app, "c").await;
+    let (first, ..) = phone.expect_send().await;
+    let (second, ..) = phone.expect_send().await;
+    assert_eq!(
+        [first.to_string(), second.to_string()],
+        [a.clone(), b.clone()]
+    );
+    let ack = phone
+        .report(PhoneFrame::Sent {
+            message_id: first,
+            reference: Some("s1".into()),
+        })
+        .await;
+    assert_eq!(
+        ack,
+        Some(ServerFrame::Ack {
+            reference: "s1".into()
+        })
+    );
+    // b is handed over but unreported when the server stops.
+    drop(phone);
+    let app = app.restart().await;
+    let mut phone = app.connect_phone(&token).await;
+    // Pace used before the restart still counts: nothing may be sent now.
+    assert!(
+        phone
+            .next_frame_within(Duration::from_millis(1500))
+            .await
+            .is_none(),
+        "the restarted server kept the pace"
+    );
+    for id in [&b, &c] {
+        let m = app
+            .get(&format!("/v1/messages/{id}"), &app.live_key)
+            .await
+            .expect(200);
+        assert_eq!(
+            m.data()["status"],
+            "queued",
+            "nothing lost: {id} is queued again"
+        );
+    }
+    set_pace(&app, &phone_id, 10, 10).await;
+    let mut resent: Vec<String> = vec![
+        phone.expect_send().await.0.to_string(),
+        phone.expect_send().await.0.to_string(),
+    ];
+    resent.sort();
+    let mut expected = vec![b, c];
+    expected.sort();
+    assert_eq!(resent, expected);
+    let sent_a = app
+        .get(&format!("/v1/messages/{a}"), &app.live_key)
+        .await
+        .expect(200);
+    assert_eq!(
+        sent_a.data()["status"],
+        "sent",
+        "a reported message is not sent again"
+    );
+}
+
+backend_tests!(
+    pairing_and_token_rules,
+    live_send_is_delivered_through_the_phone,
+    pace_holds_extras_in_the_queue,
+    queue_classes_are_served_in_priority_order,
+    disconnect_mid_send_requeues_and_resends_once,
+    failed_attempts_are_retried_then_fail,
+    unsent_messages_expire,
+    one_session_per_phone,
+    silent_phones_go_offline,
+    restart_keeps_the_queue_and_the_pace,
+);
