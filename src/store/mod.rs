@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use migration::{Migrator, MigratorTrait};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
-use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, SqlErr};
+use sea_orm::{
+    ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, SqlErr,
+    SqliteTransactionMode, TransactionOptions, TransactionTrait,
+};
 
 /// A storage failure, classified once.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +62,21 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
                 .create_if_missing(true)
         });
     Ok(Database::connect(options).await?)
+}
+
+/// Starts a transaction that will write. On SQLite it takes the write lock at BEGIN
+/// (IMMEDIATE): a deferred transaction that reads first and then writes cannot wait for the
+/// lock and fails with "database is locked" when another connection wrote meanwhile.
+pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
+    if is_sqlite(db) {
+        db.begin_with_options(TransactionOptions {
+            sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+            ..Default::default()
+        })
+        .await
+    } else {
+        db.begin().await
+    }
 }
 
 /// Brings the schema up to date.

@@ -3,7 +3,7 @@
 use entity::{api_keys, workspaces};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
-    Set, TransactionTrait,
+    Set,
 };
 use uuid::Uuid;
 
@@ -49,7 +49,7 @@ pub async fn create(
     name: &str,
     now_ms: i64,
 ) -> Result<CreatedWorkspace, StoreError> {
-    let txn = db.begin().await?;
+    let txn = super::begin_write(db).await?;
     let workspace = workspaces::ActiveModel {
         id: Set(Uuid::now_v7()),
         name: Set(name.to_string()),
@@ -79,14 +79,17 @@ pub async fn create_key(
     mode: Mode,
     now_ms: i64,
 ) -> Result<String, StoreError> {
+    let txn = super::begin_write(db).await?;
     if workspaces::Entity::find_by_id(workspace_id)
-        .one(db)
+        .one(&txn)
         .await?
         .is_none()
     {
         return Err(StoreError::NotFound);
     }
-    insert_key(db, workspace_id, mode, now_ms).await
+    let key = insert_key(&txn, workspace_id, mode, now_ms).await?;
+    txn.commit().await?;
+    Ok(key)
 }
 
 async fn insert_key<C: sea_orm::ConnectionTrait>(

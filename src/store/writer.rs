@@ -14,7 +14,7 @@ use entity::{message_events, messages};
 use sea_orm::sea_query::{Expr, ExprTrait, Func};
 use sea_orm::{
     ActiveValue::NotSet, ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
-    PaginatorTrait, QueryFilter, QuerySelect, Set, TransactionTrait,
+    PaginatorTrait, QueryFilter, QuerySelect, Set,
 };
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
@@ -304,7 +304,7 @@ impl WriterTask {
         ops: impl Iterator<Item = &'a Op>,
     ) -> Result<(Vec<OpResult>, Vec<Change>, HashMap<Uuid, u64>), StoreError> {
         let now = self.clock.now_ms();
-        let txn = self.db.begin().await?;
+        let txn = super::begin_write(&self.db).await?;
         let mut batch = Batch::default();
         let mut outcomes = Vec::new();
         for op in ops {

@@ -155,7 +155,11 @@ async fn modes_and_workspaces_are_isolated(backend: Backend) {
         .env("SMSGW_DATABASE__URL", &app.database_url)
         .output()
         .expect("cli runs");
-    assert!(output.status.success());
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let line = String::from_utf8(output.stdout).unwrap();
     let key = line
         .trim()
