@@ -84,8 +84,11 @@ impl Application {
                 "webhooks.allow_insecure_targets is on: http:// and private targets are allowed (development only)"
             );
         }
+        crate::telemetry::metrics_handle();
         let listener: Arc<dyn Fn(Vec<Change>) + Send + Sync> = Arc::new(|changes: Vec<Change>| {
             for change in changes {
+                metrics::counter!("smsgw_message_transitions_total", "kind" => change.kind)
+                    .increment(1);
                 tracing::debug!(message_id = %change.message.id, kind = change.kind, "message changed");
             }
         });
@@ -115,6 +118,9 @@ impl Application {
         })?;
         let mut server = HttpServer::new(move || {
             App::new()
+                .wrap(actix_web::middleware::from_fn(
+                    crate::telemetry::observe_request,
+                ))
                 .app_data(state.clone())
                 .configure(api::configure)
                 .configure(crate::portal::routes)
@@ -125,6 +131,8 @@ impl Application {
             bind: settings.server.bind.clone(),
             source,
         })?
+        // Signals are handled by `run_until_stopped`, which closes phone sessions first.
+        .disable_signals()
         .shutdown_timeout(8);
         if settings.server.workers > 0 {
             server = server.workers(settings.server.workers);
@@ -153,8 +161,42 @@ impl Application {
         self.server.handle()
     }
 
-    /// Serves until stopped (SIGINT/SIGTERM stop it gracefully).
+    /// Serves until stopped. SIGTERM or SIGINT stop it gracefully: phone sessions are closed
+    /// with 1001 "going away", the listener stops accepting, in-flight requests finish (each is
+    /// answered only after its write committed), then the server returns. Nothing accepted is
+    /// lost: queues live in the database and are rebuilt at the next start.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let handle = self.server.handle();
+        let registry = self.registry.clone();
+        actix_web::rt::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("shutdown requested: closing phone sessions and finishing requests");
+            let _ = registry.send(crate::actors::registry::Shutdown).await;
+            handle.stop(true).await;
+        });
         self.server.await
+    }
+}
+
+/// Resolves at the first SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -179,6 +179,7 @@ impl Phone {
         if self.in_flight.contains_key(&item.id) || !self.waiting.insert(item.id) {
             return;
         }
+        queue_gauge(item.class, 1.0);
         match item.scheduled_for {
             Some(at) if at > now => {
                 self.held.insert((at, item.id), item);
@@ -208,6 +209,7 @@ impl Phone {
         for queue in &mut self.queues {
             if let Some(item) = queue.pop_front() {
                 self.waiting.remove(&item.id);
+                queue_gauge(item.class, -1.0);
                 return Some(item);
             }
         }
@@ -552,6 +554,11 @@ impl Phone {
     }
 }
 
+/// Messages waiting in phone queues (held ones included), by class.
+fn queue_gauge(class: QueueClass, delta: f64) {
+    metrics::gauge!("smsgw_queue_depth", "class" => class.as_str()).increment(delta);
+}
+
 #[derive(Debug, Clone, Copy)]
 enum HandoverOutcome {
     /// Stored as `sending`; the attempt number.
@@ -685,9 +692,21 @@ impl Handler<Forget> for Phone {
     fn handle(&mut self, msg: Forget, _ctx: &mut Self::Context) {
         if self.waiting.remove(&msg.message_id) {
             for queue in &mut self.queues {
-                queue.retain(|q| q.id != msg.message_id);
+                queue.retain(|q| {
+                    let keep = q.id != msg.message_id;
+                    if !keep {
+                        queue_gauge(q.class, -1.0);
+                    }
+                    keep
+                });
             }
-            self.held.retain(|(_, id), _| *id != msg.message_id);
+            self.held.retain(|(_, id), q| {
+                let keep = *id != msg.message_id;
+                if !keep {
+                    queue_gauge(q.class, -1.0);
+                }
+                keep
+            });
         }
     }
 }
@@ -720,7 +739,10 @@ impl Handler<Unpair> for Phone {
         while let Some(item) = self.pop() {
             ids.push(item.id);
         }
-        ids.extend(std::mem::take(&mut self.held).into_values().map(|q| q.id));
+        ids.extend(std::mem::take(&mut self.held).into_values().map(|q| {
+            queue_gauge(q.class, -1.0);
+            q.id
+        }));
         let writer = self.deps.writer.clone();
         ctx.wait(
             async move {
@@ -763,6 +785,14 @@ impl Handler<Stop> for Phone {
     fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
         if let Some(link) = self.link.take() {
             link.close(CLOSE_GOING_AWAY, "server is stopping");
+        }
+        for queue in &self.queues {
+            for item in queue {
+                queue_gauge(item.class, -1.0);
+            }
+        }
+        for item in self.held.values() {
+            queue_gauge(item.class, -1.0);
         }
         self.stopping = true;
         ctx.stop();

@@ -1,4 +1,4 @@
-//! Operational routes: liveness and readiness.
+//! Operational routes: liveness, readiness and Prometheus metrics.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
@@ -7,10 +7,11 @@ use serde_json::json;
 use super::AppState;
 use crate::error::{ApiError, success};
 
-/// Registers `/health` and `/ready`.
+/// Registers `/health`, `/ready` and `/metrics`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/health", web::get().to(health))
-        .route("/ready", web::get().to(ready));
+        .route("/ready", web::get().to(ready))
+        .route("/metrics", web::get().to(metrics));
 }
 
 async fn health() -> HttpResponse {
@@ -32,4 +33,21 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
             "error_code": "not_ready",
         })))
     }
+}
+
+/// Prometheus text format; live gauges (phones online) are refreshed on each scrape.
+async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    if let Ok(online) = state
+        .registry
+        .send(crate::actors::registry::CountOnline)
+        .await
+    {
+        metrics::gauge!("smsgw_phones_online").set(online as f64);
+    }
+    let body = crate::telemetry::metrics_handle()
+        .map(|h| h.render())
+        .unwrap_or_default();
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(body)
 }

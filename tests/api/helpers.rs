@@ -123,7 +123,7 @@ pub fn test_settings() -> Settings {
     s
 }
 
-async fn fresh_database(backend: Backend) -> (String, Option<tempfile::TempDir>) {
+pub async fn fresh_database(backend: Backend) -> (String, Option<tempfile::TempDir>) {
     match backend {
         Backend::Sqlite => {
             let dir = tempfile::tempdir().expect("temp dir");

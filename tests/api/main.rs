@@ -7,4 +7,5 @@ mod helpers;
 
 mod auth;
 mod messages;
+mod ops;
 mod phones;
