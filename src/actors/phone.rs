@@ -74,6 +74,12 @@ pub struct Unpair {
     pub stop: bool,
 }
 
+/// Give back every waiting message that was not pinned to this phone (it went offline or was
+/// unpaired, and another phone can send them). Answers their ids.
+#[derive(Message)]
+#[rtype(result = "Vec<Uuid>")]
+pub struct HandBack;
+
 /// The server is stopping: close the session with 1001 "going away" and stop. Nothing is
 /// lost: queued and handed-over messages are in the database and rebuilt at the next start.
 #[derive(Message)]
@@ -115,6 +121,7 @@ struct Queued {
     class: QueueClass,
     expires_at: i64,
     scheduled_for: Option<i64>,
+    pinned: bool,
 }
 
 impl From<&Message> for Queued {
@@ -128,6 +135,7 @@ impl From<&Message> for Queued {
             class: m.class,
             expires_at: m.expires_at,
             scheduled_for: m.scheduled_for,
+            pinned: m.pinned,
         }
     }
 }
@@ -796,5 +804,35 @@ impl Handler<Stop> for Phone {
         }
         self.stopping = true;
         ctx.stop();
+    }
+}
+
+impl Handler<HandBack> for Phone {
+    type Result = MessageResult<HandBack>;
+
+    fn handle(&mut self, _: HandBack, _: &mut Self::Context) -> Self::Result {
+        let mut ids = Vec::new();
+        for queue in &mut self.queues {
+            queue.retain(|q| {
+                if q.pinned {
+                    return true;
+                }
+                ids.push(q.id);
+                queue_gauge(q.class, -1.0);
+                false
+            });
+        }
+        self.held.retain(|_, q| {
+            if q.pinned {
+                return true;
+            }
+            ids.push(q.id);
+            queue_gauge(q.class, -1.0);
+            false
+        });
+        for id in &ids {
+            self.waiting.remove(id);
+        }
+        MessageResult(ids)
     }
 }

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::phone::{Phone, Report};
-use super::registry::{Connected, Disconnected, Registry};
+use super::registry::{Connected, Disconnected, Registry, Seen};
 use crate::domain::protocol::{PhoneFrame, ServerFrame};
 
 /// Frames buffered towards one phone before the session is considered stuck and closed.
@@ -55,6 +55,9 @@ impl Link {
     }
 }
 
+/// How often a live session refreshes the phone's last_seen_at.
+const SEEN_EVERY: Duration = Duration::from_secs(5);
+
 static NEXT_SESSION_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh session id.
@@ -87,6 +90,7 @@ pub async fn run(
         }
     };
     let mut last_heard = tokio::time::Instant::now();
+    let mut last_reported = last_heard;
     let check_every = (heartbeat_timeout / 4).max(Duration::from_millis(50));
     let mut ticker = tokio::time::interval(check_every);
     let close_reason = loop {
@@ -96,6 +100,10 @@ pub async fn run(
                     break None;
                 };
                 last_heard = tokio::time::Instant::now();
+                if last_heard.duration_since(last_reported) >= SEEN_EVERY {
+                    last_reported = last_heard;
+                    registry.do_send(Seen { phone_id });
+                }
                 match message {
                     WsMessage::Text(text) => match serde_json::from_str::<PhoneFrame>(&text) {
                         Ok(frame) => phone.do_send(Report { session_id, frame }),

@@ -18,7 +18,7 @@ use crate::domain::pace::Pace;
 use crate::domain::status::{MessageStatus, Mode};
 use crate::store::messages::{self, Message, Scope};
 use crate::store::phones::{self, PhoneRecord};
-use crate::store::writer::Transition;
+use crate::store::writer::{Reroute, Transition};
 
 /// How often queued messages are checked for expiry.
 const EXPIRY_SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -73,6 +73,13 @@ pub struct Connected {
 pub struct Disconnected {
     pub phone_id: Uuid,
     pub session_id: u64,
+}
+
+/// A frame arrived from a phone: it is alive now.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Seen {
+    pub phone_id: Uuid,
 }
 
 /// A phone was paired.
@@ -285,6 +292,74 @@ impl Registry {
         }
     }
 
+    /// Phones with this number other than `except`: online ones first.
+    fn alternatives(&self, scope: Scope, number: &str, except: Uuid) -> Vec<Uuid> {
+        let key = Self::number_key(scope, number);
+        let mut ids: Vec<Uuid> = self
+            .by_number
+            .get(&key)
+            .map(|ids| ids.iter().copied().filter(|id| *id != except).collect())
+            .unwrap_or_default();
+        ids.sort_by_key(|id| self.phones.get(id).is_none_or(|e| e.session.is_none()));
+        ids
+    }
+
+    /// Moves the unpinned waiting messages of `phone` to `targets` (round-robin); with
+    /// `fail_leftovers`, messages that cannot move fail (their phone is gone).
+    fn reroute_from(
+        &mut self,
+        ctx: &mut Context<Self>,
+        phone: Addr<Phone>,
+        from_device: Uuid,
+        targets: Vec<Uuid>,
+        fail_leftovers: bool,
+    ) {
+        let writer = self.deps.writer.clone();
+        // Enqueued now, so it reaches the phone before anything sent after this call (an Unpair).
+        let handed_back = phone.send(phone::HandBack);
+        ctx.spawn(
+            async move {
+                let ids = handed_back.await.unwrap_or_default();
+                let mut moved = Vec::new();
+                let mut stuck = Vec::new();
+                for (i, id) in ids.into_iter().enumerate() {
+                    let Some(target) = targets.get(i % targets.len().max(1)).copied() else {
+                        stuck.push(id);
+                        continue;
+                    };
+                    let reroute = Reroute {
+                        id,
+                        from_device,
+                        to_device: target,
+                        detail: format!(
+                            "phone {from_device} went away; rerouted to phone {target}"
+                        ),
+                    };
+                    match writer.reroute(reroute).await {
+                        Ok(Some(message)) => moved.push(message),
+                        Ok(None) => {}
+                        Err(err) => {
+                            tracing::error!(message_id = %id, error = %err, "reroute failed");
+                            stuck.push(id);
+                        }
+                    }
+                }
+                (moved, stuck)
+            }
+            .into_actor(self)
+            .map(move |(moved, stuck), act, _| {
+                act.deliver(moved);
+                // Without `fail_leftovers` the old phone is still paired: what could not move
+                // stays queued for it in the database and is rebuilt when its actor restarts.
+                if fail_leftovers {
+                    for id in stuck {
+                        act.fail(id, "phone_unpaired");
+                    }
+                }
+            }),
+        );
+    }
+
     fn fail(&self, id: Uuid, reason: &'static str) {
         let writer = self.deps.writer.clone();
         actix::spawn(async move {
@@ -462,7 +537,7 @@ impl Handler<Connected> for Registry {
 impl Handler<Disconnected> for Registry {
     type Result = ();
 
-    fn handle(&mut self, msg: Disconnected, _: &mut Self::Context) {
+    fn handle(&mut self, msg: Disconnected, ctx: &mut Self::Context) {
         let now = self.deps.clock.now_ms();
         let Some(entry) = self.phones.get_mut(&msg.phone_id) else {
             return;
@@ -471,10 +546,23 @@ impl Handler<Disconnected> for Registry {
             entry.session = None;
         }
         entry.last_seen_at = Some(now);
-        if let Some(addr) = &entry.addr {
+        let went_offline = entry.session.is_none();
+        let addr = entry.addr.clone();
+        let (scope, number) = (entry.record.scope(), entry.record.phone_number.clone());
+        if let Some(addr) = &addr {
             addr.do_send(phone::Detach {
                 session_id: msg.session_id,
             });
+        }
+        if went_offline && let Some(addr) = addr {
+            let online: Vec<Uuid> = self
+                .alternatives(scope, &number, msg.phone_id)
+                .into_iter()
+                .filter(|id| self.phones.get(id).is_some_and(|e| e.session.is_some()))
+                .collect();
+            if !online.is_empty() {
+                self.reroute_from(ctx, addr, msg.phone_id, online, false);
+            }
         }
         let db = self.deps.db.clone();
         let id = msg.phone_id;
@@ -517,7 +605,7 @@ impl Handler<PaceChanged> for Registry {
 impl Handler<Unpaired> for Registry {
     type Result = ();
 
-    fn handle(&mut self, msg: Unpaired, _: &mut Self::Context) {
+    fn handle(&mut self, msg: Unpaired, ctx: &mut Self::Context) {
         let Some(entry) = self.phones.remove(&msg.phone_id) else {
             return;
         };
@@ -526,7 +614,18 @@ impl Handler<Unpaired> for Registry {
             ids.retain(|id| *id != msg.phone_id);
         }
         match entry.addr {
-            Some(addr) => addr.do_send(phone::Unpair { stop: true }),
+            Some(addr) => {
+                // Unpinned messages move to another phone with the number; pinned ones fail.
+                let targets = self.alternatives(
+                    entry.record.scope(),
+                    &entry.record.phone_number,
+                    msg.phone_id,
+                );
+                if !targets.is_empty() {
+                    self.reroute_from(ctx, addr.clone(), msg.phone_id, targets, true);
+                }
+                addr.do_send(phone::Unpair { stop: true });
+            }
             None => {
                 // No actor: fail its queued messages straight from the database.
                 let deps = self.deps.clone();
@@ -610,5 +709,16 @@ impl Handler<Shutdown> for Registry {
         }
         self.by_number.clear();
         ctx.stop();
+    }
+}
+
+impl Handler<Seen> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Seen, _: &mut Self::Context) {
+        let now = self.deps.clock.now_ms();
+        if let Some(entry) = self.phones.get_mut(&msg.phone_id) {
+            entry.last_seen_at = Some(now);
+        }
     }
 }

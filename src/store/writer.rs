@@ -118,6 +118,15 @@ impl Transition {
     }
 }
 
+/// Move a queued, unpinned message from one phone to another with the same number.
+#[derive(Debug, Clone)]
+pub struct Reroute {
+    pub id: Uuid,
+    pub from_device: Uuid,
+    pub to_device: Uuid,
+    pub detail: String,
+}
+
 /// A committed change, published after its batch commits (the webhook fan-out listens).
 #[derive(Debug, Clone)]
 pub struct Change {
@@ -132,6 +141,7 @@ enum Op {
     Accept(Accept),
     Transition(Transition),
     Inbound(NewMessage, Scope),
+    Reroute(Reroute),
 }
 
 enum OpResult {
@@ -193,6 +203,15 @@ impl Writer {
     /// Applies a transition; `None` when the message is unknown or its status does not allow it.
     pub async fn transition(&self, transition: Transition) -> Result<Option<Message>, StoreError> {
         match self.submit(Op::Transition(transition)).await? {
+            OpResult::Transition(message) => Ok(message.map(|m| *m)),
+            _ => Err(StoreError::WriterGone),
+        }
+    }
+
+    /// Reassigns a queued, unpinned message to another phone; `None` when it is no longer
+    /// queued on `from_device`.
+    pub async fn reroute(&self, reroute: Reroute) -> Result<Option<Message>, StoreError> {
+        match self.submit(Op::Reroute(reroute)).await? {
             OpResult::Transition(message) => Ok(message.map(|m| *m)),
             _ => Err(StoreError::WriterGone),
         }
@@ -314,6 +333,9 @@ impl WriterTask {
                 }
                 Op::Transition(t) => {
                     OpResult::Transition(transition(&txn, &mut batch, t, now).await?.map(Box::new))
+                }
+                Op::Reroute(r) => {
+                    OpResult::Transition(reroute(&txn, &mut batch, r, now).await?.map(Box::new))
                 }
                 Op::Inbound(message, scope) => {
                     OpResult::Inbound(inbound(&txn, &mut batch, message, *scope, now).await?)
@@ -619,4 +641,35 @@ async fn inbound(
         message: message.clone(),
     });
     Ok(InboundOutcome::Stored(Box::new(message)))
+}
+
+async fn reroute(
+    txn: &DatabaseTransaction,
+    batch: &mut Batch,
+    r: &Reroute,
+    now: i64,
+) -> Result<Option<Message>, StoreError> {
+    let Some(row) = messages::Entity::update_many()
+        .col_expr(messages::Column::DeviceId, Expr::value(r.to_device))
+        .col_expr(messages::Column::UpdatedAt, Expr::value(now))
+        .filter(messages::Column::Id.eq(r.id))
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
+        .filter(messages::Column::DeviceId.eq(r.from_device))
+        .filter(messages::Column::Pinned.eq(false))
+        .exec_with_returning(txn)
+        .await?
+        .into_iter()
+        .next()
+    else {
+        return Ok(None);
+    };
+    let message = Message::from(row);
+    batch.events.push(event_row(
+        message.id,
+        "rerouted",
+        MessageStatus::Queued,
+        now,
+        Some(r.detail.clone()),
+    ));
+    Ok(Some(message))
 }

@@ -498,3 +498,62 @@ backend_tests!(
     silent_phones_go_offline,
     restart_keeps_the_queue_and_the_pace,
 );
+
+async fn phones_sharing_a_number_take_over_unpinned_messages(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 1;
+        s.pace.per_30_minutes = 1;
+    })
+    .await;
+    let (first_id, first_token) = app.pair_phone(SENDER).await;
+    let (second_id, second_token) = app.pair_phone(SENDER).await;
+    let mut first = app.connect_phone(&first_token).await;
+    // With one phone online, every send routes to it; its pace lets one out.
+    let a = send_live(&app, "a").await;
+    let b = send_live(&app, "b").await;
+    assert_eq!(first.expect_send().await.0.to_string(), a);
+    let pinned = app
+        .post("/v1/messages/send", &app.live_key,
+            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "pinned", "device_id": first_id }))
+        .await
+        .expect(202);
+    let pinned = pinned.data()["id"].as_str().unwrap().to_string();
+    let mut second = app.connect_phone(&second_token).await;
+    // The first phone goes away: its unpinned waiting message moves to the second phone.
+    first.close().await;
+    assert_eq!(second.expect_send().await.0.to_string(), b);
+    let moved = app
+        .get(&format!("/v1/messages/{b}"), &app.live_key)
+        .await
+        .expect(200);
+    assert_eq!(moved.data()["device_id"], second_id.as_str());
+    assert!(
+        moved.data()["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "rerouted")
+    );
+    let stays = app
+        .get(&format!("/v1/messages/{pinned}"), &app.live_key)
+        .await
+        .expect(200);
+    assert_eq!(
+        stays.data()["status"],
+        "queued",
+        "a pinned message waits for its phone"
+    );
+    // Unpairing the first phone fails the pinned message.
+    app.request(
+        "DELETE",
+        &format!("/v1/phones/{first_id}"),
+        Some(&app.live_key),
+        None,
+    )
+    .await
+    .expect(200);
+    let failed = app.wait_for_status(&app.live_key, &pinned, "failed").await;
+    assert_eq!(failed["failure_reason"], "phone_unpaired");
+}
+
+backend_tests!(phones_sharing_a_number_take_over_unpinned_messages);
