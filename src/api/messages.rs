@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::{AppState, Caller, JsonBody, PageRequest, encode_cursor, parse_id};
 use crate::actors::registry::{Cancel, Enqueue, Route, RouteError};
-use crate::clock::{format_ms, from_ms};
+use crate::clock::format_ms;
 use crate::domain::phone_number::PhoneNumber;
 use crate::domain::sms::{ContentError, SmsText};
 use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
@@ -548,10 +548,4 @@ async fn cancel(
             })
         }
     }
-}
-
-/// Unused helper kept private: converts stored ms to a chrono time for callers that need it.
-#[allow(dead_code)]
-fn at(ms: i64) -> DateTime<Utc> {
-    from_ms(ms)
 }
