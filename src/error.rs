@@ -177,3 +177,53 @@ pub fn success(status: StatusCode, message: &str, data: Value) -> HttpResponse {
         "data": data,
     }))
 }
+
+/// Last line of defence: an error response that some layer produced without the envelope
+/// (an extractor or protocol error inside actix) is rewritten into it, keeping its status.
+pub fn envelope_fallback<B>(
+    res: actix_web::dev::ServiceResponse<B>,
+) -> actix_web::Result<actix_web::middleware::ErrorHandlerResponse<B>> {
+    let is_json = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return Ok(actix_web::middleware::ErrorHandlerResponse::Response(
+            res.map_into_left_body(),
+        ));
+    }
+    let status = res.status();
+    let code = match status.as_u16() {
+        400 => "bad_request",
+        401 => "invalid_api_key",
+        404 => "not_found",
+        405 => "method_not_allowed",
+        413 => "payload_too_large",
+        415 => "invalid_json",
+        s if s >= 500 => "internal_error",
+        _ => "request_failed",
+    };
+    let message = status
+        .canonical_reason()
+        .unwrap_or("request failed")
+        .to_string();
+    let body = HttpResponse::build(status).json(json!({
+        "status": "error",
+        "message": message,
+        "data": {},
+        "error_code": code,
+    }));
+    let (req, _) = res.into_parts();
+    Ok(actix_web::middleware::ErrorHandlerResponse::Response(
+        actix_web::dev::ServiceResponse::new(req, body).map_into_right_body(),
+    ))
+}
+
+/// Query strings that do not parse (bad percent-encoding) answer 422 with the envelope.
+pub fn query_error(
+    err: actix_web::error::QueryPayloadError,
+    _: &actix_web::HttpRequest,
+) -> actix_web::Error {
+    ApiError::validation("query", format!("the query string is not valid: {err}")).into()
+}

@@ -194,3 +194,22 @@ backend_tests!(
     modes_and_workspaces_are_isolated,
     rate_limit_answers_429_with_retry_after,
 );
+
+async fn protocol_errors_are_enveloped_too(backend: Backend) {
+    let app = spawn_app(backend).await;
+    // A plain GET on the WebSocket endpoint with a valid token is not an upgrade.
+    let (_, token) = app.pair_phone(SENDER).await;
+    let mut res = app
+        .client
+        .get(format!("{}/v1/phones/connect", app.address))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 400);
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(body["status"], "error");
+    assert_eq!(body["error_code"], "bad_request");
+}
+
+backend_tests!(protocol_errors_are_enveloped_too);
