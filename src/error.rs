@@ -52,6 +52,9 @@ pub enum ApiError {
     NoDeviceAvailable { field: &'static str, number: String },
     #[error("the HTTP method is not allowed on this route")]
     MethodNotAllowed,
+    /// A request the HTTP layer cannot serve as sent (e.g. a WebSocket route without upgrade).
+    #[error("{0}")]
+    BadRequest(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -85,6 +88,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::NoDeviceAvailable { .. } => "no_device_available",
             ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::BadRequest(_) => "bad_request",
             ApiError::Internal(_) => "internal_error",
         }
     }
@@ -127,7 +131,7 @@ impl From<StoreError> for ApiError {
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
-            ApiError::InvalidJson { .. } => StatusCode::BAD_REQUEST,
+            ApiError::InvalidJson { .. } | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::MissingApiKey | ApiError::InvalidApiKey => StatusCode::UNAUTHORIZED,
             ApiError::PremiumRateBlocked { .. } | ApiError::TestModeOnly => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,

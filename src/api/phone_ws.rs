@@ -30,7 +30,11 @@ pub async fn connect(
         .await
         .map_err(ApiError::from)?
         .ok_or(ApiError::InvalidApiKey)?;
-    let (response, session, stream) = actix_ws::handle(&req, body)?;
+    let (response, session, stream) = actix_ws::handle(&req, body).map_err(|err| {
+        ApiError::BadRequest(format!(
+            "this route only accepts a WebSocket upgrade: {err}"
+        ))
+    })?;
     let stream = stream.max_frame_size(64 * 1024);
     let registry = state.registry.clone();
     let timeout = state.settings.phones.heartbeat_timeout;
