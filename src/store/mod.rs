@@ -11,7 +11,7 @@ pub mod writer;
 use std::time::Duration;
 
 use migration::{Migrator, MigratorTrait};
-use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::sqlx::sqlite::SqliteSynchronous;
 use sea_orm::{
     ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, SqlErr,
     SqliteTransactionMode, TransactionOptions, TransactionTrait,
@@ -53,7 +53,11 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
         .acquire_timeout(Duration::from_secs(30))
         .sqlx_logging(false)
         .map_sqlx_sqlite_opts(|opts| {
-            opts.journal_mode(SqliteJournalMode::Wal)
+            // journal_mode is not set per connection: switching it needs an exclusive lock that
+            // the busy timeout cannot wait for, so a connection opened while another process
+            // writes would fail with "database is locked". WAL is set once below and persists
+            // in the file.
+            opts
                 // NORMAL in WAL mode is durable against process crashes (the OS still holds the
                 // log); FULL would also survive power loss at several times the commit cost.
                 .synchronous(SqliteSynchronous::Normal)
@@ -61,7 +65,29 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
                 .foreign_keys(false)
                 .create_if_missing(true)
         });
-    Ok(Database::connect(options).await?)
+    let db = Database::connect(options).await?;
+    if is_sqlite(&db) {
+        enable_wal(&db).await?;
+    }
+    Ok(db)
+}
+
+/// Puts a SQLite database in WAL mode (readers never block the writer). A no-op when it is
+/// already; retried briefly while another process holds the lock.
+async fn enable_wal(db: &DatabaseConnection) -> Result<(), StoreError> {
+    use sea_orm::ConnectionTrait;
+    let mut attempt = 0;
+    loop {
+        match db.execute_unprepared("PRAGMA journal_mode=WAL").await {
+            Ok(_) => return Ok(()),
+            Err(err) if attempt < 50 => {
+                attempt += 1;
+                tracing::debug!(error = %err, "WAL switch waiting for the lock");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
 }
 
 /// Starts a transaction that will write. On SQLite it takes the write lock at BEGIN
