@@ -213,3 +213,28 @@ async fn protocol_errors_are_enveloped_too(backend: Backend) {
 }
 
 backend_tests!(protocol_errors_are_enveloped_too);
+
+async fn internal_errors_leak_nothing(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let sent = app.send_test(RECIPIENT, "x").await.expect(202);
+    let id = sent.data()["id"].as_str().unwrap().to_string();
+    app.wait_for_status(&app.test_key, &id, "delivered").await;
+    // Break the storage behind the server's back: the next read fails inside the database.
+    let db = sea_orm::Database::connect(&app.database_url).await.unwrap();
+    use sea_orm::ConnectionTrait;
+    db.execute_unprepared("DROP TABLE message_events")
+        .await
+        .unwrap();
+    let reply = app
+        .get(&format!("/v1/messages/{id}"), &app.test_key)
+        .await
+        .expect_error(500, "internal_error");
+    assert_eq!(reply.body["message"], "internal error");
+    assert_eq!(reply.data(), &json!({}));
+    assert!(
+        !reply.body.to_string().contains("message_events"),
+        "no SQL details in the body"
+    );
+}
+
+backend_tests!(internal_errors_leak_nothing);
