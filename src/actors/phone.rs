@@ -382,17 +382,17 @@ impl Phone {
         ctx.spawn(
             async move {
                 let current = messages::get(&deps.db, message_id).await?;
+                // Only messages handed to this phone at least once may be reported on.
                 let Some(current) = current.filter(|m| {
                     m.direction == Direction::Outbound
+                        && m.send_attempts > 0
                         && (device.is_none() || m.device_id == device)
                 }) else {
                     return Ok::<_, crate::store::StoreError>(ReportOutcome::NotYours);
                 };
                 let transition = match (to, error) {
-                    (MessageStatus::Failed, Some(error)) => {
-                        if current.status == MessageStatus::Sending
-                            && current.send_attempts < max_attempts
-                        {
+                    (MessageStatus::Failed, Some(error)) => match current.status {
+                        MessageStatus::Sending if current.send_attempts < max_attempts => {
                             Transition {
                                 expect_device: device,
                                 event_kind: Some("attempt_failed"),
@@ -403,18 +403,21 @@ impl Phone {
                                 )),
                                 ..Transition::to(message_id, MessageStatus::Queued)
                             }
-                        } else {
-                            Transition {
-                                expect_device: device,
-                                failure_reason: Some(error.clone()),
-                                detail: Some(format!(
-                                    "attempt {} of {max_attempts} failed: {error}",
-                                    current.send_attempts
-                                )),
-                                ..Transition::to(message_id, MessageStatus::Failed)
-                            }
                         }
-                    }
+                        // A late failure of an earlier attempt: the message is queued for another.
+                        MessageStatus::Queued if current.send_attempts < max_attempts => {
+                            return Ok(ReportOutcome::Ignored);
+                        }
+                        _ => Transition {
+                            expect_device: device,
+                            failure_reason: Some(error.clone()),
+                            detail: Some(format!(
+                                "attempt {} of {max_attempts} failed: {error}",
+                                current.send_attempts
+                            )),
+                            ..Transition::to(message_id, MessageStatus::Failed)
+                        },
+                    },
                     (to, _) => Transition {
                         expect_device: device,
                         ..Transition::to(message_id, to)
@@ -429,6 +432,10 @@ impl Phone {
             .map(move |result, act, ctx| match result {
                 Ok(ReportOutcome::Moved(row)) => {
                     act.ack(reference);
+                    if row.status.is_terminal() || row.status == MessageStatus::Sent {
+                        // A late report can settle a message that waits for another attempt.
+                        act.drop_waiting(row.id);
+                    }
                     if row.status != MessageStatus::Sending {
                         let item = act.in_flight.remove(&row.id);
                         if row.status == MessageStatus::Queued {
@@ -698,6 +705,14 @@ impl Handler<Forget> for Phone {
     type Result = ();
 
     fn handle(&mut self, msg: Forget, _ctx: &mut Self::Context) {
+        self.drop_waiting(msg.message_id);
+    }
+}
+
+impl Phone {
+    /// Removes a message from the queues and held set, if it waits there.
+    fn drop_waiting(&mut self, message_id: Uuid) {
+        let msg = Forget { message_id };
         if self.waiting.remove(&msg.message_id) {
             for queue in &mut self.queues {
                 queue.retain(|q| {

@@ -62,15 +62,17 @@ impl MessageStatus {
     /// The statuses a message may be in for a move to `self` to be allowed.
     ///
     /// `sending → queued` is the return of a message whose phone disconnected or whose attempt
-    /// failed with attempts left. `sending → delivered` covers a phone whose `sent` report was
-    /// lost; `sent → failed` a carrier that reports failure after the radio sent.
+    /// failed with attempts left. `queued → sent/delivered` is a late report of an attempt made
+    /// before such a return (the phone dedupes by id and does not send twice).
+    /// `sending → delivered` covers a phone whose `sent` report was lost; `sent → failed` a
+    /// carrier that reports failure after the radio sent.
     pub fn allowed_from(self) -> &'static [MessageStatus] {
         use MessageStatus::*;
         match self {
             Queued => &[Sending],
             Sending => &[Queued],
-            Sent => &[Sending],
-            Delivered => &[Sending, Sent],
+            Sent => &[Sending, Queued],
+            Delivered => &[Sending, Sent, Queued],
             Failed => &[Queued, Sending, Sent],
             Expired => &[Queued],
             Canceled => &[Queued],

@@ -557,3 +557,53 @@ async fn phones_sharing_a_number_take_over_unpinned_messages(backend: Backend) {
 }
 
 backend_tests!(phones_sharing_a_number_take_over_unpinned_messages);
+
+async fn late_reports_settle_requeued_messages(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 1;
+        s.pace.per_30_minutes = 1;
+    })
+    .await;
+    let (_, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    let id = send_live(&app, "sent before the drop").await;
+    let (message_id, ..) = phone.expect_send().await;
+    let waiting = send_live(&app, "never handed over").await;
+    phone.close().await;
+    app.wait_for_status(&app.live_key, &id, "queued").await;
+    // The phone comes back and re-sends its unacked report of the first attempt.
+    let mut phone = app.connect_phone(&token).await;
+    phone
+        .send(&PhoneFrame::Delivered {
+            message_id,
+            reference: Some("late".into()),
+        })
+        .await;
+    let mut acked = false;
+    for _ in 0..3 {
+        if let Some(ServerFrame::Ack { reference }) =
+            phone.next_frame_within(Duration::from_secs(2)).await
+        {
+            acked = reference == "late";
+            if acked {
+                break;
+            }
+        }
+    }
+    assert!(acked, "the late report is acked");
+    let done = app.wait_for_status(&app.live_key, &id, "delivered").await;
+    assert!(done["delivered_at"].is_string());
+    // A report about a message this phone was never handed is refused.
+    let reply = phone
+        .report(PhoneFrame::Delivered {
+            message_id: waiting.parse().unwrap(),
+            reference: Some("x".into()),
+        })
+        .await;
+    assert!(
+        matches!(reply, Some(ServerFrame::Error { ref code, .. }) if code == "unknown_message"),
+        "{reply:?}"
+    );
+}
+
+backend_tests!(late_reports_settle_requeued_messages);
