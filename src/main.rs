@@ -107,7 +107,7 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
         } => {
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;
-            let created = workspaces::create(&db, &name, now).await?;
+            let created = store::retry_busy(|| workspaces::create(&db, &name, now)).await?;
             println!("workspace: {}", created.workspace.id);
             println!("live key: {}", created.live_key);
             println!("test key: {}", created.test_key);
@@ -118,7 +118,7 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
             let mode = Mode::parse(&mode).ok_or("mode must be live or test")?;
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;
-            let key = workspaces::create_key(&db, workspace, mode, now)
+            let key = store::retry_busy(|| workspaces::create_key(&db, workspace, mode, now))
                 .await
                 .map_err(|e| match e {
                     store::StoreError::NotFound => format!("no workspace {workspace}"),

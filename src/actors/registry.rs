@@ -386,6 +386,28 @@ impl Registry {
         }
     }
 
+    fn resume_simulated_deliveries(&mut self, sent: Vec<Message>) {
+        let mut per_sim: HashMap<(Scope, String), Vec<Uuid>> = HashMap::new();
+        for m in sent
+            .into_iter()
+            .filter(|m| m.to_number != super::simulator::MAGIC_NEVER_DELIVERED)
+        {
+            let scope = Scope {
+                workspace_id: m.workspace_id,
+                mode: m.mode,
+            };
+            per_sim
+                .entry((scope, m.from_number))
+                .or_default()
+                .push(m.id);
+        }
+        let deliver_after = self.deps.settings.test_mode.deliver_after;
+        for ((scope, number), ids) in per_sim {
+            let phone = self.simulated_addr(scope, &number);
+            super::simulator::resume_delivery(phone, ids, deliver_after);
+        }
+    }
+
     /// Loads phones and unfinished messages; messages left `sending` return to `queued`.
     fn rebuild(&mut self, ctx: &mut Context<Self>) {
         let deps = self.deps.clone();
@@ -407,12 +429,14 @@ impl Registry {
                         *message = row;
                     }
                 }
-                Ok::<_, crate::store::StoreError>((phones, pending))
+                let awaiting_delivery = messages::sent_in_test_mode(&deps.db).await?;
+                Ok::<_, crate::store::StoreError>((phones, pending, awaiting_delivery))
             }
             .into_actor(self)
             .map(|result, act, _ctx| match result {
-                Ok((phones, pending)) => {
+                Ok((phones, pending, awaiting_delivery)) => {
                     let count = pending.len();
+                    act.resume_simulated_deliveries(awaiting_delivery);
                     for record in phones {
                         act.insert(record);
                     }

@@ -61,3 +61,20 @@ pub fn attach(phone: Addr<Phone>, deliver_after: Duration) -> Link {
     });
     Link { session_id, tx }
 }
+
+/// After a restart: test-mode messages the simulated carrier had not delivered yet are
+/// delivered after `deliver_after`, as if the carrier's report had just arrived.
+pub fn resume_delivery(phone: Addr<Phone>, message_ids: Vec<uuid::Uuid>, deliver_after: Duration) {
+    actix::spawn(async move {
+        tokio::time::sleep(deliver_after).await;
+        for message_id in message_ids {
+            phone.do_send(Report {
+                session_id: 0,
+                frame: PhoneFrame::Delivered {
+                    message_id,
+                    reference: None,
+                },
+            });
+        }
+    });
+}

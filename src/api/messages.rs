@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{AppState, Caller, JsonBody, PageRequest, encode_cursor, parse_id};
+use super::{AppState, Caller, JsonBody, PageRequest, page_response, parse_id};
 use crate::actors::registry::{Cancel, Enqueue, Route, RouteError};
 use crate::clock::format_ms;
 use crate::domain::phone_number::PhoneNumber;
@@ -467,21 +467,15 @@ async fn list(
     };
     let (rows, has_more) =
         messages::list(&state.db, caller.scope(), &filter, page.after, page.limit).await?;
-    let next_cursor = if has_more {
-        rows.last().map(|m| {
-            encode_cursor(Position {
-                created_at: m.created_at,
-                id: m.id,
-            })
-        })
-    } else {
-        None
-    };
-    let items: Vec<Value> = rows.iter().map(message_out).collect();
-    Ok(success(
-        StatusCode::OK,
+    let last = rows.last().map(|m| Position {
+        created_at: m.created_at,
+        id: m.id,
+    });
+    Ok(page_response(
         "messages",
-        json!({ "messages": items, "has_more": has_more, "next_cursor": next_cursor }),
+        rows.iter().map(message_out).collect(),
+        has_more,
+        last,
     ))
 }
 

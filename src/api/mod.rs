@@ -286,6 +286,30 @@ impl PageRequest {
     }
 }
 
+/// The shared shape of every list answer: `{<key>: [...], has_more, next_cursor}`; the cursor
+/// points after `last` (the last item of this page) and is null when nothing follows.
+pub fn page_response(
+    key: &str,
+    items: Vec<serde_json::Value>,
+    has_more: bool,
+    last: Option<Position>,
+) -> actix_web::HttpResponse {
+    let next_cursor = if has_more {
+        last.map(encode_cursor)
+    } else {
+        None
+    };
+    let mut data = serde_json::Map::new();
+    data.insert(key.to_string(), serde_json::Value::Array(items));
+    data.insert("has_more".into(), serde_json::Value::Bool(has_more));
+    data.insert("next_cursor".into(), serde_json::json!(next_cursor));
+    crate::error::success(
+        actix_web::http::StatusCode::OK,
+        key,
+        serde_json::Value::Object(data),
+    )
+}
+
 /// Opaque cursor for a (created_at, id) position.
 pub fn encode_cursor(position: Position) -> String {
     URL_SAFE_NO_PAD.encode(format!("{}:{}", position.created_at, position.id))

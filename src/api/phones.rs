@@ -7,7 +7,7 @@ use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{AppState, Caller, JsonBody, PageRequest, encode_cursor, parse_id};
+use super::{AppState, Caller, JsonBody, PageRequest, page_response, parse_id};
 use crate::actors::registry::{
     GetPhoneStates, PaceChanged, Paired, PhoneState, TokenRotated, Unpaired,
 };
@@ -174,25 +174,15 @@ async fn list(
     let page = PageRequest::parse(&query)?;
     let (rows, has_more) = phones::list(&state.db, caller.scope(), page.after, page.limit).await?;
     let live = live_states(&state, &rows).await;
-    let next_cursor = has_more
-        .then(|| {
-            rows.last().map(|p| {
-                encode_cursor(Position {
-                    created_at: p.created_at,
-                    id: p.id,
-                })
-            })
-        })
-        .flatten();
-    let items: Vec<Value> = rows
+    let last = rows.last().map(|p| Position {
+        created_at: p.created_at,
+        id: p.id,
+    });
+    let items = rows
         .iter()
         .map(|p| phone_out(&state, p, live.get(&p.id).copied()))
         .collect();
-    Ok(success(
-        StatusCode::OK,
-        "phones",
-        json!({ "phones": items, "has_more": has_more, "next_cursor": next_cursor }),
-    ))
+    Ok(page_response("phones", items, has_more, last))
 }
 
 #[tracing::instrument(skip_all, fields(phone_id = %path))]

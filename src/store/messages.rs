@@ -283,3 +283,17 @@ pub async fn handoffs_since(
     }
     Ok(times)
 }
+
+/// Test-mode outbound messages left `sent` (their simulated delivery was pending when the
+/// server stopped); the simulator delivers them again after a restart.
+pub async fn sent_in_test_mode(db: &DatabaseConnection) -> Result<Vec<Message>, StoreError> {
+    Ok(messages::Entity::find()
+        .filter(messages::Column::Status.eq(MessageStatus::Sent.as_str()))
+        .filter(messages::Column::TestMode.eq(true))
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect())
+}

@@ -27,6 +27,9 @@ pub enum StoreError {
     Conflict(String),
     #[error("the writer is not running")]
     WriterGone,
+    /// SQLite could not get its lock in time ("database is locked"); worth retrying.
+    #[error("database busy: {0}")]
+    Busy(String),
     #[error("database error: {0}")]
     Db(DbErr),
 }
@@ -35,6 +38,9 @@ impl From<DbErr> for StoreError {
     fn from(err: DbErr) -> Self {
         match err.sql_err() {
             Some(SqlErr::UniqueConstraintViolation(detail)) => StoreError::Conflict(detail),
+            _ if err.to_string().contains("database is locked") => {
+                StoreError::Busy(err.to_string())
+            }
             _ => StoreError::Db(err),
         }
     }
@@ -103,6 +109,26 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction,
     } else {
         db.begin().await
     }
+}
+
+/// Runs `op` again (up to 5 times, backing off) while SQLite answers "database is locked".
+pub async fn retry_busy<T, F, Fut>(mut op: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let mut delay = Duration::from_millis(50);
+    for _ in 0..5 {
+        match op().await {
+            Err(StoreError::Busy(detail)) => {
+                tracing::warn!(%detail, "database busy; retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            other => return other,
+        }
+    }
+    op().await
 }
 
 /// Brings the schema up to date.

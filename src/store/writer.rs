@@ -260,7 +260,18 @@ impl WriterTask {
 
     async fn process(&mut self, jobs: Vec<Job>) {
         let mut results = Vec::with_capacity(jobs.len());
-        match self.commit(jobs.iter().map(|j| &j.op)).await {
+        let mut first = self.commit(jobs.iter().map(|j| &j.op)).await;
+        let mut delay = std::time::Duration::from_millis(20);
+        for _ in 0..5 {
+            let Err(StoreError::Busy(detail)) = &first else {
+                break;
+            };
+            tracing::warn!(%detail, "database busy; retrying the batch");
+            tokio::time::sleep(delay).await;
+            delay *= 2;
+            first = self.commit(jobs.iter().map(|j| &j.op)).await;
+        }
+        match first {
             Ok((outcomes, changes, deltas)) => {
                 self.apply_deltas(deltas);
                 (self.listener)(changes);

@@ -53,7 +53,8 @@ struct ServerProcess {
     live_key: String,
 }
 
-fn start_server(database_url: &str) -> ServerProcess {
+/// Starts `smsgw serve` on the database; only a first start prints the keys.
+fn start_server(database_url: &str, first_start: bool) -> ServerProcess {
     let mut child = Command::new(env!("CARGO_BIN_EXE_smsgw"))
         .arg("serve")
         .env("SMSGW_DATABASE__URL", database_url)
@@ -81,17 +82,22 @@ fn start_server(database_url: &str) -> ServerProcess {
             address = Some(a.to_string());
         }
     }
+    assert_eq!(
+        test_key.is_some() && live_key.is_some(),
+        first_start,
+        "keys are printed on the first start only"
+    );
     ServerProcess {
         child,
         address: address.unwrap(),
-        test_key: test_key.expect("first start prints the test key"),
-        live_key: live_key.expect("first start prints the live key"),
+        test_key: test_key.unwrap_or_default(),
+        live_key: live_key.unwrap_or_default(),
     }
 }
 
 async fn sigterm_loses_nothing_accepted(backend: Backend) {
     let (url, _dir) = fresh_database(backend).await;
-    let mut server = start_server(&url);
+    let mut server = start_server(&url, true);
     let client = awc::Client::builder()
         .timeout(Duration::from_secs(30))
         .finish();
@@ -114,17 +120,16 @@ async fn sigterm_loses_nothing_accepted(backend: Backend) {
         .expect("phone connects");
     assert!(phone.next_frame().await.is_some(), "hello");
 
+    // 300 concurrent sends; SIGTERM goes out once 50 of them were accepted, while the rest are
+    // in flight or not yet sent.
     let pid = server.child.id().to_string();
+    let accepted_so_far = std::rc::Rc::new(std::cell::Cell::new(0usize));
     let sends = (0..300).map(|i| {
-        let pid = pid.clone();
         let client = client.clone();
         let url = format!("{}/v1/messages/send", server.address);
         let key = server.test_key.clone();
+        let counter = accepted_so_far.clone();
         async move {
-            if i == 100 {
-                // Mid-stream: SIGTERM while requests are in flight.
-                let _ = Command::new("kill").args(["-TERM", &pid]).status();
-            }
             let mut res = client
                 .post(url)
                 .insert_header(("x-api-key", key.as_str()))
@@ -135,10 +140,22 @@ async fn sigterm_loses_nothing_accepted(backend: Backend) {
                 return None;
             }
             let body: serde_json::Value = res.json().await.ok()?;
+            counter.set(counter.get() + 1);
             body["data"]["id"].as_str().map(str::to_string)
         }
     });
-    let accepted: Vec<String> = join_all(sends).await.into_iter().flatten().collect();
+    let killer = {
+        let counter = accepted_so_far.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while counter.get() < 50 && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        }
+    };
+    let (results, ()) = futures_util::join!(join_all(sends), killer);
+    let accepted: Vec<String> = results.into_iter().flatten().collect();
     assert!(
         !accepted.is_empty(),
         "some sends were accepted before the signal"
@@ -163,7 +180,7 @@ async fn sigterm_loses_nothing_accepted(backend: Backend) {
     assert!(status.success(), "exit 0 after SIGTERM, got {status}");
 
     // Every accepted message is in the database, and a restarted server delivers it.
-    let mut restarted = start_server_again(&url);
+    let mut restarted = start_server(&url, false);
     for id in &accepted {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -187,38 +204,6 @@ async fn sigterm_loses_nothing_accepted(backend: Backend) {
     }
     let _ = restarted.child.kill();
     let _ = restarted.child.wait();
-}
-
-fn start_server_again(database_url: &str) -> ServerProcess {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_smsgw"))
-        .arg("serve")
-        .env("SMSGW_DATABASE__URL", database_url)
-        .env("SMSGW_SERVER__BIND", "127.0.0.1:0")
-        .env("SMSGW_TEST_MODE__DELIVER_AFTER", "50ms")
-        .env("SMSGW_LOG__LEVEL", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("server starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut address = None;
-    for line in BufReader::new(stdout).lines() {
-        let line = line.expect("line");
-        assert!(
-            !line.starts_with("live key: "),
-            "keys are printed only on the first start"
-        );
-        if let Some(a) = line.strip_prefix("listening on ") {
-            address = Some(a.to_string());
-            break;
-        }
-    }
-    ServerProcess {
-        child,
-        address: address.expect("address"),
-        test_key: String::new(),
-        live_key: String::new(),
-    }
 }
 
 backend_tests!(health_ready_and_metrics, sigterm_loses_nothing_accepted);
