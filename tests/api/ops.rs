@@ -54,6 +54,14 @@ struct ServerProcess {
 }
 
 /// Starts `smsgw serve` on the database; only a first start prints the keys.
+impl Drop for ServerProcess {
+    /// A failing test must not leave a server running.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn start_server(database_url: &str, first_start: bool) -> ServerProcess {
     let mut child = Command::new(env!("CARGO_BIN_EXE_smsgw"))
         .arg("serve")
@@ -202,8 +210,7 @@ async fn sigterm_loses_nothing_accepted(backend: Backend) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    let _ = restarted.child.kill();
-    let _ = restarted.child.wait();
+    drop(restarted);
 }
 
 backend_tests!(health_ready_and_metrics, sigterm_loses_nothing_accepted);
