@@ -188,7 +188,7 @@ async fn sigterm_loses_nothing_accepted(backend: Backend) {
     assert!(status.success(), "exit 0 after SIGTERM, got {status}");
 
     // Every accepted message is in the database, and a restarted server delivers it.
-    let mut restarted = start_server(&url, false);
+    let restarted = start_server(&url, false);
     for id in &accepted {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
