@@ -126,7 +126,12 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
                 })?;
             println!("{} key: {key}", mode.as_str());
         }
-        Command::PhoneSim(args) => smsgw::phone_sim::run(args).await?,
+        Command::PhoneSim(args) => {
+            if let Err(err) = smsgw::phone_sim::run(args).await {
+                eprintln!("error: {err}");
+                std::process::exit(1);
+            }
+        }
     }
     Ok(())
 }

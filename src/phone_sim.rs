@@ -1,4 +1,22 @@
-//! `smsgw phone-sim`: a simulated phone over the real WebSocket protocol (being written).
+//! `smsgw phone-sim`: a simulated phone over the real WebSocket protocol (contract §6).
+//!
+//! It is a developer tool and the building block of the load-test harness: it reconnects with
+//! backoff, re-sends every report the server has not acked on the new session, dedupes `send`
+//! frames by message id (a repeat is answered with the report already made, never sent twice),
+//! fails a share of attempts, and delivers after a delay.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use actix_codec::Framed;
+use awc::ws::{Codec, Frame, Message as WsMessage};
+use awc::{BoxedSocket, Client};
+use futures_util::{SinkExt, StreamExt};
+use rand::Rng;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use crate::domain::protocol::{PhoneFrame, ServerFrame};
 
 /// Command-line options of the simulator.
 #[derive(Debug, Clone, clap::Args)]
@@ -17,7 +35,412 @@ pub struct SimArgs {
     pub deliver_after_ms: u64,
 }
 
-/// Runs the simulator until interrupted.
-pub async fn run(_args: SimArgs) -> Result<(), Box<dyn std::error::Error>> {
-    Err("phone-sim is not built yet".into())
+/// How a simulated phone behaves.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    pub server: String,
+    pub token: String,
+    pub fail_rate: f64,
+    pub deliver_after: Duration,
+    /// Interval of `heartbeat` frames.
+    pub heartbeat_every: Duration,
+}
+
+impl From<SimArgs> for SimOptions {
+    fn from(args: SimArgs) -> Self {
+        SimOptions {
+            server: args.server,
+            token: args.token,
+            fail_rate: args.fail_rate.clamp(0.0, 1.0),
+            deliver_after: Duration::from_millis(args.deliver_after_ms),
+            heartbeat_every: HEARTBEAT_EVERY,
+        }
+    }
+}
+
+/// Heartbeats keep the session alive well inside the server's default 30 s timeout.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(10);
+/// First reconnect delay; doubles up to [`MAX_BACKOFF`], with jitter.
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// What happened inside a simulated phone (printed by the CLI, counted by the load test).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SimEvent {
+    Connected,
+    /// A `send` frame; `repeat` when the message was already handled (deduped).
+    Send {
+        message_id: Uuid,
+        attempt: u32,
+        repeat: bool,
+    },
+    Reported {
+        message_id: Uuid,
+        status: &'static str,
+    },
+    Acked {
+        reference: String,
+    },
+    ServerError {
+        code: String,
+        message: String,
+    },
+    Disconnected,
+    Reconnecting {
+        after: Duration,
+    },
+}
+
+/// Why the simulator stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(
+        "the server refused the device token (HTTP {0}); pair the phone again or rotate its token"
+    )]
+    Refused(u16),
+    #[error("invalid server URL {0}")]
+    BadUrl(String),
+}
+
+/// Reports waiting for their ack, and the final report of every message handled, kept across
+/// sessions.
+#[derive(Default)]
+struct Memory {
+    next_ref: u64,
+    unacked: BTreeMap<u64, PhoneFrame>,
+    /// The last report made per message: a repeated `send` is answered with it.
+    outcome: HashMap<Uuid, PhoneFrame>,
+}
+
+impl Memory {
+    fn tag(&mut self, frame: PhoneFrame) -> PhoneFrame {
+        self.next_ref += 1;
+        let reference = format!("r{}", self.next_ref);
+        let tagged = match frame {
+            PhoneFrame::Sent { message_id, .. } => PhoneFrame::Sent {
+                message_id,
+                reference: Some(reference),
+            },
+            PhoneFrame::Delivered { message_id, .. } => PhoneFrame::Delivered {
+                message_id,
+                reference: Some(reference),
+            },
+            PhoneFrame::Failed {
+                message_id, error, ..
+            } => PhoneFrame::Failed {
+                message_id,
+                error,
+                reference: Some(reference),
+            },
+            PhoneFrame::Received {
+                from,
+                content,
+                received_at,
+                ..
+            } => PhoneFrame::Received {
+                reference,
+                from,
+                content,
+                received_at,
+            },
+            other => return other,
+        };
+        self.unacked.insert(self.next_ref, tagged.clone());
+        tagged
+    }
+
+    fn ack(&mut self, reference: &str) -> bool {
+        reference
+            .strip_prefix('r')
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| self.unacked.remove(&n).is_some())
+    }
+}
+
+/// Commands a caller can give a running simulated phone.
+#[derive(Debug, Clone)]
+pub enum SimCommand {
+    /// An SMS "arrives" on the phone and is forwarded as a `received` frame.
+    Receive { from: String, content: String },
+}
+
+/// Runs one simulated phone until its token is refused. Events go to `events` when given;
+/// `commands` lets a caller inject inbound SMS.
+pub async fn run_phone(
+    options: SimOptions,
+    events: Option<mpsc::UnboundedSender<SimEvent>>,
+    mut commands: Option<mpsc::UnboundedReceiver<SimCommand>>,
+) -> Result<(), SimError> {
+    let url = ws_url(&options.server)?;
+    let emit = |event: SimEvent| {
+        if let Some(tx) = &events {
+            let _ = tx.send(event);
+        }
+    };
+    let client = Client::builder().timeout(Duration::from_secs(10)).finish();
+    let mut memory = Memory::default();
+    let mut backoff = FIRST_BACKOFF;
+    let (timer_tx, mut timer_rx) = mpsc::unbounded_channel::<PhoneFrame>();
+    loop {
+        let connected = client
+            .ws(url.as_str())
+            .bearer_auth(&options.token)
+            .max_frame_size(1 << 20)
+            .connect()
+            .await;
+        let mut framed: Framed<BoxedSocket, Codec> = match connected {
+            Ok((_, framed)) => framed,
+            Err(awc::error::WsClientError::InvalidResponseStatus(status))
+                if status.as_u16() == 401 || status.as_u16() == 403 =>
+            {
+                return Err(SimError::Refused(status.as_u16()));
+            }
+            Err(_) => {
+                let jittered = backoff.mul_f64(rand::rng().random_range(0.5..1.5));
+                emit(SimEvent::Reconnecting { after: jittered });
+                tokio::time::sleep(jittered).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                continue;
+            }
+        };
+        backoff = FIRST_BACKOFF;
+        emit(SimEvent::Connected);
+        // Every report not acked on an earlier session goes again, oldest first.
+        let pending: Vec<PhoneFrame> = memory.unacked.values().cloned().collect();
+        let mut alive = true;
+        for frame in pending {
+            alive &= send(&mut framed, &frame).await;
+        }
+        let mut heartbeat = tokio::time::interval(options.heartbeat_every);
+        heartbeat.tick().await;
+        while alive {
+            tokio::select! {
+                incoming = framed.next() => {
+                    let Some(Ok(frame)) = incoming else { break };
+                    match frame {
+                        Frame::Text(bytes) => {
+                            let Ok(frame) = serde_json::from_slice::<ServerFrame>(&bytes) else {
+                                continue;
+                            };
+                            alive = handle_frame(frame, &options, &mut memory, &mut framed, &timer_tx, &emit).await;
+                        }
+                        Frame::Ping(bytes) => {
+                            alive = framed.send(WsMessage::Pong(bytes)).await.is_ok();
+                        }
+                        Frame::Close(_) => break,
+                        _ => {}
+                    }
+                }
+                Some(report) = timer_rx.recv() => {
+                    if let PhoneFrame::Delivered { message_id, .. } = &report {
+                        memory.outcome.insert(*message_id, report.clone());
+                        emit(SimEvent::Reported { message_id: *message_id, status: "delivered" });
+                    }
+                    let tagged = memory.tag(report);
+                    alive = send(&mut framed, &tagged).await;
+                }
+                Some(command) = next_command(&mut commands) => {
+                    let SimCommand::Receive { from, content } = command;
+                    let frame = memory.tag(PhoneFrame::Received {
+                        reference: String::new(),
+                        from,
+                        content,
+                        received_at: chrono::Utc::now(),
+                    });
+                    alive = send(&mut framed, &frame).await;
+                }
+                _ = heartbeat.tick() => {
+                    alive = send(&mut framed, &PhoneFrame::Heartbeat { battery: Some(0.9), signal: Some(0.8) }).await;
+                }
+            }
+        }
+        emit(SimEvent::Disconnected);
+        let jittered = backoff.mul_f64(rand::rng().random_range(0.5..1.5));
+        emit(SimEvent::Reconnecting { after: jittered });
+        tokio::time::sleep(jittered).await;
+    }
+}
+
+async fn next_command(
+    commands: &mut Option<mpsc::UnboundedReceiver<SimCommand>>,
+) -> Option<SimCommand> {
+    match commands {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn handle_frame(
+    frame: ServerFrame,
+    options: &SimOptions,
+    memory: &mut Memory,
+    framed: &mut Framed<BoxedSocket, Codec>,
+    timers: &mpsc::UnboundedSender<PhoneFrame>,
+    emit: &impl Fn(SimEvent),
+) -> bool {
+    match frame {
+        ServerFrame::Send {
+            message_id,
+            attempt,
+            ..
+        } => {
+            if let Some(done) = memory.outcome.get(&message_id).cloned() {
+                // Already handled: the radio does not send twice; report the outcome again.
+                emit(SimEvent::Send {
+                    message_id,
+                    attempt,
+                    repeat: true,
+                });
+                let tagged = memory.tag(done);
+                return send(framed, &tagged).await;
+            }
+            emit(SimEvent::Send {
+                message_id,
+                attempt,
+                repeat: false,
+            });
+            let fails = options.fail_rate > 0.0 && rand::rng().random_bool(options.fail_rate);
+            let report = if fails {
+                emit(SimEvent::Reported {
+                    message_id,
+                    status: "failed",
+                });
+                PhoneFrame::Failed {
+                    message_id,
+                    error: "simulated radio failure".into(),
+                    reference: None,
+                }
+            } else {
+                emit(SimEvent::Reported {
+                    message_id,
+                    status: "sent",
+                });
+                let sent = PhoneFrame::Sent {
+                    message_id,
+                    reference: None,
+                };
+                memory.outcome.insert(message_id, sent.clone());
+                let timers = timers.clone();
+                let delay = options.deliver_after;
+                actix_web::rt::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = timers.send(PhoneFrame::Delivered {
+                        message_id,
+                        reference: None,
+                    });
+                });
+                sent
+            };
+            let tagged = memory.tag(report);
+            send(framed, &tagged).await
+        }
+        ServerFrame::Ack { reference } => {
+            if memory.ack(&reference) {
+                emit(SimEvent::Acked { reference });
+            }
+            true
+        }
+        ServerFrame::Error { code, message } => {
+            emit(SimEvent::ServerError { code, message });
+            true
+        }
+        ServerFrame::Hello { .. } => true,
+    }
+}
+
+async fn send(framed: &mut Framed<BoxedSocket, Codec>, frame: &PhoneFrame) -> bool {
+    match serde_json::to_string(frame) {
+        Ok(text) => framed.send(WsMessage::Text(text.into())).await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+fn ws_url(server: &str) -> Result<String, SimError> {
+    let base = server.trim_end_matches('/');
+    let ws = if let Some(rest) = base.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else if let Some(rest) = base.strip_prefix("http://") {
+        format!("ws://{rest}")
+    } else if base.starts_with("ws://") || base.starts_with("wss://") {
+        base.to_string()
+    } else {
+        return Err(SimError::BadUrl(server.to_string()));
+    };
+    Ok(format!("{ws}/v1/phones/connect"))
+}
+
+/// The CLI: runs one phone and prints one line per event.
+pub async fn run(args: SimArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let printer = actix_web::rt::spawn(async move {
+        while let Some(event) = rx.recv().await {
+            let line = match event {
+                SimEvent::Connected => "connected".to_string(),
+                SimEvent::Send {
+                    message_id,
+                    attempt,
+                    repeat,
+                } => format!(
+                    "send {message_id} attempt {attempt}{}",
+                    if repeat {
+                        " (repeat, not sent again)"
+                    } else {
+                        ""
+                    }
+                ),
+                SimEvent::Reported { message_id, status } => format!("{status} {message_id}"),
+                SimEvent::Acked { reference } => format!("ack {reference}"),
+                SimEvent::ServerError { code, message } => {
+                    format!("server error {code}: {message}")
+                }
+                SimEvent::Disconnected => "disconnected".to_string(),
+                SimEvent::Reconnecting { after } => {
+                    format!("reconnecting in {} ms", after.as_millis())
+                }
+            };
+            println!("{line}");
+        }
+    });
+    let result = run_phone(SimOptions::from(args), Some(tx), None).await;
+    printer.abort();
+    result.map_err(Into::into)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_map_to_the_websocket_endpoint() {
+        assert_eq!(
+            ws_url("http://127.0.0.1:8080/").ok().as_deref(),
+            Some("ws://127.0.0.1:8080/v1/phones/connect")
+        );
+        assert_eq!(
+            ws_url("https://gw.example").ok().as_deref(),
+            Some("wss://gw.example/v1/phones/connect")
+        );
+        assert!(ws_url("gw.example").is_err());
+    }
+
+    #[test]
+    fn reports_are_tagged_and_acked_once() {
+        let mut memory = Memory::default();
+        let id = Uuid::now_v7();
+        let tagged = memory.tag(PhoneFrame::Sent {
+            message_id: id,
+            reference: None,
+        });
+        let PhoneFrame::Sent {
+            reference: Some(reference),
+            ..
+        } = tagged
+        else {
+            panic!("tagged with a ref");
+        };
+        assert_eq!(memory.unacked.len(), 1);
+        assert!(memory.ack(&reference));
+        assert!(!memory.ack(&reference), "an ack counts once");
+        assert!(memory.unacked.is_empty());
+    }
 }

@@ -8,4 +8,5 @@ mod helpers;
 mod auth;
 mod messages;
 mod ops;
+mod phone_sim;
 mod phones;

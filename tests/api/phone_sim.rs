@@ -1,0 +1,121 @@
+//! `smsgw phone-sim`: the simulated phone over the real protocol, in-process and as a CLI.
+
+use std::time::Duration;
+
+use smsgw::phone_sim::{SimEvent, SimOptions, run_phone};
+use tokio::sync::mpsc;
+
+use crate::backend_tests;
+use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, send_body, spawn_app};
+
+fn start_sim(app: &TestApp, token: &str) -> mpsc::UnboundedReceiver<SimEvent> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let options = SimOptions {
+        server: app.address.clone(),
+        token: token.to_string(),
+        fail_rate: 0.0,
+        deliver_after: Duration::from_millis(30),
+        heartbeat_every: Duration::from_secs(5),
+    };
+    actix_web::rt::spawn(run_phone(options, Some(tx), None));
+    rx
+}
+
+async fn wait_for(
+    events: &mut mpsc::UnboundedReceiver<SimEvent>,
+    wanted: impl Fn(&SimEvent) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let event = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .expect("event in time")
+            .expect("simulator running");
+        if wanted(&event) {
+            return;
+        }
+    }
+}
+
+async fn simulated_phone_delivers_live_sends(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let mut events = start_sim(&app, &token);
+    wait_for(&mut events, |e| *e == SimEvent::Connected).await;
+    app.wait_online(&phone_id, true).await;
+    let id = app
+        .post(
+            "/v1/messages/send",
+            &app.live_key,
+            send_body(SENDER, RECIPIENT, "via phone-sim"),
+        )
+        .await
+        .expect(202)
+        .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let message = app.wait_for_status(&app.live_key, &id, "delivered").await;
+    let kinds: Vec<&str> = message["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["queued", "sending", "sent", "delivered"]);
+}
+
+async fn simulated_phone_survives_a_server_restart(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let mut events = start_sim(&app, &token);
+    wait_for(&mut events, |e| *e == SimEvent::Connected).await;
+    app.wait_online(&phone_id, true).await;
+    let app = app.restart().await;
+    // The restarted server listens on another port; a real phone would find the same address.
+    // Point a new simulator at it with the same token, while the first one keeps retrying.
+    let mut events = start_sim(&app, &token);
+    wait_for(&mut events, |e| *e == SimEvent::Connected).await;
+    app.wait_online(&phone_id, true).await;
+    let id = app
+        .post(
+            "/v1/messages/send",
+            &app.live_key,
+            send_body(SENDER, RECIPIENT, "after restart"),
+        )
+        .await
+        .expect(202)
+        .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.wait_for_status(&app.live_key, &id, "delivered").await;
+}
+
+async fn cli_refuses_a_bad_token(backend: Backend) {
+    let app = spawn_app(backend).await;
+    // The server runs on this test's runtime: wait for the CLI off it, or nothing answers.
+    let server = app.address.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_smsgw"))
+            .args([
+                "phone-sim",
+                "--server",
+                &server,
+                "--token",
+                "dt_not_a_real_token",
+            ])
+            .output()
+    })
+    .await
+    .expect("joined")
+    .expect("cli runs");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("refused"));
+}
+
+backend_tests!(
+    simulated_phone_delivers_live_sends,
+    simulated_phone_survives_a_server_restart,
+    cli_refuses_a_bad_token,
+);
