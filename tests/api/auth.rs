@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, RECIPIENT, SENDER, send_body, spawn_app};
+use crate::helpers::{Backend, RECIPIENT, SENDER, run_cli, send_body, spawn_app};
 
 async fn missing_and_invalid_keys_are_401(backend: Backend) {
     let app = spawn_app(backend).await;
@@ -110,11 +110,8 @@ async fn modes_and_workspaces_are_isolated(backend: Backend) {
     assert_eq!(live_list.data()["messages"].as_array().unwrap().len(), 0);
 
     // A second workspace created by the CLI while the server runs works at once, and sees nothing.
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_smsgw"))
-        .args(["workspace", "create", "--name", "other"])
-        .env("SMSGW_DATABASE__URL", &app.database_url)
-        .output()
-        .expect("cli runs");
+    let db_env = [("SMSGW_DATABASE__URL", app.database_url.as_str())];
+    let output = run_cli(&["workspace", "create", "--name", "other"], &db_env).await;
     assert!(
         output.status.success(),
         "{}",
@@ -143,18 +140,18 @@ async fn modes_and_workspaces_are_isolated(backend: Backend) {
     .expect(202);
 
     // `smsgw key create` issues one more working key.
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_smsgw"))
-        .args([
+    let output = run_cli(
+        &[
             "key",
             "create",
             "--workspace",
             &workspace_id,
             "--mode",
             "test",
-        ])
-        .env("SMSGW_DATABASE__URL", &app.database_url)
-        .output()
-        .expect("cli runs");
+        ],
+        &db_env,
+    )
+    .await;
     assert!(
         output.status.success(),
         "{}",

@@ -181,6 +181,26 @@ async fn drop_stale_databases(admin: &sea_orm::DatabaseConnection, now: i64) {
 }
 
 /// Starts the app on a fresh database with [`test_settings`].
+/// Runs the `smsgw` binary with `args` and extra environment, off the test's runtime: the
+/// server under test runs on that runtime, and blocking it (for example while the writer holds
+/// SQLite's write lock) would make the CLI wait for a lock nobody can release.
+pub async fn run_cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_smsgw"))
+            .args(&args)
+            .envs(env)
+            .output()
+    })
+    .await
+    .expect("cli task joined")
+    .expect("cli runs")
+}
+
 pub async fn spawn_app(backend: Backend) -> TestApp {
     spawn_app_with(backend, |_| {}).await
 }

@@ -6,7 +6,7 @@ use smsgw::phone_sim::{SimEvent, SimOptions, run_phone};
 use tokio::sync::mpsc;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, send_body, spawn_app};
+use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, run_cli, send_body, spawn_app};
 
 fn start_sim(app: &TestApp, token: &str) -> mpsc::UnboundedReceiver<SimEvent> {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -94,22 +94,17 @@ async fn simulated_phone_survives_a_server_restart(backend: Backend) {
 
 async fn cli_refuses_a_bad_token(backend: Backend) {
     let app = spawn_app(backend).await;
-    // The server runs on this test's runtime: wait for the CLI off it, or nothing answers.
-    let server = app.address.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_smsgw"))
-            .args([
-                "phone-sim",
-                "--server",
-                &server,
-                "--token",
-                "dt_not_a_real_token",
-            ])
-            .output()
-    })
-    .await
-    .expect("joined")
-    .expect("cli runs");
+    let output = run_cli(
+        &[
+            "phone-sim",
+            "--server",
+            &app.address,
+            "--token",
+            "dt_not_a_real_token",
+        ],
+        &[],
+    )
+    .await;
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("refused"));
 }
