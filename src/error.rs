@@ -8,6 +8,103 @@ use serde_json::{Value, json};
 
 use crate::store::StoreError;
 
+/// The `error_code` of every error answer: contract §3's codes, plus `method_not_allowed` and
+/// `bad_request` of the HTTP layer. Each code has exactly one HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    InvalidJson,
+    BadRequest,
+    MissingApiKey,
+    InvalidApiKey,
+    PremiumRateBlocked,
+    TestModeOnly,
+    NotFound,
+    MethodNotAllowed,
+    DuplicateRequest,
+    InvalidState,
+    AlreadyExists,
+    PayloadTooLarge,
+    InvalidPhoneNumber,
+    ContentTooLong,
+    ValidationFailed,
+    NewAccountLimit,
+    RateLimited,
+    NoDeviceAvailable,
+    InternalError,
+}
+
+impl ErrorCode {
+    /// Every code, in HTTP status order.
+    pub const ALL: [ErrorCode; 19] = [
+        ErrorCode::InvalidJson,
+        ErrorCode::BadRequest,
+        ErrorCode::MissingApiKey,
+        ErrorCode::InvalidApiKey,
+        ErrorCode::PremiumRateBlocked,
+        ErrorCode::TestModeOnly,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::DuplicateRequest,
+        ErrorCode::InvalidState,
+        ErrorCode::AlreadyExists,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::InvalidPhoneNumber,
+        ErrorCode::ContentTooLong,
+        ErrorCode::ValidationFailed,
+        ErrorCode::NewAccountLimit,
+        ErrorCode::RateLimited,
+        ErrorCode::NoDeviceAvailable,
+        ErrorCode::InternalError,
+    ];
+
+    /// The code as it appears in `error_code`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidJson => "invalid_json",
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::MissingApiKey => "missing_api_key",
+            ErrorCode::InvalidApiKey => "invalid_api_key",
+            ErrorCode::PremiumRateBlocked => "premium_rate_blocked",
+            ErrorCode::TestModeOnly => "test_mode_only",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::DuplicateRequest => "duplicate_request",
+            ErrorCode::InvalidState => "invalid_state",
+            ErrorCode::AlreadyExists => "already_exists",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::InvalidPhoneNumber => "invalid_phone_number",
+            ErrorCode::ContentTooLong => "content_too_long",
+            ErrorCode::ValidationFailed => "validation_failed",
+            ErrorCode::NewAccountLimit => "new_account_limit",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::NoDeviceAvailable => "no_device_available",
+            ErrorCode::InternalError => "internal_error",
+        }
+    }
+
+    /// The HTTP status every answer with this code has.
+    pub fn status(self) -> StatusCode {
+        match self {
+            ErrorCode::InvalidJson | ErrorCode::BadRequest => StatusCode::BAD_REQUEST,
+            ErrorCode::MissingApiKey | ErrorCode::InvalidApiKey => StatusCode::UNAUTHORIZED,
+            ErrorCode::PremiumRateBlocked | ErrorCode::TestModeOnly => StatusCode::FORBIDDEN,
+            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::DuplicateRequest | ErrorCode::InvalidState | ErrorCode::AlreadyExists => {
+                StatusCode::CONFLICT
+            }
+            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::InvalidPhoneNumber
+            | ErrorCode::ContentTooLong
+            | ErrorCode::ValidationFailed => StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::NewAccountLimit | ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::NoDeviceAvailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
 /// An error answered to an API client.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -70,26 +167,31 @@ impl ApiError {
 
     /// The stable machine-readable code.
     pub fn code(&self) -> &'static str {
+        self.error_code().as_str()
+    }
+
+    /// The error code of contract §3 this error is answered with.
+    pub fn error_code(&self) -> ErrorCode {
         match self {
-            ApiError::InvalidJson { .. } => "invalid_json",
-            ApiError::MissingApiKey => "missing_api_key",
-            ApiError::InvalidApiKey => "invalid_api_key",
-            ApiError::PremiumRateBlocked { .. } => "premium_rate_blocked",
-            ApiError::TestModeOnly => "test_mode_only",
-            ApiError::NotFound(_) => "not_found",
-            ApiError::DuplicateRequest { .. } => "duplicate_request",
-            ApiError::InvalidState { .. } => "invalid_state",
-            ApiError::AlreadyExists { .. } => "already_exists",
-            ApiError::PayloadTooLarge => "payload_too_large",
-            ApiError::InvalidPhoneNumber { .. } => "invalid_phone_number",
-            ApiError::ContentTooLong { .. } => "content_too_long",
-            ApiError::Validation { .. } => "validation_failed",
-            ApiError::NewAccountLimit { .. } => "new_account_limit",
-            ApiError::RateLimited { .. } => "rate_limited",
-            ApiError::NoDeviceAvailable { .. } => "no_device_available",
-            ApiError::MethodNotAllowed => "method_not_allowed",
-            ApiError::BadRequest(_) => "bad_request",
-            ApiError::Internal(_) => "internal_error",
+            ApiError::InvalidJson { .. } => ErrorCode::InvalidJson,
+            ApiError::MissingApiKey => ErrorCode::MissingApiKey,
+            ApiError::InvalidApiKey => ErrorCode::InvalidApiKey,
+            ApiError::PremiumRateBlocked { .. } => ErrorCode::PremiumRateBlocked,
+            ApiError::TestModeOnly => ErrorCode::TestModeOnly,
+            ApiError::NotFound(_) => ErrorCode::NotFound,
+            ApiError::DuplicateRequest { .. } => ErrorCode::DuplicateRequest,
+            ApiError::InvalidState { .. } => ErrorCode::InvalidState,
+            ApiError::AlreadyExists { .. } => ErrorCode::AlreadyExists,
+            ApiError::PayloadTooLarge => ErrorCode::PayloadTooLarge,
+            ApiError::InvalidPhoneNumber { .. } => ErrorCode::InvalidPhoneNumber,
+            ApiError::ContentTooLong { .. } => ErrorCode::ContentTooLong,
+            ApiError::Validation { .. } => ErrorCode::ValidationFailed,
+            ApiError::NewAccountLimit { .. } => ErrorCode::NewAccountLimit,
+            ApiError::RateLimited { .. } => ErrorCode::RateLimited,
+            ApiError::NoDeviceAvailable { .. } => ErrorCode::NoDeviceAvailable,
+            ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
+            ApiError::BadRequest(_) => ErrorCode::BadRequest,
+            ApiError::Internal(_) => ErrorCode::InternalError,
         }
     }
 
@@ -130,25 +232,7 @@ impl From<StoreError> for ApiError {
 
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
-        match self {
-            ApiError::InvalidJson { .. } | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::MissingApiKey | ApiError::InvalidApiKey => StatusCode::UNAUTHORIZED,
-            ApiError::PremiumRateBlocked { .. } | ApiError::TestModeOnly => StatusCode::FORBIDDEN,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::DuplicateRequest { .. }
-            | ApiError::InvalidState { .. }
-            | ApiError::AlreadyExists { .. } => StatusCode::CONFLICT,
-            ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::InvalidPhoneNumber { .. }
-            | ApiError::ContentTooLong { .. }
-            | ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::NewAccountLimit { .. } | ApiError::RateLimited { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
-            ApiError::NoDeviceAvailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+        self.error_code().status()
     }
 
     fn error_response(&self) -> HttpResponse {
@@ -230,4 +314,39 @@ pub fn query_error(
     _: &actix_web::HttpRequest,
 ) -> actix_web::Error {
     ApiError::validation("query", format!("the query string is not valid: {err}")).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_listed_once_and_serializes_as_its_name() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            assert!(seen.insert(code.as_str()), "{code:?} twice in ALL");
+            assert_eq!(
+                serde_json::to_value(code).ok(),
+                Some(Value::String(code.as_str().to_string()))
+            );
+        }
+    }
+
+    #[test]
+    fn an_error_answers_with_its_code_status_and_envelope() {
+        let err = ApiError::validation("to_number", "bad");
+        assert_eq!(err.status_code(), ErrorCode::ValidationFailed.status());
+        assert_eq!(err.status_code(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            ApiError::MissingApiKey.status_code(),
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            ApiError::RateLimited {
+                retry_after_secs: 1
+            }
+            .code(),
+            "rate_limited"
+        );
+    }
 }

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod config;
 pub mod domain;
 pub mod error;
+pub mod loadtest;
 pub mod phone_sim;
 pub mod portal;
 pub mod startup;

@@ -1,4 +1,5 @@
-//! The `smsgw` command: serve, migrate, workspace and key administration, phone simulator.
+//! The `smsgw` command: serve, migrate, workspace and key administration, phone simulator,
+//! load test.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,6 +42,8 @@ enum Command {
     },
     /// A simulated phone over the real WebSocket protocol.
     PhoneSim(smsgw::phone_sim::SimArgs),
+    /// Load test: simulated phones, concurrent API clients, a webhook receiver (contract §11).
+    Loadtest(smsgw::loadtest::LoadtestArgs),
 }
 
 #[derive(Subcommand)]
@@ -72,9 +75,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    smsgw::telemetry::init(&settings.log.format, &settings.log.level);
+    // The load test's own servers (ceiling, webhook receiver) would log every start and stop.
+    let level = match &cli.command {
+        Command::Loadtest(_) => "warn",
+        _ => settings.log.level.as_str(),
+    };
+    smsgw::telemetry::init(&settings.log.format, level);
     smsgw::startup::install_crypto_provider();
-    let result = actix_web::rt::System::new().block_on(run(cli.command, settings));
+    let result = smsgw::startup::block_on_system(run(cli.command, settings))
+        .map_err(Into::into)
+        .and_then(|r| r);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -130,6 +140,12 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
             if let Err(err) = smsgw::phone_sim::run(args).await {
                 eprintln!("error: {err}");
                 std::process::exit(1);
+            }
+        }
+        Command::Loadtest(args) => {
+            let code = smsgw::loadtest::run(args).await;
+            if code != 0 {
+                std::process::exit(i32::from(code));
             }
         }
     }

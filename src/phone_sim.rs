@@ -6,7 +6,7 @@
 //! fails a share of attempts, and delivers after a delay.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix_codec::Framed;
 use awc::ws::{Codec, Frame, Message as WsMessage};
@@ -68,11 +68,17 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, PartialEq)]
 pub enum SimEvent {
     Connected,
-    /// A `send` frame; `repeat` when the message was already handled (deduped).
+    /// A `send` frame; `repeat` when the message was already handled (deduped). `at` is when
+    /// the frame was read off the socket (the load test measures accept → phone with it).
     Send {
         message_id: Uuid,
         attempt: u32,
         repeat: bool,
+        at: Instant,
+    },
+    /// An injected inbound SMS went to the server as a `received` frame tagged `reference`.
+    Forwarded {
+        reference: String,
     },
     Reported {
         message_id: Uuid,
@@ -219,10 +225,11 @@ pub async fn run_phone(
                     let Some(Ok(frame)) = incoming else { break };
                     match frame {
                         Frame::Text(bytes) => {
+                            let at = Instant::now();
                             let Ok(frame) = serde_json::from_slice::<ServerFrame>(&bytes) else {
                                 continue;
                             };
-                            alive = handle_frame(frame, &options, &mut memory, &mut framed, &timer_tx, &emit).await;
+                            alive = handle_frame(frame, at, &options, &mut memory, &mut framed, &timer_tx, &emit).await;
                         }
                         Frame::Ping(bytes) => {
                             alive = framed.send(WsMessage::Pong(bytes)).await.is_ok();
@@ -247,6 +254,9 @@ pub async fn run_phone(
                         content,
                         received_at: chrono::Utc::now(),
                     });
+                    if let PhoneFrame::Received { reference, .. } = &frame {
+                        emit(SimEvent::Forwarded { reference: reference.clone() });
+                    }
                     alive = send(&mut framed, &frame).await;
                 }
                 _ = heartbeat.tick() => {
@@ -272,6 +282,7 @@ async fn next_command(
 
 async fn handle_frame(
     frame: ServerFrame,
+    at: Instant,
     options: &SimOptions,
     memory: &mut Memory,
     framed: &mut Framed<BoxedSocket, Codec>,
@@ -290,6 +301,7 @@ async fn handle_frame(
                     message_id,
                     attempt,
                     repeat: true,
+                    at,
                 });
                 let tagged = memory.tag(done);
                 return send(framed, &tagged).await;
@@ -298,6 +310,7 @@ async fn handle_frame(
                 message_id,
                 attempt,
                 repeat: false,
+                at,
             });
             let fails = options.fail_rate > 0.0 && rand::rng().random_bool(options.fail_rate);
             let report = if fails {
@@ -380,6 +393,7 @@ pub async fn run(args: SimArgs) -> Result<(), Box<dyn std::error::Error>> {
                     message_id,
                     attempt,
                     repeat,
+                    ..
                 } => format!(
                     "send {message_id} attempt {attempt}{}",
                     if repeat {
@@ -390,6 +404,7 @@ pub async fn run(args: SimArgs) -> Result<(), Box<dyn std::error::Error>> {
                 ),
                 SimEvent::Reported { message_id, status } => format!("{status} {message_id}"),
                 SimEvent::Acked { reference } => format!("ack {reference}"),
+                SimEvent::Forwarded { reference } => format!("received {reference}"),
                 SimEvent::ServerError { code, message } => {
                     format!("server error {code}: {message}")
                 }

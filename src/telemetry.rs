@@ -33,18 +33,146 @@ const LATENCY_BUCKETS_SECONDS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// Installs the process-wide Prometheus recorder once and returns its handle.
+/// Installs the process-wide Prometheus recorder once and returns its handle; every metric of
+/// [`names`] is described and exists (at zero) from the start.
 pub fn metrics_handle() -> Option<PrometheusHandle> {
     PROMETHEUS
         .get_or_init(|| {
-            PrometheusBuilder::new()
+            let handle = PrometheusBuilder::new()
                 .set_buckets(LATENCY_BUCKETS_SECONDS)
                 .ok()?
                 .install_recorder()
                 .map_err(|e| tracing::warn!(error = %e, "metrics recorder not installed"))
-                .ok()
+                .ok()?;
+            register_metrics();
+            Some(handle)
         })
         .clone()
+}
+
+/// Every metric the server exports (Prometheus text at `GET /metrics`, all prefixed `smsgw_`),
+/// with the label values each takes. Record through these names (and the helpers below) so the
+/// names in docs/api.md stay true.
+pub mod names {
+    /// Counter `{route, method, status}`: HTTP requests; `route` is the route pattern
+    /// (`/v1/messages/{id}`), `unmatched` for unknown paths.
+    pub const HTTP_REQUESTS: &str = "smsgw_http_requests_total";
+    /// Histogram `{route, method, status}`, seconds: HTTP request latency.
+    pub const HTTP_REQUEST_DURATION: &str = "smsgw_http_request_duration_seconds";
+    /// Counter `{kind}`: message status transitions committed (`queued`, `sending`, `sent`,
+    /// `delivered`, `failed`, `expired`, `canceled`, …).
+    pub const MESSAGE_TRANSITIONS: &str = "smsgw_message_transitions_total";
+    /// Gauge: phones with an open WebSocket session (refreshed at each scrape).
+    pub const PHONES_ONLINE: &str = "smsgw_phones_online";
+    /// Gauge `{class}`: messages waiting in phone queues (held ones included) by priority class.
+    pub const QUEUE_DEPTH: &str = "smsgw_queue_depth";
+    /// Counter `{outcome}`: webhook delivery attempts.
+    pub const WEBHOOK_ATTEMPTS: &str = "smsgw_webhook_attempts_total";
+    /// Histogram `{outcome}`, seconds: webhook attempt duration.
+    pub const WEBHOOK_ATTEMPT_DURATION: &str = "smsgw_webhook_attempt_duration_seconds";
+    /// Counter `{state}`: campaign recipients reaching a state.
+    pub const CAMPAIGN_RECIPIENTS: &str = "smsgw_campaign_recipients_total";
+    /// Counter `{outcome}`: AI drafts by outcome.
+    pub const AI_DRAFTS: &str = "smsgw_ai_drafts_total";
+
+    /// `class` values of [`QUEUE_DEPTH`], in priority order.
+    pub const QUEUE_CLASSES: [&str; 3] = ["single", "bulk", "campaign"];
+    /// `outcome` values of [`WEBHOOK_ATTEMPTS`]: 2xx; 3xx/4xx (no retry); 5xx; timeout;
+    /// connection error; target refused by the address rules at delivery.
+    pub const WEBHOOK_OUTCOMES: [&str; 6] = [
+        "success",
+        "rejected",
+        "server_error",
+        "timeout",
+        "connection_error",
+        "blocked",
+    ];
+    /// `state` values of [`CAMPAIGN_RECIPIENTS`].
+    pub const CAMPAIGN_RECIPIENT_STATES: [&str; 7] = [
+        "pending",
+        "queued",
+        "sent",
+        "delivered",
+        "failed",
+        "canceled",
+        "skipped",
+    ];
+    /// `outcome` values of [`AI_DRAFTS`]: stored pending; sent at once (auto mode); sent from a
+    /// draft; discarded; the provider failed (no draft).
+    pub const AI_DRAFT_OUTCOMES: [&str; 5] = [
+        "created",
+        "auto_sent",
+        "sent",
+        "discarded",
+        "provider_error",
+    ];
+}
+
+/// Describes every metric and creates the labelled series known in advance at zero, so a
+/// scrape shows them before the first event.
+fn register_metrics() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        names::HTTP_REQUESTS,
+        "HTTP requests by route pattern, method and status"
+    );
+    describe_histogram!(
+        names::HTTP_REQUEST_DURATION,
+        Unit::Seconds,
+        "HTTP request latency by route pattern, method and status"
+    );
+    describe_counter!(
+        names::MESSAGE_TRANSITIONS,
+        "Message status transitions committed, by kind"
+    );
+    describe_gauge!(names::PHONES_ONLINE, "Phones with an open session");
+    describe_gauge!(
+        names::QUEUE_DEPTH,
+        "Messages waiting in phone queues by priority class"
+    );
+    describe_counter!(
+        names::WEBHOOK_ATTEMPTS,
+        "Webhook delivery attempts by outcome"
+    );
+    describe_histogram!(
+        names::WEBHOOK_ATTEMPT_DURATION,
+        Unit::Seconds,
+        "Webhook attempt duration by outcome"
+    );
+    describe_counter!(
+        names::CAMPAIGN_RECIPIENTS,
+        "Campaign recipients reaching each state"
+    );
+    describe_counter!(names::AI_DRAFTS, "AI drafts by outcome");
+    metrics::gauge!(names::PHONES_ONLINE).increment(0.0);
+    for class in names::QUEUE_CLASSES {
+        metrics::gauge!(names::QUEUE_DEPTH, "class" => class).increment(0.0);
+    }
+    for outcome in names::WEBHOOK_OUTCOMES {
+        metrics::counter!(names::WEBHOOK_ATTEMPTS, "outcome" => outcome).increment(0);
+    }
+    for state in names::CAMPAIGN_RECIPIENT_STATES {
+        metrics::counter!(names::CAMPAIGN_RECIPIENTS, "state" => state).increment(0);
+    }
+    for outcome in names::AI_DRAFT_OUTCOMES {
+        metrics::counter!(names::AI_DRAFTS, "outcome" => outcome).increment(0);
+    }
+}
+
+/// Counts one webhook attempt (`outcome` from [`names::WEBHOOK_OUTCOMES`]) and its duration.
+pub fn record_webhook_attempt(outcome: &'static str, seconds: f64) {
+    metrics::counter!(names::WEBHOOK_ATTEMPTS, "outcome" => outcome).increment(1);
+    metrics::histogram!(names::WEBHOOK_ATTEMPT_DURATION, "outcome" => outcome).record(seconds);
+}
+
+/// Counts campaign recipients reaching `state` (from [`names::CAMPAIGN_RECIPIENT_STATES`]).
+pub fn count_campaign_recipients(state: &'static str, count: u64) {
+    metrics::counter!(names::CAMPAIGN_RECIPIENTS, "state" => state).increment(count);
+}
+
+/// Counts one AI draft outcome (from [`names::AI_DRAFT_OUTCOMES`]).
+pub fn count_ai_draft(outcome: &'static str) {
+    metrics::counter!(names::AI_DRAFTS, "outcome" => outcome).increment(1);
 }
 
 /// Gives every request an id (the `x-request-id` header, echoed or generated), a tracing span,
@@ -73,8 +201,9 @@ pub async fn observe_request(
         Ok(res) => res.status().as_u16(),
         Err(err) => err.as_response_error().status_code().as_u16(),
     };
-    metrics::counter!("smsgw_http_requests_total", "route" => route.clone(), "method" => method.clone(), "status" => status.to_string()).increment(1);
-    metrics::histogram!("smsgw_http_request_duration_seconds", "route" => route, "method" => method).record(elapsed);
+    let status_label = status.to_string();
+    metrics::counter!(names::HTTP_REQUESTS, "route" => route.clone(), "method" => method.clone(), "status" => status_label.clone()).increment(1);
+    metrics::histogram!(names::HTTP_REQUEST_DURATION, "route" => route, "method" => method, "status" => status_label).record(elapsed);
     span.in_scope(|| tracing::debug!(status, elapsed_ms = elapsed * 1000.0, "request finished"));
     result.map(|mut res| {
         if let Ok(value) = HeaderValue::from_str(&request_id) {

@@ -4,7 +4,12 @@
 //! types happens in the server's `store` layer.
 
 pub mod api_keys;
+pub mod contact_tags;
+pub mod contacts;
 pub mod message_events;
 pub mod messages;
 pub mod phones;
+pub mod webhook_attempts;
+pub mod webhook_deliveries;
+pub mod webhook_endpoints;
 pub mod workspaces;

@@ -3,6 +3,8 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261122_000001_create_core_tables;
+mod m20261123_000002_create_webhook_tables;
+mod m20261123_000003_create_contacts;
 
 /// Every migration of the schema, oldest first.
 pub struct Migrator;
@@ -10,6 +12,10 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261122_000001_create_core_tables::Migration)]
+        vec![
+            Box::new(m20261122_000001_create_core_tables::Migration),
+            Box::new(m20261123_000002_create_webhook_tables::Migration),
+            Box::new(m20261123_000003_create_contacts::Migration),
+        ]
     }
 }

@@ -4,7 +4,10 @@
 pub mod phone;
 pub mod phone_session;
 pub mod registry;
+pub mod retention;
 pub mod simulator;
+pub mod webhook_endpoint;
+pub mod webhook_target;
 
 use std::sync::Arc;
 
@@ -21,4 +24,5 @@ pub struct Deps {
     pub writer: Writer,
     pub clock: SharedClock,
     pub settings: Arc<Settings>,
+    pub webhooks: webhook_endpoint::WebhookDeps,
 }

@@ -483,7 +483,10 @@ impl Phone {
             direction: Direction::Inbound,
             status: MessageStatus::Delivered,
             class: QueueClass::Single,
-            from_number: from,
+            from_number: crate::domain::phone_number::normalize_sender(
+                &from,
+                &self.identity.number,
+            ),
             to_number: self.identity.number.clone(),
             content,
             segments: text.segments,
@@ -571,7 +574,8 @@ impl Phone {
 
 /// Messages waiting in phone queues (held ones included), by class.
 fn queue_gauge(class: QueueClass, delta: f64) {
-    metrics::gauge!("smsgw_queue_depth", "class" => class.as_str()).increment(delta);
+    metrics::gauge!(crate::telemetry::names::QUEUE_DEPTH, "class" => class.as_str())
+        .increment(delta);
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -21,9 +21,13 @@ use crate::domain::protocol::{PhoneFrame, ServerFrame};
 pub const LINK_CAPACITY: usize = 1024;
 
 /// What the Phone actor can tell its transport.
+///
+/// The frame is boxed: a tokio channel allocates its slots in blocks of 32 up front, so an
+/// unboxed `ServerFrame` (over 100 bytes) made every idle session hold several KB; boxed, the
+/// enum is a few words.
 #[derive(Debug, Clone)]
 pub enum Outgoing {
-    Frame(ServerFrame),
+    Frame(Box<ServerFrame>),
     /// Close the session with this WebSocket close code.
     Close {
         code: u16,
@@ -43,7 +47,7 @@ pub struct Link {
 impl Link {
     /// Queues a frame; false when the transport is gone or stuck.
     pub fn send(&self, frame: ServerFrame) -> bool {
-        self.tx.try_send(Outgoing::Frame(frame)).is_ok()
+        self.tx.try_send(Outgoing::Frame(Box::new(frame))).is_ok()
     }
 
     /// Asks the transport to close.
@@ -164,4 +168,15 @@ pub async fn run(
 async fn send_frame(session: &mut Session, frame: &ServerFrame) -> Result<(), ()> {
     let text = serde_json::to_string(frame).map_err(|_| ())?;
     session.text(text).await.map_err(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outgoing_items_stay_small() {
+        // Every idle session's channel holds a block of these: keep them a few words.
+        assert!(std::mem::size_of::<Outgoing>() <= 40);
+    }
 }

@@ -152,6 +152,8 @@ pub struct Registry {
     simulated: HashMap<(Uuid, String), Addr<Phone>>,
     /// Round-robin position per number, to spread sends over phones sharing it.
     next_pick: HashMap<NumberKey, usize>,
+    /// One supervised actor per webhook endpoint with work (see `webhook_endpoint`).
+    pub(crate) webhooks: super::webhook_endpoint::EndpointActors,
 }
 
 impl Registry {
@@ -163,7 +165,13 @@ impl Registry {
             by_number: HashMap::new(),
             simulated: HashMap::new(),
             next_pick: HashMap::new(),
+            webhooks: Default::default(),
         }
+    }
+
+    /// What the actors share.
+    pub(crate) fn deps(&self) -> &Deps {
+        &self.deps
     }
 
     fn number_key(scope: Scope, number: &str) -> NumberKey {
@@ -501,6 +509,7 @@ impl Actor for Registry {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(65_536);
         self.rebuild(ctx);
+        super::webhook_endpoint::EndpointActors::rebuild(ctx, self.deps.clone());
         ctx.run_interval(EXPIRY_SWEEP_EVERY, |act, ctx| act.sweep_expired(ctx));
     }
 }
@@ -732,6 +741,7 @@ impl Handler<Shutdown> for Registry {
             addr.do_send(phone::Stop);
         }
         self.by_number.clear();
+        self.webhooks.stop_all();
         ctx.stop();
     }
 }

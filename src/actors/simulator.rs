@@ -21,7 +21,10 @@ pub fn attach(phone: Addr<Phone>, deliver_after: Duration) -> Link {
     let session_id = next_session_id();
     actix::spawn(async move {
         while let Some(outgoing) = rx.recv().await {
-            let Outgoing::Frame(ServerFrame::Send { message_id, to, .. }) = outgoing else {
+            let Outgoing::Frame(frame) = outgoing else {
+                continue;
+            };
+            let ServerFrame::Send { message_id, to, .. } = *frame else {
                 continue;
             };
             let phone = phone.clone();

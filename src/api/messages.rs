@@ -7,15 +7,22 @@ use actix_web::{HttpResponse, web};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::{AppState, Caller, JsonBody, PageRequest, page_response, parse_id};
+use super::schemas::{
+    BatchStatusEnvelope, BulkSendEnvelope, MessageDetailEnvelope, MessageEnvelope,
+    MessagePageEnvelope,
+};
+use super::{
+    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id, required,
+};
 use crate::actors::registry::{Cancel, Enqueue, Route, RouteError};
 use crate::clock::format_ms;
 use crate::domain::phone_number::PhoneNumber;
 use crate::domain::sms::{ContentError, SmsText};
 use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
-use crate::error::{ApiError, success};
+use crate::error::{ApiError, ErrorCode, success};
 use crate::store::messages::{self, ListFilter, Message, MessageEvent, Position};
 use crate::store::writer::{Accept, AcceptOutcome, NewMessage, NewWorkspaceLimit, Transition};
 
@@ -26,59 +33,73 @@ pub const MAX_BATCH_STATUS_IDS: usize = 100;
 /// Longest accepted request_id.
 const MAX_REQUEST_ID_CHARS: usize = 255;
 
-/// Registers the message routes.
-pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/messages/send")
-            .post(send)
-            .default_service(web::to(super::method_not_allowed)),
-    )
-    .service(
-        web::resource("/messages/bulk-send")
-            .post(bulk_send)
-            .default_service(web::to(super::method_not_allowed)),
-    )
-    .service(
-        web::resource("/messages/batch-status")
-            .post(batch_status)
-            .default_service(web::to(super::method_not_allowed)),
-    )
-    .service(
-        web::resource("/messages")
-            .get(list)
-            .default_service(web::to(super::method_not_allowed)),
-    )
-    .service(
-        web::resource("/messages/{id}")
-            .get(get)
-            .delete(cancel)
-            .default_service(web::to(super::method_not_allowed)),
-    );
+/// The message operations (route registry, see `super::endpoints`).
+pub fn endpoints() -> Vec<Endpoint> {
+    use ErrorCode::*;
+    let send_errors = [
+        ValidationFailed,
+        InvalidPhoneNumber,
+        ContentTooLong,
+        PremiumRateBlocked,
+        NoDeviceAvailable,
+        NewAccountLimit,
+    ];
+    vec![
+        Endpoint::of::<__path_send>(|| web::to(send))
+            .errors(&send_errors)
+            .errors(&[DuplicateRequest]),
+        Endpoint::of::<__path_bulk_send>(|| web::to(bulk_send)).errors(&send_errors),
+        Endpoint::of::<__path_batch_status>(|| web::to(batch_status)).errors(&[ValidationFailed]),
+        Endpoint::of::<__path_list>(|| web::to(list))
+            .errors(&[ValidationFailed, InvalidPhoneNumber]),
+        Endpoint::of::<__path_get>(|| web::to(get)),
+        Endpoint::of::<__path_cancel>(|| web::to(cancel)).errors(&[InvalidState]),
+    ]
 }
 
-/// Body of `POST /v1/messages/send`.
-#[derive(Debug, Deserialize)]
+/// Body of `POST /v1/messages/send`. Fields are optional in Rust so a missing one is a 422
+/// naming it; the document marks them required.
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct SendMessageIn {
+    /// E.164 number of your phone that sends.
+    #[schema(required = true, nullable = false, example = "+14155550100")]
     pub from_number: Option<String>,
+    /// E.164 recipient.
+    #[schema(required = true, nullable = false, example = "+14155550123")]
     pub to_number: Option<String>,
+    /// Up to 10 segments.
+    #[schema(required = true, nullable = false)]
     pub content: Option<String>,
+    /// Idempotency key, 1–255 characters, unique per workspace and mode.
+    #[schema(nullable = false)]
     pub request_id: Option<String>,
+    /// Hold the message until then (RFC 3339 with offset).
+    #[schema(nullable = false, format = DateTime)]
     pub scheduled_for: Option<String>,
+    /// Send through this phone only.
+    #[schema(nullable = false, value_type = Option<uuid::Uuid>)]
     pub device_id: Option<String>,
 }
 
 /// Body of `POST /v1/messages/bulk-send`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct BulkSendIn {
+    #[schema(required = true, nullable = false)]
     pub from_number: Option<String>,
+    /// 1–500 E.164 numbers; duplicates are sent once.
+    #[schema(required = true, nullable = false)]
     pub to_numbers: Option<Vec<String>>,
+    #[schema(required = true, nullable = false)]
     pub content: Option<String>,
+    #[schema(nullable = false, value_type = Option<uuid::Uuid>)]
     pub device_id: Option<String>,
 }
 
 /// Body of `POST /v1/messages/batch-status`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct BatchStatusIn {
+    /// 1–100 message ids.
+    #[schema(required = true, nullable = false)]
     pub message_ids: Option<Vec<String>>,
 }
 
@@ -115,10 +136,6 @@ fn event_out(e: &MessageEvent) -> Value {
         "at": format_ms(e.at),
         "detail": e.detail,
     })
-}
-
-fn required<T>(value: Option<T>, field: &str) -> Result<T, ApiError> {
-    value.ok_or_else(|| ApiError::validation(field, format!("{field} is required")))
 }
 
 /// Parses a number field, naming it on failure.
@@ -229,6 +246,14 @@ fn expires_at(state: &AppState, starts: i64) -> i64 {
     starts.saturating_add(ttl)
 }
 
+/// Sends one SMS.
+#[utoipa::path(
+    post,
+    path = "/v1/messages/send",
+    tag = "messages",
+    request_body = SendMessageIn,
+    responses((status = 202, description = "Accepted and queued (status `queued`).", body = MessageEnvelope))
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
 async fn send(
     state: web::Data<AppState>,
@@ -326,6 +351,14 @@ pub fn accepted(
     }
 }
 
+/// Sends one text to up to 500 numbers, atomically.
+#[utoipa::path(
+    post,
+    path = "/v1/messages/bulk-send",
+    tag = "messages",
+    request_body = BulkSendIn,
+    responses((status = 202, description = "All messages queued.", body = BulkSendEnvelope))
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
 async fn bulk_send(
     state: web::Data<AppState>,
@@ -398,6 +431,14 @@ async fn bulk_send(
     ))
 }
 
+/// Statuses of up to 100 messages.
+#[utoipa::path(
+    post,
+    path = "/v1/messages/batch-status",
+    tag = "messages",
+    request_body = BatchStatusIn,
+    responses((status = 200, description = "Statuses; unknown ids in `not_found`.", body = BatchStatusEnvelope))
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
 async fn batch_status(
     state: web::Data<AppState>,
@@ -437,6 +478,20 @@ async fn batch_status(
     ))
 }
 
+/// Lists messages, newest first, cursor paged.
+#[utoipa::path(
+    get,
+    path = "/v1/messages",
+    tag = "messages",
+    params(
+        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        ("direction" = Option<String>, Query, description = "`inbound` or `outbound`"),
+        ("status" = Option<String>, Query, description = "a message status"),
+        ("phone_number" = Option<String>, Query, description = "messages from or to this E.164 number"),
+    ),
+    responses((status = 200, description = "A page of messages.", body = MessagePageEnvelope))
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
 async fn list(
     state: web::Data<AppState>,
@@ -479,6 +534,14 @@ async fn list(
     ))
 }
 
+/// One message with its timeline.
+#[utoipa::path(
+    get,
+    path = "/v1/messages/{id}",
+    tag = "messages",
+    params(("id" = Uuid, Path, description = "message id")),
+    responses((status = 200, description = "The message and its events.", body = MessageDetailEnvelope))
+)]
 #[tracing::instrument(skip_all, fields(message_id = %path))]
 async fn get(
     state: web::Data<AppState>,
@@ -488,10 +551,7 @@ async fn get(
     let id = parse_id(&path, "message")?;
     let (message, events) = messages::get_with_events(&state.db, caller.scope(), id)
         .await
-        .map_err(|e| match e {
-            crate::store::StoreError::NotFound => ApiError::NotFound("message"),
-            other => other.into(),
-        })?;
+        .map_err(missing("message"))?;
     let mut out = message_out(&message);
     if let Some(obj) = out.as_object_mut() {
         obj.insert(
@@ -502,6 +562,14 @@ async fn get(
     Ok(success(StatusCode::OK, "message", out))
 }
 
+/// Cancels a queued message.
+#[utoipa::path(
+    delete,
+    path = "/v1/messages/{id}",
+    tag = "messages",
+    params(("id" = Uuid, Path, description = "message id")),
+    responses((status = 200, description = "Canceled.", body = MessageEnvelope))
+)]
 #[tracing::instrument(skip_all, fields(message_id = %path))]
 async fn cancel(
     state: web::Data<AppState>,
@@ -511,10 +579,7 @@ async fn cancel(
     let id = parse_id(&path, "message")?;
     let (current, _) = messages::get_with_events(&state.db, caller.scope(), id)
         .await
-        .map_err(|e| match e {
-            crate::store::StoreError::NotFound => ApiError::NotFound("message"),
-            other => other.into(),
-        })?;
+        .map_err(missing("message"))?;
     let mut transition = Transition::to(id, MessageStatus::Canceled);
     transition.detail = Some("canceled through the API".into());
     match state.writer.transition(transition).await? {

@@ -1,9 +1,15 @@
 //! The HTTP API: routes, authentication, body and paging extractors shared by every resource.
 
+pub mod contacts;
 pub mod messages;
+pub mod openapi;
 pub mod ops;
 pub mod phone_ws;
 pub mod phones;
+pub mod registry;
+pub mod schemas;
+pub mod test_mode;
+pub mod webhooks;
 
 use std::collections::HashMap;
 use std::future::{Ready, ready};
@@ -330,6 +336,19 @@ pub fn parse_id(text: &str, what: &'static str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(text).map_err(|_| ApiError::NotFound(what))
 }
 
+/// A required body field, or 422 naming it.
+pub fn required<T>(value: Option<T>, field: &str) -> Result<T, ApiError> {
+    value.ok_or_else(|| ApiError::validation(field, format!("{field} is required")))
+}
+
+/// Maps a store lookup's NotFound to the resource's 404; other failures stay as they are.
+pub fn missing(what: &'static str) -> impl Fn(crate::store::StoreError) -> ApiError {
+    move |err| match err {
+        crate::store::StoreError::NotFound => ApiError::NotFound(what),
+        other => other.into(),
+    }
+}
+
 /// Answers unknown routes with the envelope.
 pub async fn not_found() -> Result<actix_web::HttpResponse, ApiError> {
     Err(ApiError::NotFound("route"))
@@ -340,14 +359,27 @@ pub async fn method_not_allowed() -> Result<actix_web::HttpResponse, ApiError> {
     Err(ApiError::MethodNotAllowed)
 }
 
+pub use registry::Endpoint;
+
+/// The one list of `/v1` operations: routes and the OpenAPI document are both built from it
+/// (see "To add a route" in docs/architecture.md). Nothing else registers a `/v1` route.
+pub fn endpoints() -> Vec<Endpoint> {
+    let mut all = Vec::new();
+    all.extend(messages::endpoints());
+    all.extend(phones::endpoints());
+    all.extend(contacts::endpoints());
+    all.extend(test_mode::endpoints());
+    all.extend(webhooks::endpoints());
+    all
+}
+
 /// Registers every route of the API.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
-        web::scope("/v1")
+        registry::scope(endpoints())
             .wrap(actix_web::middleware::from_fn(authenticate))
-            .configure(messages::routes)
-            .configure(phones::routes)
             .default_service(web::to(not_found)),
     )
-    .configure(ops::routes);
+    .configure(ops::routes)
+    .configure(openapi::routes);
 }

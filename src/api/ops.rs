@@ -1,5 +1,7 @@
 //! Operational routes: liveness, readiness and Prometheus metrics.
 
+use std::time::Duration;
+
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 use serde_json::json;
@@ -18,8 +20,14 @@ async fn health() -> HttpResponse {
     success(StatusCode::OK, "serving", json!({}))
 }
 
+/// Longest wait for the database before `/ready` answers 503.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
 async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    if crate::store::ping(&state.db).await {
+    let answered = tokio::time::timeout(READY_TIMEOUT, crate::store::ping(&state.db))
+        .await
+        .unwrap_or(false);
+    if answered {
         Ok(success(
             StatusCode::OK,
             "ready",
@@ -42,7 +50,7 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
         .send(crate::actors::registry::CountOnline)
         .await
     {
-        metrics::gauge!("smsgw_phones_online").set(online as f64);
+        metrics::gauge!(crate::telemetry::names::PHONES_ONLINE).set(online as f64);
     }
     let body = crate::telemetry::metrics_handle()
         .map(|h| h.render())

@@ -9,7 +9,18 @@ use crate::domain::keys;
 use crate::error::ApiError;
 use crate::store::phones;
 
-/// Upgrades an authenticated phone to its WebSocket session.
+/// Upgrades an authenticated phone to its WebSocket session (contract §6).
+#[utoipa::path(
+    get,
+    path = "/v1/phones/connect",
+    tag = "phones",
+    description = "The phone's WebSocket (contract §6). Authenticates with \
+        `Authorization: Bearer <device_token>`, checked before the upgrade; text frames are JSON \
+        objects with a `type` (`hello`, `send`, `ack`, `error` from the server; `sent`, \
+        `delivered`, `failed`, `received`, `heartbeat` from the phone).",
+    params(("Authorization" = String, Header, description = "`Bearer dt_…`")),
+    responses((status = 101, description = "Switching Protocols: the WebSocket session."))
+)]
 #[tracing::instrument(skip_all)]
 pub async fn connect(
     state: web::Data<AppState>,

@@ -6,8 +6,12 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use utoipa::ToSchema;
 
-use super::{AppState, Caller, JsonBody, PageRequest, page_response, parse_id};
+use super::schemas::{DeletedEnvelope, PhoneEnvelope, PhonePageEnvelope, PhoneWithTokenEnvelope};
+use super::{
+    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id, required,
+};
 use crate::actors::registry::{
     GetPhoneStates, PaceChanged, Paired, PhoneState, TokenRotated, Unpaired,
 };
@@ -15,61 +19,60 @@ use crate::api::messages::parse_number;
 use crate::clock::format_ms;
 use crate::domain::keys;
 use crate::domain::pace::Pace;
-use crate::error::{ApiError, success};
-use crate::store::StoreError;
+use crate::error::{ApiError, ErrorCode, success};
 use crate::store::messages::Position;
 use crate::store::phones::{self, PhoneRecord};
 
 /// Longest phone name.
 const MAX_NAME_CHARS: usize = 120;
 
-/// Registers the phone routes (the WebSocket lives in `phone_ws`).
-pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/phones/connect")
-            .get(super::phone_ws::connect)
-            .default_service(web::to(super::method_not_allowed)),
-    )
-    .service(
-        web::resource("/phones")
-            .get(list)
-            .post(create)
-            .default_service(web::to(super::method_not_allowed)),
-    )
-    .service(
-        web::resource("/phones/{id}")
-            .get(get)
-            .patch(update)
-            .delete(delete)
-            .default_service(web::to(super::method_not_allowed)),
-    )
-    .service(
-        web::resource("/phones/{id}/rotate-token")
-            .post(rotate_token)
-            .default_service(web::to(super::method_not_allowed)),
-    );
+/// The phone operations, the WebSocket upgrade included (route registry, see
+/// `super::endpoints`).
+pub fn endpoints() -> Vec<Endpoint> {
+    use ErrorCode::*;
+    vec![
+        Endpoint::of::<super::phone_ws::__path_connect>(|| web::to(super::phone_ws::connect))
+            .public()
+            .errors(&[BadRequest, MissingApiKey, InvalidApiKey]),
+        Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
+        Endpoint::of::<__path_create>(|| web::to(create))
+            .errors(&[ValidationFailed, InvalidPhoneNumber]),
+        Endpoint::of::<__path_get>(|| web::to(get)),
+        Endpoint::of::<__path_update>(|| web::to(update)).errors(&[ValidationFailed]),
+        Endpoint::of::<__path_delete>(|| web::to(delete)),
+        Endpoint::of::<__path_rotate_token>(|| web::to(rotate_token)),
+    ]
 }
 
 /// Body of `POST /v1/phones`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct CreatePhoneIn {
+    /// E.164 number of the phone's SIM.
+    #[schema(required = true, nullable = false)]
     pub phone_number: Option<String>,
+    /// Up to 120 characters.
     pub name: Option<String>,
 }
 
 /// A pace in a request body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct PaceIn {
+    #[schema(required = true, nullable = false)]
     pub per_minute: Option<u32>,
+    #[schema(required = true, nullable = false)]
     pub per_30_minutes: Option<u32>,
 }
 
 /// Body of `PATCH /v1/phones/{id}`; `pace: null` returns to the server default.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct UpdatePhoneIn {
+    /// Null clears the name.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
     pub name: Option<Option<String>>,
+    /// Null returns to the server's default pace.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<PaceIn>)]
     pub pace: Option<Option<PaceIn>>,
 }
 
@@ -112,13 +115,6 @@ async fn live_states(state: &AppState, phones: &[PhoneRecord]) -> HashMap<uuid::
         .unwrap_or_default()
 }
 
-fn not_found(err: StoreError) -> ApiError {
-    match err {
-        StoreError::NotFound => ApiError::NotFound("phone"),
-        other => other.into(),
-    }
-}
-
 fn validate_name(name: Option<String>) -> Result<Option<String>, ApiError> {
     match name {
         Some(n) if n.chars().count() > MAX_NAME_CHARS => Err(ApiError::validation(
@@ -129,15 +125,21 @@ fn validate_name(name: Option<String>) -> Result<Option<String>, ApiError> {
     }
 }
 
+/// Pairs a phone; the device token is shown only in this answer.
+#[utoipa::path(
+    post,
+    path = "/v1/phones",
+    tag = "phones",
+    request_body = CreatePhoneIn,
+    responses((status = 201, description = "Paired.", body = PhoneWithTokenEnvelope))
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
 async fn create(
     state: web::Data<AppState>,
     caller: Caller,
     JsonBody(body): JsonBody<CreatePhoneIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let number_text = body
-        .phone_number
-        .ok_or_else(|| ApiError::validation("phone_number", "phone_number is required"))?;
+    let number_text = required(body.phone_number, "phone_number")?;
     let number = parse_number(&number_text, "phone_number")?;
     let name = validate_name(body.name)?;
     let token = keys::generate_device_token();
@@ -165,6 +167,17 @@ async fn create(
     ))
 }
 
+/// Lists phones with their live state, cursor paged.
+#[utoipa::path(
+    get,
+    path = "/v1/phones",
+    tag = "phones",
+    params(
+        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+    ),
+    responses((status = 200, description = "A page of phones.", body = PhonePageEnvelope))
+)]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
 async fn list(
     state: web::Data<AppState>,
@@ -185,6 +198,14 @@ async fn list(
     Ok(page_response("phones", items, has_more, last))
 }
 
+/// One phone with its live state.
+#[utoipa::path(
+    get,
+    path = "/v1/phones/{id}",
+    tag = "phones",
+    params(("id" = Uuid, Path, description = "phone id (device_id)")),
+    responses((status = 200, description = "The phone.", body = PhoneEnvelope))
+)]
 #[tracing::instrument(skip_all, fields(phone_id = %path))]
 async fn get(
     state: web::Data<AppState>,
@@ -194,7 +215,7 @@ async fn get(
     let id = parse_id(&path, "phone")?;
     let phone = phones::get(&state.db, caller.scope(), id)
         .await
-        .map_err(not_found)?;
+        .map_err(missing("phone"))?;
     let live = live_states(&state, std::slice::from_ref(&phone)).await;
     Ok(success(
         StatusCode::OK,
@@ -203,6 +224,15 @@ async fn get(
     ))
 }
 
+/// Renames a phone or overrides its pace.
+#[utoipa::path(
+    patch,
+    path = "/v1/phones/{id}",
+    tag = "phones",
+    params(("id" = Uuid, Path, description = "phone id (device_id)")),
+    request_body = UpdatePhoneIn,
+    responses((status = 200, description = "The updated phone.", body = PhoneEnvelope))
+)]
 #[tracing::instrument(skip_all, fields(phone_id = %path))]
 async fn update(
     state: web::Data<AppState>,
@@ -229,7 +259,7 @@ async fn update(
     };
     let phone = phones::update(&state.db, caller.scope(), id, name, pace)
         .await
-        .map_err(not_found)?;
+        .map_err(missing("phone"))?;
     if pace.is_some() {
         state.registry.do_send(PaceChanged {
             phone_id: id,
@@ -244,6 +274,14 @@ async fn update(
     ))
 }
 
+/// Unpairs a phone: its session is closed, messages pinned to it fail.
+#[utoipa::path(
+    delete,
+    path = "/v1/phones/{id}",
+    tag = "phones",
+    params(("id" = Uuid, Path, description = "phone id (device_id)")),
+    responses((status = 200, description = "Unpaired.", body = DeletedEnvelope))
+)]
 #[tracing::instrument(skip_all, fields(phone_id = %path))]
 async fn delete(
     state: web::Data<AppState>,
@@ -253,7 +291,7 @@ async fn delete(
     let id = parse_id(&path, "phone")?;
     phones::delete(&state.db, caller.scope(), id)
         .await
-        .map_err(not_found)?;
+        .map_err(missing("phone"))?;
     state.registry.do_send(Unpaired { phone_id: id });
     Ok(success(
         StatusCode::OK,
@@ -262,6 +300,14 @@ async fn delete(
     ))
 }
 
+/// Issues a new device token; the old one stops working and the session is closed.
+#[utoipa::path(
+    post,
+    path = "/v1/phones/{id}/rotate-token",
+    tag = "phones",
+    params(("id" = Uuid, Path, description = "phone id (device_id)")),
+    responses((status = 200, description = "The phone and its new token.", body = PhoneWithTokenEnvelope))
+)]
 #[tracing::instrument(skip_all, fields(phone_id = %path))]
 async fn rotate_token(
     state: web::Data<AppState>,
@@ -272,7 +318,7 @@ async fn rotate_token(
     let token = keys::generate_device_token();
     let phone = phones::set_token(&state.db, caller.scope(), id, keys::hash_secret(&token))
         .await
-        .map_err(not_found)?;
+        .map_err(missing("phone"))?;
     state.registry.do_send(TokenRotated { phone_id: id });
     let mut out = phone_out(&state, &phone, None);
     if let Some(obj) = out.as_object_mut() {

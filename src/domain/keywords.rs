@@ -46,6 +46,7 @@ fn is_stop_ai(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn table() {
@@ -80,6 +81,48 @@ mod tests {
         ];
         for &(text, expected) in cases {
             assert_eq!(classify(text), expected, "{text:?}");
+        }
+    }
+
+    /// Any casing of a keyword, padded with any ASCII whitespace, is that keyword.
+    fn casing(word: &'static str) -> impl Strategy<Value = String> {
+        proptest::collection::vec(proptest::bool::ANY, word.len()).prop_map(move |upper| {
+            word.chars()
+                .zip(upper)
+                .map(|(c, u)| {
+                    if u {
+                        c.to_ascii_uppercase()
+                    } else {
+                        c.to_ascii_lowercase()
+                    }
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn padding_and_case_do_not_matter(
+            index in 0usize..6,
+            pad_left in "[ \t\r\n]{0,3}",
+            pad_right in "[ \t\r\n]{0,3}",
+            upper in proptest::collection::vec(proptest::bool::ANY, 11),
+        ) {
+            let words = ["STOP", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "START"];
+            let word: String = words[index]
+                .chars()
+                .zip(upper)
+                .map(|(c, u)| if u { c } else { c.to_ascii_lowercase() })
+                .collect();
+            let expected = if index == 5 { Keyword::OptIn } else { Keyword::OptOut };
+            prop_assert_eq!(classify(&format!("{pad_left}{word}{pad_right}")), Some(expected));
+            // Any extra word after it makes it an ordinary message.
+            prop_assert_eq!(classify(&format!("{pad_left}{word} now{pad_right}")), None);
+        }
+
+        #[test]
+        fn stop_ai_in_any_case(stop in casing("stop"), ai in casing("ai"), gap in "[ \t]{1,3}") {
+            prop_assert_eq!(classify(&format!("{stop}{gap}{ai}")), Some(Keyword::StopAi));
         }
     }
 }

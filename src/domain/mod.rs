@@ -10,3 +10,4 @@ pub mod sms;
 pub mod ssrf;
 pub mod status;
 pub mod template;
+pub mod webhook_event;

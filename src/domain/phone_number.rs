@@ -74,6 +74,28 @@ impl serde::Serialize for PhoneNumber {
     }
 }
 
+/// The sender of an inbound SMS as the API shows it: E.164 when libphonenumber can read the
+/// phone's text as a valid number, national forms read in the region of the receiving number
+/// (`(415) 555-0199` received on a US number → `+14155550199`); anything else (short codes,
+/// alphanumeric sender ids such as `VERIFY`) is kept as sent, trimmed.
+pub fn normalize_sender(input: &str, receiving_number: &str) -> String {
+    let input = input.trim();
+    if let Ok(number) = PhoneNumber::parse(input) {
+        return number.into_string();
+    }
+    let region = phonenumber::parse(None, receiving_number)
+        .ok()
+        .and_then(|n| n.country().id());
+    match phonenumber::parse(region, input) {
+        Ok(number)
+            if phonenumber::is_valid(&number) && input.chars().any(|c| c.is_ascii_digit()) =>
+        {
+            number.format().mode(Mode::E164).to_string()
+        }
+        _ => input.to_string(),
+    }
+}
+
 /// Parses one number so libphonenumber's lazily loaded metadata (about 150 ms on first use)
 /// is paid for at server start-up rather than by the first API request.
 pub fn warm_up() {
@@ -107,6 +129,27 @@ mod tests {
         ] {
             assert_eq!(valid(input).as_str(), input, "{input}");
         }
+    }
+
+    #[test]
+    fn inbound_senders_are_normalised_to_e164() {
+        let us = "+14155550100";
+        for (input, expected) in [
+            ("+14155550199", "+14155550199"),
+            (" +14155550199 ", "+14155550199"),
+            ("(415) 555-0199", "+14155550199"),
+            ("4155550199", "+14155550199"),
+            ("+44 7911 123456", "+447911123456"),
+            ("VERIFY", "VERIFY"),
+            ("12345", "12345"),
+        ] {
+            assert_eq!(normalize_sender(input, us), expected, "{input}");
+        }
+        // A national number is read in the region of the receiving phone.
+        assert_eq!(
+            normalize_sender("07911 123456", "+447400123456"),
+            "+447911123456"
+        );
     }
 
     #[test]

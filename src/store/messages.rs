@@ -3,7 +3,6 @@
 //! Writes go through [`super::writer`], which batches them into group commits.
 
 use entity::{message_events, messages};
-use sea_orm::sea_query::{Expr, ExprTrait, IntoCondition};
 use sea_orm::{
     ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
@@ -170,31 +169,15 @@ pub async fn list(
                 .add(messages::Column::ToNumber.eq(number.as_str())),
         );
     }
-    if let Some(position) = after {
-        condition = condition.add(
-            Condition::any()
-                .add(messages::Column::CreatedAt.lt(position.created_at))
-                .add(
-                    Expr::col(messages::Column::CreatedAt)
-                        .eq(position.created_at)
-                        .and(Expr::col(messages::Column::Id).lt(position.id))
-                        .into_condition(),
-                ),
-        );
-    }
-    let mut rows: Vec<Message> = messages::Entity::find()
-        .filter(condition)
-        .order_by_desc(messages::Column::CreatedAt)
-        .order_by_desc(messages::Column::Id)
-        .limit(limit + 1)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect();
-    let has_more = rows.len() as u64 > limit;
-    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok((rows, has_more))
+    let (rows, has_more) = super::newest_first(
+        db,
+        messages::Entity::find().filter(condition),
+        (messages::Column::CreatedAt, messages::Column::Id),
+        after,
+        limit,
+    )
+    .await?;
+    Ok((rows.into_iter().map(Message::from).collect(), has_more))
 }
 
 /// Status of each id of this scope that exists.

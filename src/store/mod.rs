@@ -3,12 +3,18 @@
 //! The store never calls up into actors or the API. Rows are mapped to the types the layers
 //! above use here, so entities stay inside this module tree.
 
+pub mod contacts;
 pub mod messages;
+mod paging;
 pub mod phones;
+pub mod retention;
+pub mod webhooks;
 pub mod workspaces;
 pub mod writer;
 
 use std::time::Duration;
+
+pub use paging::newest_first;
 
 use migration::{Migrator, MigratorTrait};
 use sea_orm::sqlx::sqlite::SqliteSynchronous;

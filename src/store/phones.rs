@@ -1,10 +1,10 @@
 //! Paired phones: pairing, listing, pace overrides, unpairing and device tokens.
 
 use entity::phones;
-use sea_orm::sea_query::{Expr, ExprTrait, IntoCondition};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, IntoActiveModel,
-    QueryFilter, QueryOrder, QuerySelect, Set,
+    QueryFilter, Set,
 };
 use uuid::Uuid;
 
@@ -122,32 +122,15 @@ pub async fn list(
     after: Option<Position>,
     limit: u64,
 ) -> Result<(Vec<PhoneRecord>, bool), StoreError> {
-    let mut condition = in_scope(scope);
-    if let Some(p) = after {
-        condition = condition.add(
-            Condition::any()
-                .add(phones::Column::CreatedAt.lt(p.created_at))
-                .add(
-                    Expr::col(phones::Column::CreatedAt)
-                        .eq(p.created_at)
-                        .and(Expr::col(phones::Column::Id).lt(p.id))
-                        .into_condition(),
-                ),
-        );
-    }
-    let mut rows: Vec<PhoneRecord> = phones::Entity::find()
-        .filter(condition)
-        .order_by_desc(phones::Column::CreatedAt)
-        .order_by_desc(phones::Column::Id)
-        .limit(limit + 1)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(PhoneRecord::from)
-        .collect();
-    let has_more = rows.len() as u64 > limit;
-    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok((rows, has_more))
+    let (rows, has_more) = super::newest_first(
+        db,
+        phones::Entity::find().filter(in_scope(scope)),
+        (phones::Column::CreatedAt, phones::Column::Id),
+        after,
+        limit,
+    )
+    .await?;
+    Ok((rows.into_iter().map(PhoneRecord::from).collect(), has_more))
 }
 
 /// Every paired phone (the registry's start-up index).

@@ -7,7 +7,7 @@
 //! unique index: a batch that fails as a whole is replayed job by job, so one bad job never
 //! fails its neighbours.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use entity::{message_events, messages};
@@ -21,7 +21,9 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::messages::{Message, Scope};
+use super::webhooks::{self, AttemptRecord, PendingDelivery};
 use crate::clock::SharedClock;
+use crate::domain::phone_number::PhoneNumber;
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
 
 /// Jobs waiting for the writer; senders wait (backpressure) when it is full.
@@ -137,17 +139,40 @@ pub struct Change {
 /// Called with every committed change, in commit order.
 pub type ChangeListener = Arc<dyn Fn(Vec<Change>) + Send + Sync>;
 
+/// Writes webhook deliveries in the same transaction as the changes that fire them, so an
+/// event is never lost even if the process dies right after the commit.
+pub trait CommitHook: Send + Sync {
+    /// The deliveries a batch's changes fire (no I/O: called inside the write transaction).
+    fn stage(&self, changes: &[Change], now_ms: i64) -> Vec<PendingDelivery>;
+    /// Called after the commit with what [`CommitHook::stage`] returned.
+    fn committed(&self, deliveries: Vec<PendingDelivery>);
+}
+
+/// The commit hook in use, if any.
+pub type SharedCommitHook = Arc<dyn CommitHook>;
+
+/// What one committed transaction produced.
+struct Committed {
+    outcomes: Vec<OpResult>,
+    changes: Vec<Change>,
+    deltas: HashMap<Uuid, u64>,
+    deliveries: Vec<PendingDelivery>,
+}
+
 enum Op {
     Accept(Accept),
     Transition(Transition),
     Inbound(NewMessage, Scope),
     Reroute(Reroute),
+    /// A finished webhook attempt (see [`webhooks::AttemptRecorder`]).
+    RecordAttempt(Box<AttemptRecord>),
 }
 
 enum OpResult {
     Accept(AcceptOutcome),
     Transition(Option<Box<Message>>),
     Inbound(InboundOutcome),
+    Recorded(bool),
 }
 
 /// The answer to storing an inbound message.
@@ -172,11 +197,22 @@ pub struct Writer {
 impl Writer {
     /// Starts the writer task on the current runtime.
     pub fn start(db: DatabaseConnection, clock: SharedClock, listener: ChangeListener) -> Writer {
+        Writer::start_with_hook(db, clock, listener, None)
+    }
+
+    /// [`Writer::start`] with a hook that writes extra rows in each batch's transaction.
+    pub fn start_with_hook(
+        db: DatabaseConnection,
+        clock: SharedClock,
+        listener: ChangeListener,
+        hook: Option<SharedCommitHook>,
+    ) -> Writer {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let task = WriterTask {
             db,
             clock,
             listener,
+            hook,
             new_workspace_counts: HashMap::new(),
         };
         tokio::spawn(task.run(rx));
@@ -217,6 +253,15 @@ impl Writer {
         }
     }
 
+    /// Records a finished webhook attempt and its delivery's new state; false when the delivery
+    /// had moved on (deleted, or this attempt number was recorded already).
+    pub async fn record_attempt(&self, record: AttemptRecord) -> Result<bool, StoreError> {
+        match self.submit(Op::RecordAttempt(Box::new(record))).await? {
+            OpResult::Recorded(applied) => Ok(applied),
+            _ => Err(StoreError::WriterGone),
+        }
+    }
+
     /// Stores an inbound message once per (phone, ref).
     pub async fn inbound(
         &self,
@@ -234,6 +279,7 @@ struct WriterTask {
     db: DatabaseConnection,
     clock: SharedClock,
     listener: ChangeListener,
+    hook: Option<SharedCommitHook>,
     /// Live outbound messages counted per workspace still inside its first window.
     new_workspace_counts: HashMap<Uuid, u64>,
 }
@@ -247,6 +293,10 @@ struct Batch {
     request_ids: HashMap<(Uuid, bool, String), Uuid>,
     inbound_refs: HashMap<(Uuid, String), ()>,
     count_deltas: HashMap<Uuid, u64>,
+    /// Messages moved to `sent` in this batch.
+    sent: HashSet<Uuid>,
+    /// Webhook attempt rows of this batch.
+    attempts: Vec<entity::webhook_attempts::ActiveModel>,
 }
 
 impl WriterTask {
@@ -272,10 +322,8 @@ impl WriterTask {
             first = self.commit(jobs.iter().map(|j| &j.op)).await;
         }
         match first {
-            Ok((outcomes, changes, deltas)) => {
-                self.apply_deltas(deltas);
-                (self.listener)(changes);
-                results.extend(outcomes.into_iter().map(Ok));
+            Ok(committed) => {
+                results.extend(self.published(committed).into_iter().map(Ok));
             }
             Err(err) if jobs.len() == 1 => {
                 results.push(Err(err));
@@ -284,9 +332,8 @@ impl WriterTask {
                 tracing::warn!(error = %err, jobs = jobs.len(), "batch failed; replaying its jobs one by one");
                 for job in &jobs {
                     match self.commit(std::iter::once(&job.op)).await {
-                        Ok((mut outcomes, changes, deltas)) => {
-                            self.apply_deltas(deltas);
-                            (self.listener)(changes);
+                        Ok(committed) => {
+                            let mut outcomes = self.published(committed);
                             results.push(outcomes.pop().ok_or(StoreError::WriterGone));
                         }
                         Err(err) => results.push(Err(err)),
@@ -310,6 +357,18 @@ impl WriterTask {
         }
     }
 
+    /// Publishes a committed batch (counts, listener, hook) and returns its outcomes.
+    fn published(&mut self, committed: Committed) -> Vec<OpResult> {
+        self.apply_deltas(committed.deltas);
+        (self.listener)(committed.changes);
+        if let Some(hook) = &self.hook
+            && !committed.deliveries.is_empty()
+        {
+            hook.committed(committed.deliveries);
+        }
+        committed.outcomes
+    }
+
     fn apply_deltas(&mut self, deltas: HashMap<Uuid, u64>) {
         for (workspace, delta) in deltas {
             if let Some(count) = self.new_workspace_counts.get_mut(&workspace) {
@@ -328,11 +387,10 @@ impl WriterTask {
         }
     }
 
-    #[allow(clippy::type_complexity)]
     async fn commit<'a>(
         &mut self,
         ops: impl Iterator<Item = &'a Op>,
-    ) -> Result<(Vec<OpResult>, Vec<Change>, HashMap<Uuid, u64>), StoreError> {
+    ) -> Result<Committed, StoreError> {
         let now = self.clock.now_ms();
         let txn = super::begin_write(&self.db).await?;
         let mut batch = Batch::default();
@@ -351,6 +409,12 @@ impl WriterTask {
                 Op::Inbound(message, scope) => {
                     OpResult::Inbound(inbound(&txn, &mut batch, message, *scope, now).await?)
                 }
+                Op::RecordAttempt(record) => {
+                    let row = webhooks::apply_attempt(&txn, record).await?;
+                    let applied = row.is_some();
+                    batch.attempts.extend(row);
+                    OpResult::Recorded(applied)
+                }
             };
             outcomes.push(outcome);
         }
@@ -364,8 +428,19 @@ impl WriterTask {
                 .exec(&txn)
                 .await?;
         }
+        webhooks::insert_attempts(&txn, &batch.attempts).await?;
+        let deliveries = match &self.hook {
+            Some(hook) => hook.stage(&batch.changes, now),
+            None => Vec::new(),
+        };
+        webhooks::insert_deliveries(&txn, &deliveries).await?;
         txn.commit().await?;
-        Ok((outcomes, batch.changes, batch.count_deltas))
+        Ok(Committed {
+            outcomes,
+            changes: batch.changes,
+            deltas: batch.count_deltas,
+            deliveries,
+        })
     }
 
     async fn accept(
@@ -604,6 +679,28 @@ async fn transition(
         return Ok(None);
     };
     let message = Message::from(row);
+    if t.to == MessageStatus::Sent {
+        batch.sent.insert(message.id);
+    }
+    if t.to == MessageStatus::Delivered && implied_sent(txn, batch, &message, now).await? {
+        // A delivery report that overtook its `sent` report (or came alone): the message was
+        // sent, so the timeline and the event channel record `sent` first, exactly once.
+        batch.sent.insert(message.id);
+        batch.events.push(event_row(
+            message.id,
+            MessageStatus::Sent.as_str(),
+            MessageStatus::Sent,
+            now,
+            None,
+        ));
+        let mut sent = message.clone();
+        sent.status = MessageStatus::Sent;
+        sent.delivered_at = None;
+        batch.changes.push(Change {
+            kind: MessageStatus::Sent.as_str(),
+            message: sent,
+        });
+    }
     let kind = t.event_kind.unwrap_or(t.to.as_str());
     batch
         .events
@@ -613,6 +710,25 @@ async fn transition(
         message: message.clone(),
     });
     Ok(Some(message))
+}
+
+/// Whether a message just moved to `delivered` never recorded `sent`: its `sent_at` was
+/// only now filled in by the delivery (see [`transition`]) and no `sent` entry exists.
+async fn implied_sent(
+    txn: &DatabaseTransaction,
+    batch: &Batch,
+    message: &Message,
+    now: i64,
+) -> Result<bool, StoreError> {
+    if message.sent_at != Some(now) || batch.sent.contains(&message.id) {
+        return Ok(false);
+    }
+    let recorded = message_events::Entity::find()
+        .filter(message_events::Column::MessageId.eq(message.id))
+        .filter(message_events::Column::Kind.eq(MessageStatus::Sent.as_str()))
+        .count(txn)
+        .await?;
+    Ok(recorded == 0)
 }
 
 async fn inbound(
@@ -637,6 +753,12 @@ async fn inbound(
             return Ok(InboundOutcome::Repeat);
         }
         batch.inbound_refs.insert(key, ());
+    }
+    // Opt-out keywords take effect in the same transaction as the message they arrive in.
+    if let Some(keyword) = crate::domain::keywords::classify(&new.content)
+        && PhoneNumber::parse(&new.from_number).is_ok()
+    {
+        super::contacts::apply_keyword(txn, scope, &new.from_number, keyword, now).await?;
     }
     let message = to_message(new, scope, now);
     batch.rows.push(to_row(&message, new));

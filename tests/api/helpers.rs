@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_codec::Framed;
@@ -13,9 +14,10 @@ use awc::{BoxedSocket, Client};
 use futures_util::{SinkExt, StreamExt};
 use sea_orm::{ConnectionTrait, Database};
 use serde_json::{Value, json};
+use smsgw::actors::webhook_target::StaticResolver;
 use smsgw::config::Settings;
 use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
-use smsgw::startup::Application;
+use smsgw::startup::{Application, Hooks};
 use uuid::Uuid;
 
 /// Which database a test runs on.
@@ -30,6 +32,13 @@ pub fn postgres_enabled() -> bool {
     std::env::var("SMSGW_TEST_DATABASE_URL").is_ok_and(|v| !v.is_empty())
 }
 
+/// Runs a test body on an actix System the way the server binary does (see
+/// [`smsgw::startup::block_on_system`]): actors still querying when the test ends are dropped
+/// without a panic.
+pub fn run<F: std::future::Future>(test: F) -> F::Output {
+    smsgw::startup::block_on_system(test).expect("test runtime starts")
+}
+
 /// Generates, for each async fn taking a [`Backend`], a module with a SQLite test and a
 /// PostgreSQL test (the latter runs when `SMSGW_TEST_DATABASE_URL` is set).
 #[macro_export]
@@ -37,14 +46,14 @@ macro_rules! backend_tests {
     ($($name:ident),* $(,)?) => {
         $(
             mod $name {
-                #[actix_web::test]
-                async fn sqlite() {
-                    super::$name($crate::helpers::Backend::Sqlite).await
+                #[test]
+                fn sqlite() {
+                    $crate::helpers::run(super::$name($crate::helpers::Backend::Sqlite))
                 }
-                #[actix_web::test]
-                async fn postgres() {
+                #[test]
+                fn postgres() {
                     if $crate::helpers::postgres_enabled() {
-                        super::$name($crate::helpers::Backend::Postgres).await
+                        $crate::helpers::run(super::$name($crate::helpers::Backend::Postgres))
                     }
                 }
             }
@@ -63,6 +72,8 @@ pub struct TestApp {
     pub client: Client,
     handle: actix_web::dev::ServerHandle,
     registry: actix::Addr<smsgw::actors::registry::Registry>,
+    /// Name resolution of webhook targets: a fixed table, so no DNS query leaves the machine.
+    pub resolver: Arc<StaticResolver>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -207,12 +218,21 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 
 /// Starts the app on a fresh database, after `configure` adjusts the settings.
 pub async fn spawn_app_with(backend: Backend, configure: impl FnOnce(&mut Settings)) -> TestApp {
+    spawn_app_with_resolver(backend, Arc::new(StaticResolver::new()), configure).await
+}
+
+/// [`spawn_app_with`] with the table webhook target names resolve through.
+pub async fn spawn_app_with_resolver(
+    backend: Backend,
+    resolver: Arc<StaticResolver>,
+    configure: impl FnOnce(&mut Settings),
+) -> TestApp {
     smsgw::telemetry::init("human", "warn");
     let (url, dir) = fresh_database(backend).await;
     let mut settings = test_settings();
     settings.database.url = url.clone();
     configure(&mut settings);
-    let app = Application::build(settings.clone())
+    let app = Application::build_with(settings.clone(), hooks_for(&resolver))
         .await
         .expect("application starts");
     let keys = app
@@ -233,7 +253,15 @@ pub async fn spawn_app_with(backend: Backend, configure: impl FnOnce(&mut Settin
         client: Client::builder().timeout(Duration::from_secs(30)).finish(),
         handle,
         registry,
+        resolver,
         _dir: dir,
+    }
+}
+
+fn hooks_for(resolver: &Arc<StaticResolver>) -> Hooks {
+    Hooks {
+        clock: None,
+        resolver: Some(resolver.clone()),
     }
 }
 
@@ -249,7 +277,7 @@ impl TestApp {
         self.handle.stop(false).await;
         let _ = self.registry.send(smsgw::actors::registry::Shutdown).await;
         configure(&mut self.settings);
-        let app = Application::build(self.settings.clone())
+        let app = Application::build_with(self.settings.clone(), hooks_for(&self.resolver))
             .await
             .expect("application restarts");
         assert!(app.initial_keys.is_none(), "a restart creates no workspace");
@@ -542,4 +570,144 @@ impl FakePhone {
 /// A JSON body helper.
 pub fn send_body(from: &str, to: &str, content: &str) -> Value {
     json!({ "from_number": from, "to_number": to, "content": content })
+}
+
+/// One request a [`WebhookReceiver`] got.
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// Header names lowercased.
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+    pub at: std::time::Instant,
+}
+
+impl Received {
+    /// The body parsed as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("webhook body is JSON")
+    }
+
+    /// A header by lowercase name.
+    pub fn header(&self, name: &str) -> &str {
+        self.headers.get(name).map(String::as_str).unwrap_or("")
+    }
+}
+
+#[derive(Default)]
+struct ReceiverScript {
+    /// Statuses answered in order; 200 once exhausted.
+    statuses: std::collections::VecDeque<u16>,
+    /// Delays before answering, in order; `default_delay` once exhausted.
+    delays: std::collections::VecDeque<Duration>,
+    default_delay: Duration,
+    received: Vec<Received>,
+}
+
+/// A real HTTP server on 127.0.0.1 that records every request (headers and exact body
+/// bytes) and answers as scripted: a sequence of statuses and of delays.
+pub struct WebhookReceiver {
+    pub url: String,
+    state: Arc<std::sync::Mutex<ReceiverScript>>,
+    handle: actix_web::dev::ServerHandle,
+}
+
+impl WebhookReceiver {
+    /// Starts a receiver answering 200 at once.
+    pub async fn start() -> WebhookReceiver {
+        let state = Arc::new(std::sync::Mutex::new(ReceiverScript::default()));
+        let shared = state.clone();
+        let server = actix_web::HttpServer::new(move || {
+            let shared = shared.clone();
+            actix_web::App::new().default_service(actix_web::web::to(
+                move |req: actix_web::HttpRequest, body: actix_web::web::Bytes| {
+                    let shared = shared.clone();
+                    async move {
+                        let (status, delay) = {
+                            let mut script = shared.lock().unwrap();
+                            script.received.push(Received {
+                                headers: req
+                                    .headers()
+                                    .iter()
+                                    .map(|(k, v)| {
+                                        (
+                                            k.as_str().to_ascii_lowercase(),
+                                            v.to_str().unwrap_or("").to_string(),
+                                        )
+                                    })
+                                    .collect(),
+                                body: body.to_vec(),
+                                at: std::time::Instant::now(),
+                            });
+                            let status = script.statuses.pop_front().unwrap_or(200);
+                            let delay = script.delays.pop_front().unwrap_or(script.default_delay);
+                            (status, delay)
+                        };
+                        if !delay.is_zero() {
+                            tokio::time::sleep(delay).await;
+                        }
+                        actix_web::HttpResponse::build(
+                            actix_web::http::StatusCode::from_u16(status).unwrap(),
+                        )
+                        .body("ok")
+                    }
+                },
+            ))
+        })
+        .workers(1)
+        .disable_signals()
+        .shutdown_timeout(0)
+        .bind("127.0.0.1:0")
+        .expect("receiver binds");
+        let address = server.addrs()[0];
+        let server = server.run();
+        let handle = server.handle();
+        actix_web::rt::spawn(server);
+        WebhookReceiver {
+            url: format!("http://{address}/hook"),
+            state,
+            handle,
+        }
+    }
+
+    /// Answers these statuses, in order, to the next requests (then 200).
+    pub fn answer(&self, statuses: &[u16]) {
+        self.state.lock().unwrap().statuses.extend(statuses);
+    }
+
+    /// Waits this long before answering the next requests, in order.
+    pub fn delay(&self, delays: &[Duration]) {
+        self.state.lock().unwrap().delays.extend(delays);
+    }
+
+    /// Waits this long before answering every request not scripted otherwise.
+    pub fn delay_always(&self, delay: Duration) {
+        self.state.lock().unwrap().default_delay = delay;
+    }
+
+    /// Every request so far.
+    pub fn received(&self) -> Vec<Received> {
+        self.state.lock().unwrap().received.clone()
+    }
+
+    /// Waits until at least `n` requests arrived; panics after `within`.
+    pub async fn wait_for(&self, n: usize, within: Duration) -> Vec<Received> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let received = self.received();
+            if received.len() >= n {
+                return received;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "receiver got {} requests, expected {n}",
+                received.len()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Stops the server.
+    pub async fn stop(self) {
+        self.handle.stop(false).await;
+    }
 }

@@ -6,7 +6,13 @@
 mod helpers;
 
 mod auth;
+mod contacts;
+mod inbound;
+mod loadtest;
 mod messages;
+mod openapi;
 mod ops;
 mod phone_sim;
 mod phones;
+mod retention;
+mod webhooks;

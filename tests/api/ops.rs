@@ -5,10 +5,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use sea_orm::ConnectionTrait;
 use serde_json::json;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, FakePhone, RECIPIENT, SENDER, fresh_database, spawn_app};
+use crate::helpers::{
+    Backend, FakePhone, RECIPIENT, SENDER, TestApp, WebhookReceiver, fresh_database, spawn_app,
+    spawn_app_with,
+};
 
 async fn health_ready_and_metrics(backend: Backend) {
     let app = spawn_app(backend).await;
@@ -63,15 +67,31 @@ impl Drop for ServerProcess {
 }
 
 fn start_server(database_url: &str, first_start: bool) -> ServerProcess {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_smsgw"))
+    start_server_with(database_url, first_start, &[], Stdio::null())
+}
+
+/// [`start_server`] with extra environment and somewhere for the log (stderr) to go.
+fn start_server_with(
+    database_url: &str,
+    first_start: bool,
+    env: &[(&str, &str)],
+    stderr: Stdio,
+) -> ServerProcess {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_smsgw"));
+    command
         .arg("serve")
+        .env_remove("RUST_LOG")
         .env("SMSGW_DATABASE__URL", database_url)
         .env("SMSGW_SERVER__BIND", "127.0.0.1:0")
         .env("SMSGW_TEST_MODE__DELIVER_AFTER", "50ms")
         .env("SMSGW_LIMITS__API_PER_SECOND", "0")
-        .env("SMSGW_LOG__LEVEL", "warn")
+        .env("SMSGW_LOG__LEVEL", "warn");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("server starts");
     let stdout = child.stdout.take().expect("stdout");
@@ -213,4 +233,533 @@ async fn sigterm_loses_nothing_accepted(backend: Backend) {
     drop(restarted);
 }
 
-backend_tests!(health_ready_and_metrics, sigterm_loses_nothing_accepted);
+/// The value of the first sample of `name` whose labels contain every one of `labels`.
+fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?;
+        if !(rest.starts_with('{') || rest.starts_with(' ')) {
+            return None;
+        }
+        let (series, value) = rest.rsplit_once(' ')?;
+        labels
+            .iter()
+            .all(|l| series.contains(l))
+            .then(|| value.parse().ok())
+            .flatten()
+    })
+}
+
+async fn scrape(app: &TestApp) -> String {
+    let mut response = app
+        .client
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let content_type = response.headers().get("content-type").unwrap();
+    assert!(content_type.to_str().unwrap().starts_with("text/plain"));
+    String::from_utf8(response.body().limit(16 << 20).await.unwrap().to_vec()).unwrap()
+}
+
+/// Polls /metrics until `check` holds (gauges are process-wide and tests run in parallel).
+async fn scrape_until(app: &TestApp, what: &str, check: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = scrape(app).await;
+        if check(&text) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "{what}:\n{text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every metric of issue 6 is exported, described, and moves with what happens.
+async fn metrics_cover_requests_messages_phones_queues(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let text = scrape(&app).await;
+    for (name, label) in [
+        ("smsgw_queue_depth", r#"class="single""#),
+        ("smsgw_queue_depth", r#"class="bulk""#),
+        ("smsgw_queue_depth", r#"class="campaign""#),
+        ("smsgw_webhook_attempts_total", r#"outcome="success""#),
+        ("smsgw_webhook_attempts_total", r#"outcome="timeout""#),
+        ("smsgw_campaign_recipients_total", r#"state="delivered""#),
+        ("smsgw_ai_drafts_total", r#"outcome="created""#),
+    ] {
+        assert!(
+            sample(&text, name, &[label]).is_some(),
+            "{name}{{{label}}} exists before any event:\n{text}"
+        );
+    }
+
+    // Requests by route pattern and status, with latency.
+    let id = uuid::Uuid::now_v7();
+    app.request(
+        "GET",
+        &format!("/v1/messages/{id}"),
+        Some(&app.test_key),
+        None,
+    )
+    .await
+    .expect(404);
+    app.request("GET", "/no/such/route", None, None)
+        .await
+        .expect(404);
+    let sent = app.send_test(RECIPIENT, "counted").await.expect(202);
+    app.wait_for_status(
+        &app.test_key,
+        sent.data()["id"].as_str().unwrap(),
+        "delivered",
+    )
+    .await;
+    // A held message waits in the single queue of its (simulated) phone.
+    app.post(
+        "/v1/messages/send",
+        &app.test_key,
+        json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "later",
+                "scheduled_for": "2999-01-01T00:00:00Z" }),
+    )
+    .await
+    .expect(202);
+    let (_, token) = app.pair_phone(SENDER).await;
+    let _phone = app.connect_phone(&token).await;
+
+    let text = scrape_until(&app, "metrics after traffic", |text| {
+        sample(text, "smsgw_phones_online", &[]).is_some_and(|v| v >= 1.0)
+            && sample(text, "smsgw_queue_depth", &[r#"class="single""#]).is_some_and(|v| v >= 1.0)
+    })
+    .await;
+    for labels in [
+        &[
+            r#"route="/v1/messages/{id}""#,
+            r#"method="GET""#,
+            r#"status="404""#,
+        ][..],
+        &[
+            r#"route="/v1/messages/send""#,
+            r#"method="POST""#,
+            r#"status="202""#,
+        ][..],
+        &[r#"route="unmatched""#, r#"status="404""#][..],
+    ] {
+        assert!(
+            sample(&text, "smsgw_http_requests_total", labels).is_some_and(|v| v >= 1.0),
+            "requests counted by route pattern and status {labels:?}:\n{text}"
+        );
+        let mut bucket = labels.to_vec();
+        bucket.push(r#"le="+Inf""#);
+        assert!(
+            sample(&text, "smsgw_http_request_duration_seconds_bucket", &bucket)
+                .is_some_and(|v| v >= 1.0),
+            "latency histogram by route and status {labels:?}"
+        );
+    }
+    // (A histogram shows once it has a sample: smsgw_webhook_attempt_duration_seconds appears
+    // with the first webhook attempt.)
+    for name in [
+        "smsgw_http_requests_total",
+        "smsgw_http_request_duration_seconds",
+        "smsgw_message_transitions_total",
+        "smsgw_phones_online",
+        "smsgw_queue_depth",
+        "smsgw_webhook_attempts_total",
+        "smsgw_campaign_recipients_total",
+        "smsgw_ai_drafts_total",
+    ] {
+        assert!(
+            text.contains(&format!("# HELP {name} ")),
+            "{name} is described:\n{text}"
+        );
+    }
+    assert!(
+        !text.contains(&id.to_string()),
+        "ids never become label values (the route pattern is used)"
+    );
+    for kind in ["queued", "sending", "sent", "delivered"] {
+        assert!(
+            sample(
+                &text,
+                "smsgw_message_transitions_total",
+                &[&format!("kind=\"{kind}\"")]
+            )
+            .is_some_and(|v| v >= 1.0),
+            "transition {kind} counted"
+        );
+    }
+}
+
+/// A TCP proxy on loopback in front of PostgreSQL whose forwarding can be paused: while paused,
+/// the database never answers (connections stay open, bytes go nowhere).
+struct StallingProxy {
+    address: std::net::SocketAddr,
+    paused: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StallingProxy {
+    fn start(upstream: String) -> StallingProxy {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let paused = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = paused.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = std::net::TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let flag = flag.clone();
+                    std::thread::spawn(move || {
+                        use std::io::{Read, Write};
+                        let mut buf = [0u8; 16 * 1024];
+                        loop {
+                            let n = match from.read(&mut buf) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            while flag.load(Ordering::SeqCst) {
+                                std::thread::sleep(Duration::from_millis(10));
+                            }
+                            if to.write_all(&buf[..n]).is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        StallingProxy { address, paused }
+    }
+
+    fn pause(&self, paused: bool) {
+        self.paused
+            .store(paused, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// `/ready` is 503 `not_ready` within a bounded wait when the database does not answer, and
+/// 200 again once it does; `/health` stays 200. (PostgreSQL only: a network database is the
+/// one that can stop answering; the SQLite variant checks the healthy answer.)
+async fn ready_is_503_when_the_database_does_not_answer(backend: Backend) {
+    if backend == Backend::Sqlite {
+        let app = spawn_app(backend).await;
+        let ready = app.request("GET", "/ready", None, None).await.expect(200);
+        assert_eq!(ready.data()["database"], "ok");
+        return;
+    }
+    let base = std::env::var("SMSGW_TEST_DATABASE_URL").unwrap();
+    let authority = base
+        .split_once("://")
+        .map(|(_, rest)| rest)
+        .and_then(|rest| rest.split('/').next())
+        .map(|a| a.rsplit('@').next().unwrap().to_string())
+        .unwrap();
+    let proxy = StallingProxy::start(authority.clone());
+    let proxied = proxy.address.to_string();
+    let app = spawn_app_with(backend, |s| {
+        s.database.url = s.database.url.replacen(&authority, &proxied, 1);
+    })
+    .await;
+    assert!(app.settings.database.url.contains(&proxied));
+    app.request("GET", "/ready", None, None).await.expect(200);
+
+    proxy.pause(true);
+    let started = Instant::now();
+    let reply = app.request("GET", "/ready", None, None).await;
+    let waited = started.elapsed();
+    assert_eq!(reply.status, 503, "{:?}", reply.body);
+    assert_eq!(reply.body["status"], "error");
+    assert_eq!(reply.code(), "not_ready");
+    assert_eq!(reply.data()["database"], "unavailable");
+    assert!(
+        waited < Duration::from_secs(5),
+        "bounded wait, took {waited:?}"
+    );
+    app.request("GET", "/health", None, None).await.expect(200);
+
+    proxy.pause(false);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if app.request("GET", "/ready", None, None).await.status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ready again once the database answers"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// JSON logs of the real binary: every line is a JSON object, requests carry their request id,
+/// and no API key, device token or message content ever appears (at debug level, which logs
+/// more than the default info).
+async fn json_logs_carry_request_ids_and_no_secrets(backend: Backend) {
+    let (url, _dir) = fresh_database(backend).await;
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_path = log_dir.path().join("server.log");
+    let log_file = std::fs::File::create(&log_path).unwrap();
+    let mut server = start_server_with(
+        &url,
+        true,
+        &[
+            ("SMSGW_LOG__FORMAT", "json"),
+            ("SMSGW_LOG__LEVEL", "debug"),
+            ("SMSGW_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true"),
+        ],
+        Stdio::from(log_file),
+    );
+    let client = awc::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .finish();
+    let content = "secret-content-4f1c9e never log me";
+
+    // A test-mode webhook endpoint, its key rotated: both signing keys stay out of the logs
+    // while deliveries are signed with the current one.
+    let receiver = WebhookReceiver::start().await;
+    let mut created = client
+        .post(format!("{}/v1/webhooks", server.address))
+        .insert_header(("x-api-key", server.test_key.as_str()))
+        .send_json(&json!({ "url": receiver.url, "events": ["message.sent", "message.delivered"] }))
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let created: serde_json::Value = created.json().await.unwrap();
+    let first_signing_key = created["data"]["signing_key"].as_str().unwrap().to_string();
+    let mut rotated = client
+        .post(format!(
+            "{}/v1/webhooks/{}/rotate-key",
+            server.address,
+            created["data"]["id"].as_str().unwrap()
+        ))
+        .insert_header(("x-api-key", server.test_key.as_str()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rotated.status().as_u16(), 200);
+    let rotated: serde_json::Value = rotated.json().await.unwrap();
+    let signing_key = rotated["data"]["signing_key"].as_str().unwrap().to_string();
+    assert!(signing_key.starts_with("whsec_") && signing_key != first_signing_key);
+
+    let mut pair = client
+        .post(format!("{}/v1/phones", server.address))
+        .insert_header(("x-api-key", server.live_key.as_str()))
+        .send_json(&json!({ "phone_number": SENDER }))
+        .await
+        .unwrap();
+    let paired: serde_json::Value = pair.json().await.unwrap();
+    let token = paired["data"]["device_token"].as_str().unwrap().to_string();
+    let ws_url = format!(
+        "{}/v1/phones/connect",
+        server.address.replacen("http", "ws", 1)
+    );
+    let mut phone = FakePhone::connect(&ws_url, &token)
+        .await
+        .expect("phone connects");
+    assert!(phone.next_frame().await.is_some(), "hello");
+    let mut sent = client
+        .post(format!("{}/v1/messages/send", server.address))
+        .insert_header(("x-api-key", server.live_key.as_str()))
+        .insert_header(("x-request-id", "req-logs-7d2a"))
+        .send_json(&json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": content }))
+        .await
+        .unwrap();
+    assert_eq!(sent.status().as_u16(), 202);
+    assert_eq!(sent.headers().get("x-request-id").unwrap(), "req-logs-7d2a");
+    let _: serde_json::Value = sent.json().await.unwrap();
+    let (message_id, _, _, attempt) = phone.expect_send().await;
+    assert_eq!(attempt, 1, "the phone got message {message_id}");
+    let mut test_send = client
+        .post(format!("{}/v1/messages/send", server.address))
+        .insert_header(("x-api-key", server.test_key.as_str()))
+        .send_json(&json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": content }))
+        .await
+        .unwrap();
+    assert_eq!(test_send.status().as_u16(), 202);
+    let _: serde_json::Value = test_send.json().await.unwrap();
+    // message.sent and message.delivered of the test send reached the receiver, signed.
+    assert_eq!(receiver.wait_for(2, Duration::from_secs(20)).await.len(), 2);
+    let wrong_key = format!("sk_live_{}", "Z".repeat(40));
+    let refused = client
+        .get(format!("{}/v1/messages", server.address))
+        .insert_header(("x-api-key", wrong_key.as_str()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    assert_eq!(
+        FakePhone::connect(&ws_url, "dt_wrongtoken0000000000")
+            .await
+            .err(),
+        Some(401)
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "server exits");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() >= 3, "the server logged something:\n{log}");
+    let mut request_id_seen = false;
+    for line in &lines {
+        let entry: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
+        assert!(
+            entry["level"].is_string() && entry["timestamp"].is_string(),
+            "{line}"
+        );
+        for secret in [
+            server.live_key.as_str(),
+            server.test_key.as_str(),
+            wrong_key.as_str(),
+            token.as_str(),
+            first_signing_key.as_str(),
+            signing_key.as_str(),
+            "dt_wrongtoken",
+            "secret-content-4f1c9e",
+        ] {
+            assert!(
+                !line.contains(secret),
+                "a secret or content was logged: {line}"
+            );
+        }
+        request_id_seen |= line.contains("req-logs-7d2a");
+    }
+    assert!(request_id_seen, "request logs carry the request id:\n{log}");
+}
+
+/// SIGINT (Ctrl-C) stops the server as gracefully as SIGTERM: phones see 1001, exit 0 in 10 s.
+async fn sigint_stops_gracefully(backend: Backend) {
+    let (url, _dir) = fresh_database(backend).await;
+    let mut server = start_server(&url, true);
+    let client = awc::Client::new();
+    let mut pair = client
+        .post(format!("{}/v1/phones", server.address))
+        .insert_header(("x-api-key", server.live_key.as_str()))
+        .send_json(&json!({ "phone_number": SENDER }))
+        .await
+        .unwrap();
+    let paired: serde_json::Value = pair.json().await.unwrap();
+    let token = paired["data"]["device_token"].as_str().unwrap().to_string();
+    let ws_url = format!(
+        "{}/v1/phones/connect",
+        server.address.replacen("http", "ws", 1)
+    );
+    let mut phone = FakePhone::connect(&ws_url, &token)
+        .await
+        .expect("phone connects");
+    assert!(phone.next_frame().await.is_some(), "hello");
+    let _ = Command::new("kill")
+        .args(["-INT", &server.child.id().to_string()])
+        .status();
+    assert_eq!(phone.close_code().await, Some(1001));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "exits within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "exit 0 after SIGINT, got {status}");
+}
+
+/// Logs are human-readable by default (not JSON) and go to stderr, never stdout.
+async fn logs_are_human_readable_by_default(backend: Backend) {
+    let (url, _dir) = fresh_database(backend).await;
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_path = log_dir.path().join("server.log");
+    let log_file = std::fs::File::create(&log_path).unwrap();
+    let mut server = start_server_with(
+        &url,
+        true,
+        &[("SMSGW_LOG__LEVEL", "info")],
+        Stdio::from(log_file),
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status();
+    // The signal comes right after the address is printed: it is handled gracefully already.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "server exits");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "exit 0, got {status}");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains("shutdown requested"))
+        .unwrap_or_else(|| panic!("the shutdown is logged at info:\n{log}"));
+    assert!(line.contains("INFO"), "{line}");
+    assert!(
+        serde_json::from_str::<serde_json::Value>(line).is_err(),
+        "not JSON: {line}"
+    );
+}
+
+backend_tests!(
+    logs_are_human_readable_by_default,
+    sigint_stops_gracefully,
+    health_ready_and_metrics,
+    sigterm_loses_nothing_accepted,
+    metrics_cover_requests_messages_phones_queues,
+    ready_is_503_when_the_database_does_not_answer,
+    json_logs_carry_request_ids_and_no_secrets,
+);
+
+/// Runs two queries that take seconds on `backend` in one spawned task and ends the runtime while
+/// they run, as a test (or the server) that ends while an actor is mid-query. Dropping that task
+/// drops two pooled connections; without a Tokio context the first panicked ("requires a Tokio
+/// context") and the second, panicking during that unwind, aborted the whole process.
+fn end_runtime_mid_query(backend: Backend) {
+    crate::helpers::run(async move {
+        let (url, _dir) = fresh_database(backend).await;
+        let db = smsgw::store::connect(&url, 2).await.unwrap();
+        let slow = match backend {
+            Backend::Sqlite => {
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 50000000) \
+                 SELECT count(*) FROM c"
+            }
+            Backend::Postgres => "SELECT pg_sleep(5)",
+        };
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        actix_web::rt::spawn(async move {
+            let _ = started_tx.send(());
+            let _ = futures_util::join!(db.execute_unprepared(slow), db.execute_unprepared(slow));
+        });
+        started_rx.await.unwrap();
+        // Both queries are now running, each holding a pooled connection.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    });
+}
+
+#[test]
+fn ending_the_runtime_mid_query_does_not_panic_sqlite() {
+    end_runtime_mid_query(Backend::Sqlite);
+}
+
+#[test]
+fn ending_the_runtime_mid_query_does_not_panic_postgres() {
+    if crate::helpers::postgres_enabled() {
+        end_runtime_mid_query(Backend::Postgres);
+    }
+}

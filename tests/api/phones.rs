@@ -607,3 +607,56 @@ async fn late_reports_settle_requeued_messages(backend: Backend) {
 }
 
 backend_tests!(late_reports_settle_requeued_messages);
+
+/// A delivery report that overtakes its `sent` report still records `sent` first, once: the
+/// timeline and the events (message.sent webhooks) never skip it.
+async fn delivery_before_sent_still_records_sent_once(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (_, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    for (round, sent_too) in [(1, true), (2, false)] {
+        let id = send_live(&app, &format!("round {round}")).await;
+        let (message_id, ..) = phone.expect_send().await;
+        let ack = phone
+            .report(PhoneFrame::Delivered {
+                message_id,
+                reference: Some(format!("d{round}")),
+            })
+            .await;
+        assert_eq!(
+            ack,
+            Some(ServerFrame::Ack {
+                reference: format!("d{round}")
+            })
+        );
+        if sent_too {
+            let ack = phone
+                .report(PhoneFrame::Sent {
+                    message_id,
+                    reference: Some(format!("s{round}")),
+                })
+                .await;
+            assert_eq!(
+                ack,
+                Some(ServerFrame::Ack {
+                    reference: format!("s{round}")
+                })
+            );
+        }
+        let message = app.wait_for_status(&app.live_key, &id, "delivered").await;
+        let kinds: Vec<&str> = message["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["queued", "sending", "sent", "delivered"],
+            "round {round}"
+        );
+        assert!(message["sent_at"].is_string(), "{message}");
+    }
+}
+
+backend_tests!(delivery_before_sent_still_records_sent_once);

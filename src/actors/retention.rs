@@ -1,0 +1,111 @@
+//! The retention job: one supervised actor that, every `retention.interval`, empties message
+//! content after `retention.content_after` and deletes records after `retention.record_after`,
+//! batch by batch, logging the counts. It fires no webhook (the store writes bypass the
+//! writer's change listener).
+//!
+//! Messages: none; it only runs on its timer. A restart (supervision) simply starts the timer
+//! again: every sweep derives its work from the database.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+
+use super::Deps;
+use crate::store::StoreError;
+use crate::store::retention::{
+    RETENTION_BATCH, SweepCounts, delete_records_batch, remove_contents_batch,
+};
+
+/// Pause between two batches of one sweep, so other writers get the lock in between.
+const PAUSE_BETWEEN_BATCHES: Duration = Duration::from_millis(10);
+
+/// Runs the retention sweeps; started once in `startup.rs`.
+pub struct Retention {
+    deps: Deps,
+    /// A sweep is under way; the next tick is skipped rather than run concurrently.
+    sweeping: bool,
+}
+
+impl Retention {
+    /// A retention job over these dependencies.
+    pub fn new(deps: Deps) -> Retention {
+        Retention {
+            deps,
+            sweeping: false,
+        }
+    }
+
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        if self.sweeping {
+            return;
+        }
+        self.sweeping = true;
+        let deps = self.deps.clone();
+        ctx.spawn(
+            async move { sweep(&deps).await }
+                .into_actor(self)
+                .map(|result, act, _| {
+                    act.sweeping = false;
+                    match result {
+                        Ok(counts) if counts != SweepCounts::default() => tracing::info!(
+                            contents_removed = counts.contents_removed,
+                            records_deleted = counts.records_deleted,
+                            "retention sweep"
+                        ),
+                        Ok(_) => {}
+                        // Retried at the next tick; nothing is lost by waiting.
+                        Err(err) => tracing::error!(error = %err, "retention sweep failed"),
+                    }
+                }),
+        );
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// One sweep: content removal, then record deletion, each batch by batch until a batch comes
+/// back short.
+async fn sweep(deps: &Deps) -> Result<SweepCounts, StoreError> {
+    let settings = &deps.settings.retention;
+    let mut counts = SweepCounts::default();
+    loop {
+        let now = deps.clock.now_ms();
+        let cutoff = now.saturating_sub(millis(settings.content_after));
+        let n = crate::store::retry_busy(|| remove_contents_batch(&deps.db, cutoff, now)).await?;
+        counts.contents_removed += n;
+        if n < RETENTION_BATCH {
+            break;
+        }
+        actix::clock::sleep(PAUSE_BETWEEN_BATCHES).await;
+    }
+    loop {
+        let cutoff = deps
+            .clock
+            .now_ms()
+            .saturating_sub(millis(settings.record_after));
+        let n = crate::store::retry_busy(|| delete_records_batch(&deps.db, cutoff)).await?;
+        counts.records_deleted += n;
+        if n < RETENTION_BATCH {
+            break;
+        }
+        actix::clock::sleep(PAUSE_BETWEEN_BATCHES).await;
+    }
+    Ok(counts)
+}
+
+impl Actor for Retention {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let every = self.deps.settings.retention.interval;
+        ctx.run_interval(every, |act, ctx| act.tick(ctx));
+    }
+}
+
+impl Supervised for Retention {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        self.sweeping = false;
+    }
+}

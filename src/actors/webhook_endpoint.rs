@@ -1,0 +1,658 @@
+//! One `WebhookEndpoint` actor per endpoint, started and supervised by the Registry: it owns
+//! the endpoint's queue of due deliveries and their retry timers, and runs up to
+//! [`MAX_IN_FLIGHT`] attempts at once, so a slow or dead endpoint never delays another.
+//!
+//! Messages: commands `Deliver`, `Reload`, `Stop`; registry commands `DeliveriesCreated`,
+//! `EndpointChanged`, `EndpointDeleted`. Deliveries are written by the writer's commit hook
+//! ([`WebhookFanout`]) in the transaction of the change that fires them; the actor only reads
+//! them, so a restart (of the actor or the process) rebuilds the queue from the database.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::Deps;
+use super::registry::Registry;
+use super::webhook_target::{self, AttemptError, SharedResolver};
+use crate::clock::format_ms;
+use crate::domain::signing;
+use crate::store::messages;
+use crate::store::webhooks::{
+    self, AttemptRecord, AttemptRecorder, DeliveryState, Endpoint, PendingDelivery, Subscriptions,
+};
+use crate::store::writer::{Change, CommitHook};
+
+/// Most attempts one endpoint has in flight (HTTP requests open) at once.
+pub const MAX_IN_FLIGHT: usize = 16;
+/// Most finished attempts of one endpoint waiting to be recorded; past it no new attempt starts.
+const MAX_RECORDING: usize = 512;
+/// Largest response body read (and discarded) so the connection can be reused, in bytes.
+const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+/// The User-Agent of every delivery (contract §9).
+const USER_AGENT: &str = "smsgw-webhooks";
+
+/// What the webhook actors share: the resolver, the attempt recorder, the subscription index.
+#[derive(Clone)]
+pub struct WebhookDeps {
+    pub resolver: SharedResolver,
+    pub recorder: AttemptRecorder,
+    pub subscriptions: Arc<Subscriptions>,
+}
+
+/// New deliveries for this endpoint, already stored.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Deliver {
+    pub deliveries: Vec<PendingDelivery>,
+}
+
+/// The endpoint's record changed (url, key, enabled): read it again.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Reload;
+
+/// Stop the actor (endpoint deleted, shutdown); pending deliveries stay in the database.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Stop;
+
+/// Registry command: deliveries were committed; hand them to their endpoints' actors.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct DeliveriesCreated {
+    pub deliveries: Vec<PendingDelivery>,
+}
+
+/// Registry command: an endpoint was updated, its key rotated, or a delivery retried by hand.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct EndpointChanged {
+    pub endpoint_id: Uuid,
+    /// A delivery made due now (manual retry).
+    pub retry: Option<PendingDelivery>,
+}
+
+/// Registry command: an endpoint was deleted.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct EndpointDeleted {
+    pub endpoint_id: Uuid,
+}
+
+/// The writer's commit hook: matches committed changes against the subscription index
+/// (no query) and, after the commit, tells the registry about the new deliveries.
+pub struct WebhookFanout {
+    subscriptions: Arc<Subscriptions>,
+    registry: OnceLock<Addr<Registry>>,
+}
+
+impl WebhookFanout {
+    /// A fan-out over `subscriptions`; deliveries committed before [`WebhookFanout::attach`]
+    /// are picked up by the registry's start-up rebuild.
+    pub fn new(subscriptions: Arc<Subscriptions>) -> WebhookFanout {
+        WebhookFanout {
+            subscriptions,
+            registry: OnceLock::new(),
+        }
+    }
+
+    /// Connects the registry that starts the endpoint actors.
+    pub fn attach(&self, registry: Addr<Registry>) {
+        let _ = self.registry.set(registry);
+    }
+}
+
+impl CommitHook for WebhookFanout {
+    fn stage(&self, changes: &[Change], now_ms: i64) -> Vec<PendingDelivery> {
+        self.subscriptions.deliveries_for(changes, now_ms)
+    }
+
+    fn committed(&self, deliveries: Vec<PendingDelivery>) {
+        if let Some(registry) = self.registry.get() {
+            registry.do_send(DeliveriesCreated { deliveries });
+        }
+    }
+}
+
+/// The registry's side: one supervised actor per endpoint with work.
+#[derive(Default)]
+pub struct EndpointActors {
+    actors: HashMap<Uuid, Addr<WebhookEndpoint>>,
+}
+
+impl EndpointActors {
+    /// The endpoint's actor, started (supervised) on first use.
+    pub fn addr(&mut self, deps: &Deps, endpoint_id: Uuid) -> Addr<WebhookEndpoint> {
+        if let Some(addr) = self.actors.get(&endpoint_id)
+            && addr.connected()
+        {
+            return addr.clone();
+        }
+        let deps = deps.clone();
+        let addr = Supervisor::start(move |_| WebhookEndpoint::new(deps, endpoint_id));
+        self.actors.insert(endpoint_id, addr.clone());
+        addr
+    }
+
+    /// Stops every endpoint actor.
+    pub fn stop_all(&mut self) {
+        for (_, addr) in self.actors.drain() {
+            addr.do_send(Stop);
+        }
+    }
+
+    /// Starts the actors of endpoints with pending deliveries (after a restart).
+    pub fn rebuild(ctx: &mut Context<Registry>, deps: Deps) {
+        let load = async move { webhooks::endpoints_with_pending(&deps.db).await };
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Registry>(load).map(|result, registry, _| match result {
+                Ok(ids) => {
+                    let deps = registry.deps().clone();
+                    for id in ids {
+                        registry.webhooks.addr(&deps, id);
+                    }
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, "pending webhook deliveries not reloaded")
+                }
+            }),
+        );
+    }
+}
+
+impl Handler<DeliveriesCreated> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: DeliveriesCreated, _: &mut Self::Context) {
+        let mut per_endpoint: HashMap<Uuid, Vec<PendingDelivery>> = HashMap::new();
+        for d in msg.deliveries {
+            per_endpoint.entry(d.endpoint_id).or_default().push(d);
+        }
+        let deps = self.deps().clone();
+        for (endpoint_id, deliveries) in per_endpoint {
+            self.webhooks
+                .addr(&deps, endpoint_id)
+                .do_send(Deliver { deliveries });
+        }
+    }
+}
+
+impl Handler<EndpointChanged> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: EndpointChanged, _: &mut Self::Context) {
+        let deps = self.deps().clone();
+        match msg.retry {
+            Some(delivery) => {
+                let addr = self.webhooks.addr(&deps, msg.endpoint_id);
+                addr.do_send(Reload);
+                addr.do_send(Deliver {
+                    deliveries: vec![delivery],
+                });
+            }
+            None => {
+                if let Some(addr) = self.webhooks.actors.get(&msg.endpoint_id) {
+                    addr.do_send(Reload);
+                }
+            }
+        }
+    }
+}
+
+impl Handler<EndpointDeleted> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: EndpointDeleted, _: &mut Self::Context) {
+        if let Some(addr) = self.webhooks.actors.remove(&msg.endpoint_id) {
+            addr.do_send(Stop);
+        }
+    }
+}
+
+/// One endpoint's deliveries: a due-time ordered queue, retry timers, attempts in flight.
+pub struct WebhookEndpoint {
+    deps: Deps,
+    endpoint_id: Uuid,
+    endpoint: Option<Endpoint>,
+    client: Option<awc::Client>,
+    /// Waiting deliveries by (due ms, id).
+    due: BTreeSet<(i64, Uuid)>,
+    /// Every delivery this actor holds, waiting or in flight.
+    known: HashMap<Uuid, PendingDelivery>,
+    in_flight: usize,
+    /// Attempts answered but not yet recorded.
+    recording: usize,
+    stopping: bool,
+}
+
+impl WebhookEndpoint {
+    /// An actor for `endpoint_id`; it loads the endpoint and its pending deliveries when started.
+    pub fn new(deps: Deps, endpoint_id: Uuid) -> WebhookEndpoint {
+        WebhookEndpoint {
+            deps,
+            endpoint_id,
+            endpoint: None,
+            client: None,
+            due: BTreeSet::new(),
+            known: HashMap::new(),
+            in_flight: 0,
+            recording: 0,
+            stopping: false,
+        }
+    }
+
+    fn load(&mut self, ctx: &mut Context<Self>) {
+        let db = self.deps.db.clone();
+        let id = self.endpoint_id;
+        ctx.wait(
+            async move {
+                let endpoint = webhooks::find(&db, id).await?;
+                let pending = webhooks::pending_for(&db, id).await?;
+                Ok::<_, crate::store::StoreError>((endpoint, pending))
+            }
+            .into_actor(self)
+            .map(|result, act, ctx| match result {
+                Ok((Some(endpoint), pending)) => {
+                    act.endpoint = Some(endpoint);
+                    act.enqueue(pending, ctx);
+                }
+                Ok((None, _)) => act.go_idle(),
+                Err(err) => {
+                    tracing::error!(endpoint_id = %act.endpoint_id, error = %err, "webhook endpoint not loaded; retrying in 5 s");
+                    ctx.run_later(Duration::from_secs(5), |act, ctx| act.load(ctx));
+                }
+            }),
+        );
+    }
+
+    /// The endpoint was deleted: drop the queue and do nothing more. The actor is not stopped
+    /// here (a supervised actor whose address the registry still holds would be restarted at
+    /// once); the registry drops it on `EndpointDeleted`, and it ends with its last address.
+    fn go_idle(&mut self) {
+        tracing::debug!(endpoint_id = %self.endpoint_id, "webhook endpoint gone; idle");
+        self.stopping = true;
+        self.endpoint = None;
+        self.due.clear();
+        self.known.clear();
+    }
+
+    fn enqueue(&mut self, deliveries: Vec<PendingDelivery>, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
+        let now = self.deps.clock.now_ms();
+        for d in deliveries {
+            if d.endpoint_id != self.endpoint_id || self.known.contains_key(&d.id) {
+                continue;
+            }
+            self.schedule(d.next_attempt_at, d.id, now, ctx);
+            self.known.insert(d.id, d);
+        }
+        self.pump(ctx);
+    }
+
+    fn schedule(&mut self, at: i64, id: Uuid, now: i64, ctx: &mut Context<Self>) {
+        self.due.insert((at, id));
+        if at > now {
+            let wait = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
+            ctx.run_later(wait, |act, ctx| act.pump(ctx));
+        }
+    }
+
+    /// Starts every due attempt the in-flight limit allows.
+    fn pump(&mut self, ctx: &mut Context<Self>) {
+        let Some(endpoint) = self.endpoint.clone() else {
+            return;
+        };
+        if !endpoint.enabled || self.stopping {
+            return;
+        }
+        let now = self.deps.clock.now_ms();
+        let mut batch = Vec::new();
+        while self.in_flight < MAX_IN_FLIGHT && self.recording < MAX_RECORDING {
+            let Some(&(at, id)) = self.due.first() else {
+                break;
+            };
+            if at > now {
+                break;
+            }
+            self.due.pop_first();
+            let Some(delivery) = self.known.get(&id).cloned() else {
+                continue;
+            };
+            self.in_flight += 1;
+            batch.push(delivery);
+        }
+        if batch.is_empty() {
+            return;
+        }
+        // One query reads the messages of every attempt started now.
+        let db = self.deps.db.clone();
+        let ids: Vec<Uuid> = batch.iter().map(|d| d.message_id).collect();
+        ctx.spawn(
+            async move { webhooks::messages_by_id(&db, &ids).await }
+                .into_actor(self)
+                .map(move |read, act, ctx| {
+                    let client = act.client().clone();
+                    for delivery in batch {
+                        let message = match &read {
+                            Ok(found) => Ok(found.get(&delivery.message_id).cloned()),
+                            Err(err) => Err(err.to_string()),
+                        };
+                        let id = delivery.id;
+                        let fut = attempt(
+                            act.deps.clone(),
+                            client.clone(),
+                            endpoint.clone(),
+                            delivery,
+                            message,
+                        );
+                        ctx.spawn(
+                            fut.into_actor(act)
+                                .map(move |record, act, ctx| act.answered(id, record, ctx)),
+                        );
+                    }
+                }),
+        );
+    }
+
+    fn client(&mut self) -> &awc::Client {
+        let settings = &self.deps.settings.webhooks;
+        let resolver = self.deps.webhooks.resolver.clone();
+        self.client.get_or_insert_with(|| {
+            webhook_target::client(resolver, settings.allow_insecure_targets, settings.timeout)
+        })
+    }
+
+    /// The request is over: its slot goes to the next due delivery at once, while the
+    /// attempt is recorded (group commit) before this delivery's next attempt is scheduled.
+    fn answered(&mut self, id: Uuid, record: AttemptRecord, ctx: &mut Context<Self>) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.recording += 1;
+        let recorder = self.deps.webhooks.recorder.clone();
+        ctx.spawn(
+            async move {
+                match recorder.record(record.clone()).await {
+                    Ok(true) => Some(record),
+                    Ok(false) => None,
+                    Err(err) => {
+                        tracing::error!(delivery_id = %record.delivery.id, error = %err, "webhook attempt not recorded");
+                        None
+                    }
+                }
+            }
+            .into_actor(self)
+            .map(move |outcome, act, ctx| act.finished(id, outcome, ctx)),
+        );
+        self.pump(ctx);
+    }
+
+    fn finished(&mut self, id: Uuid, outcome: Option<AttemptRecord>, ctx: &mut Context<Self>) {
+        self.recording = self.recording.saturating_sub(1);
+        match outcome {
+            Some(record) if record.state == DeliveryState::Pending => {
+                let at = record.next_attempt_at.unwrap_or(record.attempted_at);
+                let now = self.deps.clock.now_ms();
+                if let Some(d) = self.known.get_mut(&id) {
+                    d.attempts = record.attempt;
+                    d.next_attempt_at = at;
+                }
+                self.schedule(at, id, now, ctx);
+            }
+            Some(_) => {
+                self.known.remove(&id);
+            }
+            None => {
+                // Not recorded (storage error or the delivery moved on): forget it here; the
+                // database still says what is pending and the next start reloads it.
+                self.known.remove(&id);
+            }
+        }
+        self.pump(ctx);
+    }
+}
+
+impl Actor for WebhookEndpoint {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if self.stopping {
+            // Restarted after `Stop`: the registry no longer holds this address, so this stop
+            // is final.
+            ctx.stop();
+            return;
+        }
+        ctx.set_mailbox_capacity(1024);
+        self.load(ctx);
+    }
+}
+
+impl Supervised for WebhookEndpoint {
+    fn restarting(&mut self, _: &mut Self::Context) {
+        // Rebuilt from the database by `started`: in-flight attempts were not recorded, so
+        // their deliveries are still pending there.
+        self.endpoint = None;
+        self.client = None;
+        self.due.clear();
+        self.known.clear();
+        self.in_flight = 0;
+        self.recording = 0;
+    }
+}
+
+impl Handler<Deliver> for WebhookEndpoint {
+    type Result = ();
+
+    fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
+        for d in &msg.deliveries {
+            // A manual retry of a delivery waiting for its next timer: due at the new time.
+            if self.due.iter().any(|(_, id)| *id == d.id) {
+                self.due.retain(|(_, id)| *id != d.id);
+                self.due.insert((d.next_attempt_at, d.id));
+            }
+        }
+        self.enqueue(msg.deliveries, ctx);
+    }
+}
+
+impl Handler<Reload> for WebhookEndpoint {
+    type Result = ();
+
+    fn handle(&mut self, _: Reload, ctx: &mut Self::Context) {
+        let db = self.deps.db.clone();
+        let id = self.endpoint_id;
+        ctx.wait(
+            async move { webhooks::find(&db, id).await }
+                .into_actor(self)
+                .map(|result, act, ctx| match result {
+                    Ok(Some(endpoint)) => {
+                        act.endpoint = Some(endpoint);
+                        act.pump(ctx);
+                    }
+                    Ok(None) => act.go_idle(),
+                    Err(err) => {
+                        tracing::error!(endpoint_id = %act.endpoint_id, error = %err, "webhook endpoint not reloaded")
+                    }
+                }),
+        );
+    }
+}
+
+impl Handler<Stop> for WebhookEndpoint {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        self.stopping = true;
+        ctx.stop();
+    }
+}
+
+/// The JSON body of one attempt, rebuilt from the current message record.
+pub fn payload(delivery: &PendingDelivery, message: &messages::Message) -> serde_json::Value {
+    json!({
+        "event": delivery.event,
+        "event_id": delivery.event_id,
+        "message": {
+            "id": message.id,
+            "direction": message.direction.as_str(),
+            "from_number": message.from_number,
+            "to_number": message.to_number,
+            "content": message.content,
+            "status": message.status.as_str(),
+        },
+        "timestamp": format_ms(delivery.created_at),
+    })
+}
+
+/// What one attempt ended with, before the retry decision.
+struct Answer {
+    status_code: Option<u16>,
+    error: Option<AttemptError>,
+    detail: Option<String>,
+}
+
+/// Makes one attempt and decides what follows (succeeded, failed, or the next retry time).
+async fn attempt(
+    deps: Deps,
+    client: awc::Client,
+    endpoint: Endpoint,
+    delivery: PendingDelivery,
+    message: Result<Option<messages::Message>, String>,
+) -> AttemptRecord {
+    let settings = &deps.settings.webhooks;
+    let attempt_no = delivery.attempts + 1;
+    let attempted_at = deps.clock.now_ms();
+    let started = tokio::time::Instant::now();
+    let answer = send(&deps, &client, &endpoint, &delivery, message).await;
+    let duration = started.elapsed();
+    let duration_ms = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
+    let (state, retryable) = match (answer.status_code, answer.error) {
+        (Some(code), None) if (200..300).contains(&code) => (DeliveryState::Succeeded, false),
+        (Some(code), _) if code >= 500 => (DeliveryState::Pending, true),
+        (_, Some(error)) if error.is_retryable() => (DeliveryState::Pending, true),
+        _ => (DeliveryState::Failed, false),
+    };
+    let delay = retryable
+        .then(|| {
+            settings
+                .retry_schedule
+                .get(usize::try_from(attempt_no.saturating_sub(1)).unwrap_or(usize::MAX))
+        })
+        .flatten();
+    let (state, next_attempt_at) = match (state, delay) {
+        (DeliveryState::Pending, Some(delay)) => (
+            DeliveryState::Pending,
+            Some(deps.clock.now_ms() + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)),
+        ),
+        (DeliveryState::Pending, None) => (DeliveryState::Failed, None),
+        (other, _) => (other, None),
+    };
+    let outcome = match answer.error {
+        None if state == DeliveryState::Succeeded => "succeeded",
+        Some(error) => error.as_str(),
+        None => "http_status",
+    };
+    metrics::counter!("smsgw_webhook_attempts_total", "outcome" => outcome).increment(1);
+    metrics::histogram!("smsgw_webhook_attempt_duration_seconds").record(duration.as_secs_f64());
+    AttemptRecord {
+        delivery,
+        attempt: attempt_no,
+        status_code: answer.status_code,
+        error: answer.error.map(AttemptError::as_str),
+        error_detail: answer.detail,
+        duration_ms,
+        attempted_at,
+        next_attempt_at,
+        state,
+    }
+}
+
+/// Builds, signs and posts the body; never panics, every failure becomes a typed error.
+async fn send(
+    deps: &Deps,
+    client: &awc::Client,
+    endpoint: &Endpoint,
+    delivery: &PendingDelivery,
+    message: Result<Option<messages::Message>, String>,
+) -> Answer {
+    let settings = &deps.settings.webhooks;
+    let message = match message {
+        Ok(Some(message)) => message,
+        Ok(None) => {
+            return Answer {
+                status_code: None,
+                error: Some(AttemptError::MessageDeleted),
+                detail: Some("the message record was removed by retention".into()),
+            };
+        }
+        Err(err) => {
+            // A storage hiccup is not the endpoint's fault: retried like a connection error.
+            return Answer {
+                status_code: None,
+                error: Some(AttemptError::Connect),
+                detail: Some(format!("message not read: {err}")),
+            };
+        }
+    };
+    if let Err(err) = webhook_target::check_literal(&endpoint.url, settings.allow_insecure_targets)
+    {
+        return Answer {
+            status_code: None,
+            error: Some(AttemptError::BlockedAddress),
+            detail: Some(err.to_string()),
+        };
+    }
+    let body = match serde_json::to_vec(&payload(delivery, &message)) {
+        Ok(body) => body,
+        Err(err) => {
+            return Answer {
+                status_code: None,
+                error: Some(AttemptError::Connect),
+                detail: Some(format!("body not serialized: {err}")),
+            };
+        }
+    };
+    let event_id = delivery.event_id.to_string();
+    let timestamp = deps.clock.now().timestamp();
+    let signed = signing::sign(&endpoint.signing_key, &event_id, timestamp, &body);
+    let mut request = client
+        .post(&endpoint.url)
+        .insert_header(("content-type", "application/json"))
+        .insert_header(("user-agent", USER_AGENT))
+        .insert_header(("x-signature", signed.signature))
+        .insert_header(("x-timestamp", timestamp.to_string()))
+        .insert_header(("x-event-id", event_id.clone()))
+        .insert_header(("webhook-id", event_id))
+        .insert_header(("webhook-timestamp", timestamp.to_string()));
+    if !signed.webhook_signature.is_empty() {
+        request = request.insert_header(("webhook-signature", signed.webhook_signature));
+    }
+    match request.send_body(body).await {
+        Ok(mut response) => {
+            let status = response.status().as_u16();
+            // Drain a little of the body so the connection can be reused; its content is ignored.
+            let _ =
+                tokio::time::timeout(settings.timeout, response.body().limit(MAX_RESPONSE_BYTES))
+                    .await;
+            let error = match status {
+                200..=299 => None,
+                300..=399 => Some(AttemptError::Redirect),
+                _ => Some(AttemptError::HttpStatus),
+            };
+            Answer {
+                status_code: Some(status),
+                error,
+                detail: error.map(|_| format!("HTTP {status}")),
+            }
+        }
+        Err(err) => Answer {
+            status_code: None,
+            error: Some(webhook_target::classify(&err)),
+            detail: Some(err.to_string()),
+        },
+    }
+}

@@ -1,0 +1,466 @@
+//! Contacts API (contract §10): create, get, update, delete, list with `tag` / `opted_out`
+//! filters, and bulk import upserting up to 10,000 contacts by phone number.
+
+use std::collections::{BTreeMap, HashMap};
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use utoipa::ToSchema;
+
+use super::messages::parse_number;
+use super::schemas::{
+    ContactEnvelope, ContactPageEnvelope, DeletedEnvelope, ImportContactsEnvelope,
+};
+use super::{
+    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id, required,
+};
+use crate::clock::format_ms;
+use crate::error::{ApiError, ErrorCode, success};
+use crate::store::StoreError;
+use crate::store::contacts::{self, Contact, ContactFields, ContactFilter, ContactPatch};
+use crate::store::messages::Position;
+
+/// Most contacts of one import.
+pub const MAX_IMPORT_CONTACTS: usize = 10_000;
+/// Longest first or last name.
+const MAX_NAME_CHARS: usize = 120;
+/// Longest email (RFC 5321 path limit).
+const MAX_EMAIL_CHARS: usize = 254;
+/// Most custom fields per contact, longest key and value.
+const MAX_CUSTOM_FIELDS: usize = 50;
+const MAX_CUSTOM_KEY_CHARS: usize = 64;
+const MAX_CUSTOM_VALUE_CHARS: usize = 500;
+/// Most tags per contact and longest tag.
+const MAX_TAGS: usize = 50;
+const MAX_TAG_CHARS: usize = 64;
+
+/// The contact operations (route registry, see `super::endpoints`).
+pub fn endpoints() -> Vec<Endpoint> {
+    use ErrorCode::*;
+    vec![
+        Endpoint::of::<__path_import>(|| web::to(import))
+            .errors(&[ValidationFailed, InvalidPhoneNumber]),
+        Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
+        Endpoint::of::<__path_create>(|| web::to(create)).errors(&[
+            ValidationFailed,
+            InvalidPhoneNumber,
+            AlreadyExists,
+        ]),
+        Endpoint::of::<__path_get>(|| web::to(get)),
+        Endpoint::of::<__path_update>(|| web::to(update)).errors(&[
+            ValidationFailed,
+            InvalidPhoneNumber,
+            AlreadyExists,
+        ]),
+        Endpoint::of::<__path_delete>(|| web::to(delete)),
+    ]
+}
+
+/// Body of `POST /v1/contacts` and one item of an import.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ContactIn {
+    /// E.164; one contact per number.
+    #[schema(required = true, nullable = false)]
+    pub phone_number: Option<String>,
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+    pub email: Option<String>,
+    pub custom_fields: Option<BTreeMap<String, String>>,
+    pub tags: Option<Vec<String>>,
+}
+
+/// Body of `PATCH /v1/contacts/{id}`: absent fields stay, `null` clears a nullable one.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct UpdateContactIn {
+    pub phone_number: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub first_name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub last_name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub email: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub custom_fields: Option<Option<BTreeMap<String, String>>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub tags: Option<Option<Vec<String>>>,
+    pub opted_out: Option<bool>,
+    pub ai_replies: Option<bool>,
+}
+
+/// Body of `POST /v1/contacts/import`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ImportContactsIn {
+    /// 1 to 10,000 contacts, distinct numbers.
+    #[schema(required = true, nullable = false)]
+    pub contacts: Option<Vec<ContactIn>>,
+}
+
+/// Distinguishes an absent field (None) from an explicit null (Some(None)).
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// A contact as the API shows it.
+pub fn contact_out(c: &Contact) -> Value {
+    json!({
+        "id": c.id,
+        "phone_number": c.phone_number,
+        "first_name": c.first_name,
+        "last_name": c.last_name,
+        "email": c.email,
+        "custom_fields": c.custom_fields,
+        "tags": c.tags,
+        "opted_out": c.opted_out,
+        "opted_out_at": c.opted_out_at.map(format_ms),
+        "ai_replies": c.ai_replies,
+        "created_at": format_ms(c.created_at),
+        "updated_at": format_ms(c.updated_at),
+    })
+}
+
+fn name(value: Option<String>, field: String) -> Result<Option<String>, ApiError> {
+    match value {
+        Some(v) if v.chars().count() > MAX_NAME_CHARS => Err(ApiError::validation(
+            &field,
+            format!("{field} must be at most {MAX_NAME_CHARS} characters"),
+        )),
+        other => Ok(other),
+    }
+}
+
+fn email(value: Option<String>, field: String) -> Result<Option<String>, ApiError> {
+    match value {
+        Some(v)
+            if v.chars().count() > MAX_EMAIL_CHARS
+                || !email_address::EmailAddress::is_valid(&v) =>
+        {
+            Err(ApiError::validation(
+                &field,
+                format!("{field} is not a valid email address"),
+            ))
+        }
+        other => Ok(other),
+    }
+}
+
+fn custom_fields(
+    value: BTreeMap<String, String>,
+    field: String,
+) -> Result<BTreeMap<String, String>, ApiError> {
+    if value.len() > MAX_CUSTOM_FIELDS {
+        return Err(ApiError::validation(
+            &field,
+            format!("{field} may have at most {MAX_CUSTOM_FIELDS} entries"),
+        ));
+    }
+    for (key, text) in &value {
+        let key_chars = key.chars().count();
+        if key_chars == 0 || key_chars > MAX_CUSTOM_KEY_CHARS {
+            return Err(ApiError::validation(
+                &field,
+                format!("{field} keys must be 1 to {MAX_CUSTOM_KEY_CHARS} characters"),
+            ));
+        }
+        if text.chars().count() > MAX_CUSTOM_VALUE_CHARS {
+            let at = format!("{field}.{key}");
+            return Err(ApiError::validation(
+                &at,
+                format!("{at} must be at most {MAX_CUSTOM_VALUE_CHARS} characters"),
+            ));
+        }
+    }
+    Ok(value)
+}
+
+fn tags(value: Vec<String>, field: String) -> Result<Vec<String>, ApiError> {
+    if value.len() > MAX_TAGS {
+        return Err(ApiError::validation(
+            &field,
+            format!("{field} may have at most {MAX_TAGS} tags"),
+        ));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(value.len());
+    for (i, tag) in value.into_iter().enumerate() {
+        let chars = tag.chars().count();
+        if chars == 0 || chars > MAX_TAG_CHARS || tag.trim() != tag {
+            let at = format!("{field}[{i}]");
+            return Err(ApiError::validation(
+                &at,
+                format!("{at} must be 1 to {MAX_TAG_CHARS} characters without surrounding spaces"),
+            ));
+        }
+        if !out.contains(&tag) {
+            out.push(tag);
+        }
+    }
+    Ok(out)
+}
+
+/// Validates a create body or import item; field names carry `prefix` (e.g. `contacts[3].`).
+fn parse_contact(input: ContactIn, prefix: &str) -> Result<ContactFields, ApiError> {
+    let field = |name: &str| format!("{prefix}{name}");
+    let number_text = required(input.phone_number, &field("phone_number"))?;
+    let phone_number = parse_number(&number_text, &field("phone_number"))?.into_string();
+    Ok(ContactFields {
+        phone_number,
+        first_name: name(input.first_name, field("first_name"))?,
+        last_name: name(input.last_name, field("last_name"))?,
+        email: email(input.email, field("email"))?,
+        custom_fields: input
+            .custom_fields
+            .map(|v| custom_fields(v, field("custom_fields")))
+            .transpose()?,
+        tags: input.tags.map(|v| tags(v, field("tags"))).transpose()?,
+    })
+}
+
+async fn already_exists(state: &AppState, caller: &Caller, number: &str) -> ApiError {
+    match contacts::find_id_by_number(&state.db, caller.scope(), number).await {
+        Ok(Some(id)) => ApiError::AlreadyExists {
+            what: "contact",
+            id,
+        },
+        Ok(None) => ApiError::Internal("contact conflict without a contact".into()),
+        Err(err) => err.into(),
+    }
+}
+
+/// Creates a contact.
+#[utoipa::path(
+    post,
+    path = "/v1/contacts",
+    tag = "contacts",
+    request_body = ContactIn,
+    responses((status = 201, description = "The new contact.", body = ContactEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<ContactIn>,
+) -> Result<HttpResponse, ApiError> {
+    let fields = parse_contact(body, "")?;
+    let number = fields.phone_number.clone();
+    match contacts::create(&state.db, caller.scope(), fields, state.clock.now_ms()).await {
+        Ok(contact) => Ok(success(
+            StatusCode::CREATED,
+            "contact created",
+            contact_out(&contact),
+        )),
+        Err(StoreError::Conflict(_)) => Err(already_exists(&state, &caller, &number).await),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Reads one contact.
+#[utoipa::path(
+    get,
+    path = "/v1/contacts/{id}",
+    tag = "contacts",
+    params(("id" = Uuid, Path, description = "contact id")),
+    responses((status = 200, description = "The contact.", body = ContactEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(contact_id = %path))]
+async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "contact")?;
+    let contact = contacts::get(&state.db, caller.scope(), id)
+        .await
+        .map_err(missing("contact"))?;
+    Ok(success(StatusCode::OK, "contact", contact_out(&contact)))
+}
+
+/// Changes a contact: absent fields stay, null clears.
+#[utoipa::path(
+    patch,
+    path = "/v1/contacts/{id}",
+    tag = "contacts",
+    params(("id" = Uuid, Path, description = "contact id")),
+    request_body = UpdateContactIn,
+    responses((status = 200, description = "The updated contact.", body = ContactEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(contact_id = %path))]
+async fn update(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+    JsonBody(body): JsonBody<UpdateContactIn>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "contact")?;
+    let phone_number = body
+        .phone_number
+        .map(|n| parse_number(&n, "phone_number").map(|n| n.into_string()))
+        .transpose()?;
+    let patch = ContactPatch {
+        phone_number: phone_number.clone(),
+        first_name: body
+            .first_name
+            .map(|v| name(v, "first_name".into()))
+            .transpose()?,
+        last_name: body
+            .last_name
+            .map(|v| name(v, "last_name".into()))
+            .transpose()?,
+        email: body.email.map(|v| email(v, "email".into())).transpose()?,
+        custom_fields: body
+            .custom_fields
+            .map(|v| custom_fields(v.unwrap_or_default(), "custom_fields".into()))
+            .transpose()?,
+        tags: body
+            .tags
+            .map(|v| tags(v.unwrap_or_default(), "tags".into()))
+            .transpose()?,
+        opted_out: body.opted_out,
+        ai_replies: body.ai_replies,
+    };
+    match contacts::update(&state.db, caller.scope(), id, patch, state.clock.now_ms()).await {
+        Ok(contact) => Ok(success(
+            StatusCode::OK,
+            "contact updated",
+            contact_out(&contact),
+        )),
+        Err(StoreError::Conflict(_)) => {
+            let number = phone_number.unwrap_or_default();
+            Err(already_exists(&state, &caller, &number).await)
+        }
+        Err(err) => Err(missing("contact")(err)),
+    }
+}
+
+/// Deletes a contact and its tags.
+#[utoipa::path(
+    delete,
+    path = "/v1/contacts/{id}",
+    tag = "contacts",
+    params(("id" = Uuid, Path, description = "contact id")),
+    responses((status = 200, description = "Deleted.", body = DeletedEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(contact_id = %path))]
+async fn delete(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "contact")?;
+    contacts::delete(&state.db, caller.scope(), id)
+        .await
+        .map_err(missing("contact"))?;
+    Ok(success(
+        StatusCode::OK,
+        "contact deleted",
+        json!({ "id": id }),
+    ))
+}
+
+/// Lists contacts, newest first, optionally by tag and opt-out state.
+#[utoipa::path(
+    get,
+    path = "/v1/contacts",
+    tag = "contacts",
+    params(
+        ("tag" = Option<String>, Query, description = "only contacts with this tag"),
+        ("opted_out" = Option<bool>, Query, description = "true or false"),
+        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+    ),
+    responses((status = 200, description = "A page of contacts.", body = ContactPageEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    let page = PageRequest::parse(&query)?;
+    let opted_out = match query.get("opted_out").map(String::as_str) {
+        None => None,
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(_) => {
+            return Err(ApiError::validation(
+                "opted_out",
+                "opted_out must be true or false",
+            ));
+        }
+    };
+    let tag = match query.get("tag") {
+        Some(t) if t.is_empty() => {
+            return Err(ApiError::validation("tag", "tag must not be empty"));
+        }
+        other => other.cloned(),
+    };
+    let filter = ContactFilter { tag, opted_out };
+    let (rows, has_more) =
+        contacts::list(&state.db, caller.scope(), &filter, page.after, page.limit).await?;
+    let last = rows.last().map(|c| Position {
+        created_at: c.created_at,
+        id: c.id,
+    });
+    let items = rows.iter().map(contact_out).collect();
+    Ok(page_response("contacts", items, has_more, last))
+}
+
+/// Upserts up to 10,000 contacts by phone number, atomically.
+#[utoipa::path(
+    post,
+    path = "/v1/contacts/import",
+    tag = "contacts",
+    request_body = ImportContactsIn,
+    responses((status = 200, description = "How many were created and updated.", body = ImportContactsEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn import(
+    state: web::Data<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<ImportContactsIn>,
+) -> Result<HttpResponse, ApiError> {
+    let items = required(body.contacts, "contacts")?;
+    if items.is_empty() || items.len() > MAX_IMPORT_CONTACTS {
+        return Err(ApiError::validation(
+            "contacts",
+            format!("contacts must have 1 to {MAX_IMPORT_CONTACTS} entries"),
+        ));
+    }
+    let mut seen: HashMap<String, usize> = HashMap::with_capacity(items.len());
+    let mut fields = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let parsed = parse_contact(item, &format!("contacts[{i}]."))?;
+        if let Some(first) = seen.insert(parsed.phone_number.clone(), i) {
+            let at = format!("contacts[{i}].phone_number");
+            return Err(ApiError::validation(
+                &at,
+                format!("{at} repeats the number of contacts[{first}]"),
+            ));
+        }
+        fields.push(parsed);
+    }
+    let outcome = crate::store::retry_busy(|| {
+        contacts::import(
+            &state.db,
+            caller.scope(),
+            fields.clone(),
+            state.clock.now_ms(),
+        )
+    })
+    .await?;
+    Ok(success(
+        StatusCode::OK,
+        "contacts imported",
+        json!({ "created": outcome.created, "updated": outcome.updated }),
+    ))
+}

@@ -1,0 +1,407 @@
+//! Documentation shapes of the OpenAPI document: the envelope, every response `data` object and
+//! the error codes. Handlers build their JSON elsewhere; `tests/api/openapi.rs` checks real answers
+//! against these shapes (unknown fields fail), so the two cannot silently drift.
+//!
+//! Request bodies are the handlers' own `…In` structs (they derive `ToSchema` where they are).
+
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+pub use crate::error::ErrorCode;
+
+/// Declares `NAME`: the success envelope `{status: "success", message, data: DATA}`.
+macro_rules! envelope {
+    ($name:ident, $data:ty, $doc:literal) => {
+        #[doc = $doc]
+        #[derive(Serialize, ToSchema)]
+        pub struct $name {
+            /// Always `success`.
+            #[schema(pattern = "^success$")]
+            pub status: String,
+            /// A human-readable summary.
+            pub message: String,
+            pub data: $data,
+        }
+    };
+}
+
+/// The error envelope (contract §3): `status` is `error` exactly when the HTTP status is ≥ 400.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorEnvelope {
+    /// Always `error`.
+    #[schema(pattern = "^error$")]
+    pub status: String,
+    /// A human-readable explanation; a 500 says nothing internal.
+    pub message: String,
+    pub data: ErrorData,
+    pub error_code: ErrorCode,
+}
+
+/// Details of an error; which keys appear depends on `error_code` (contract §3).
+#[derive(Serialize, ToSchema)]
+pub struct ErrorData {
+    /// The offending field, e.g. `to_number`, `to_numbers[3]`, `pace.per_minute`.
+    pub field: Option<String>,
+    /// `duplicate_request`: the original message; `already_exists`: the existing resource.
+    pub id: Option<Uuid>,
+    /// `invalid_state`: the resource's current status.
+    pub status: Option<String>,
+    /// `content_too_long`: segments the content needs.
+    pub segments: Option<u32>,
+    /// `content_too_long`: `GSM-7` or `UCS-2`.
+    pub encoding: Option<String>,
+    /// `new_account_limit`: messages allowed in the window.
+    pub limit: Option<u32>,
+    /// `new_account_limit`: when the window ends.
+    pub window_ends_at: Option<String>,
+}
+
+/// An empty `data` object.
+#[derive(Serialize, ToSchema)]
+pub struct Empty {}
+
+envelope!(
+    EmptyEnvelope,
+    Empty,
+    "A success envelope with an empty `data` object."
+);
+
+/// `GET /ready` data.
+#[derive(Serialize, ToSchema)]
+pub struct Readiness {
+    /// `ok` when the database answered.
+    pub database: String,
+}
+envelope!(ReadinessEnvelope, Readiness, "`GET /ready`.");
+
+/// Message direction.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Outbound,
+    Inbound,
+}
+
+/// Message status (contract §4); terminal: delivered, failed, expired, canceled.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageStatus {
+    Queued,
+    Sending,
+    Sent,
+    Delivered,
+    Failed,
+    Expired,
+    Canceled,
+}
+
+/// SMS encoding.
+#[derive(Serialize, ToSchema)]
+pub enum Encoding {
+    #[serde(rename = "GSM-7")]
+    Gsm7,
+    #[serde(rename = "UCS-2")]
+    Ucs2,
+}
+
+/// A message record (contract §4); timestamps are RFC 3339 with milliseconds.
+#[derive(Serialize, ToSchema)]
+pub struct MessageOut {
+    pub id: Uuid,
+    pub direction: Direction,
+    pub status: MessageStatus,
+    pub from_number: String,
+    pub to_number: String,
+    /// Empty once retention removed it.
+    pub content: String,
+    pub segments: u32,
+    pub encoding: Encoding,
+    /// The phone that sends (or sent) it.
+    pub device_id: Option<Uuid>,
+    pub campaign_id: Option<Uuid>,
+    pub request_id: Option<String>,
+    #[schema(format = DateTime)]
+    pub scheduled_for: Option<String>,
+    #[schema(format = DateTime)]
+    pub expires_at: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub sent_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub delivered_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub failed_at: Option<String>,
+    pub failure_reason: Option<String>,
+    pub send_attempts: u32,
+    pub test_mode: bool,
+}
+envelope!(MessageEnvelope, MessageOut, "One message.");
+
+/// One transition of a message's timeline.
+#[derive(Serialize, ToSchema)]
+pub struct MessageEventOut {
+    /// queued, sending, sent, delivered, failed, expired, canceled, content_removed, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub status: String,
+    #[schema(format = DateTime)]
+    pub at: String,
+    pub detail: Option<String>,
+}
+
+/// A message with its timeline, oldest event first.
+#[derive(Serialize, ToSchema)]
+pub struct MessageDetailOut {
+    #[serde(flatten)]
+    pub message: MessageOut,
+    pub events: Vec<MessageEventOut>,
+}
+envelope!(
+    MessageDetailEnvelope,
+    MessageDetailOut,
+    "One message with its events."
+);
+
+/// A page of messages, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct MessagePage {
+    pub messages: Vec<MessageOut>,
+    pub has_more: bool,
+    /// Pass as `cursor` for the next page; null when `has_more` is false.
+    pub next_cursor: Option<String>,
+}
+envelope!(MessagePageEnvelope, MessagePage, "A page of messages.");
+
+/// Result of a bulk send.
+#[derive(Serialize, ToSchema)]
+pub struct BulkSendOut {
+    /// Messages created (duplicate numbers are sent once).
+    pub count: u64,
+    pub message_ids: Vec<Uuid>,
+}
+envelope!(
+    BulkSendEnvelope,
+    BulkSendOut,
+    "Messages queued by a bulk send."
+);
+
+/// The status of one message.
+#[derive(Serialize, ToSchema)]
+pub struct MessageStatusOut {
+    pub id: Uuid,
+    pub status: MessageStatus,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+/// Statuses of the requested messages; unknown ids are listed as given.
+#[derive(Serialize, ToSchema)]
+pub struct BatchStatusOut {
+    pub messages: Vec<MessageStatusOut>,
+    pub not_found: Vec<String>,
+}
+envelope!(BatchStatusEnvelope, BatchStatusOut, "Statuses of messages.");
+
+/// A phone's sending pace: both sliding windows must allow a send.
+#[derive(Serialize, ToSchema)]
+pub struct PaceOut {
+    pub per_minute: u32,
+    pub per_30_minutes: u32,
+}
+
+/// A paired phone; its `id` is the spec's `device_id`.
+#[derive(Serialize, ToSchema)]
+pub struct PhoneOut {
+    pub id: Uuid,
+    pub phone_number: String,
+    pub name: Option<String>,
+    /// True while a WebSocket session is open.
+    pub online: bool,
+    pub pace: PaceOut,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub last_seen_at: Option<String>,
+}
+envelope!(PhoneEnvelope, PhoneOut, "One phone.");
+
+/// A phone with its device token, shown only when paired or rotated.
+#[derive(Serialize, ToSchema)]
+pub struct PhoneWithTokenOut {
+    #[serde(flatten)]
+    pub phone: PhoneOut,
+    /// `dt_…`; the phone authenticates its WebSocket with it.
+    pub device_token: String,
+}
+envelope!(
+    PhoneWithTokenEnvelope,
+    PhoneWithTokenOut,
+    "A phone and its new device token."
+);
+
+/// A page of phones.
+#[derive(Serialize, ToSchema)]
+pub struct PhonePage {
+    pub phones: Vec<PhoneOut>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+envelope!(PhonePageEnvelope, PhonePage, "A page of phones.");
+
+/// The id of a removed resource.
+#[derive(Serialize, ToSchema)]
+pub struct DeletedOut {
+    pub id: Uuid,
+}
+envelope!(DeletedEnvelope, DeletedOut, "The id of what was removed.");
+
+/// A contact (contract §10).
+#[derive(Serialize, ToSchema)]
+pub struct ContactOut {
+    pub id: Uuid,
+    pub phone_number: String,
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+    pub email: Option<String>,
+    /// String to string; `{}` when none.
+    pub custom_fields: std::collections::BTreeMap<String, String>,
+    /// Sorted; `[]` when none.
+    pub tags: Vec<String>,
+    /// Opted out by keyword (STOP, …) or by hand; campaigns skip the contact.
+    pub opted_out: bool,
+    #[schema(format = DateTime)]
+    pub opted_out_at: Option<String>,
+    /// False after STOP AI: no AI replies to this contact.
+    pub ai_replies: bool,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+envelope!(ContactEnvelope, ContactOut, "One contact.");
+
+/// A page of contacts, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct ContactPage {
+    pub contacts: Vec<ContactOut>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+envelope!(ContactPageEnvelope, ContactPage, "A page of contacts.");
+
+/// What an import did.
+#[derive(Serialize, ToSchema)]
+pub struct ImportContactsOut {
+    pub created: u64,
+    pub updated: u64,
+}
+envelope!(
+    ImportContactsEnvelope,
+    ImportContactsOut,
+    "Counts of an import."
+);
+
+/// A webhook endpoint (contract §9); the signing key is never shown here.
+#[derive(Serialize, ToSchema)]
+pub struct WebhookOut {
+    pub id: Uuid,
+    pub url: String,
+    /// Subscribed event kinds.
+    pub events: Vec<String>,
+    /// E.164 numbers the endpoint is limited to; empty: every phone.
+    pub phone_numbers: Vec<String>,
+    pub enabled: bool,
+    pub test_mode: bool,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+envelope!(WebhookEnvelope, WebhookOut, "One webhook endpoint.");
+
+/// A webhook endpoint with its signing key, shown only at creation and rotation.
+#[derive(Serialize, ToSchema)]
+pub struct WebhookWithKeyOut {
+    #[serde(flatten)]
+    pub webhook: WebhookOut,
+    /// `whsec_…`: keys `X-Signature` (whole string) and `webhook-signature` (base64 part).
+    pub signing_key: String,
+}
+envelope!(
+    WebhookWithKeyEnvelope,
+    WebhookWithKeyOut,
+    "A webhook endpoint and its signing key."
+);
+
+/// A page of webhook endpoints.
+#[derive(Serialize, ToSchema)]
+pub struct WebhookPage {
+    pub webhooks: Vec<WebhookOut>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+envelope!(
+    WebhookPageEnvelope,
+    WebhookPage,
+    "A page of webhook endpoints."
+);
+
+/// One delivery attempt of the deliveries log.
+#[derive(Serialize, ToSchema)]
+pub struct DeliveryAttemptOut {
+    /// The attempt's id.
+    pub id: Uuid,
+    pub delivery_id: Uuid,
+    pub event: String,
+    pub event_id: Uuid,
+    pub message_id: Uuid,
+    /// From 1.
+    pub attempt: u32,
+    /// Null when no response arrived.
+    pub status_code: Option<u16>,
+    /// dns, connect, tls, timeout, blocked_address, redirect, http_status, message_deleted.
+    pub error: Option<String>,
+    pub error_detail: Option<String>,
+    pub duration_ms: i64,
+    #[schema(format = DateTime)]
+    pub attempted_at: String,
+    #[schema(format = DateTime)]
+    pub next_attempt_at: Option<String>,
+    /// The delivery's state after this attempt: pending, succeeded or failed.
+    pub state: String,
+}
+
+/// A page of delivery attempts, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct DeliveryPage {
+    pub deliveries: Vec<DeliveryAttemptOut>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+envelope!(
+    DeliveryPageEnvelope,
+    DeliveryPage,
+    "A page of delivery attempts."
+);
+
+/// A delivery scheduled for another attempt.
+#[derive(Serialize, ToSchema)]
+pub struct DeliveryRetryOut {
+    pub id: Uuid,
+    pub event: String,
+    pub event_id: Uuid,
+    pub message_id: Uuid,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// Always `pending`.
+    pub state: String,
+    #[schema(format = DateTime)]
+    pub next_attempt_at: String,
+}
+envelope!(
+    DeliveryRetryEnvelope,
+    DeliveryRetryOut,
+    "The delivery, due now."
+);

@@ -1,0 +1,154 @@
+//! K concurrent API clients: each sends `POST /v1/messages/send` in a loop until the count is
+//! reached or the time is up, recording latency and the accept instant of every message.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use awc::Client;
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// When the clients stop.
+#[derive(Debug, Clone, Copy)]
+pub enum Stop {
+    Count(u64),
+    Duration(Duration),
+}
+
+/// What the clients measured.
+pub struct ClientRun {
+    /// Request latency in microseconds.
+    pub latency_us: Histogram<u64>,
+    /// Every accepted message and when its 202 arrived.
+    pub accepted: Vec<(Uuid, Instant)>,
+    /// Requests answered with something other than 202 (or not answered).
+    pub errors: u64,
+    pub first_error: Option<String>,
+    pub elapsed: Duration,
+}
+
+/// Progress shared with the reporter: requests answered so far.
+pub type Progress = Rc<Cell<u64>>;
+
+/// A fresh latency histogram: 1 µs to 60 s at 3 significant digits.
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3)
+        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
+}
+
+/// The HTTP client of the harness: a connection per API client, generous timeout.
+pub fn http_client(connections: usize) -> Client {
+    let connector = awc::Connector::new().limit(connections + 16);
+    Client::builder()
+        .connector(connector)
+        .timeout(Duration::from_secs(30))
+        .finish()
+}
+
+/// Body of the i-th send: senders rotate over `from`, so every phone gets its share.
+pub fn send_body(from: &[String], i: u64) -> Value {
+    let sender = from
+        .get((i as usize) % from.len().max(1))
+        .cloned()
+        .unwrap_or_default();
+    json!({
+        "from_number": sender,
+        "to_number": "+14155550123",
+        "content": format!("loadtest message {i}"),
+    })
+}
+
+/// Runs `clients` concurrent senders against `url` (the API's send route, or the ceiling's);
+/// the accepted message's id is read from the envelope (the bare ceiling answers one too).
+pub async fn run(
+    client: &Client,
+    url: &str,
+    api_key: &str,
+    from: &[String],
+    clients: usize,
+    stop: Stop,
+    progress: Progress,
+) -> ClientRun {
+    let shared = Rc::new(RefCell::new(ClientRun {
+        latency_us: histogram(),
+        accepted: Vec::new(),
+        errors: 0,
+        first_error: None,
+        elapsed: Duration::ZERO,
+    }));
+    let issued = Rc::new(Cell::new(0u64));
+    let started = Instant::now();
+    let url = url.to_string();
+    let from: Rc<[String]> = from.to_vec().into();
+    let mut tasks = Vec::with_capacity(clients);
+    for _ in 0..clients.max(1) {
+        let client = client.clone();
+        let url = url.clone();
+        let key = api_key.to_string();
+        let shared = shared.clone();
+        let issued = issued.clone();
+        let progress = progress.clone();
+        let from = from.clone();
+        tasks.push(actix_web::rt::spawn(async move {
+            loop {
+                let i = issued.get();
+                let more = match stop {
+                    Stop::Count(n) => i < n,
+                    Stop::Duration(d) => started.elapsed() < d,
+                };
+                if !more {
+                    break;
+                }
+                issued.set(i + 1);
+                let body = send_body(&from, i);
+                let sent = Instant::now();
+                let result = client
+                    .post(url.as_str())
+                    .insert_header(("x-api-key", key.as_str()))
+                    .send_json(&body)
+                    .await;
+                let outcome = match result {
+                    Ok(mut response) => {
+                        let status = response.status().as_u16();
+                        match response.json::<Value>().limit(1 << 20).await {
+                            Ok(reply) if status == 202 => reply["data"]["id"]
+                                .as_str()
+                                .and_then(|id| Uuid::parse_str(id).ok())
+                                .ok_or_else(|| format!("202 without an id: {reply}")),
+                            Ok(reply) => Err(format!("HTTP {status}: {reply}")),
+                            Err(e) => Err(format!("HTTP {status}, unreadable body: {e}")),
+                        }
+                    }
+                    Err(e) => Err(format!("request failed: {e}")),
+                };
+                let done = Instant::now();
+                let mut run = shared.borrow_mut();
+                let micros = done.duration_since(sent).as_micros().max(1) as u64;
+                let _ = run.latency_us.record(micros.min(60_000_000));
+                match outcome {
+                    Ok(id) => run.accepted.push((id, done)),
+                    Err(e) => {
+                        run.errors += 1;
+                        run.first_error.get_or_insert(e);
+                    }
+                }
+                progress.set(progress.get() + 1);
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    let elapsed = started.elapsed();
+    let mut run = shared.replace(ClientRun {
+        latency_us: histogram(),
+        accepted: Vec::new(),
+        errors: 0,
+        first_error: None,
+        elapsed,
+    });
+    run.elapsed = elapsed;
+    run
+}

@@ -1,0 +1,238 @@
+//! The report of a run (stdout and `--json PATH`, contract §11 names) and the progress display
+//! (a bar on a terminal, a plain line every few seconds otherwise).
+
+use std::cell::Cell;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+/// p50/p99/max in milliseconds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Latency {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Latency {
+    /// From a histogram of microseconds; None when empty.
+    pub fn of(h: &Histogram<u64>) -> Option<Latency> {
+        if h.is_empty() {
+            return None;
+        }
+        let ms = |us: u64| us as f64 / 1000.0;
+        Some(Latency {
+            p50: ms(h.value_at_quantile(0.50)),
+            p99: ms(h.value_at_quantile(0.99)),
+            max: ms(h.max()),
+        })
+    }
+}
+
+/// The machine the figures were measured on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub cores: usize,
+    pub memory_mb: Option<u64>,
+}
+
+impl Machine {
+    pub fn detect() -> Machine {
+        let memory_mb = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+                .map(|kb| kb / 1024)
+        });
+        Machine {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_mb,
+        }
+    }
+}
+
+/// One run's figures. Fields a scenario does not measure are null.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub phones: usize,
+    pub clients: usize,
+    pub duration_s: f64,
+    pub accepted: u64,
+    pub accepted_per_s: f64,
+    pub api_latency_ms: Option<Latency>,
+    pub dispatch_latency_ms: Option<Latency>,
+    pub webhooks_delivered: Option<u64>,
+    pub webhooks_per_s: Option<f64>,
+    pub e2e_latency_ms: Option<Latency>,
+    pub server_rss_mb: Option<f64>,
+    pub server_peak_rss_mb: Option<f64>,
+    pub pace_violations: u64,
+    pub lost: u64,
+    pub duplicates: u64,
+    /// The bare actix-web JSON route, same clients, same run.
+    pub ceiling_per_s: Option<f64>,
+    /// accepted_per_s / ceiling_per_s.
+    pub ceiling_ratio: Option<f64>,
+    pub api_errors: u64,
+    pub bad_signatures: u64,
+    pub phones_connected: usize,
+    /// Inbound scenario: `received` frame → server ack.
+    pub inbound_ack_latency_ms: Option<Latency>,
+    pub machine: Machine,
+    pub notes: Vec<String>,
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+impl Report {
+    /// Rounds rates and sizes to two decimals for reading.
+    pub fn tidy(mut self) -> Report {
+        self.duration_s = round(self.duration_s);
+        self.accepted_per_s = round(self.accepted_per_s);
+        self.webhooks_per_s = self.webhooks_per_s.map(round);
+        self.server_rss_mb = self.server_rss_mb.map(round);
+        self.server_peak_rss_mb = self.server_peak_rss_mb.map(round);
+        self.ceiling_per_s = self.ceiling_per_s.map(round);
+        self.ceiling_ratio = self.ceiling_ratio.map(|r| (r * 1000.0).round() / 1000.0);
+        self
+    }
+
+    /// The human summary printed to stdout.
+    pub fn text(&self) -> String {
+        let lat = |l: &Option<Latency>| match l {
+            Some(l) => format!(
+                "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                l.p50, l.p99, l.max
+            ),
+            None => "n/a".into(),
+        };
+        let opt = |v: Option<f64>, unit: &str| match v {
+            Some(v) => format!("{v:.2}{unit}"),
+            None => "n/a".into(),
+        };
+        let mut out = String::new();
+        let mut line = |k: &str, v: String| out.push_str(&format!("{k:<26} {v}\n"));
+        line("scenario", self.scenario.clone());
+        line(
+            "machine",
+            format!(
+                "{} cores, {} MB",
+                self.machine.cores,
+                self.machine.memory_mb.unwrap_or(0)
+            ),
+        );
+        line(
+            "phones / clients",
+            format!(
+                "{} ({} connected) / {}",
+                self.phones, self.phones_connected, self.clients
+            ),
+        );
+        line("duration", format!("{:.2} s", self.duration_s));
+        line("accepted", self.accepted.to_string());
+        line("accepted/s", format!("{:.2}", self.accepted_per_s));
+        line("ceiling/s (bare actix)", opt(self.ceiling_per_s, ""));
+        line(
+            "ratio of ceiling",
+            opt(self.ceiling_ratio.map(|r| r * 100.0), " %"),
+        );
+        line("api latency", lat(&self.api_latency_ms));
+        line("accept -> phone", lat(&self.dispatch_latency_ms));
+        line("inbound -> ack", lat(&self.inbound_ack_latency_ms));
+        line(
+            "webhooks delivered",
+            self.webhooks_delivered
+                .map_or("n/a".into(), |n| n.to_string()),
+        );
+        line("webhooks/s", opt(self.webhooks_per_s, ""));
+        line("accept -> webhook", lat(&self.e2e_latency_ms));
+        line("server rss", opt(self.server_rss_mb, " MB"));
+        line("server peak rss", opt(self.server_peak_rss_mb, " MB"));
+        line("api errors", self.api_errors.to_string());
+        line("bad signatures", self.bad_signatures.to_string());
+        line("pace violations", self.pace_violations.to_string());
+        line("lost", self.lost.to_string());
+        line("duplicates", self.duplicates.to_string());
+        for note in &self.notes {
+            out.push_str(&format!("note: {note}\n"));
+        }
+        out
+    }
+}
+
+/// Progress of the current phase.
+pub struct Meter {
+    bar: Option<ProgressBar>,
+    last_line: Cell<Instant>,
+    phase: Cell<&'static str>,
+}
+
+impl Meter {
+    /// A bar when stderr is a terminal, plain lines otherwise.
+    pub fn new() -> Meter {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(0);
+            if let Ok(style) =
+                ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {msg}")
+            {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar
+        });
+        Meter {
+            bar,
+            last_line: Cell::new(Instant::now()),
+            phase: Cell::new(""),
+        }
+    }
+
+    /// Starts a phase of `total` steps.
+    pub fn phase(&self, name: &'static str, total: u64) {
+        self.phase.set(name);
+        match &self.bar {
+            Some(bar) => {
+                bar.set_prefix(name);
+                bar.set_length(total);
+                bar.set_position(0);
+                bar.set_message("");
+            }
+            None => eprintln!("{name}: started ({total} steps)"),
+        }
+        self.last_line.set(Instant::now());
+    }
+
+    /// Moves the current phase to `position`; plain output prints at most every 2 s.
+    pub fn update(&self, position: u64, message: String) {
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(position);
+                bar.set_message(message);
+            }
+            None => {
+                if self.last_line.get().elapsed() >= Duration::from_secs(2) {
+                    eprintln!("{}: {position} {message}", self.phase.get());
+                    self.last_line.set(Instant::now());
+                }
+            }
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Default for Meter {
+    fn default() -> Self {
+        Meter::new()
+    }
+}

@@ -1,0 +1,142 @@
+//! The server under load: a child `smsgw serve` on port 0 with a temporary SQLite database and
+//! pace and limits lifted through environment configuration, or a server already running.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
+
+use super::LoadError;
+
+/// How to reach the server, and its process when its memory can be read.
+pub struct Target {
+    pub url: String,
+    pub api_key: String,
+    pub pid: Option<u32>,
+    child: Option<Child>,
+    /// Temporary directory of the started server's database, removed with it.
+    dir: Option<PathBuf>,
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Configuration given to the child server: pace at its maximum (100,000 per window per phone), no throttling, no new-workspace cap,
+/// plain-HTTP loopback webhook targets (the harness's receiver), quiet logs.
+const CHILD_ENV: &[(&str, &str)] = &[
+    ("SMSGW_SERVER__BIND", "127.0.0.1:0"),
+    ("SMSGW_PACE__PER_MINUTE", "100000"),
+    ("SMSGW_PACE__PER_30_MINUTES", "100000"),
+    ("SMSGW_LIMITS__API_PER_SECOND", "0"),
+    ("SMSGW_LIMITS__NEW_WORKSPACE_MESSAGES", "1000000000"),
+    ("SMSGW_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true"),
+    ("SMSGW_WEBHOOKS__TIMEOUT", "5s"),
+    ("SMSGW_PHONES__HEARTBEAT_TIMEOUT", "60s"),
+    ("SMSGW_LOG__LEVEL", "error"),
+];
+
+impl Target {
+    /// A server the caller runs; its pid (when given) lets the harness read its RSS.
+    pub fn existing(url: String, api_key: String, pid: Option<u32>) -> Target {
+        Target {
+            url: url.trim_end_matches('/').to_string(),
+            api_key,
+            pid,
+            child: None,
+            dir: None,
+        }
+    }
+
+    /// Starts `smsgw serve` (this same binary) on a fresh database and waits for its live key
+    /// and address. `database` overrides the temporary SQLite file (it must be empty).
+    pub fn start(database: Option<&str>, workers: Option<usize>) -> Result<Target, LoadError> {
+        let exe = std::env::current_exe()
+            .map_err(|e| LoadError::Setup(format!("cannot find the smsgw binary: {e}")))?;
+        let dir = std::env::temp_dir().join(format!("smsgw-loadtest-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| LoadError::Setup(format!("cannot create a temp dir: {e}")))?;
+        let url = match database {
+            Some(url) => url.to_string(),
+            None => format!("sqlite://{}?mode=rwc", dir.join("loadtest.db").display()),
+        };
+        let mut command = Command::new(exe);
+        command
+            .arg("serve")
+            .current_dir(&dir)
+            .envs(CHILD_ENV.iter().copied())
+            .env("SMSGW_DATABASE__URL", &url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(workers) = workers {
+            command.env("SMSGW_SERVER__WORKERS", workers.to_string());
+        }
+        let mut child = match command.spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(LoadError::Setup(format!("cannot start the server: {e}")));
+            }
+        };
+        let pid = child.id();
+        let stdout = child.stdout.take();
+        let mut target = Target {
+            url: String::new(),
+            api_key: String::new(),
+            pid: Some(pid),
+            child: Some(child),
+            dir: Some(dir),
+        };
+        let Some(stdout) = stdout else {
+            return Err(LoadError::Setup("no stdout from the server".into()));
+        };
+        // Lines are read on a thread (the pipe is blocking) and handed over; the thread keeps
+        // draining the pipe after start-up so the server never blocks on a full pipe.
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while target.url.is_empty() || target.api_key.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx.recv_timeout(left).map_err(|e| match e {
+                RecvTimeoutError::Timeout => {
+                    LoadError::Setup("the server did not print its key and address in 60 s".into())
+                }
+                RecvTimeoutError::Disconnected => LoadError::Setup(
+                    "the server exited before printing its address (its error is above)".into(),
+                ),
+            })?;
+            if let Some(key) = line.strip_prefix("live key: ") {
+                target.api_key = key.trim().to_string();
+            } else if let Some(addr) = line.strip_prefix("listening on ") {
+                target.url = addr.trim().to_string();
+            }
+        }
+        Ok(target)
+    }
+}
+
+/// Resident and peak memory of a process in MB, from /proc (Linux only; None elsewhere).
+pub fn rss_mb(pid: u32) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<f64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb / 1024.0)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}

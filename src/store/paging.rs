@@ -1,0 +1,40 @@
+//! Keyset paging shared by every cursor-paged list.
+
+use sea_orm::sea_query::{Expr, ExprTrait, IntoCondition};
+use sea_orm::{
+    ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    Select,
+};
+
+use super::StoreError;
+
+/// One page of `select`, newest first by (`at`, `id`), strictly after `after`; fetches
+/// `limit + 1` rows to learn whether more follow. Every cursor-paged list pages this way.
+pub async fn newest_first<E: EntityTrait>(
+    db: &DatabaseConnection,
+    select: Select<E>,
+    (at, id): (E::Column, E::Column),
+    after: Option<super::messages::Position>,
+    limit: u64,
+) -> Result<(Vec<E::Model>, bool), StoreError> {
+    let select = match after {
+        Some(p) => select.filter(
+            Condition::any().add(at.lt(p.created_at)).add(
+                Expr::col(at)
+                    .eq(p.created_at)
+                    .and(Expr::col(id).lt(p.id))
+                    .into_condition(),
+            ),
+        ),
+        None => select,
+    };
+    let mut rows = select
+        .order_by_desc(at)
+        .order_by_desc(id)
+        .limit(limit + 1)
+        .all(db)
+        .await?;
+    let has_more = rows.len() as u64 > limit;
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    Ok((rows, has_more))
+}

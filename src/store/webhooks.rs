@@ -1,0 +1,637 @@
+//! Webhook endpoints, deliveries and attempts: endpoint CRUD, the in-memory subscription index
+//! the writer's commit hook consults, pending deliveries for the endpoint actors, and the
+//! group-commit recorder of attempts.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use entity::{webhook_attempts, webhook_deliveries, webhook_endpoints};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, DatabaseTransaction, EntityTrait,
+    IntoActiveModel, QueryFilter, QueryOrder, QuerySelect, Set,
+};
+use uuid::Uuid;
+
+use super::StoreError;
+use super::messages::{Message, Position, Scope};
+use super::writer::Change;
+use crate::domain::status::{Direction, Mode};
+use crate::domain::webhook_event::event_for_change;
+
+/// Rows per multi-row INSERT (SQLite binds at most 32,766 parameters per statement).
+const ROWS_PER_INSERT: usize = 1000;
+
+/// A delivery's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryState {
+    Pending,
+    Succeeded,
+    Failed,
+}
+
+impl DeliveryState {
+    /// The stable name in storage and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Succeeded => "succeeded",
+            DeliveryState::Failed => "failed",
+        }
+    }
+}
+
+/// A webhook endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Endpoint {
+    pub id: Uuid,
+    pub workspace_id: Uuid,
+    pub mode: Mode,
+    pub url: String,
+    pub events: Vec<String>,
+    /// E.164 numbers; empty: every phone.
+    pub phone_numbers: Vec<String>,
+    pub enabled: bool,
+    pub signing_key: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl From<webhook_endpoints::Model> for Endpoint {
+    fn from(m: webhook_endpoints::Model) -> Self {
+        Endpoint {
+            id: m.id,
+            workspace_id: m.workspace_id,
+            mode: Mode::from_test_flag(m.test_mode),
+            url: m.url,
+            events: serde_json::from_str(&m.events).unwrap_or_default(),
+            phone_numbers: serde_json::from_str(&m.phone_numbers).unwrap_or_default(),
+            enabled: m.enabled,
+            signing_key: m.signing_key,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        }
+    }
+}
+
+/// A validated endpoint to create.
+#[derive(Debug, Clone)]
+pub struct NewEndpoint {
+    pub url: String,
+    pub events: Vec<String>,
+    pub phone_numbers: Vec<String>,
+    pub enabled: bool,
+    pub signing_key: String,
+}
+
+/// Validated changes of an endpoint; None leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointChanges {
+    pub url: Option<String>,
+    pub events: Option<Vec<String>>,
+    pub phone_numbers: Option<Vec<String>>,
+    pub enabled: Option<bool>,
+    pub signing_key: Option<String>,
+}
+
+fn in_scope(scope: Scope) -> Condition {
+    Condition::all()
+        .add(webhook_endpoints::Column::WorkspaceId.eq(scope.workspace_id))
+        .add(webhook_endpoints::Column::TestMode.eq(scope.mode.is_test()))
+}
+
+fn json_list(items: &[String]) -> String {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
+}
+
+/// Stores a new endpoint.
+#[tracing::instrument(skip_all)]
+pub async fn create(
+    db: &DatabaseConnection,
+    scope: Scope,
+    new: NewEndpoint,
+    now_ms: i64,
+) -> Result<Endpoint, StoreError> {
+    let model = webhook_endpoints::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        workspace_id: Set(scope.workspace_id),
+        test_mode: Set(scope.mode.is_test()),
+        url: Set(new.url),
+        events: Set(json_list(&new.events)),
+        phone_numbers: Set(json_list(&new.phone_numbers)),
+        enabled: Set(new.enabled),
+        signing_key: Set(new.signing_key),
+        created_at: Set(now_ms),
+        updated_at: Set(now_ms),
+    }
+    .insert(db)
+    .await?;
+    Ok(model.into())
+}
+
+/// One endpoint of this scope.
+pub async fn get(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<Endpoint, StoreError> {
+    webhook_endpoints::Entity::find_by_id(id)
+        .filter(in_scope(scope))
+        .one(db)
+        .await?
+        .map(Endpoint::from)
+        .ok_or(StoreError::NotFound)
+}
+
+/// An endpoint by id regardless of scope (the endpoint actor's own record).
+pub async fn find(db: &DatabaseConnection, id: Uuid) -> Result<Option<Endpoint>, StoreError> {
+    Ok(webhook_endpoints::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .map(Endpoint::from))
+}
+
+/// Every endpoint (the subscription index at start-up).
+pub async fn all(db: &DatabaseConnection) -> Result<Vec<Endpoint>, StoreError> {
+    Ok(webhook_endpoints::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Endpoint::from)
+        .collect())
+}
+
+/// Newest first by (created_at, id), after `after`.
+pub async fn list(
+    db: &DatabaseConnection,
+    scope: Scope,
+    after: Option<Position>,
+    limit: u64,
+) -> Result<(Vec<Endpoint>, bool), StoreError> {
+    let (rows, has_more) = super::newest_first(
+        db,
+        webhook_endpoints::Entity::find().filter(in_scope(scope)),
+        (
+            webhook_endpoints::Column::CreatedAt,
+            webhook_endpoints::Column::Id,
+        ),
+        after,
+        limit,
+    )
+    .await?;
+    Ok((rows.into_iter().map(Endpoint::from).collect(), has_more))
+}
+
+/// Applies `changes` to an endpoint of this scope.
+pub async fn update(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: Uuid,
+    changes: EndpointChanges,
+    now_ms: i64,
+) -> Result<Endpoint, StoreError> {
+    let model = webhook_endpoints::Entity::find_by_id(id)
+        .filter(in_scope(scope))
+        .one(db)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let mut active = model.into_active_model();
+    if let Some(url) = changes.url {
+        active.url = Set(url);
+    }
+    if let Some(events) = changes.events {
+        active.events = Set(json_list(&events));
+    }
+    if let Some(numbers) = changes.phone_numbers {
+        active.phone_numbers = Set(json_list(&numbers));
+    }
+    if let Some(enabled) = changes.enabled {
+        active.enabled = Set(enabled);
+    }
+    if let Some(key) = changes.signing_key {
+        active.signing_key = Set(key);
+    }
+    active.updated_at = Set(now_ms);
+    Ok(active.update(db).await?.into())
+}
+
+/// Deletes an endpoint with its deliveries and attempts.
+pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
+    let txn = super::begin_write(db).await?;
+    let result = webhook_endpoints::Entity::delete_many()
+        .filter(webhook_endpoints::Column::Id.eq(id))
+        .filter(in_scope(scope))
+        .exec(&txn)
+        .await?;
+    if result.rows_affected == 0 {
+        return Err(StoreError::NotFound);
+    }
+    webhook_deliveries::Entity::delete_many()
+        .filter(webhook_deliveries::Column::EndpointId.eq(id))
+        .exec(&txn)
+        .await?;
+    webhook_attempts::Entity::delete_many()
+        .filter(webhook_attempts::Column::EndpointId.eq(id))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// What the fan-out needs to know of an endpoint.
+#[derive(Debug, Clone)]
+struct Subscription {
+    endpoint_id: Uuid,
+    events: Vec<String>,
+    phone_numbers: Vec<String>,
+}
+
+impl Subscription {
+    fn wants(&self, event: &str, phone: &str) -> bool {
+        self.events.iter().any(|e| e == event)
+            && (self.phone_numbers.is_empty() || self.phone_numbers.iter().any(|n| n == phone))
+    }
+}
+
+/// The enabled endpoints per (workspace, test mode), kept in memory so the writer's commit
+/// hook matches changes without a query. Refreshed by the API on create/update/delete.
+#[derive(Debug, Default)]
+pub struct Subscriptions {
+    by_scope: RwLock<HashMap<(Uuid, bool), Vec<Subscription>>>,
+}
+
+impl Subscriptions {
+    /// Loads every enabled endpoint.
+    pub async fn load(db: &DatabaseConnection) -> Result<Subscriptions, StoreError> {
+        let subscriptions = Subscriptions::default();
+        for endpoint in all(db).await? {
+            subscriptions.upsert(&endpoint);
+        }
+        Ok(subscriptions)
+    }
+
+    /// Adds or replaces an endpoint (a disabled one is removed).
+    pub fn upsert(&self, endpoint: &Endpoint) {
+        self.remove(endpoint.id);
+        if !endpoint.enabled {
+            return;
+        }
+        if let Ok(mut map) = self.by_scope.write() {
+            map.entry((endpoint.workspace_id, endpoint.mode.is_test()))
+                .or_default()
+                .push(Subscription {
+                    endpoint_id: endpoint.id,
+                    events: endpoint.events.clone(),
+                    phone_numbers: endpoint.phone_numbers.clone(),
+                });
+        }
+    }
+
+    /// Forgets an endpoint.
+    pub fn remove(&self, endpoint_id: Uuid) {
+        if let Ok(mut map) = self.by_scope.write() {
+            for subs in map.values_mut() {
+                subs.retain(|s| s.endpoint_id != endpoint_id);
+            }
+            map.retain(|_, subs| !subs.is_empty());
+        }
+    }
+
+    /// One pending delivery per subscribed endpoint for every change that fires an event:
+    /// same workspace and mode, subscribed to the event, and listing the phone's number
+    /// (from_number outbound, to_number inbound) when it lists numbers.
+    pub fn deliveries_for(&self, changes: &[Change], now_ms: i64) -> Vec<PendingDelivery> {
+        let Ok(map) = self.by_scope.read() else {
+            return Vec::new();
+        };
+        if map.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for change in changes {
+            let Some(event) = event_for_change(change.kind) else {
+                continue;
+            };
+            let message = &change.message;
+            let Some(subs) = map.get(&(message.workspace_id, message.mode.is_test())) else {
+                continue;
+            };
+            let phone = match message.direction {
+                Direction::Outbound => &message.from_number,
+                Direction::Inbound => &message.to_number,
+            };
+            for sub in subs.iter().filter(|s| s.wants(event, phone)) {
+                out.push(PendingDelivery {
+                    id: Uuid::now_v7(),
+                    endpoint_id: sub.endpoint_id,
+                    event: event.to_string(),
+                    event_id: Uuid::new_v4(),
+                    message_id: message.id,
+                    attempts: 0,
+                    next_attempt_at: now_ms,
+                    created_at: now_ms,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// A delivery still to attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingDelivery {
+    pub id: Uuid,
+    pub endpoint_id: Uuid,
+    pub event: String,
+    pub event_id: Uuid,
+    pub message_id: Uuid,
+    /// Attempts made so far.
+    pub attempts: u32,
+    pub next_attempt_at: i64,
+    /// When the event happened (the payload's timestamp).
+    pub created_at: i64,
+}
+
+impl From<webhook_deliveries::Model> for PendingDelivery {
+    fn from(m: webhook_deliveries::Model) -> Self {
+        PendingDelivery {
+            id: m.id,
+            endpoint_id: m.endpoint_id,
+            event: m.event,
+            event_id: m.event_id,
+            message_id: m.message_id,
+            attempts: u32::try_from(m.attempts).unwrap_or(0),
+            next_attempt_at: m.next_attempt_at.unwrap_or(m.created_at),
+            created_at: m.created_at,
+        }
+    }
+}
+
+/// The current records of these messages (the bodies of a batch of attempts); messages
+/// removed by retention are absent.
+pub async fn messages_by_id(
+    db: &DatabaseConnection,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, Message>, StoreError> {
+    let mut found = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(ROWS_PER_INSERT) {
+        let rows = entity::messages::Entity::find()
+            .filter(entity::messages::Column::Id.is_in(chunk.iter().copied()))
+            .all(db)
+            .await?;
+        for row in rows {
+            found.insert(row.id, Message::from(row));
+        }
+    }
+    Ok(found)
+}
+
+/// Inserts new deliveries inside the writer's transaction.
+pub async fn insert_deliveries(
+    txn: &DatabaseTransaction,
+    deliveries: &[PendingDelivery],
+) -> Result<(), StoreError> {
+    for chunk in deliveries.chunks(ROWS_PER_INSERT) {
+        let rows = chunk.iter().map(|d| webhook_deliveries::ActiveModel {
+            id: Set(d.id),
+            endpoint_id: Set(d.endpoint_id),
+            event: Set(d.event.clone()),
+            event_id: Set(d.event_id),
+            message_id: Set(d.message_id),
+            state: Set(DeliveryState::Pending.as_str().to_string()),
+            attempts: Set(i32::try_from(d.attempts).unwrap_or(i32::MAX)),
+            next_attempt_at: Set(Some(d.next_attempt_at)),
+            created_at: Set(d.created_at),
+            updated_at: Set(d.created_at),
+        });
+        webhook_deliveries::Entity::insert_many(rows)
+            .exec(txn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The pending deliveries of one endpoint (its actor's queue after a start).
+pub async fn pending_for(
+    db: &DatabaseConnection,
+    endpoint_id: Uuid,
+) -> Result<Vec<PendingDelivery>, StoreError> {
+    Ok(webhook_deliveries::Entity::find()
+        .filter(webhook_deliveries::Column::State.eq(DeliveryState::Pending.as_str()))
+        .filter(webhook_deliveries::Column::EndpointId.eq(endpoint_id))
+        .order_by_asc(webhook_deliveries::Column::NextAttemptAt)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(PendingDelivery::from)
+        .collect())
+}
+
+/// Endpoints that have pending deliveries (their actors start with the registry).
+pub async fn endpoints_with_pending(db: &DatabaseConnection) -> Result<Vec<Uuid>, StoreError> {
+    Ok(webhook_deliveries::Entity::find()
+        .select_only()
+        .column(webhook_deliveries::Column::EndpointId)
+        .distinct()
+        .filter(webhook_deliveries::Column::State.eq(DeliveryState::Pending.as_str()))
+        .into_tuple()
+        .all(db)
+        .await?)
+}
+
+/// Makes a delivery of this endpoint due now (manual retry); `id` may name the delivery or
+/// one of its attempts. A finished delivery becomes pending again for one more attempt.
+pub async fn retry_now(
+    db: &DatabaseConnection,
+    endpoint_id: Uuid,
+    id: Uuid,
+    now_ms: i64,
+) -> Result<PendingDelivery, StoreError> {
+    let delivery_id = match webhook_deliveries::Entity::find_by_id(id)
+        .filter(webhook_deliveries::Column::EndpointId.eq(endpoint_id))
+        .one(db)
+        .await?
+    {
+        Some(d) => d.id,
+        None => {
+            webhook_attempts::Entity::find_by_id(id)
+                .filter(webhook_attempts::Column::EndpointId.eq(endpoint_id))
+                .one(db)
+                .await?
+                .ok_or(StoreError::NotFound)?
+                .delivery_id
+        }
+    };
+    let model = webhook_deliveries::Entity::update_many()
+        .col_expr(
+            webhook_deliveries::Column::State,
+            Expr::value(DeliveryState::Pending.as_str()),
+        )
+        .col_expr(
+            webhook_deliveries::Column::NextAttemptAt,
+            Expr::value(now_ms),
+        )
+        .col_expr(webhook_deliveries::Column::UpdatedAt, Expr::value(now_ms))
+        .filter(webhook_deliveries::Column::Id.eq(delivery_id))
+        .exec_with_returning(db)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or(StoreError::NotFound)?;
+    Ok(model.into())
+}
+
+/// The outcome of one attempt, to record.
+#[derive(Debug, Clone)]
+pub struct AttemptRecord {
+    pub delivery: PendingDelivery,
+    /// This attempt's number (from 1).
+    pub attempt: u32,
+    pub status_code: Option<u16>,
+    pub error: Option<&'static str>,
+    pub error_detail: Option<String>,
+    pub duration_ms: i64,
+    pub attempted_at: i64,
+    /// Set when another attempt is scheduled.
+    pub next_attempt_at: Option<i64>,
+    pub state: DeliveryState,
+}
+
+/// A recorded attempt as the deliveries log shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRow {
+    pub id: Uuid,
+    pub delivery_id: Uuid,
+    pub event: String,
+    pub event_id: Uuid,
+    pub message_id: Uuid,
+    pub attempt: u32,
+    pub status_code: Option<u16>,
+    pub error: Option<String>,
+    pub error_detail: Option<String>,
+    pub duration_ms: i64,
+    pub attempted_at: i64,
+    pub next_attempt_at: Option<i64>,
+    pub state: String,
+}
+
+impl From<webhook_attempts::Model> for AttemptRow {
+    fn from(m: webhook_attempts::Model) -> Self {
+        AttemptRow {
+            id: m.id,
+            delivery_id: m.delivery_id,
+            event: m.event,
+            event_id: m.event_id,
+            message_id: m.message_id,
+            attempt: u32::try_from(m.attempt).unwrap_or(0),
+            status_code: m.status_code.and_then(|c| u16::try_from(c).ok()),
+            error: m.error,
+            error_detail: m.error_detail,
+            duration_ms: m.duration_ms,
+            attempted_at: m.attempted_at,
+            next_attempt_at: m.next_attempt_at,
+            state: m.state,
+        }
+    }
+}
+
+/// Attempts of one endpoint, newest first by (attempted_at, id), after `after`.
+pub async fn list_attempts(
+    db: &DatabaseConnection,
+    endpoint_id: Uuid,
+    after: Option<Position>,
+    limit: u64,
+) -> Result<(Vec<AttemptRow>, bool), StoreError> {
+    let (rows, has_more) = super::newest_first(
+        db,
+        webhook_attempts::Entity::find()
+            .filter(webhook_attempts::Column::EndpointId.eq(endpoint_id)),
+        (
+            webhook_attempts::Column::AttemptedAt,
+            webhook_attempts::Column::Id,
+        ),
+        after,
+        limit,
+    )
+    .await?;
+    Ok((rows.into_iter().map(AttemptRow::from).collect(), has_more))
+}
+
+/// Records attempts through the one [`Writer`](super::writer::Writer): each attempt row and its
+/// delivery's new state are written in the writer's group commit, so on SQLite there is one
+/// writer and no second transaction waiting for the write lock. Cheap to clone.
+#[derive(Clone)]
+pub struct AttemptRecorder {
+    writer: super::writer::Writer,
+}
+
+impl AttemptRecorder {
+    /// A recorder writing through `writer`.
+    pub fn new(writer: super::writer::Writer) -> AttemptRecorder {
+        AttemptRecorder { writer }
+    }
+
+    /// Writes the attempt and the delivery's new state; false when the delivery had moved on
+    /// (deleted, or another attempt with this number was recorded first).
+    pub async fn record(&self, record: AttemptRecord) -> Result<bool, StoreError> {
+        self.writer.record_attempt(record).await
+    }
+}
+
+/// Moves the delivery to the attempt's outcome (only if no other attempt with this number was
+/// recorded first) and returns the attempt row to insert, or None when the delivery had moved on.
+pub(super) async fn apply_attempt(
+    txn: &DatabaseTransaction,
+    r: &AttemptRecord,
+) -> Result<Option<webhook_attempts::ActiveModel>, StoreError> {
+    let attempts_before = i32::try_from(r.attempt.saturating_sub(1)).unwrap_or(i32::MAX);
+    let result = webhook_deliveries::Entity::update_many()
+        .col_expr(
+            webhook_deliveries::Column::State,
+            Expr::value(r.state.as_str()),
+        )
+        .col_expr(
+            webhook_deliveries::Column::Attempts,
+            Expr::value(i32::try_from(r.attempt).unwrap_or(i32::MAX)),
+        )
+        .col_expr(
+            webhook_deliveries::Column::NextAttemptAt,
+            Expr::value(r.next_attempt_at),
+        )
+        .col_expr(
+            webhook_deliveries::Column::UpdatedAt,
+            Expr::value(r.attempted_at),
+        )
+        .filter(webhook_deliveries::Column::Id.eq(r.delivery.id))
+        .filter(webhook_deliveries::Column::Attempts.eq(attempts_before))
+        .exec(txn)
+        .await?;
+    if result.rows_affected == 0 {
+        return Ok(None);
+    }
+    Ok(Some(webhook_attempts::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        delivery_id: Set(r.delivery.id),
+        endpoint_id: Set(r.delivery.endpoint_id),
+        event: Set(r.delivery.event.clone()),
+        event_id: Set(r.delivery.event_id),
+        message_id: Set(r.delivery.message_id),
+        attempt: Set(i32::try_from(r.attempt).unwrap_or(i32::MAX)),
+        status_code: Set(r.status_code.map(i32::from)),
+        error: Set(r.error.map(str::to_string)),
+        error_detail: Set(r.error_detail.clone()),
+        duration_ms: Set(r.duration_ms),
+        attempted_at: Set(r.attempted_at),
+        next_attempt_at: Set(r.next_attempt_at),
+        state: Set(r.state.as_str().to_string()),
+    }))
+}
+
+/// Inserts attempt rows in multi-row statements.
+pub(super) async fn insert_attempts(
+    txn: &DatabaseTransaction,
+    rows: &[webhook_attempts::ActiveModel],
+) -> Result<(), StoreError> {
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        webhook_attempts::Entity::insert_many(chunk.to_vec())
+            .exec(txn)
+            .await?;
+    }
+    Ok(())
+}

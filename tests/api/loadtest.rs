@@ -1,0 +1,219 @@
+//! `smsgw loadtest` (contract §11): tiny runs through the CLI, checking the JSON report's names
+//! and that nothing is lost; a server without a scenario's feature makes it exit 2.
+
+use actix_web::{App, HttpResponse, HttpServer};
+use serde_json::{Value, json};
+
+use crate::backend_tests;
+use crate::helpers::{Backend, fresh_database, run_cli, spawn_app_with};
+
+fn read_report(path: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(path).expect("the report was written");
+    serde_json::from_str(&text).expect("the report is JSON")
+}
+
+#[track_caller]
+fn assert_number(report: &Value, pointer: &str) -> f64 {
+    report
+        .pointer(pointer)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{pointer} is a number in {report}"))
+}
+
+/// Every name of contract §11 is present, whatever the scenario measures.
+fn assert_contract_names(report: &Value) {
+    for key in [
+        "scenario",
+        "phones",
+        "clients",
+        "duration_s",
+        "accepted",
+        "accepted_per_s",
+        "api_latency_ms",
+        "dispatch_latency_ms",
+        "webhooks_delivered",
+        "webhooks_per_s",
+        "e2e_latency_ms",
+        "server_rss_mb",
+        "pace_violations",
+        "lost",
+        "duplicates",
+    ] {
+        assert!(report.get(key).is_some(), "{key} missing from {report}");
+    }
+}
+
+async fn send_scenario_delivers_every_accepted_message(backend: Backend) {
+    let (database, _dir) = fresh_database(backend).await;
+    let out = tempfile::tempdir().unwrap();
+    let path = out.path().join("report.json");
+    let output = run_cli(
+        &[
+            "loadtest",
+            "--scenario",
+            "send",
+            "--count",
+            "40",
+            "--clients",
+            "4",
+            "--phones",
+            "2",
+            "--drain-timeout",
+            "20",
+            "--database",
+            &database,
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("accepted/s"), "{stdout}");
+    let report = read_report(&path);
+    assert_contract_names(&report);
+    assert_eq!(report["scenario"], "send");
+    assert_eq!(report["phones"], 2);
+    assert_eq!(report["clients"], 4);
+    assert_eq!(report["accepted"], 40);
+    assert_eq!(report["lost"], 0);
+    assert_eq!(report["duplicates"], 0);
+    assert_eq!(report["pace_violations"], 0);
+    assert!(assert_number(&report, "/accepted_per_s") > 0.0);
+    assert!(assert_number(&report, "/ceiling_per_s") > 0.0);
+    assert!(assert_number(&report, "/ceiling_ratio") > 0.0);
+    let p50 = assert_number(&report, "/api_latency_ms/p50");
+    let p99 = assert_number(&report, "/api_latency_ms/p99");
+    let max = assert_number(&report, "/api_latency_ms/max");
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{report}");
+    let d50 = assert_number(&report, "/dispatch_latency_ms/p50");
+    assert!(d50 <= assert_number(&report, "/dispatch_latency_ms/p99"));
+    assert!(assert_number(&report, "/server_rss_mb") > 1.0);
+}
+
+async fn inbound_scenario_stores_every_forwarded_sms(backend: Backend) {
+    // A running server this time (--server), so both ways of targeting are exercised.
+    // Its receiver is http on loopback: the server must allow insecure webhook targets.
+    let app = spawn_app_with(backend, |s| s.webhooks.allow_insecure_targets = true).await;
+    let out = tempfile::tempdir().unwrap();
+    let path = out.path().join("report.json");
+    let output = run_cli(
+        &[
+            "loadtest",
+            "--scenario",
+            "inbound",
+            "--count",
+            "30",
+            "--clients",
+            "4",
+            "--phones",
+            "2",
+            "--drain-timeout",
+            "20",
+            "--server",
+            &app.address,
+            "--api-key",
+            &app.live_key,
+            "--server-pid",
+            &std::process::id().to_string(),
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = read_report(&path);
+    assert_contract_names(&report);
+    assert_eq!(report["scenario"], "inbound");
+    assert_eq!(report["accepted"], 30);
+    assert_eq!(report["lost"], 0);
+    assert_eq!(report["duplicates"], 0);
+    let p50 = assert_number(&report, "/inbound_ack_latency_ms/p50");
+    assert!(p50 > 0.0 && p50 <= assert_number(&report, "/inbound_ack_latency_ms/p99"));
+    // --server-pid points at this test process: its memory is read.
+    assert!(assert_number(&report, "/server_rss_mb") > 1.0);
+    // The messages really are stored as inbound.
+    let list = app
+        .get("/v1/messages?limit=100", &app.live_key)
+        .await
+        .expect(200);
+    let inbound = list.data()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["direction"] == "inbound")
+        .count();
+    assert_eq!(inbound, 30);
+}
+
+/// A server whose every route answers 404 in the envelope, like one built without a feature.
+fn server_without_features() -> (String, actix_web::dev::ServerHandle) {
+    let server = HttpServer::new(|| {
+        App::new().default_service(actix_web::web::to(|| async {
+            HttpResponse::NotFound().json(json!({
+                "status": "error",
+                "message": "not found",
+                "error_code": "not_found",
+                "data": {}
+            }))
+        }))
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let address = format!("http://{}", server.addrs()[0]);
+    let server = server.run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+    (address, handle)
+}
+
+#[test]
+fn a_missing_feature_exits_2_with_a_clear_message() {
+    crate::helpers::run(missing_feature_exits_2())
+}
+
+async fn missing_feature_exits_2() {
+    let (address, handle) = server_without_features();
+    for (scenario, feature) in [("campaign", "campaigns"), ("webhooks", "webhooks")] {
+        let output = run_cli(
+            &[
+                "loadtest",
+                "--scenario",
+                scenario,
+                "--server",
+                &address,
+                "--api-key",
+                "sk_live_00000000000000000000000000000000",
+            ],
+            &[],
+        )
+        .await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{scenario}: {stderr}");
+        assert!(
+            stderr.contains(&format!("does not implement {feature}")),
+            "{scenario}: {stderr}"
+        );
+        assert!(output.stdout.is_empty(), "no figures are printed");
+    }
+    handle.stop(false).await;
+}
+
+backend_tests!(
+    send_scenario_delivers_every_accepted_message,
+    inbound_scenario_stores_every_forwarded_sms,
+);

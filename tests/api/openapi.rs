@@ -1,0 +1,1176 @@
+//! The OpenAPI document (`GET /openapi.json`) and the reference page (`GET /docs`): the document
+//! and the routes cannot drift (every documented operation is served, every other method on its
+//! path is 405, no `/v1` route is registered outside the registry), and real answers have the
+//! documented statuses, shapes and error codes.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::backend_tests;
+use crate::helpers::{Backend, RECIPIENT, Reply, SENDER, TestApp, spawn_app, spawn_app_with};
+
+const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
+
+async fn fetch_document(app: &TestApp) -> Value {
+    let reply = app.request("GET", "/openapi.json", None, None).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    reply.body
+}
+
+/// Every (method, path template) of the document.
+fn operations(doc: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in METHODS {
+            if item.get(method).is_some() {
+                out.push((method.to_string(), path.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Replaces `{param}` segments with a fresh UUID.
+fn concrete(template: &str) -> String {
+    template
+        .split('/')
+        .map(|s| {
+            if s.starts_with('{') {
+                Uuid::now_v7().to_string()
+            } else {
+                s.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+async fn document_is_openapi_3_1_with_every_route(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let doc = fetch_document(&app).await;
+    assert!(
+        doc["openapi"].as_str().unwrap().starts_with("3.1"),
+        "OpenAPI 3.1: {}",
+        doc["openapi"]
+    );
+    let ops = operations(&doc);
+    // The routes of the contract that exist so far are all documented.
+    for (method, path) in [
+        ("post", "/v1/messages/send"),
+        ("post", "/v1/messages/bulk-send"),
+        ("post", "/v1/messages/batch-status"),
+        ("get", "/v1/messages"),
+        ("get", "/v1/messages/{id}"),
+        ("delete", "/v1/messages/{id}"),
+        ("get", "/v1/phones/connect"),
+        ("post", "/v1/phones"),
+        ("get", "/v1/phones"),
+        ("get", "/v1/phones/{id}"),
+        ("patch", "/v1/phones/{id}"),
+        ("delete", "/v1/phones/{id}"),
+        ("post", "/v1/phones/{id}/rotate-token"),
+    ] {
+        assert!(
+            ops.contains(&(method.to_string(), path.to_string())),
+            "{method} {path} is not in the document"
+        );
+    }
+    let mut ids = BTreeSet::new();
+    for (method, path) in &ops {
+        assert!(path.starts_with("/v1/"), "{path} is not under /v1");
+        let op = &doc["paths"][path][method];
+        assert!(
+            ids.insert(op["operationId"].as_str().unwrap().to_string()),
+            "operationId of {method} {path} is not unique"
+        );
+        assert!(
+            op["responses"]["500"]["x-error-codes"]
+                .as_array()
+                .is_some_and(|c| c.contains(&json!("internal_error"))),
+            "{method} {path} documents the internal error"
+        );
+        if path != "/v1/phones/connect" {
+            assert_eq!(
+                op["security"],
+                json!([{ "api_key": [] }]),
+                "{method} {path}"
+            );
+            let codes = &op["responses"]["401"]["x-error-codes"];
+            assert_eq!(
+                codes,
+                &json!(["missing_api_key", "invalid_api_key"]),
+                "{method} {path}"
+            );
+            let limited = &op["responses"]["429"];
+            assert!(
+                limited["x-error-codes"]
+                    .as_array()
+                    .is_some_and(|c| c.contains(&json!("rate_limited"))),
+                "{method} {path}"
+            );
+            assert_eq!(
+                limited["headers"]["Retry-After"]["schema"]["type"], "integer",
+                "{method} {path}"
+            );
+        }
+        for (status, response) in op["responses"].as_object().unwrap() {
+            let status: u16 = status.parse().unwrap();
+            if status >= 400 {
+                assert!(
+                    response["x-error-codes"]
+                        .as_array()
+                        .is_some_and(|c| !c.is_empty()),
+                    "{method} {path} {status} lists its error codes"
+                );
+                assert_eq!(
+                    response["content"]["application/json"]["schema"]["$ref"],
+                    "#/components/schemas/ErrorEnvelope"
+                );
+            }
+        }
+    }
+    // Every error code of contract §3 is in the schema.
+    let codes = &doc["components"]["schemas"]["ErrorCode"]["enum"];
+    for code in [
+        "invalid_json",
+        "missing_api_key",
+        "invalid_api_key",
+        "premium_rate_blocked",
+        "test_mode_only",
+        "not_found",
+        "duplicate_request",
+        "invalid_state",
+        "already_exists",
+        "payload_too_large",
+        "invalid_phone_number",
+        "content_too_long",
+        "validation_failed",
+        "new_account_limit",
+        "rate_limited",
+        "no_device_available",
+        "internal_error",
+    ] {
+        assert!(
+            codes.as_array().unwrap().contains(&json!(code)),
+            "{code} missing"
+        );
+    }
+}
+
+/// Drift, through HTTP: every documented operation is served (never the route-level 404 or a
+/// 405), and every method the document does not list on a path is 405.
+async fn documented_routes_are_served_and_nothing_else(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let doc = fetch_document(&app).await;
+    let ops = operations(&doc);
+    let paths: BTreeSet<&String> = ops.iter().map(|(_, p)| p).collect();
+    for path in paths {
+        let url = concrete(path);
+        for method in METHODS {
+            let documented = ops.contains(&(method.to_string(), path.clone()));
+            let body = (method != "get" && method != "delete").then(|| json!({}));
+            let reply = app
+                .request(
+                    &method.to_uppercase(),
+                    &url,
+                    Some(&app.test_key),
+                    body.clone(),
+                )
+                .await;
+            if documented {
+                assert_ne!(
+                    reply.status, 405,
+                    "{method} {path} is documented, not served"
+                );
+                assert_ne!(
+                    reply.body["message"], "route not found",
+                    "{method} {path} is documented, not served"
+                );
+                conforms(&doc, method, path, &reply);
+            } else {
+                assert_eq!(
+                    reply.status, 405,
+                    "{method} {path} is served but not documented: {:?}",
+                    reply.body
+                );
+            }
+        }
+    }
+}
+
+/// Source scan: the registry (`api::endpoints()`) is the only place `/v1` routes come from.
+#[test]
+fn no_v1_route_is_registered_outside_the_registry() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    collect_rust_files(&root, &mut files);
+    assert!(files.len() > 10, "the source tree was found");
+    let registry = root.join("api").join("registry.rs");
+    let mut all_api_source = String::new();
+    let mut annotated = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        if file.starts_with(root.join("api")) {
+            all_api_source.push_str(&text);
+        }
+        // The registry itself, and the load-test harness's bare ceiling server (a separate
+        // actix app measured beside ours, never mounted in smsgw's server).
+        if *file == registry || file.starts_with(root.join("loadtest")) {
+            continue;
+        }
+        let name = file.display();
+        // Whitespace removed, so a call split over lines by rustfmt is still seen.
+        let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        for call in [
+            "web::scope",
+            "web::resource",
+            "Scope::new",
+            "Resource::new",
+            ".route",
+            "#[get",
+            "#[post",
+            "#[put",
+            "#[patch",
+            "#[delete",
+            "#[route",
+        ] {
+            for path in [
+                "(\"/v1",
+                "(API_PREFIX",
+                "(registry::API_PREFIX",
+                "(crate::api::registry::API_PREFIX",
+            ] {
+                assert!(
+                    !compact.contains(&format!("{call}{path}")),
+                    "{name} registers a /v1 route outside the registry ({call}{path}…): add it to \
+                     api::endpoints(), see \"To add a route\" in docs/architecture.md"
+                );
+            }
+        }
+        // Every annotated handler is in the registry.
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim_start().starts_with("#[utoipa::path(") {
+                let handler = lines[i..]
+                    .iter()
+                    .find_map(|l| {
+                        let l = l.trim_start();
+                        let rest = l
+                            .strip_prefix("pub async fn ")
+                            .or_else(|| l.strip_prefix("async fn "))?;
+                        rest.split('(').next().map(str::to_string)
+                    })
+                    .unwrap_or_else(|| panic!("{name}:{}: no handler follows", i + 1));
+                annotated.push((name.to_string(), handler));
+            }
+        }
+    }
+    assert!(
+        annotated.len() >= 13,
+        "annotated handlers found: {annotated:?}"
+    );
+    for (file, handler) in annotated {
+        assert!(
+            all_api_source.contains(&format!("__path_{handler}>")),
+            "{file}: handler {handler} is annotated but not in any endpoints() list"
+        );
+    }
+}
+
+fn collect_rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect_rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Asserts that `reply` is an answer the document allows for `method path`: a documented
+/// status, a body of the documented schema (no undocumented field), and for errors one of the
+/// listed error codes.
+fn conforms(doc: &Value, method: &str, template: &str, reply: &Reply) {
+    let op = &doc["paths"][template][method];
+    assert!(op.is_object(), "{method} {template} is not documented");
+    let response = &op["responses"][reply.status.to_string()];
+    assert!(
+        response.is_object(),
+        "{method} {template} answered {} which is not documented: {}",
+        reply.status,
+        reply.body
+    );
+    if reply.status >= 400 {
+        let codes = response["x-error-codes"].as_array().unwrap();
+        assert!(
+            codes.contains(&reply.body["error_code"]),
+            "{method} {template} answered {} {} which is not among {codes:?}",
+            reply.status,
+            reply.body["error_code"]
+        );
+    }
+    if let Some(schema) = response["content"]["application/json"].get("schema") {
+        let mut errors = Vec::new();
+        validate(doc, schema, &reply.body, "body", &mut errors);
+        assert!(
+            errors.is_empty(),
+            "{method} {template} {}: the body does not match the document:\n{}\n{}",
+            reply.status,
+            errors.join("\n"),
+            reply.body
+        );
+    }
+}
+
+fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some(reference) => {
+            let name = reference.trim_start_matches("#/components/schemas/");
+            let target = &doc["components"]["schemas"][name];
+            assert!(target.is_object(), "dangling $ref {reference}");
+            resolve(doc, target)
+        }
+        None => schema,
+    }
+}
+
+/// Property names an object schema allows, through `allOf`.
+fn known_properties(doc: &Value, schema: &Value, out: &mut BTreeSet<String>) {
+    let schema = resolve(doc, schema);
+    if let Some(props) = schema["properties"].as_object() {
+        out.extend(props.keys().cloned());
+    }
+    for part in schema["allOf"].as_array().into_iter().flatten() {
+        known_properties(doc, part, out);
+    }
+}
+
+fn type_matches(name: &str, value: &Value) -> bool {
+    match name {
+        "null" => value.is_null(),
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string(),
+        "boolean" => value.is_boolean(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        _ => false,
+    }
+}
+
+/// A small JSON Schema (2020-12 subset utoipa emits) validator: $ref, allOf, oneOf, anyOf,
+/// type, enum, required, properties (closed: unknown fields are errors), items, formats
+/// date-time and uuid, exact `^x$` patterns.
+fn validate(doc: &Value, schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
+    validate_inner(doc, schema, value, at, errors, true);
+}
+
+fn validate_inner(
+    doc: &Value,
+    schema: &Value,
+    value: &Value,
+    at: &str,
+    errors: &mut Vec<String>,
+    closed: bool,
+) {
+    let schema = resolve(doc, schema);
+    if let Some(parts) = schema["allOf"].as_array() {
+        for part in parts {
+            validate_inner(doc, part, value, at, errors, false);
+        }
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(options) = schema[key].as_array() {
+            let matching = options
+                .iter()
+                .filter(|option| {
+                    let mut e = Vec::new();
+                    validate_inner(doc, option, value, at, &mut e, closed);
+                    e.is_empty()
+                })
+                .count();
+            if matching == 0 {
+                errors.push(format!("{at}: matches none of {key} {options:?}"));
+            }
+            return;
+        }
+    }
+    match &schema["type"] {
+        Value::String(t) if !type_matches(t, value) => {
+            errors.push(format!("{at}: expected {t}, got {value}"));
+            return;
+        }
+        Value::Array(types)
+            if !types
+                .iter()
+                .any(|t| t.as_str().is_some_and(|t| type_matches(t, value))) =>
+        {
+            errors.push(format!("{at}: expected one of {types:?}, got {value}"));
+            return;
+        }
+        _ => {}
+    }
+    if let Some(allowed) = schema["enum"].as_array()
+        && !allowed.contains(value)
+    {
+        errors.push(format!("{at}: {value} is not one of {allowed:?}"));
+    }
+    if let Some(text) = value.as_str() {
+        match schema["format"].as_str() {
+            Some("date-time") if chrono::DateTime::parse_from_rfc3339(text).is_err() => {
+                errors.push(format!("{at}: {text} is not a date-time"));
+            }
+            Some("uuid") if Uuid::parse_str(text).is_err() => {
+                errors.push(format!("{at}: {text} is not a uuid"));
+            }
+            _ => {}
+        }
+        if let Some(pattern) = schema["pattern"].as_str()
+            && let Some(exact) = pattern.strip_prefix('^').and_then(|p| p.strip_suffix('$'))
+            && text != exact
+        {
+            errors.push(format!("{at}: {text} does not match {pattern}"));
+        }
+    }
+    if let Some(object) = value.as_object() {
+        for name in schema["required"].as_array().into_iter().flatten() {
+            let name = name.as_str().unwrap();
+            if !object.contains_key(name) {
+                errors.push(format!("{at}: required field {name} is missing"));
+            }
+        }
+        if let Some(props) = schema["properties"].as_object() {
+            for (name, sub) in props {
+                if let Some(v) = object.get(name) {
+                    validate_inner(doc, sub, v, &format!("{at}.{name}"), errors, true);
+                }
+            }
+        }
+        if closed && (schema.get("properties").is_some() || schema.get("allOf").is_some()) {
+            let mut known = BTreeSet::new();
+            known_properties(doc, schema, &mut known);
+            for name in object.keys() {
+                if !known.contains(name) {
+                    errors.push(format!("{at}.{name}: not in the document"));
+                }
+            }
+        }
+    }
+    if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
+        for (i, item) in array.iter().enumerate() {
+            validate_inner(doc, items, item, &format!("{at}[{i}]"), errors, true);
+        }
+    }
+}
+
+/// The validator itself rejects what it must (so a passing conformance test means something).
+#[test]
+fn the_validator_rejects_drift() {
+    let doc = json!({ "components": { "schemas": {
+        "Base": { "type": "object", "required": ["id"], "properties": {
+            "id": { "type": "string", "format": "uuid" },
+            "at": { "type": ["string", "null"], "format": "date-time" } } },
+        "Wide": { "allOf": [ { "$ref": "#/components/schemas/Base" },
+            { "type": "object", "properties": { "n": { "type": "integer" } } } ] }
+    } } });
+    let wide = json!({ "$ref": "#/components/schemas/Wide" });
+    let id = Uuid::now_v7().to_string();
+    let check = |value: Value| {
+        let mut errors = Vec::new();
+        validate(&doc, &wide, &value, "body", &mut errors);
+        errors
+    };
+    assert!(check(json!({ "id": id, "at": null, "n": 1 })).is_empty());
+    assert!(check(json!({ "id": id, "at": "2026-01-01T00:00:00.000+00:00" })).is_empty());
+    assert!(
+        !check(json!({ "id": id, "extra": 1 })).is_empty(),
+        "unknown field"
+    );
+    assert!(
+        !check(json!({ "n": 1 })).is_empty(),
+        "missing required field"
+    );
+    assert!(
+        !check(json!({ "id": id, "n": "1" })).is_empty(),
+        "wrong type"
+    );
+    assert!(!check(json!({ "id": "x" })).is_empty(), "bad uuid");
+    assert!(
+        !check(json!({ "id": id, "at": "yesterday" })).is_empty(),
+        "bad date-time"
+    );
+}
+
+/// Sends a request and checks the answer against the document; returns it.
+async fn call(
+    app: &TestApp,
+    doc: &Value,
+    method: &str,
+    template: &str,
+    path: &str,
+    key: Option<&str>,
+    body: Option<Value>,
+) -> Reply {
+    let reply = app.request(&method.to_uppercase(), path, key, body).await;
+    conforms(doc, method, template, &reply);
+    reply
+}
+
+/// Real answers of the server, success and error, match the documented status, shape and
+/// error codes.
+async fn real_answers_match_the_document(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let doc = fetch_document(&app).await;
+    let key = Some(app.test_key.as_str());
+    let live = Some(app.live_key.as_str());
+
+    // Messages.
+    let sent = call(&app, &doc, "post", "/v1/messages/send", "/v1/messages/send", key,
+        Some(json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "hi", "request_id": "r-1" }))).await;
+    assert_eq!(sent.status, 202);
+    let id = sent.data()["id"].as_str().unwrap().to_string();
+    let dup = call(&app, &doc, "post", "/v1/messages/send", "/v1/messages/send", key,
+        Some(json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "hi", "request_id": "r-1" }))).await;
+    assert_eq!(dup.code(), "duplicate_request");
+    for (body, code) in [
+        (
+            json!({ "from_number": SENDER, "to_number": "12", "content": "x" }),
+            "invalid_phone_number",
+        ),
+        (
+            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "x".repeat(2000) }),
+            "content_too_long",
+        ),
+        (
+            json!({ "from_number": SENDER, "to_number": RECIPIENT }),
+            "validation_failed",
+        ),
+        (
+            json!({ "from_number": 5, "to_number": RECIPIENT, "content": "x" }),
+            "invalid_json",
+        ),
+        (
+            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "x" }),
+            "no_device_available",
+        ),
+    ] {
+        let k = if code == "no_device_available" {
+            live
+        } else {
+            key
+        };
+        let reply = call(
+            &app,
+            &doc,
+            "post",
+            "/v1/messages/send",
+            "/v1/messages/send",
+            k,
+            Some(body),
+        )
+        .await;
+        assert_eq!(reply.code(), code);
+    }
+    let unauth = call(
+        &app,
+        &doc,
+        "post",
+        "/v1/messages/send",
+        "/v1/messages/send",
+        None,
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(unauth.code(), "missing_api_key");
+    let bad_key = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/messages",
+        "/v1/messages",
+        Some("sk_test_nope"),
+        None,
+    )
+    .await;
+    assert_eq!(bad_key.status, 401);
+
+    let bulk = call(&app, &doc, "post", "/v1/messages/bulk-send", "/v1/messages/bulk-send", key,
+        Some(json!({ "from_number": SENDER, "to_numbers": [RECIPIENT, "+14155550124"], "content": "bulk" }))).await;
+    assert_eq!(bulk.status, 202);
+    let batch = call(
+        &app,
+        &doc,
+        "post",
+        "/v1/messages/batch-status",
+        "/v1/messages/batch-status",
+        key,
+        Some(json!({ "message_ids": [id, "nope"] })),
+    )
+    .await;
+    assert_eq!(batch.status, 200);
+    app.wait_for_status(&app.test_key, &id, "delivered").await;
+    let one = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/messages/{id}",
+        &format!("/v1/messages/{id}"),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(one.status, 200);
+    assert!(one.data()["events"].as_array().unwrap().len() >= 3);
+    let listed = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/messages",
+        "/v1/messages?limit=1",
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(listed.status, 200);
+    assert_eq!(listed.data()["has_more"], true);
+    let bad_cursor = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/messages",
+        "/v1/messages?cursor=zz",
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(bad_cursor.code(), "validation_failed");
+    let not_cancelable = call(
+        &app,
+        &doc,
+        "delete",
+        "/v1/messages/{id}",
+        &format!("/v1/messages/{id}"),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(not_cancelable.code(), "invalid_state");
+    let later = call(&app, &doc, "post", "/v1/messages/send", "/v1/messages/send", key,
+        Some(json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "later", "scheduled_for": "2999-01-01T00:00:00Z" }))).await;
+    let later_id = later.data()["id"].as_str().unwrap();
+    let canceled = call(
+        &app,
+        &doc,
+        "delete",
+        "/v1/messages/{id}",
+        &format!("/v1/messages/{later_id}"),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(canceled.status, 200);
+    let missing = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/messages/{id}",
+        &format!("/v1/messages/{}", Uuid::now_v7()),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(missing.code(), "not_found");
+
+    // Phones.
+    let paired = call(
+        &app,
+        &doc,
+        "post",
+        "/v1/phones",
+        "/v1/phones",
+        live,
+        Some(json!({ "phone_number": SENDER, "name": "desk" })),
+    )
+    .await;
+    assert_eq!(paired.status, 201);
+    let phone_id = paired.data()["id"].as_str().unwrap().to_string();
+    let phone_path = format!("/v1/phones/{phone_id}");
+    let bad_phone = call(
+        &app,
+        &doc,
+        "post",
+        "/v1/phones",
+        "/v1/phones",
+        live,
+        Some(json!({ "phone_number": "x" })),
+    )
+    .await;
+    assert_eq!(bad_phone.code(), "invalid_phone_number");
+    assert_eq!(
+        call(&app, &doc, "get", "/v1/phones", "/v1/phones", live, None)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        call(
+            &app,
+            &doc,
+            "get",
+            "/v1/phones/{id}",
+            &phone_path,
+            live,
+            None
+        )
+        .await
+        .status,
+        200
+    );
+    let patched = call(
+        &app,
+        &doc,
+        "patch",
+        "/v1/phones/{id}",
+        &phone_path,
+        live,
+        Some(json!({ "name": null, "pace": { "per_minute": 2, "per_30_minutes": 10 } })),
+    )
+    .await;
+    assert_eq!(patched.data()["pace"]["per_minute"], 2);
+    let bad_pace = call(
+        &app,
+        &doc,
+        "patch",
+        "/v1/phones/{id}",
+        &phone_path,
+        live,
+        Some(json!({ "pace": { "per_minute": 2 } })),
+    )
+    .await;
+    assert_eq!(bad_pace.code(), "validation_failed");
+    let rotated = call(
+        &app,
+        &doc,
+        "post",
+        "/v1/phones/{id}/rotate-token",
+        &format!("{phone_path}/rotate-token"),
+        live,
+        None,
+    )
+    .await;
+    assert!(
+        rotated.data()["device_token"]
+            .as_str()
+            .unwrap()
+            .starts_with("dt_")
+    );
+    let no_token = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/phones/connect",
+        "/v1/phones/connect",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(no_token.status, 401);
+    assert_eq!(
+        call(
+            &app,
+            &doc,
+            "delete",
+            "/v1/phones/{id}",
+            &phone_path,
+            live,
+            None
+        )
+        .await
+        .status,
+        200
+    );
+    let gone = call(
+        &app,
+        &doc,
+        "delete",
+        "/v1/phones/{id}",
+        &phone_path,
+        live,
+        None,
+    )
+    .await;
+    assert_eq!(gone.code(), "not_found");
+
+    // Test inbound.
+    let inbound_body = json!({ "from_number": RECIPIENT, "to_number": SENDER, "content": "hello" });
+    let inbound = call(
+        &app,
+        &doc,
+        "post",
+        "/v1/test/inbound",
+        "/v1/test/inbound",
+        key,
+        Some(inbound_body.clone()),
+    )
+    .await;
+    assert_eq!(inbound.status, 201);
+    for (k, body, code) in [
+        (live, inbound_body.clone(), "test_mode_only"),
+        (
+            key,
+            json!({ "from_number": "12", "to_number": SENDER, "content": "x" }),
+            "invalid_phone_number",
+        ),
+        (
+            key,
+            json!({ "from_number": RECIPIENT, "to_number": SENDER }),
+            "validation_failed",
+        ),
+        (
+            key,
+            json!({ "from_number": RECIPIENT, "to_number": SENDER, "content": "x".repeat(2000) }),
+            "content_too_long",
+        ),
+    ] {
+        let reply = call(
+            &app,
+            &doc,
+            "post",
+            "/v1/test/inbound",
+            "/v1/test/inbound",
+            k,
+            Some(body),
+        )
+        .await;
+        assert_eq!(reply.code(), code);
+    }
+
+    // Webhooks: a disabled endpoint on a public name from the test resolver, so nothing is
+    // ever sent to it.
+    app.resolver
+        .set("hooks.example", vec!["93.184.216.34".parse().unwrap()]);
+    let hook = call(&app, &doc, "post", "/v1/webhooks", "/v1/webhooks", key,
+        Some(json!({ "url": "https://hooks.example/in", "events": ["message.failed"], "enabled": false }))).await;
+    assert_eq!(hook.status, 201);
+    let hook_id = hook.data()["id"].as_str().unwrap().to_string();
+    let hook_path = format!("/v1/webhooks/{hook_id}");
+    for (body, code) in [
+        (
+            json!({ "url": "https://127.0.0.1/in", "events": ["message.sent"] }),
+            "validation_failed",
+        ),
+        (
+            json!({ "url": "https://hooks.example/in", "events": ["message.sent"], "phone_numbers": ["1"] }),
+            "invalid_phone_number",
+        ),
+    ] {
+        let reply = call(
+            &app,
+            &doc,
+            "post",
+            "/v1/webhooks",
+            "/v1/webhooks",
+            key,
+            Some(body),
+        )
+        .await;
+        assert_eq!(reply.code(), code);
+    }
+    call(&app, &doc, "get", "/v1/webhooks", "/v1/webhooks", key, None)
+        .await
+        .expect(200);
+    call(
+        &app,
+        &doc,
+        "get",
+        "/v1/webhooks/{id}",
+        &hook_path,
+        key,
+        None,
+    )
+    .await
+    .expect(200);
+    call(
+        &app,
+        &doc,
+        "patch",
+        "/v1/webhooks/{id}",
+        &hook_path,
+        key,
+        Some(json!({ "phone_numbers": [SENDER] })),
+    )
+    .await
+    .expect(200);
+    call(
+        &app,
+        &doc,
+        "post",
+        "/v1/webhooks/{id}/rotate-key",
+        &format!("{hook_path}/rotate-key"),
+        key,
+        None,
+    )
+    .await
+    .expect(200);
+    call(
+        &app,
+        &doc,
+        "get",
+        "/v1/webhooks/{id}/deliveries",
+        &format!("{hook_path}/deliveries"),
+        key,
+        None,
+    )
+    .await
+    .expect(200);
+    let missing = call(
+        &app,
+        &doc,
+        "post",
+        "/v1/webhooks/{id}/deliveries/{delivery_id}/retry",
+        &format!("{hook_path}/deliveries/{}/retry", uuid::Uuid::new_v4()),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(missing.code(), "not_found");
+    call(
+        &app,
+        &doc,
+        "delete",
+        "/v1/webhooks/{id}",
+        &hook_path,
+        key,
+        None,
+    )
+    .await
+    .expect(200);
+
+    // Contacts.
+    let contact = call(&app, &doc, "post", "/v1/contacts", "/v1/contacts", key,
+        Some(json!({ "phone_number": RECIPIENT, "first_name": "Ada", "custom_fields": { "a": "b" }, "tags": ["t"] }))).await;
+    assert_eq!(contact.status, 201);
+    let contact_path = format!("/v1/contacts/{}", contact.data()["id"].as_str().unwrap());
+    for (body, code) in [
+        (json!({ "phone_number": RECIPIENT }), "already_exists"),
+        (json!({ "phone_number": "12" }), "invalid_phone_number"),
+        (
+            json!({ "phone_number": SENDER, "email": "x" }),
+            "validation_failed",
+        ),
+    ] {
+        let reply = call(
+            &app,
+            &doc,
+            "post",
+            "/v1/contacts",
+            "/v1/contacts",
+            key,
+            Some(body),
+        )
+        .await;
+        assert_eq!(reply.code(), code);
+    }
+    assert_eq!(
+        call(
+            &app,
+            &doc,
+            "get",
+            "/v1/contacts/{id}",
+            &contact_path,
+            key,
+            None
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(
+        call(
+            &app,
+            &doc,
+            "patch",
+            "/v1/contacts/{id}",
+            &contact_path,
+            key,
+            Some(json!({ "last_name": "L", "email": null, "opted_out": true }))
+        )
+        .await
+        .status,
+        200
+    );
+    let bad = call(
+        &app,
+        &doc,
+        "patch",
+        "/v1/contacts/{id}",
+        &contact_path,
+        key,
+        Some(json!({ "phone_number": "12" })),
+    )
+    .await;
+    assert_eq!(bad.code(), "invalid_phone_number");
+    assert_eq!(
+        call(
+            &app,
+            &doc,
+            "get",
+            "/v1/contacts",
+            "/v1/contacts?tag=t&opted_out=true",
+            key,
+            None
+        )
+        .await
+        .status,
+        200
+    );
+    let bad = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/contacts",
+        "/v1/contacts?opted_out=maybe",
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(bad.code(), "validation_failed");
+    let imported = call(&app, &doc, "post", "/v1/contacts/import", "/v1/contacts/import", key,
+        Some(json!({ "contacts": [{ "phone_number": RECIPIENT }, { "phone_number": SENDER, "tags": ["u"] }] }))).await;
+    assert_eq!(imported.data(), &json!({ "created": 1, "updated": 1 }));
+    let bad = call(
+        &app,
+        &doc,
+        "post",
+        "/v1/contacts/import",
+        "/v1/contacts/import",
+        key,
+        Some(json!({ "contacts": [{ "phone_number": "+1" }] })),
+    )
+    .await;
+    assert_eq!(bad.code(), "invalid_phone_number");
+    assert_eq!(
+        call(
+            &app,
+            &doc,
+            "delete",
+            "/v1/contacts/{id}",
+            &contact_path,
+            key,
+            None
+        )
+        .await
+        .status,
+        200
+    );
+    let gone = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/contacts/{id}",
+        &contact_path,
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(gone.code(), "not_found");
+}
+
+/// `GET /docs` is a complete page served by the binary: every operation and schema of the
+/// document, internal links that resolve, nothing loaded from elsewhere.
+async fn docs_page_is_self_contained(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let doc = fetch_document(&app).await;
+    let mut response = app
+        .client
+        .get(format!("{}/docs", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(content_type.starts_with("text/html"), "{content_type}");
+    let html = String::from_utf8(response.body().await.unwrap().to_vec()).unwrap();
+    assert!(html.starts_with("<!doctype html>"));
+    for (method, path) in operations(&doc) {
+        let id = doc["paths"][&path][&method]["operationId"]
+            .as_str()
+            .unwrap();
+        assert!(
+            html.contains(&format!("id=\"op-{id}\"")),
+            "{method} {path} has a section"
+        );
+        assert!(
+            html.contains(&format!("<code>{path}</code>")),
+            "{path} is shown"
+        );
+    }
+    for name in doc["components"]["schemas"].as_object().unwrap().keys() {
+        assert!(
+            html.contains(&format!("id=\"schema-{name}\"")),
+            "schema {name}"
+        );
+    }
+    // Every internal link has its target; nothing points outside the server.
+    for piece in html.split("href=\"").skip(1) {
+        let target = piece.split('"').next().unwrap();
+        if let Some(anchor) = target.strip_prefix('#') {
+            assert!(
+                html.contains(&format!("id=\"{anchor}\"")),
+                "dangling link #{anchor}"
+            );
+        } else {
+            assert!(target.starts_with('/'), "external link {target}");
+        }
+    }
+    for external in ["src=", "http://", "https://", "<script", "@import", "url("] {
+        assert!(
+            !html.contains(external),
+            "the page loads nothing from elsewhere ({external})"
+        );
+    }
+}
+
+/// A rate-limited answer is the documented 429 with its Retry-After header.
+async fn rate_limited_answer_is_documented(backend: Backend) {
+    let app = spawn_app_with(backend, |s| s.limits.api_per_second = 1).await;
+    let doc = fetch_document(&app).await;
+    let mut limited = None;
+    for _ in 0..10 {
+        let reply = call(
+            &app,
+            &doc,
+            "get",
+            "/v1/phones",
+            "/v1/phones",
+            Some(&app.live_key),
+            None,
+        )
+        .await;
+        if reply.status == 429 {
+            limited = Some(reply);
+            break;
+        }
+    }
+    let reply = limited.expect("the per-key rate applies");
+    assert_eq!(reply.code(), "rate_limited");
+    let wait: u64 = reply.headers["retry-after"].parse().unwrap();
+    assert!(wait >= 1);
+}
+
+backend_tests!(
+    rate_limited_answer_is_documented,
+    docs_page_is_self_contained,
+    document_is_openapi_3_1_with_every_route,
+    documented_routes_are_served_and_nothing_else,
+    real_answers_match_the_document,
+);

@@ -1,0 +1,119 @@
+//! Retention (contract §11) with short configured windows: content emptied, then the record
+//! and its timeline gone; a queued message is never touched.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::backend_tests;
+use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, spawn_app_with};
+
+async fn wait_gone(app: &TestApp, id: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let reply = app.get(&format!("/v1/messages/{id}"), &app.test_key).await;
+        if reply.status == 404 {
+            assert_eq!(reply.code(), "not_found");
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "message {id} was never deleted; last: {}",
+            reply.body
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn content_then_records_are_removed(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.retention.content_after = Duration::from_millis(600);
+        s.retention.record_after = Duration::from_millis(2500);
+        s.retention.interval = Duration::from_millis(100);
+    })
+    .await;
+    let outbound = app
+        .send_test(RECIPIENT, "secret outbound")
+        .await
+        .expect(202);
+    let outbound_id = outbound.data()["id"].as_str().unwrap().to_string();
+    let inbound = app
+        .post(
+            "/v1/test/inbound",
+            &app.test_key,
+            json!({ "from_number": RECIPIENT, "to_number": SENDER, "content": "secret inbound" }),
+        )
+        .await
+        .expect(201);
+    let inbound_id = inbound.data()["id"].as_str().unwrap().to_string();
+    let held = app
+        .post(
+            "/v1/messages/send",
+            &app.test_key,
+            json!({
+                "from_number": SENDER, "to_number": RECIPIENT, "content": "held for later",
+                "scheduled_for": (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339(),
+            }),
+        )
+        .await
+        .expect(202);
+    let held_id = held.data()["id"].as_str().unwrap().to_string();
+
+    // Before the window the text is there.
+    let delivered = app
+        .wait_for_status(&app.test_key, &outbound_id, "delivered")
+        .await;
+    assert_eq!(delivered["content"], "secret outbound");
+
+    // Then it is emptied, with a timeline entry, the rest of the record intact.
+    for id in [&outbound_id, &inbound_id] {
+        let m = app
+            .wait_for_message(&app.test_key, id, Duration::from_secs(10), |m| {
+                m["content"] == ""
+            })
+            .await;
+        assert_eq!(m["status"], "delivered");
+        let kinds: Vec<&str> = m["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds.last(), Some(&"content_removed"), "{kinds:?}");
+        assert_eq!(
+            kinds.iter().filter(|k| **k == "content_removed").count(),
+            1,
+            "removed once"
+        );
+    }
+    let listed = app
+        .get("/v1/messages?limit=100", &app.test_key)
+        .await
+        .expect(200);
+    assert_eq!(listed.data()["messages"].as_array().unwrap().len(), 3);
+
+    // Then the records go.
+    wait_gone(&app, &outbound_id).await;
+    wait_gone(&app, &inbound_id).await;
+    let listed = app
+        .get("/v1/messages?limit=100", &app.test_key)
+        .await
+        .expect(200);
+    let ids: Vec<&str> = listed.data()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [held_id.as_str()]);
+
+    // The queued message keeps its text and its place in the queue.
+    let held = app
+        .get(&format!("/v1/messages/{held_id}"), &app.test_key)
+        .await
+        .expect(200);
+    assert_eq!(held.data()["status"], "queued");
+    assert_eq!(held.data()["content"], "held for later");
+}
+
+backend_tests!(content_then_records_are_removed);

@@ -1,0 +1,842 @@
+//! Webhooks (service-spec §4 POST /v1/webhooks, §5.2, §6; contract §9): endpoint API, signed
+//! deliveries to a real local receiver, retries, filters, SSRF refusals, isolation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use smsgw::actors::webhook_target::StaticResolver;
+use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
+use smsgw::domain::signing;
+
+use crate::backend_tests;
+use crate::helpers::{
+    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, spawn_app_with, spawn_app_with_resolver,
+};
+
+backend_tests!(
+    endpoint_api_and_validation,
+    deliveries_are_signed_by_both_rules,
+    server_errors_are_retried_and_every_attempt_recorded,
+    client_errors_stop_at_once,
+    timeouts_are_retried,
+    pending_retries_survive_a_restart,
+    event_and_phone_filters,
+    manual_retry_sends_again,
+    every_ssrf_class_is_refused_at_creation,
+    a_name_rebound_to_loopback_is_refused_at_delivery,
+    a_hanging_endpoint_does_not_delay_a_healthy_one,
+    inbound_messages_fire_message_received,
+    a_message_removed_by_retention_ends_its_delivery,
+    deleting_an_endpoint_stops_its_retries,
+);
+
+/// Short retries and timeout; http to loopback allowed (the receiver is local).
+async fn spawn_insecure(backend: Backend) -> TestApp {
+    spawn_app_with(backend, |s| {
+        s.webhooks.allow_insecure_targets = true;
+        s.webhooks.retry_schedule = vec![Duration::from_millis(300); 3];
+        s.webhooks.timeout = Duration::from_millis(500);
+    })
+    .await
+}
+
+async fn create_endpoint(app: &TestApp, key: &str, body: Value) -> Value {
+    app.post("/v1/webhooks", key, body)
+        .await
+        .expect(201)
+        .data()
+        .clone()
+}
+
+/// Polls the deliveries log until it holds at least `n` attempts (newest first).
+async fn wait_for_attempts(app: &TestApp, key: &str, endpoint_id: &str, n: usize) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = app
+            .get(&format!("/v1/webhooks/{endpoint_id}/deliveries"), key)
+            .await
+            .expect(200);
+        let rows = reply.data()["deliveries"].as_array().unwrap().clone();
+        if rows.len() >= n {
+            return rows;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "expected {n} attempts, log: {}",
+            reply.body
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn is_api_timestamp(text: &str) -> bool {
+    // 2026-11-22T10:15:30.123+00:00
+    text.len() == 29
+        && chrono::DateTime::parse_from_rfc3339(text).is_ok()
+        && text.as_bytes()[19] == b'.'
+        && text.ends_with("+00:00")
+}
+
+async fn endpoint_api_and_validation(backend: Backend) {
+    let app = spawn_insecure(backend).await;
+    let receiver = WebhookReceiver::start().await;
+    let created = create_endpoint(
+        &app,
+        &app.live_key,
+        json!({ "url": receiver.url, "events": ["message.sent", "message.sent", "message.failed"],
+                "phone_numbers": [SENDER, SENDER] }),
+    )
+    .await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let key = created["signing_key"].as_str().unwrap();
+    assert!(key.starts_with("whsec_"), "{created}");
+    assert_eq!(created["events"], json!(["message.sent", "message.failed"]));
+    assert_eq!(created["phone_numbers"], json!(["+14155550100"]));
+    assert_eq!(created["enabled"], true);
+    assert!(is_api_timestamp(created["created_at"].as_str().unwrap()));
+
+    let got = app
+        .get(&format!("/v1/webhooks/{id}"), &app.live_key)
+        .await
+        .expect(200);
+    assert_eq!(got.data()["url"], receiver.url.as_str());
+    assert!(
+        got.data().get("signing_key").is_none(),
+        "key shown again: {}",
+        got.body
+    );
+    let listed = app.get("/v1/webhooks", &app.live_key).await.expect(200);
+    assert_eq!(listed.data()["webhooks"].as_array().unwrap().len(), 1);
+    assert!(listed.data()["webhooks"][0].get("signing_key").is_none());
+    assert_eq!(listed.data()["has_more"], false);
+
+    // The other mode sees nothing.
+    app.get(&format!("/v1/webhooks/{id}"), &app.test_key)
+        .await
+        .expect_error(404, "not_found");
+    let other = app.get("/v1/webhooks", &app.test_key).await.expect(200);
+    assert_eq!(other.data()["webhooks"], json!([]));
+
+    let patched = app
+        .request(
+            "PATCH",
+            &format!("/v1/webhooks/{id}"),
+            Some(&app.live_key),
+            Some(json!({ "events": ["message.delivered"], "phone_numbers": [], "enabled": false })),
+        )
+        .await
+        .expect(200);
+    assert_eq!(patched.data()["events"], json!(["message.delivered"]));
+    assert_eq!(patched.data()["phone_numbers"], json!([]));
+    assert_eq!(patched.data()["enabled"], false);
+
+    let rotated = app
+        .post(
+            &format!("/v1/webhooks/{id}/rotate-key"),
+            &app.live_key,
+            json!({}),
+        )
+        .await
+        .expect(200);
+    let new_key = rotated.data()["signing_key"].as_str().unwrap();
+    assert!(new_key.starts_with("whsec_") && new_key != key);
+
+    // Validation: 422 naming the field; nothing is created.
+    app.post(
+        "/v1/webhooks",
+        &app.live_key,
+        json!({ "events": ["message.sent"] }),
+    )
+    .await
+    .expect_error(422, "validation_failed");
+    let r = app
+        .post(
+            "/v1/webhooks",
+            &app.live_key,
+            json!({ "url": receiver.url, "events": ["message.sent", "message.bounced"] }),
+        )
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(r.data()["field"], "events[1]");
+    let r = app
+        .post(
+            "/v1/webhooks",
+            &app.live_key,
+            json!({ "url": receiver.url, "events": [] }),
+        )
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(r.data()["field"], "events");
+    let r = app
+        .post(
+            "/v1/webhooks",
+            &app.live_key,
+            json!({ "url": receiver.url, "events": ["message.sent"], "phone_numbers": ["12"] }),
+        )
+        .await
+        .expect_error(422, "invalid_phone_number");
+    assert_eq!(r.data()["field"], "phone_numbers[0]");
+    let r = app
+        .post(
+            "/v1/webhooks",
+            &app.live_key,
+            json!({ "url": "ftp://example.com/x", "events": ["message.sent"] }),
+        )
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(r.data()["field"], "url");
+    app.post(
+        "/v1/webhooks",
+        &app.live_key,
+        json!({ "url": 5, "events": ["message.sent"] }),
+    )
+    .await
+    .expect_error(400, "invalid_json");
+    let listed = app.get("/v1/webhooks", &app.live_key).await.expect(200);
+    assert_eq!(listed.data()["webhooks"].as_array().unwrap().len(), 1);
+    let r = app
+        .get(
+            "/v1/webhooks/not-a-uuid/deliveries?cursor=zzz",
+            &app.live_key,
+        )
+        .await;
+    assert_eq!(r.status, 404);
+    let r = app
+        .get(
+            &format!("/v1/webhooks/{id}/deliveries?limit=0"),
+            &app.live_key,
+        )
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(r.data()["field"], "limit");
+
+    app.request(
+        "DELETE",
+        &format!("/v1/webhooks/{id}"),
+        Some(&app.live_key),
+        None,
+    )
+    .await
+    .expect(200);
+    app.get(&format!("/v1/webhooks/{id}"), &app.live_key)
+        .await
+        .expect_error(404, "not_found");
+    app.request(
+        "DELETE",
+        &format!("/v1/webhooks/{id}"),
+        Some(&app.live_key),
+        None,
+    )
+    .await
+    .expect_error(404, "not_found");
+    receiver.stop().await;
+}
+
+async fn deliveries_are_signed_by_both_rules(backend: Backend) {
+    let app = spawn_insecure(backend).await;
+    let receiver = WebhookReceiver::start().await;
+    let live_receiver = WebhookReceiver::start().await;
+    let created = create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": receiver.url, "events": ["message.sent", "message.delivered"] }),
+    )
+    .await;
+    create_endpoint(
+        &app,
+        &app.live_key,
+        json!({ "url": live_receiver.url, "events": ["message.sent", "message.delivered"] }),
+    )
+    .await;
+    let key = created["signing_key"].as_str().unwrap().to_string();
+    let sent = app.send_test(RECIPIENT, "hello webhooks").await.expect(202);
+    let message_id = sent.data()["id"].as_str().unwrap().to_string();
+
+    let received = receiver.wait_for(2, Duration::from_secs(10)).await;
+    let now = chrono::Utc::now().timestamp();
+    let mut events = Vec::new();
+    for r in &received {
+        assert_eq!(r.header("content-type"), "application/json");
+        assert_eq!(r.header("user-agent"), "smsgw-webhooks");
+        let timestamp: i64 = r.header("x-timestamp").parse().unwrap();
+        assert!((now - timestamp).abs() < 60);
+        // The spec's rule: lowercase hex HMAC-SHA256 of the exact body, keyed with the key.
+        let signature = r.header("x-signature");
+        assert_eq!(signature, signature.to_lowercase());
+        signing::verify(&key, &r.body, signature, timestamp, now).expect("X-Signature verifies");
+        assert!(signing::verify(&key, b"{}", signature, timestamp, now).is_err());
+        // The Standard Webhooks rule.
+        let body = r.json();
+        assert_eq!(r.header("webhook-id"), r.header("x-event-id"));
+        assert_eq!(body["event_id"], r.header("x-event-id"));
+        assert_eq!(r.header("webhook-timestamp"), r.header("x-timestamp"));
+        signing::verify_standard(
+            &key,
+            r.header("webhook-id"),
+            timestamp,
+            &r.body,
+            r.header("webhook-signature"),
+            now,
+        )
+        .expect("webhook-signature verifies");
+        assert_eq!(body["message"]["id"], message_id.as_str());
+        assert_eq!(body["message"]["direction"], "outbound");
+        assert_eq!(body["message"]["from_number"], SENDER);
+        assert_eq!(body["message"]["to_number"], RECIPIENT);
+        assert!(body["message"]["content"].is_string());
+        assert!(body["message"]["status"].is_string());
+        assert!(
+            is_api_timestamp(body["timestamp"].as_str().unwrap()),
+            "{body}"
+        );
+        events.push(body["event"].as_str().unwrap().to_string());
+    }
+    events.sort();
+    assert_eq!(events, ["message.delivered", "message.sent"]);
+    // Test-mode events go to test-mode endpoints only.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(live_receiver.received().is_empty());
+    let mut metrics = app
+        .client
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .unwrap();
+    let text = String::from_utf8(metrics.body().await.unwrap().to_vec()).unwrap();
+    assert!(text.contains("smsgw_webhook_attempts_total"), "{text}");
+    assert!(
+        text.contains("smsgw_webhook_attempt_duration_seconds"),
+        "{text}"
+    );
+    receiver.stop().await;
+    live_receiver.stop().await;
+}
+
+async fn server_errors_are_retried_and_every_attempt_recorded(backend: Backend) {
+    let app = spawn_insecure(backend).await;
+    let receiver = WebhookReceiver::start().await;
+    receiver.answer(&[500, 503]);
+    let endpoint = create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": receiver.url, "events": ["message.sent"] }),
+    )
+    .await;
+    let id = endpoint["id"].as_str().unwrap();
+    app.send_test(RECIPIENT, "retry me").await.expect(202);
+    let received = receiver.wait_for(3, Duration::from_secs(10)).await;
+    // Same event id on every attempt, each signed anew.
+    let ids: Vec<&str> = received.iter().map(|r| r.header("x-event-id")).collect();
+    assert!(ids.iter().all(|i| *i == ids[0]));
+    let rows = wait_for_attempts(&app, &app.test_key, id, 3).await;
+    assert_eq!(rows[0]["attempt"], 3);
+    assert_eq!(rows[0]["status_code"], 200);
+    assert_eq!(rows[0]["state"], "succeeded");
+    assert_eq!(rows[0]["error"], Value::Null);
+    assert_eq!(rows[1]["attempt"], 2);
+    assert_eq!(rows[1]["status_code"], 503);
+    assert_eq!(rows[1]["error"], "http_status");
+    assert_eq!(rows[1]["state"], "pending");
+    assert!(rows[1]["next_attempt_at"].is_string());
+    assert_eq!(rows[2]["attempt"], 1);
+    assert_eq!(rows[2]["status_code"], 500);
+    for row in &rows {
+        assert_eq!(row["event"], "message.sent");
+        assert_eq!(row["event_id"], ids[0]);
+        assert!(row["duration_ms"].is_i64());
+        assert!(is_api_timestamp(row["attempted_at"].as_str().unwrap()));
+    }
+    // Paging: newest first, one per page.
+    let page = app
+        .get(
+            &format!("/v1/webhooks/{id}/deliveries?limit=2"),
+            &app.test_key,
+        )
+        .await
+        .expect(200);
+    assert_eq!(page.data()["has_more"], true);
+    let cursor = page.data()["next_cursor"].as_str().unwrap();
+    let next = app
+        .get(
+            &format!("/v1/webhooks/{id}/deliveries?limit=2&cursor={cursor}"),
+            &app.test_key,
+        )
+        .await
+        .expect(200);
+    assert_eq!(next.data()["deliveries"][0]["attempt"], 1);
+    assert_eq!(next.data()["has_more"], false);
+    receiver.stop().await;
+}
+
+async fn client_errors_stop_at_once(backend: Backend) {
+    let app = spawn_insecure(backend).await;
+    let receiver = WebhookReceiver::start().await;
+    receiver.answer(&[410, 404]);
+    let endpoint = create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": receiver.url, "events": ["message.sent"] }),
+    )
+    .await;
+    let id = endpoint["id"].as_str().unwrap();
+    app.send_test(RECIPIENT, "gone").await.expect(202);
+    let rows = wait_for_attempts(&app, &app.test_key, id, 1).await;
+    assert_eq!(rows[0]["status_code"], 410);
+    assert_eq!(rows[0]["state"], "failed");
+    assert_eq!(rows[0]["next_attempt_at"], Value::Null);
+    // Longer than the whole retry schedule: nothing more arrives.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(receiver.received().len(), 1);
+    receiver.stop().await;
+}
+
+async fn timeouts_are_retried(backend: Backend) {
+    let app = spawn_insecure(backend).await;
+    let receiver = WebhookReceiver::start().await;
+    receiver.delay(&[Duration::from_secs(3)]);
+    let endpoint = create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": receiver.url, "events": ["message.sent"] }),
+    )
+    .await;
+    let id = endpoint["id"].as_str().unwrap();
+    app.send_test(RECIPIENT, "slow").await.expect(202);
+    let rows = wait_for_attempts(&app, &app.test_key, id, 2).await;
+    assert_eq!(rows[1]["error"], "timeout");
+    assert_eq!(rows[1]["status_code"], Value::Null);
+    assert!(rows[1]["duration_ms"].as_i64().unwrap() >= 400);
+    assert_eq!(rows[0]["state"], "succeeded");
+    assert_eq!(rows[0]["status_code"], 200);
+    receiver.stop().await;
+}
+
+async fn pending_retries_survive_a_restart(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.webhooks.allow_insecure_targets = true;
+        s.webhooks.retry_schedule = vec![Duration::from_secs(2)];
+    })
+    .await;
+    let receiver = WebhookReceiver::start().await;
+    receiver.answer(&[500]);
+    let endpoint = create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": receiver.url, "events": ["message.sent"] }),
+    )
+    .await;
+    let id = endpoint["id"].as_str().unwrap().to_string();
+    app.send_test("+15005550002", "survive").await.expect(202);
+    let rows = wait_for_attempts(&app, &app.test_key, &id, 1).await;
+    assert_eq!(rows[0]["state"], "pending");
+    let app = app.restart().await;
+    let received = receiver.wait_for(2, Duration::from_secs(10)).await;
+    assert_eq!(
+        received[0].header("x-event-id"),
+        received[1].header("x-event-id")
+    );
+    let rows = wait_for_attempts(&app, &app.test_key, &id, 2).await;
+    assert_eq!(rows[0]["attempt"], 2);
+    assert_eq!(rows[0]["state"], "succeeded");
+    // It fired on schedule, not at once after the restart's first instant.
+    let gap = received[1].at.duration_since(received[0].at);
+    assert!(gap >= Duration::from_millis(1800), "retried after {gap:?}");
+    receiver.stop().await;
+}
+
+async fn event_and_phone_filters(backend: Backend) {
+    let app = spawn_insecure(backend).await;
+    let delivered_only = WebhookReceiver::start().await;
+    let other_phone = WebhookReceiver::start().await;
+    let this_phone = WebhookReceiver::start().await;
+    create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": delivered_only.url, "events": ["message.delivered"] }),
+    )
+    .await;
+    create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": other_phone.url, "events": ["message.sent", "message.delivered"],
+                "phone_numbers": ["+14155550199"] }),
+    )
+    .await;
+    create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": this_phone.url, "events": ["message.sent", "message.delivered"],
+                "phone_numbers": [SENDER] }),
+    )
+    .await;
+    app.send_test(RECIPIENT, "filtered").await.expect(202);
+    this_phone.wait_for(2, Duration::from_secs(10)).await;
+    let got = delivered_only.wait_for(1, Duration::from_secs(10)).await;
+    assert_eq!(got[0].json()["event"], "message.delivered");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(delivered_only.received().len(), 1);
+    assert!(other_phone.received().is_empty());
+    for r in [delivered_only, other_phone, this_phone] {
+        r.stop().await;
+    }
+}
+
+async fn manual_retry_sends_again(backend: Backend) {
+    let app = spawn_insecure(backend).await;
+    let receiver = WebhookReceiver::start().await;
+    receiver.answer(&[400]);
+    let endpoint = create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": receiver.url, "events": ["message.sent"] }),
+    )
+    .await;
+    let id = endpoint["id"].as_str().unwrap();
+    app.send_test(RECIPIENT, "again").await.expect(202);
+    let rows = wait_for_attempts(&app, &app.test_key, id, 1).await;
+    assert_eq!(rows[0]["state"], "failed");
+    let delivery_id = rows[0]["delivery_id"].as_str().unwrap();
+    let reply = app
+        .post(
+            &format!("/v1/webhooks/{id}/deliveries/{delivery_id}/retry"),
+            &app.test_key,
+            json!({}),
+        )
+        .await
+        .expect(202);
+    assert_eq!(reply.data()["state"], "pending");
+    let rows = wait_for_attempts(&app, &app.test_key, id, 2).await;
+    assert_eq!(rows[0]["attempt"], 2);
+    assert_eq!(rows[0]["state"], "succeeded");
+    assert_eq!(rows[0]["event_id"], rows[1]["event_id"]);
+    // The attempt id works too; unknown ids and other modes are 404.
+    let attempt_id = rows[1]["id"].as_str().unwrap();
+    app.post(
+        &format!("/v1/webhooks/{id}/deliveries/{attempt_id}/retry"),
+        &app.test_key,
+        json!({}),
+    )
+    .await
+    .expect(202);
+    receiver.wait_for(3, Duration::from_secs(10)).await;
+    app.post(
+        &format!(
+            "/v1/webhooks/{id}/deliveries/{}/retry",
+            uuid::Uuid::new_v4()
+        ),
+        &app.test_key,
+        json!({}),
+    )
+    .await
+    .expect_error(404, "not_found");
+    app.post(
+        &format!("/v1/webhooks/{id}/deliveries/{delivery_id}/retry"),
+        &app.live_key,
+        json!({}),
+    )
+    .await
+    .expect_error(404, "not_found");
+    receiver.stop().await;
+}
+
+async fn every_ssrf_class_is_refused_at_creation(backend: Backend) {
+    let resolver = Arc::new(StaticResolver::new());
+    resolver.set("loopback.example", vec!["127.0.0.1".parse().unwrap()]);
+    resolver.set("private.example", vec!["10.1.2.3".parse().unwrap()]);
+    resolver.set(
+        "mixed.example",
+        vec![
+            "93.184.216.34".parse().unwrap(),
+            "192.168.1.1".parse().unwrap(),
+        ],
+    );
+    resolver.set("metadata.example", vec!["169.254.169.254".parse().unwrap()]);
+    resolver.set("v6local.example", vec!["fd00::1".parse().unwrap()]);
+    resolver.set("public.example", vec!["93.184.216.34".parse().unwrap()]);
+    let app = spawn_app_with_resolver(backend, resolver, |_| {}).await;
+    assert!(!app.settings.webhooks.allow_insecure_targets);
+    let refused = [
+        "http://public.example/hook",
+        "https://127.0.0.1/hook",
+        "https://127.1.2.3:8443/hook",
+        "https://[::1]/hook",
+        "https://10.0.0.1/hook",
+        "https://172.16.5.4/hook",
+        "https://192.168.0.10/hook",
+        "https://169.254.169.254/latest/meta-data",
+        "https://100.64.0.1/hook",
+        "https://[fc00::1]/hook",
+        "https://[fe80::1]/hook",
+        "https://224.0.0.1/hook",
+        "https://[ff02::1]/hook",
+        "https://0.0.0.0/hook",
+        "https://[::]/hook",
+        "https://192.0.2.1/hook",
+        "https://198.51.100.7/hook",
+        "https://203.0.113.9/hook",
+        "https://[2001:db8::1]/hook",
+        "https://198.18.0.1/hook",
+        "https://[::ffff:127.0.0.1]/hook",
+        "https://[::ffff:10.0.0.1]/hook",
+        "https://[64:ff9b::a9fe:a9fe]/hook",
+        "https://[2002:7f00:1::]/hook",
+        "https://2130706433/hook",
+        "https://0x7f.0.0.1/hook",
+        "https://user:pw@public.example/hook",
+        "https://loopback.example/hook",
+        "https://private.example/hook",
+        "https://mixed.example/hook",
+        "https://metadata.example/hook",
+        "https://v6local.example/hook",
+        "https://unknown.example/hook",
+    ];
+    for url in refused {
+        let reply = app
+            .post(
+                "/v1/webhooks",
+                &app.live_key,
+                json!({ "url": url, "events": ["message.sent"] }),
+            )
+            .await;
+        assert_eq!(reply.status, 422, "{url} was not refused: {}", reply.body);
+        assert_eq!(reply.code(), "validation_failed", "{url}");
+        assert_eq!(reply.data()["field"], "url", "{url}");
+    }
+    let listed = app.get("/v1/webhooks", &app.live_key).await.expect(200);
+    assert_eq!(listed.data()["webhooks"], json!([]));
+    // A public name is accepted (no request is made at creation).
+    create_endpoint(
+        &app,
+        &app.live_key,
+        json!({ "url": "https://public.example/hook", "events": ["message.sent"] }),
+    )
+    .await;
+}
+
+async fn a_name_rebound_to_loopback_is_refused_at_delivery(backend: Backend) {
+    let resolver = Arc::new(StaticResolver::new());
+    resolver.set("rebind.example", vec!["93.184.216.34".parse().unwrap()]);
+    let app = spawn_app_with_resolver(backend, resolver.clone(), |s| {
+        s.webhooks.retry_schedule = vec![Duration::from_millis(200)];
+    })
+    .await;
+    let receiver = WebhookReceiver::start().await;
+    let endpoint = create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": "https://rebind.example/hook", "events": ["message.sent"] }),
+    )
+    .await;
+    // After creation the name re-resolves to loopback (DNS rebinding).
+    resolver.set("rebind.example", vec!["127.0.0.1".parse().unwrap()]);
+    let id = endpoint["id"].as_str().unwrap();
+    app.send_test(RECIPIENT, "rebind").await.expect(202);
+    let rows = wait_for_attempts(&app, &app.test_key, id, 1).await;
+    assert_eq!(rows[0]["error"], "blocked_address", "{}", rows[0]);
+    assert_eq!(rows[0]["status_code"], Value::Null);
+    assert_eq!(rows[0]["state"], "failed");
+    assert!(receiver.received().is_empty());
+    receiver.stop().await;
+}
+
+async fn a_hanging_endpoint_does_not_delay_a_healthy_one(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.webhooks.allow_insecure_targets = true;
+        s.webhooks.timeout = Duration::from_secs(10);
+    })
+    .await;
+    let hanging = WebhookReceiver::start().await;
+    hanging.delay_always(Duration::from_secs(8));
+    let healthy = WebhookReceiver::start().await;
+    create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": hanging.url, "events": ["message.sent", "message.delivered"] }),
+    )
+    .await;
+    create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": healthy.url, "events": ["message.sent", "message.delivered"] }),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    for i in 0..20 {
+        app.send_test(RECIPIENT, &format!("m{i}")).await.expect(202);
+    }
+    // 40 events reach the healthy endpoint while the other one holds 16 requests for 8 s.
+    let received = healthy.wait_for(40, Duration::from_secs(5)).await;
+    let last = received.iter().map(|r| r.at).max().unwrap();
+    assert!(
+        last.duration_since(started) < Duration::from_secs(3),
+        "healthy endpoint delayed: {:?}",
+        last.duration_since(started)
+    );
+    assert!(!hanging.received().is_empty());
+    healthy.stop().await;
+}
+
+async fn inbound_messages_fire_message_received(backend: Backend) {
+    let app = spawn_insecure(backend).await;
+    let receiver = WebhookReceiver::start().await;
+    let (_, token) = app.pair_phone(SENDER).await;
+    create_endpoint(
+        &app,
+        &app.live_key,
+        json!({ "url": receiver.url, "events": ["message.received"], "phone_numbers": [SENDER] }),
+    )
+    .await;
+    let mut phone = app.connect_phone(&token).await;
+    let ack = phone
+        .report(PhoneFrame::Received {
+            reference: "in-1".into(),
+            from: RECIPIENT.into(),
+            content: "hi there".into(),
+            received_at: chrono::Utc::now(),
+        })
+        .await;
+    assert!(matches!(ack, Some(ServerFrame::Ack { .. })), "{ack:?}");
+    let got = receiver.wait_for(1, Duration::from_secs(10)).await;
+    let body = got[0].json();
+    assert_eq!(body["event"], "message.received");
+    assert_eq!(body["message"]["direction"], "inbound");
+    assert_eq!(body["message"]["from_number"], RECIPIENT);
+    assert_eq!(body["message"]["to_number"], SENDER);
+    assert_eq!(body["message"]["content"], "hi there");
+    receiver.stop().await;
+}
+
+async fn a_message_removed_by_retention_ends_its_delivery(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.webhooks.allow_insecure_targets = true;
+        s.webhooks.retry_schedule = vec![Duration::from_millis(500)];
+    })
+    .await;
+    let receiver = WebhookReceiver::start().await;
+    receiver.answer(&[500]);
+    let endpoint = create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": receiver.url, "events": ["message.sent"] }),
+    )
+    .await;
+    let id = endpoint["id"].as_str().unwrap();
+    let sent = app
+        .send_test("+15005550002", "short-lived")
+        .await
+        .expect(202);
+    let message_id = sent.data()["id"].as_str().unwrap().to_string();
+    wait_for_attempts(&app, &app.test_key, id, 1).await;
+    // Retention removes the record between two attempts.
+    let db = sea_orm::Database::connect(&app.database_url).await.unwrap();
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    entity::messages::Entity::delete_many()
+        .filter(entity::messages::Column::Id.eq(uuid::Uuid::parse_str(&message_id).unwrap()))
+        .exec(&db)
+        .await
+        .unwrap();
+    let rows = wait_for_attempts(&app, &app.test_key, id, 2).await;
+    assert_eq!(rows[0]["error"], "message_deleted", "{}", rows[0]);
+    assert_eq!(rows[0]["state"], "failed");
+    assert_eq!(rows[0]["status_code"], Value::Null);
+    assert_eq!(receiver.received().len(), 1);
+    receiver.stop().await;
+}
+
+async fn deleting_an_endpoint_stops_its_retries(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.webhooks.allow_insecure_targets = true;
+        s.webhooks.retry_schedule = vec![Duration::from_millis(500); 3];
+    })
+    .await;
+    let receiver = WebhookReceiver::start().await;
+    receiver.answer(&[500, 500, 500, 500]);
+    let endpoint = create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": receiver.url, "events": ["message.sent"] }),
+    )
+    .await;
+    let id = endpoint["id"].as_str().unwrap();
+    app.send_test(RECIPIENT, "doomed").await.expect(202);
+    receiver.wait_for(1, Duration::from_secs(10)).await;
+    app.request(
+        "DELETE",
+        &format!("/v1/webhooks/{id}"),
+        Some(&app.test_key),
+        None,
+    )
+    .await
+    .expect(200);
+    let before = receiver.received().len();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        receiver.received().len(),
+        before,
+        "retries continued after delete"
+    );
+    // Another endpoint still gets events.
+    let second = WebhookReceiver::start().await;
+    create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": second.url, "events": ["message.sent"] }),
+    )
+    .await;
+    app.send_test(RECIPIENT, "alive").await.expect(202);
+    second.wait_for(1, Duration::from_secs(10)).await;
+    receiver.stop().await;
+    second.stop().await;
+}
+
+/// A retry after retention emptied the message's content carries `content: ""` (the body is
+/// rebuilt from the record at each attempt), with the same event id and a fresh signature.
+async fn retries_after_content_removal_carry_empty_content(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.webhooks.allow_insecure_targets = true;
+        s.webhooks.retry_schedule = vec![Duration::from_millis(1500); 2];
+        s.webhooks.timeout = Duration::from_millis(500);
+        s.retention.content_after = Duration::from_millis(200);
+        s.retention.record_after = Duration::from_secs(3600);
+        s.retention.interval = Duration::from_millis(100);
+    })
+    .await;
+    let receiver = WebhookReceiver::start().await;
+    receiver.answer(&[500, 200]);
+    let endpoint = create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": receiver.url, "events": ["message.received"] }),
+    )
+    .await;
+    let signing_key = endpoint["signing_key"].as_str().unwrap().to_string();
+    let inbound = app
+        .post(
+            "/v1/test/inbound",
+            &app.test_key,
+            json!({ "from_number": RECIPIENT, "to_number": SENDER, "content": "short-lived" }),
+        )
+        .await
+        .expect(201);
+    let id = inbound.data()["id"].as_str().unwrap().to_string();
+    let got = receiver.wait_for(2, Duration::from_secs(15)).await;
+    let (first, retry) = (got[0].json(), got[1].json());
+    assert_eq!(first["message"]["id"], id.as_str());
+    assert_eq!(first["message"]["content"], "short-lived");
+    assert_eq!(retry["message"]["id"], id.as_str());
+    assert_eq!(retry["message"]["content"], "", "{retry}");
+    assert_eq!(retry["event_id"], first["event_id"]);
+    assert_eq!(
+        got[1].header("x-signature"),
+        signing::signature_hex(&signing_key, &got[1].body)
+    );
+    let stored = app
+        .get(&format!("/v1/messages/{id}"), &app.test_key)
+        .await
+        .expect(200);
+    assert_eq!(stored.data()["content"], "");
+    receiver.stop().await;
+}
+
+backend_tests!(retries_after_content_removal_carry_empty_content);
