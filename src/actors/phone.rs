@@ -381,13 +381,31 @@ impl Phone {
         let max_attempts = self.deps.settings.messages.max_send_attempts;
         ctx.spawn(
             async move {
-                let current = messages::get(&deps.db, message_id).await?;
                 // Only messages handed to this phone at least once may be reported on.
-                let Some(current) = current.filter(|m| {
+                let is_yours = |m: &Message| {
                     m.direction == Direction::Outbound
                         && m.send_attempts > 0
                         && (device.is_none() || m.device_id == device)
-                }) else {
+                };
+                if to != MessageStatus::Failed {
+                    // The common path (`sent`, `delivered`) is one guarded write; the read below
+                    // only tells a stale report (acked) from a stranger's (refused).
+                    let transition = Transition {
+                        expect_device: device,
+                        reported: true,
+                        ..Transition::to(message_id, to)
+                    };
+                    if let Some(row) = deps.writer.transition(transition).await? {
+                        return Ok(ReportOutcome::Moved(Box::new(row)));
+                    }
+                    let current = messages::get(&deps.db, message_id).await?;
+                    return Ok(match current.filter(|m| is_yours(m)) {
+                        Some(_) => ReportOutcome::Ignored,
+                        None => ReportOutcome::NotYours,
+                    });
+                }
+                let current = messages::get(&deps.db, message_id).await?;
+                let Some(current) = current.filter(|m| is_yours(m)) else {
                     return Ok::<_, crate::store::StoreError>(ReportOutcome::NotYours);
                 };
                 let transition = match (to, error) {

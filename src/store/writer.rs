@@ -94,6 +94,8 @@ pub struct Transition {
     pub to: MessageStatus,
     /// Only when the message is currently assigned to this phone (status reports).
     pub expect_device: Option<Uuid>,
+    /// A phone's report: only an outbound message handed over at least once may move.
+    pub reported: bool,
     /// Assign the message to this phone (hand-over).
     pub set_device: Option<Uuid>,
     /// Count a send attempt (hand-over).
@@ -111,6 +113,7 @@ impl Transition {
             id,
             to,
             expect_device: None,
+            reported: false,
             set_device: None,
             count_attempt: false,
             failure_reason: None,
@@ -642,6 +645,11 @@ async fn transition(
         .filter(messages::Column::Status.is_in(from));
     if let Some(device) = t.expect_device {
         update = update.filter(messages::Column::DeviceId.eq(device));
+    }
+    if t.reported {
+        update = update
+            .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
+            .filter(messages::Column::SendAttempts.gt(0));
     }
     if let Some(device) = t.set_device {
         update = update.col_expr(messages::Column::DeviceId, Expr::value(device));
