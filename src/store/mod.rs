@@ -152,3 +152,17 @@ pub async fn ping(db: &DatabaseConnection) -> bool {
 pub fn is_sqlite(db: &DatabaseConnection) -> bool {
     db.get_database_backend() == DbBackend::Sqlite
 }
+
+/// Most ids one grouped statement (`… WHERE id IN (…)`) names; a power of two (see [`id_list`]).
+pub(crate) const IDS_PER_STATEMENT: usize = 512;
+
+/// `ids` padded to the next power of two by repeating its first id, so grouped statements come
+/// in a handful of shapes (sqlx prepares and caches statements per SQL text, per connection)
+/// instead of one new statement to prepare for every batch size.
+pub(crate) fn id_list(ids: &[uuid::Uuid]) -> Vec<uuid::Uuid> {
+    let mut list = ids.to_vec();
+    if let Some(&first) = ids.first() {
+        list.resize(ids.len().next_power_of_two(), first);
+    }
+    list
+}

@@ -2,7 +2,7 @@
 //! the writer's commit hook consults, pending deliveries for the endpoint actors, and the
 //! group-commit recorder of attempts.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
 
 use entity::{webhook_attempts, webhook_deliveries, webhook_endpoints};
@@ -574,38 +574,74 @@ impl AttemptRecorder {
     }
 }
 
-/// Moves the delivery to the attempt's outcome (only if no other attempt with this number was
-/// recorded first) and returns the attempt row to insert, or None when the delivery had moved on.
-pub(super) async fn apply_attempt(
+/// Moves each delivery to its attempt's outcome, only if no other attempt with that number was
+/// recorded first, and returns per record the attempt row to insert (None: the delivery had
+/// moved on). Records with the same outcome share one `UPDATE … WHERE id IN (…)`, lowest
+/// attempt number first; `updated_at` is the commit time.
+pub(super) async fn apply_attempts(
     txn: &DatabaseTransaction,
-    r: &AttemptRecord,
-) -> Result<Option<webhook_attempts::ActiveModel>, StoreError> {
-    let attempts_before = i32::try_from(r.attempt.saturating_sub(1)).unwrap_or(i32::MAX);
-    let result = webhook_deliveries::Entity::update_many()
-        .col_expr(
-            webhook_deliveries::Column::State,
-            Expr::value(r.state.as_str()),
-        )
-        .col_expr(
-            webhook_deliveries::Column::Attempts,
-            Expr::value(i32::try_from(r.attempt).unwrap_or(i32::MAX)),
-        )
-        .col_expr(
-            webhook_deliveries::Column::NextAttemptAt,
-            Expr::value(r.next_attempt_at),
-        )
-        .col_expr(
-            webhook_deliveries::Column::UpdatedAt,
-            Expr::value(r.attempted_at),
-        )
-        .filter(webhook_deliveries::Column::Id.eq(r.delivery.id))
-        .filter(webhook_deliveries::Column::Attempts.eq(attempts_before))
-        .exec(txn)
-        .await?;
-    if result.rows_affected == 0 {
-        return Ok(None);
+    records: &[&AttemptRecord],
+    now: i64,
+) -> Result<Vec<Option<webhook_attempts::ActiveModel>>, StoreError> {
+    type Outcome = (u32, DeliveryState, Option<i64>);
+    let mut groups: Vec<(Outcome, Vec<usize>)> = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        let key = (r.attempt, r.state, r.next_attempt_at);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((key, vec![i])),
+        }
     }
-    Ok(Some(webhook_attempts::ActiveModel {
+    groups.sort_by_key(|((attempt, _, _), _)| *attempt);
+    let mut applied = vec![false; records.len()];
+    for ((attempt, state, next_attempt_at), members) in groups {
+        // The first record of a delivery and attempt number wins; a repeat is refused.
+        let mut seen = HashSet::with_capacity(members.len());
+        let firsts: Vec<usize> = members
+            .into_iter()
+            .filter(|&i| seen.insert(records[i].delivery.id))
+            .collect();
+        let ids: Vec<Uuid> = firsts.iter().map(|&i| records[i].delivery.id).collect();
+        let attempts_before = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);
+        for (chunk, chunk_ids) in firsts
+            .chunks(super::IDS_PER_STATEMENT)
+            .zip(ids.chunks(super::IDS_PER_STATEMENT))
+        {
+            let moved: HashSet<Uuid> = webhook_deliveries::Entity::update_many()
+                .col_expr(
+                    webhook_deliveries::Column::State,
+                    Expr::value(state.as_str()),
+                )
+                .col_expr(
+                    webhook_deliveries::Column::Attempts,
+                    Expr::value(i32::try_from(attempt).unwrap_or(i32::MAX)),
+                )
+                .col_expr(
+                    webhook_deliveries::Column::NextAttemptAt,
+                    Expr::value(next_attempt_at),
+                )
+                .col_expr(webhook_deliveries::Column::UpdatedAt, Expr::value(now))
+                .filter(webhook_deliveries::Column::Id.is_in(super::id_list(chunk_ids)))
+                .filter(webhook_deliveries::Column::Attempts.eq(attempts_before))
+                .exec_with_returning(txn)
+                .await?
+                .into_iter()
+                .map(|row| row.id)
+                .collect();
+            for &i in chunk {
+                applied[i] = moved.contains(&records[i].delivery.id);
+            }
+        }
+    }
+    Ok(records
+        .iter()
+        .zip(applied)
+        .map(|(r, applied)| applied.then(|| attempt_row(r)))
+        .collect())
+}
+
+fn attempt_row(r: &AttemptRecord) -> webhook_attempts::ActiveModel {
+    webhook_attempts::ActiveModel {
         id: Set(Uuid::now_v7()),
         delivery_id: Set(r.delivery.id),
         endpoint_id: Set(r.delivery.endpoint_id),
@@ -620,7 +656,7 @@ pub(super) async fn apply_attempt(
         attempted_at: Set(r.attempted_at),
         next_attempt_at: Set(r.next_attempt_at),
         state: Set(r.state.as_str().to_string()),
-    }))
+    }
 }
 
 /// Inserts attempt rows in multi-row statements.

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use entity::{message_events, messages};
 use sea_orm::sea_query::{Expr, ExprTrait, Func};
 use sea_orm::{
-    ActiveValue::NotSet, ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
-    PaginatorTrait, QueryFilter, QuerySelect, Set,
+    ActiveValue::NotSet, ColumnTrait, Condition, DatabaseConnection, DatabaseTransaction,
+    EntityTrait, PaginatorTrait, QueryFilter, QuerySelect, Set,
 };
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
@@ -397,30 +397,56 @@ impl WriterTask {
         let now = self.clock.now_ms();
         let txn = super::begin_write(&self.db).await?;
         let mut batch = Batch::default();
-        let mut outcomes = Vec::new();
+        // Transitions and webhook attempts are gathered and written in grouped statements (one
+        // round trip per group instead of per op); each op keeps its slot in `outcomes`.
+        let mut outcomes: Vec<Option<OpResult>> = Vec::new();
+        let mut moves: Vec<(usize, &Transition)> = Vec::new();
+        let mut attempts: Vec<(usize, &AttemptRecord)> = Vec::new();
         for op in ops {
+            let slot = outcomes.len();
             let outcome = match op {
-                Op::Accept(accept) => {
-                    OpResult::Accept(self.accept(&txn, &mut batch, accept, now).await?)
-                }
+                Op::Accept(accept) => Some(OpResult::Accept(
+                    self.accept(&txn, &mut batch, accept, now).await?,
+                )),
                 Op::Transition(t) => {
-                    OpResult::Transition(transition(&txn, &mut batch, t, now).await?.map(Box::new))
+                    moves.push((slot, t));
+                    None
                 }
                 Op::Reroute(r) => {
-                    OpResult::Transition(reroute(&txn, &mut batch, r, now).await?.map(Box::new))
+                    // A reroute reads the message's status: the moves before it go first.
+                    apply_moves(
+                        &txn,
+                        &mut batch,
+                        &mut outcomes,
+                        std::mem::take(&mut moves),
+                        now,
+                    )
+                    .await?;
+                    Some(OpResult::Transition(
+                        reroute(&txn, &mut batch, r, now).await?.map(Box::new),
+                    ))
                 }
-                Op::Inbound(message, scope) => {
-                    OpResult::Inbound(inbound(&txn, &mut batch, message, *scope, now).await?)
-                }
+                Op::Inbound(message, scope) => Some(OpResult::Inbound(
+                    inbound(&txn, &mut batch, message, *scope, now).await?,
+                )),
                 Op::RecordAttempt(record) => {
-                    let row = webhooks::apply_attempt(&txn, record).await?;
-                    let applied = row.is_some();
-                    batch.attempts.extend(row);
-                    OpResult::Recorded(applied)
+                    attempts.push((slot, record));
+                    None
                 }
             };
             outcomes.push(outcome);
         }
+        apply_moves(&txn, &mut batch, &mut outcomes, moves, now).await?;
+        let records: Vec<&AttemptRecord> = attempts.iter().map(|(_, r)| *r).collect();
+        let rows = webhooks::apply_attempts(&txn, &records, now).await?;
+        for ((slot, _), row) in attempts.into_iter().zip(rows) {
+            outcomes[slot] = Some(OpResult::Recorded(row.is_some()));
+            batch.attempts.extend(row);
+        }
+        let outcomes = outcomes
+            .into_iter()
+            .map(|o| o.ok_or(StoreError::WriterGone))
+            .collect::<Result<Vec<_>, _>>()?;
         for chunk in batch.rows.chunks(ROWS_PER_INSERT) {
             messages::Entity::insert_many(chunk.to_vec())
                 .exec(&txn)
@@ -631,26 +657,118 @@ fn event_row(
     }
 }
 
-async fn transition(
+/// Writes `moves` (the batch's transitions, with their outcome slots) in grouped statements:
+/// round k holds each message's k-th move of the batch, so one message's moves keep their
+/// order; inside a round, moves that set and check the same things share one
+/// `UPDATE … WHERE id IN (…) RETURNING *`. The timeline and change bookkeeping then runs in
+/// op order, exactly as if each move had been its own statement.
+async fn apply_moves(
     txn: &DatabaseTransaction,
     batch: &mut Batch,
-    t: &Transition,
+    outcomes: &mut [Option<OpResult>],
+    moves: Vec<(usize, &Transition)>,
     now: i64,
-) -> Result<Option<Message>, StoreError> {
+) -> Result<(), StoreError> {
+    if moves.is_empty() {
+        return Ok(());
+    }
+    let mut seen: HashMap<Uuid, usize> = HashMap::new();
+    let rounds: Vec<usize> = moves
+        .iter()
+        .map(|(_, t)| {
+            let next = seen.entry(t.id).or_insert(0);
+            *next += 1;
+            *next - 1
+        })
+        .collect();
+    let last_round = rounds.iter().copied().max().unwrap_or(0);
+    let mut rows: Vec<Option<Message>> = vec![None; moves.len()];
+    for round in 0..=last_round {
+        let mut groups: Vec<(UpdateKey<'_>, Vec<usize>)> = Vec::new();
+        for (i, (_, t)) in moves.iter().enumerate() {
+            if rounds[i] != round {
+                continue;
+            }
+            let key = UpdateKey::of(t);
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, members)) => members.push(i),
+                None => groups.push((key, vec![i])),
+            }
+        }
+        for (_, members) in groups {
+            for chunk in members.chunks(super::IDS_PER_STATEMENT) {
+                let ids: Vec<Uuid> = chunk.iter().map(|&i| moves[i].1.id).collect();
+                let ids = super::id_list(&ids);
+                let mut returned: HashMap<Uuid, Message> =
+                    move_statement(moves[chunk[0]].1, &ids, now)
+                        .exec_with_returning(txn)
+                        .await?
+                        .into_iter()
+                        .map(|row| {
+                            let message = Message::from(row);
+                            (message.id, message)
+                        })
+                        .collect();
+                for &i in chunk {
+                    rows[i] = returned.remove(&moves[i].1.id);
+                }
+            }
+        }
+    }
+    for ((slot, t), row) in moves.into_iter().zip(rows) {
+        if let Some(message) = &row {
+            record_move(txn, batch, t, message, now).await?;
+        }
+        outcomes[slot] = Some(OpResult::Transition(row.map(Box::new)));
+    }
+    Ok(())
+}
+
+/// What a move's UPDATE sets and checks besides the message id: moves with equal keys can
+/// share one statement.
+#[derive(PartialEq)]
+struct UpdateKey<'a> {
+    to: MessageStatus,
+    expect_device: Option<Uuid>,
+    reported: bool,
+    set_device: Option<Uuid>,
+    count_attempt: bool,
+    failure_reason: Option<&'a str>,
+}
+
+impl UpdateKey<'_> {
+    fn of(t: &Transition) -> UpdateKey<'_> {
+        UpdateKey {
+            to: t.to,
+            expect_device: t.expect_device,
+            reported: t.reported,
+            set_device: t.set_device,
+            count_attempt: t.count_attempt,
+            failure_reason: t.failure_reason.as_deref(),
+        }
+    }
+}
+
+/// The UPDATE of `t` (its target status, guards and columns) applied to each of `ids`.
+fn move_statement(t: &Transition, ids: &[Uuid], now: i64) -> sea_orm::UpdateMany<messages::Entity> {
     let from: Vec<&str> = t.to.allowed_from().iter().map(|s| s.as_str()).collect();
+    let mut guard = Condition::all().add(messages::Column::Status.is_in(from));
+    if let Some(device) = t.expect_device {
+        guard = guard.add(messages::Column::DeviceId.eq(device));
+    }
+    if t.reported {
+        guard = guard
+            .add(messages::Column::Direction.eq(Direction::Outbound.as_str()))
+            .add(messages::Column::SendAttempts.gt(0));
+    }
+    // The guards sit inside a CASE so no index on them can be picked over the primary key:
+    // given `id IN (…)` and `device_id = ?` side by side, SQLite's planner chose the
+    // (device_id, inbound_ref) index and scanned every message of the phone.
     let mut update = messages::Entity::update_many()
         .col_expr(messages::Column::Status, Expr::value(t.to.as_str()))
         .col_expr(messages::Column::UpdatedAt, Expr::value(now))
-        .filter(messages::Column::Id.eq(t.id))
-        .filter(messages::Column::Status.is_in(from));
-    if let Some(device) = t.expect_device {
-        update = update.filter(messages::Column::DeviceId.eq(device));
-    }
-    if t.reported {
-        update = update
-            .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
-            .filter(messages::Column::SendAttempts.gt(0));
-    }
+        .filter(messages::Column::Id.is_in(ids.iter().copied()))
+        .filter(guarded(guard));
     if let Some(device) = t.set_device {
         update = update.col_expr(messages::Column::DeviceId, Expr::value(device));
     }
@@ -683,14 +801,27 @@ async fn transition(
     if let Some(reason) = &t.failure_reason {
         update = update.col_expr(messages::Column::FailureReason, Expr::value(reason.clone()));
     }
-    let Some(row) = update.exec_with_returning(txn).await?.into_iter().next() else {
-        return Ok(None);
-    };
-    let message = Message::from(row);
+    update
+}
+
+/// `CASE WHEN guard THEN TRUE ELSE FALSE END = TRUE`: the guard as an opaque expression.
+fn guarded(guard: Condition) -> Expr {
+    let case: Expr = Expr::case(guard, true).finally(false).into();
+    case.eq(true)
+}
+
+/// The timeline entry and published change of a move that was written.
+async fn record_move(
+    txn: &DatabaseTransaction,
+    batch: &mut Batch,
+    t: &Transition,
+    message: &Message,
+    now: i64,
+) -> Result<(), StoreError> {
     if t.to == MessageStatus::Sent {
         batch.sent.insert(message.id);
     }
-    if t.to == MessageStatus::Delivered && implied_sent(txn, batch, &message, now).await? {
+    if t.to == MessageStatus::Delivered && implied_sent(txn, batch, message, now).await? {
         // A delivery report that overtook its `sent` report (or came alone): the message was
         // sent, so the timeline and the event channel record `sent` first, exactly once.
         batch.sent.insert(message.id);
@@ -717,7 +848,7 @@ async fn transition(
         kind,
         message: message.clone(),
     });
-    Ok(Some(message))
+    Ok(())
 }
 
 /// Whether a message just moved to `delivered` never recorded `sent`: its `sent_at` was
@@ -813,4 +944,148 @@ async fn reroute(
         Some(r.detail.clone()),
     ));
     Ok(Some(message))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::domain::status::Mode;
+
+    fn queued(id: Uuid) -> NewMessage {
+        NewMessage {
+            id,
+            direction: Direction::Outbound,
+            status: MessageStatus::Queued,
+            class: QueueClass::Single,
+            from_number: "+14155550100".into(),
+            to_number: "+14155550123".into(),
+            content: "hi".into(),
+            segments: 1,
+            encoding: "GSM-7".into(),
+            device_id: None,
+            pinned: false,
+            campaign_id: None,
+            request_id: None,
+            inbound_ref: None,
+            scheduled_for: None,
+            expires_at: i64::MAX,
+        }
+    }
+
+    fn handed(id: Uuid, device: Uuid) -> Transition {
+        Transition {
+            set_device: Some(device),
+            count_attempt: true,
+            ..Transition::to(id, MessageStatus::Sending)
+        }
+    }
+
+    fn report(id: Uuid, device: Uuid, to: MessageStatus) -> Transition {
+        Transition {
+            expect_device: Some(device),
+            reported: true,
+            ..Transition::to(id, to)
+        }
+    }
+
+    /// Moves submitted together land in one batch and its grouped UPDATEs: each keeps its own
+    /// answer, one message's moves keep their order, and a guard refuses only its own move.
+    #[test]
+    fn a_batch_of_moves_keeps_each_answer_and_order() {
+        crate::startup::block_on_system(async {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}?mode=rwc", dir.path().join("w.db").display());
+            let db = crate::store::connect(&url, 2).await.unwrap();
+            crate::store::migrate(&db).await.unwrap();
+            let published: Arc<Mutex<Vec<(Uuid, &'static str)>>> = Arc::default();
+            let sink = published.clone();
+            let listener: ChangeListener = Arc::new(move |changes: Vec<Change>| {
+                let mut sink = sink.lock().unwrap();
+                sink.extend(changes.into_iter().map(|c| (c.message.id, c.kind)));
+            });
+            let writer = Writer::start(db.clone(), Arc::new(SystemClock), listener);
+            let scope = Scope {
+                workspace_id: Uuid::now_v7(),
+                mode: Mode::Live,
+            };
+            let [a, b, c] = [Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7()];
+            let outcome = writer
+                .accept(Accept {
+                    scope,
+                    request_id: None,
+                    messages: vec![queued(a), queued(b), queued(c)],
+                    device_available: true,
+                    limit: None,
+                })
+                .await
+                .unwrap();
+            assert!(matches!(outcome, AcceptOutcome::Accepted(ref m) if m.len() == 3));
+            published.lock().unwrap().clear();
+
+            let (one, two) = (Uuid::now_v7(), Uuid::now_v7());
+            let moves = vec![
+                handed(a, one),
+                handed(b, one),
+                handed(c, two),
+                report(a, one, MessageStatus::Sent),
+                report(a, one, MessageStatus::Delivered),
+                report(b, two, MessageStatus::Delivered),
+                report(c, two, MessageStatus::Delivered),
+            ];
+            let answers =
+                futures_util::future::join_all(moves.into_iter().map(|t| writer.transition(t)))
+                    .await;
+            let statuses: Vec<Option<(Uuid, MessageStatus, u32)>> = answers
+                .into_iter()
+                .map(|r| r.unwrap().map(|m| (m.id, m.status, m.send_attempts)))
+                .collect();
+            assert_eq!(
+                statuses,
+                vec![
+                    Some((a, MessageStatus::Sending, 1)),
+                    Some((b, MessageStatus::Sending, 1)),
+                    Some((c, MessageStatus::Sending, 1)),
+                    Some((a, MessageStatus::Sent, 1)),
+                    Some((a, MessageStatus::Delivered, 1)),
+                    None, // b is on phone one: phone two's report is refused
+                    Some((c, MessageStatus::Delivered, 1)),
+                ]
+            );
+
+            let timeline = |id| {
+                let db = db.clone();
+                async move {
+                    let (_, events) = crate::store::messages::get_with_events(&db, scope, id)
+                        .await
+                        .unwrap();
+                    events.into_iter().map(|e| e.kind).collect::<Vec<_>>()
+                }
+            };
+            assert_eq!(
+                timeline(a).await,
+                ["queued", "sending", "sent", "delivered"]
+            );
+            assert_eq!(timeline(b).await, ["queued", "sending"]);
+            // c's delivery overtook its `sent`: recorded once, before `delivered`.
+            assert_eq!(
+                timeline(c).await,
+                ["queued", "sending", "sent", "delivered"]
+            );
+            let published = published.lock().unwrap().clone();
+            let of = |id| -> Vec<&str> {
+                published
+                    .iter()
+                    .filter(|(m, _)| *m == id)
+                    .map(|(_, k)| *k)
+                    .collect()
+            };
+            assert_eq!(of(a), ["sending", "sent", "delivered"]);
+            assert_eq!(of(b), ["sending"]);
+            assert_eq!(of(c), ["sending", "sent", "delivered"]);
+        })
+        .unwrap();
+    }
 }
