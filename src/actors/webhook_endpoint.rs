@@ -226,6 +226,9 @@ pub struct WebhookEndpoint {
     in_flight: usize,
     /// Attempts answered but not yet recorded.
     recording: usize,
+    /// A read of the messages of attempts about to start is in flight: deliveries falling due
+    /// meanwhile wait for it and share the next read (one read per burst, not per delivery).
+    reading: bool,
     stopping: bool,
 }
 
@@ -241,6 +244,7 @@ impl WebhookEndpoint {
             known: HashMap::new(),
             in_flight: 0,
             recording: 0,
+            reading: false,
             stopping: false,
         }
     }
@@ -308,7 +312,7 @@ impl WebhookEndpoint {
         let Some(endpoint) = self.endpoint.clone() else {
             return;
         };
-        if !endpoint.enabled || self.stopping {
+        if !endpoint.enabled || self.stopping || self.reading {
             return;
         }
         let now = self.deps.clock.now_ms();
@@ -333,10 +337,12 @@ impl WebhookEndpoint {
         // One query reads the messages of every attempt started now.
         let db = self.deps.db.clone();
         let ids: Vec<Uuid> = batch.iter().map(|d| d.message_id).collect();
+        self.reading = true;
         ctx.spawn(
             async move { webhooks::messages_by_id(&db, &ids).await }
                 .into_actor(self)
                 .map(move |read, act, ctx| {
+                    act.reading = false;
                     let client = act.client().clone();
                     for delivery in batch {
                         let message = match &read {
@@ -356,6 +362,8 @@ impl WebhookEndpoint {
                                 .map(move |record, act, ctx| act.answered(id, record, ctx)),
                         );
                     }
+                    // Deliveries that fell due during the read start now, sharing one read.
+                    act.pump(ctx);
                 }),
         );
     }
