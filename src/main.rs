@@ -10,6 +10,10 @@ use smsgw::domain::status::Mode;
 use smsgw::startup::Application;
 use smsgw::store::{self, workspaces};
 
+/// See Cargo.toml: fewer resident bytes per idle phone than glibc malloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "smsgw",
