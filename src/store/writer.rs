@@ -697,18 +697,18 @@ async fn apply_moves(
         }
         for (_, members) in groups {
             for chunk in members.chunks(super::IDS_PER_STATEMENT) {
-                let ids: Vec<Uuid> = chunk.iter().map(|&i| moves[i].1.id).collect();
+                let group: Vec<&Transition> = chunk.iter().map(|&i| moves[i].1).collect();
+                let ids: Vec<Uuid> = group.iter().map(|t| t.id).collect();
                 let ids = super::id_list(&ids);
-                let mut returned: HashMap<Uuid, Message> =
-                    move_statement(moves[chunk[0]].1, &ids, now)
-                        .exec_with_returning(txn)
-                        .await?
-                        .into_iter()
-                        .map(|row| {
-                            let message = Message::from(row);
-                            (message.id, message)
-                        })
-                        .collect();
+                let mut returned: HashMap<Uuid, Message> = move_statement(&group, &ids, now)
+                    .exec_with_returning(txn)
+                    .await?
+                    .into_iter()
+                    .map(|row| {
+                        let message = Message::from(row);
+                        (message.id, message)
+                    })
+                    .collect();
                 for &i in chunk {
                     rows[i] = returned.remove(&moves[i].1.id);
                 }
@@ -724,14 +724,15 @@ async fn apply_moves(
     Ok(())
 }
 
-/// What a move's UPDATE sets and checks besides the message id: moves with equal keys can
-/// share one statement.
+/// What a move's UPDATE sets and checks besides the message id and its phone: moves with equal
+/// keys share one statement (the phone, which differs between moves of one batch, is matched
+/// per id inside it).
 #[derive(PartialEq)]
 struct UpdateKey<'a> {
     to: MessageStatus,
-    expect_device: Option<Uuid>,
+    expects_device: bool,
     reported: bool,
-    set_device: Option<Uuid>,
+    sets_device: bool,
     count_attempt: bool,
     failure_reason: Option<&'a str>,
 }
@@ -740,21 +741,42 @@ impl UpdateKey<'_> {
     fn of(t: &Transition) -> UpdateKey<'_> {
         UpdateKey {
             to: t.to,
-            expect_device: t.expect_device,
+            expects_device: t.expect_device.is_some(),
             reported: t.reported,
-            set_device: t.set_device,
+            sets_device: t.set_device.is_some(),
             count_attempt: t.count_attempt,
             failure_reason: t.failure_reason.as_deref(),
         }
     }
 }
 
-/// The UPDATE of `t` (its target status, guards and columns) applied to each of `ids`.
-fn move_statement(t: &Transition, ids: &[Uuid], now: i64) -> sea_orm::UpdateMany<messages::Entity> {
+/// The phone of each move, as one value when they all share it, else
+/// `CASE WHEN id = ? THEN ? … END`.
+fn device_by_id(group: &[&Transition], device: impl Fn(&Transition) -> Option<Uuid>) -> Expr {
+    let first = device(group[0]);
+    if group.iter().all(|t| device(t) == first) {
+        return Expr::value(first);
+    }
+    let mut case = sea_orm::sea_query::CaseStatement::new();
+    for t in group {
+        case = case.case(messages::Column::Id.eq(t.id), Expr::value(device(t)));
+    }
+    case.finally(Expr::value(Option::<Uuid>::None)).into()
+}
+
+/// The UPDATE of a group of moves with one [`UpdateKey`] (their target status, guards and
+/// columns), applied to each of `ids`.
+fn move_statement(
+    group: &[&Transition],
+    ids: &[Uuid],
+    now: i64,
+) -> sea_orm::UpdateMany<messages::Entity> {
+    let t = group[0];
     let from: Vec<&str> = t.to.allowed_from().iter().map(|s| s.as_str()).collect();
     let mut guard = Condition::all().add(messages::Column::Status.is_in(from));
-    if let Some(device) = t.expect_device {
-        guard = guard.add(messages::Column::DeviceId.eq(device));
+    if t.expect_device.is_some() {
+        let expected = device_by_id(group, |t| t.expect_device);
+        guard = guard.add(Expr::col(messages::Column::DeviceId).eq(expected));
     }
     if t.reported {
         guard = guard
@@ -769,8 +791,11 @@ fn move_statement(t: &Transition, ids: &[Uuid], now: i64) -> sea_orm::UpdateMany
         .col_expr(messages::Column::UpdatedAt, Expr::value(now))
         .filter(messages::Column::Id.is_in(ids.iter().copied()))
         .filter(guarded(guard));
-    if let Some(device) = t.set_device {
-        update = update.col_expr(messages::Column::DeviceId, Expr::value(device));
+    if t.set_device.is_some() {
+        update = update.col_expr(
+            messages::Column::DeviceId,
+            device_by_id(group, |t| t.set_device),
+        );
     }
     if t.count_attempt {
         update = update.col_expr(
@@ -1011,28 +1036,38 @@ mod tests {
                 workspace_id: Uuid::now_v7(),
                 mode: Mode::Live,
             };
-            let [a, b, c] = [Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7()];
+            let [a, b, c, d] = [
+                Uuid::now_v7(),
+                Uuid::now_v7(),
+                Uuid::now_v7(),
+                Uuid::now_v7(),
+            ];
             let outcome = writer
                 .accept(Accept {
                     scope,
                     request_id: None,
-                    messages: vec![queued(a), queued(b), queued(c)],
+                    messages: vec![queued(a), queued(b), queued(c), queued(d)],
                     device_available: true,
                     limit: None,
                 })
                 .await
                 .unwrap();
-            assert!(matches!(outcome, AcceptOutcome::Accepted(ref m) if m.len() == 3));
+            assert!(matches!(outcome, AcceptOutcome::Accepted(ref m) if m.len() == 4));
             published.lock().unwrap().clear();
 
             let (one, two) = (Uuid::now_v7(), Uuid::now_v7());
+            // Round 0: four hand-overs to two phones in one statement; round 1: reports from
+            // both phones in one statement, one of them from the wrong phone; round 2: a's
+            // delivery after its `sent`.
             let moves = vec![
                 handed(a, one),
                 handed(b, one),
                 handed(c, two),
+                handed(d, two),
                 report(a, one, MessageStatus::Sent),
+                report(d, two, MessageStatus::Sent),
+                report(b, two, MessageStatus::Sent),
                 report(a, one, MessageStatus::Delivered),
-                report(b, two, MessageStatus::Delivered),
                 report(c, two, MessageStatus::Delivered),
             ];
             let answers =
@@ -1048,9 +1083,11 @@ mod tests {
                     Some((a, MessageStatus::Sending, 1)),
                     Some((b, MessageStatus::Sending, 1)),
                     Some((c, MessageStatus::Sending, 1)),
+                    Some((d, MessageStatus::Sending, 1)),
                     Some((a, MessageStatus::Sent, 1)),
-                    Some((a, MessageStatus::Delivered, 1)),
+                    Some((d, MessageStatus::Sent, 1)),
                     None, // b is on phone one: phone two's report is refused
+                    Some((a, MessageStatus::Delivered, 1)),
                     Some((c, MessageStatus::Delivered, 1)),
                 ]
             );
@@ -1074,6 +1111,11 @@ mod tests {
                 timeline(c).await,
                 ["queued", "sending", "sent", "delivered"]
             );
+            assert_eq!(timeline(d).await, ["queued", "sending", "sent"]);
+            for (id, phone) in [(a, one), (b, one), (c, two), (d, two)] {
+                let message = crate::store::messages::get(&db, id).await.unwrap().unwrap();
+                assert_eq!(message.device_id, Some(phone), "{id}");
+            }
             let published = published.lock().unwrap().clone();
             let of = |id| -> Vec<&str> {
                 published
@@ -1085,6 +1127,7 @@ mod tests {
             assert_eq!(of(a), ["sending", "sent", "delivered"]);
             assert_eq!(of(b), ["sending"]);
             assert_eq!(of(c), ["sending", "sent", "delivered"]);
+            assert_eq!(of(d), ["sending", "sent"]);
         })
         .unwrap();
     }
