@@ -295,6 +295,8 @@ struct Batch {
     changes: Vec<Change>,
     request_ids: HashMap<(Uuid, bool, String), Uuid>,
     inbound_refs: HashMap<(Uuid, String), ()>,
+    /// The (phone, ref) pairs of this batch's inbound messages already stored before it.
+    stored_refs: HashSet<(Uuid, String)>,
     count_deltas: HashMap<Uuid, u64>,
     /// Messages moved to `sent` in this batch.
     sent: HashSet<Uuid>,
@@ -392,11 +394,19 @@ impl WriterTask {
 
     async fn commit<'a>(
         &mut self,
-        ops: impl Iterator<Item = &'a Op>,
+        ops: impl Iterator<Item = &'a Op> + Clone,
     ) -> Result<Committed, StoreError> {
         let now = self.clock.now_ms();
         let txn = super::begin_write(&self.db).await?;
         let mut batch = Batch::default();
+        let refs: Vec<(Uuid, &str)> = ops
+            .clone()
+            .filter_map(|op| match op {
+                Op::Inbound(new, _) => new.device_id.zip(new.inbound_ref.as_deref()),
+                _ => None,
+            })
+            .collect();
+        batch.stored_refs = stored_refs(&txn, &refs).await?;
         // Transitions and webhook attempts are gathered and written in grouped statements (one
         // round trip per group instead of per op); each op keeps its slot in `outcomes`.
         let mut outcomes: Vec<Option<OpResult>> = Vec::new();
@@ -895,6 +905,42 @@ async fn implied_sent(
     Ok(recorded == 0)
 }
 
+/// Which of `refs` (phone, inbound ref) are stored already: one query per chunk, each pair an
+/// `OR` term the (device_id, inbound_ref) unique index answers.
+async fn stored_refs(
+    txn: &DatabaseTransaction,
+    refs: &[(Uuid, &str)],
+) -> Result<HashSet<(Uuid, String)>, StoreError> {
+    let mut stored = HashSet::new();
+    for chunk in refs.chunks(REFS_PER_QUERY) {
+        let mut any = Condition::any();
+        for (device, reference) in chunk {
+            any = any.add(
+                Condition::all()
+                    .add(messages::Column::DeviceId.eq(*device))
+                    .add(messages::Column::InboundRef.eq(*reference)),
+            );
+        }
+        let found: Vec<(Option<Uuid>, Option<String>)> = messages::Entity::find()
+            .select_only()
+            .column(messages::Column::DeviceId)
+            .column(messages::Column::InboundRef)
+            .filter(any)
+            .into_tuple()
+            .all(txn)
+            .await?;
+        stored.extend(
+            found
+                .into_iter()
+                .filter_map(|(device, reference)| device.zip(reference)),
+        );
+    }
+    Ok(stored)
+}
+
+/// Most (phone, ref) pairs one [`stored_refs`] query names.
+const REFS_PER_QUERY: usize = 200;
+
 async fn inbound(
     txn: &DatabaseTransaction,
     batch: &mut Batch,
@@ -907,13 +953,7 @@ async fn inbound(
         if batch.inbound_refs.contains_key(&key) {
             return Ok(InboundOutcome::Repeat);
         }
-        let exists = messages::Entity::find()
-            .filter(messages::Column::DeviceId.eq(device))
-            .filter(messages::Column::InboundRef.eq(reference.as_str()))
-            .count(txn)
-            .await?
-            > 0;
-        if exists {
+        if batch.stored_refs.contains(&key) {
             return Ok(InboundOutcome::Repeat);
         }
         batch.inbound_refs.insert(key, ());
