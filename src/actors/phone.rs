@@ -381,15 +381,10 @@ impl Phone {
         let max_attempts = self.deps.settings.messages.max_send_attempts;
         ctx.spawn(
             async move {
-                // Only messages handed to this phone at least once may be reported on.
-                let is_yours = |m: &Message| {
-                    m.direction == Direction::Outbound
-                        && m.send_attempts > 0
-                        && (device.is_none() || m.device_id == device)
-                };
+                // The common path (`sent`, `delivered`) is one guarded write; the read below
+                // only tells a stale report (acked) from a stranger's (refused), and gives a
+                // failure its attempt count.
                 if to != MessageStatus::Failed {
-                    // The common path (`sent`, `delivered`) is one guarded write; the read below
-                    // only tells a stale report (acked) from a stranger's (refused).
                     let transition = Transition {
                         expect_device: device,
                         reported: true,
@@ -398,16 +393,19 @@ impl Phone {
                     if let Some(row) = deps.writer.transition(transition).await? {
                         return Ok(ReportOutcome::Moved(Box::new(row)));
                     }
-                    let current = messages::get(&deps.db, message_id).await?;
-                    return Ok(match current.filter(|m| is_yours(m)) {
-                        Some(_) => ReportOutcome::Ignored,
-                        None => ReportOutcome::NotYours,
-                    });
                 }
-                let current = messages::get(&deps.db, message_id).await?;
-                let Some(current) = current.filter(|m| is_yours(m)) else {
+                // Only messages handed to this phone at least once may be reported on.
+                let current = messages::get(&deps.db, message_id).await?.filter(|m| {
+                    m.direction == Direction::Outbound
+                        && m.send_attempts > 0
+                        && (device.is_none() || m.device_id == device)
+                });
+                let Some(current) = current else {
                     return Ok::<_, crate::store::StoreError>(ReportOutcome::NotYours);
                 };
+                if to != MessageStatus::Failed {
+                    return Ok(ReportOutcome::Ignored);
+                }
                 let transition = match (to, error) {
                     (MessageStatus::Failed, Some(error)) => match current.status {
                         MessageStatus::Sending if current.send_attempts < max_attempts => {

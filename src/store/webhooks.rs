@@ -601,12 +601,9 @@ pub(super) async fn apply_attempts(
             .into_iter()
             .filter(|&i| seen.insert(records[i].delivery.id))
             .collect();
-        let ids: Vec<Uuid> = firsts.iter().map(|&i| records[i].delivery.id).collect();
         let attempts_before = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);
-        for (chunk, chunk_ids) in firsts
-            .chunks(super::IDS_PER_STATEMENT)
-            .zip(ids.chunks(super::IDS_PER_STATEMENT))
-        {
+        for chunk in firsts.chunks(super::IDS_PER_STATEMENT) {
+            let ids: Vec<Uuid> = chunk.iter().map(|&i| records[i].delivery.id).collect();
             let moved: HashSet<Uuid> = webhook_deliveries::Entity::update_many()
                 .col_expr(
                     webhook_deliveries::Column::State,
@@ -621,7 +618,7 @@ pub(super) async fn apply_attempts(
                     Expr::value(next_attempt_at),
                 )
                 .col_expr(webhook_deliveries::Column::UpdatedAt, Expr::value(now))
-                .filter(webhook_deliveries::Column::Id.is_in(super::id_list(chunk_ids)))
+                .filter(webhook_deliveries::Column::Id.is_in(super::id_list(&ids)))
                 .filter(webhook_deliveries::Column::Attempts.eq(attempts_before))
                 .exec_with_returning(txn)
                 .await?

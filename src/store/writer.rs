@@ -294,7 +294,7 @@ struct Batch {
     events: Vec<message_events::ActiveModel>,
     changes: Vec<Change>,
     request_ids: HashMap<(Uuid, bool, String), Uuid>,
-    inbound_refs: HashMap<(Uuid, String), ()>,
+    inbound_refs: HashSet<(Uuid, String)>,
     /// The (phone, ref) pairs of this batch's inbound messages already stored before it.
     stored_refs: HashSet<(Uuid, String)>,
     count_deltas: HashMap<Uuid, u64>,
@@ -950,13 +950,13 @@ async fn inbound(
 ) -> Result<InboundOutcome, StoreError> {
     if let (Some(device), Some(reference)) = (new.device_id, &new.inbound_ref) {
         let key = (device, reference.clone());
-        if batch.inbound_refs.contains_key(&key) {
+        if batch.inbound_refs.contains(&key) {
             return Ok(InboundOutcome::Repeat);
         }
         if batch.stored_refs.contains(&key) {
             return Ok(InboundOutcome::Repeat);
         }
-        batch.inbound_refs.insert(key, ());
+        batch.inbound_refs.insert(key);
     }
     // Opt-out keywords take effect in the same transaction as the message they arrive in.
     if let Some(keyword) = crate::domain::keywords::classify(&new.content)
