@@ -4,8 +4,12 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
 use actix::{Actor, Addr};
-use actix_web::dev::Server;
-use actix_web::{App, HttpServer, web};
+use std::time::Duration;
+
+use actix_http::{HttpService, KeepAlive};
+use actix_service::{fn_service, map_config};
+use actix_web::dev::{AppConfig, Server};
+use actix_web::{App, web};
 use sea_orm::DatabaseConnection;
 
 use crate::actors::Deps;
@@ -180,32 +184,11 @@ impl Application {
             bind: settings.server.bind.clone(),
             source,
         })?;
-        let mut server = HttpServer::new(move || {
-            App::new()
-                .wrap(actix_web::middleware::from_fn(
-                    crate::telemetry::observe_request,
-                ))
-                .app_data(state.clone())
-                .app_data(webhook_api.clone())
-                .configure(api::configure)
-                .configure(crate::portal::routes)
-                .default_service(web::to(api::not_found))
-        })
-        .listen(tcp)
-        .map_err(|source| StartupError::Bind {
-            bind: settings.server.bind.clone(),
-            source,
-        })?
-        // Signals are handled by `run_until_stopped`, which closes phone sessions first.
-        .disable_signals()
-        .shutdown_timeout(8);
-        if settings.server.workers > 0 {
-            server = server.workers(settings.server.workers);
-        }
+        let server = http_server(tcp, address, &settings, state, webhook_api)?;
         Ok(Application {
             signals: ShutdownSignals::listen(),
             address,
-            server: server.run(),
+            server,
             initial_keys,
             db,
             registry,
@@ -245,6 +228,64 @@ impl Application {
         self.server.await
     }
 }
+
+/// The HTTP server: the actix-web application, plus actix-http's upgrade hook for WebSocket
+/// upgrades, which hands the phone's bare connection to [`api::phone_ws::upgrade`] (an upgrade
+/// served by actix-web itself keeps 16 KiB of buffers per connection for its life). Everything
+/// else is what `actix_web::HttpServer` would build: same timeouts, graceful stop that closes
+/// idle keep-alive connections, signals left to [`Application::run_until_stopped`].
+fn http_server(
+    tcp: TcpListener,
+    address: SocketAddr,
+    settings: &Settings,
+    state: web::Data<AppState>,
+    webhook_api: web::Data<api::webhooks::WebhookApi>,
+) -> Result<Server, StartupError> {
+    let mut builder = Server::build()
+        .disable_signals()
+        .shutdown_timeout(SHUTDOWN_TIMEOUT_SECS);
+    if settings.server.workers > 0 {
+        builder = builder.workers(settings.server.workers);
+    }
+    let stopping = builder.graceful_shutdown_signal();
+    builder
+        .listen("smsgw-http", tcp, move || {
+            let (state, webhook_api, stopping) =
+                (state.clone(), webhook_api.clone(), stopping.clone());
+            let upgrade_state = state.clone();
+            let app = App::new()
+                .wrap(actix_web::middleware::from_fn(
+                    crate::telemetry::observe_request,
+                ))
+                .app_data(state)
+                .app_data(webhook_api)
+                .configure(api::configure)
+                .configure(crate::portal::routes)
+                .default_service(web::to(api::not_found));
+            HttpService::build()
+                .keep_alive(KeepAlive::default())
+                .client_request_timeout(Duration::from_secs(5))
+                .client_disconnect_timeout(Duration::from_secs(1))
+                .local_addr(address)
+                .graceful_shutdown_signal(move || {
+                    let stopping = stopping.clone();
+                    async move { stopping.notified().await }
+                })
+                .upgrade(fn_service(move |(req, framed)| {
+                    api::phone_ws::upgrade(upgrade_state.clone(), req, framed)
+                }))
+                .finish(map_config(app, |_| AppConfig::default()))
+                .tcp()
+        })
+        .map(|builder| builder.run())
+        .map_err(|source| StartupError::Bind {
+            bind: settings.server.bind.clone(),
+            source,
+        })
+}
+
+/// Seconds the HTTP server gives in-flight requests to finish after a stop.
+const SHUTDOWN_TIMEOUT_SECS: u64 = 8;
 
 /// SIGTERM and SIGINT listeners, registered when created.
 struct ShutdownSignals {

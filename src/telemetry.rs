@@ -175,19 +175,30 @@ pub fn count_ai_draft(outcome: &'static str) {
     metrics::counter!(names::AI_DRAFTS, "outcome" => outcome).increment(1);
 }
 
+/// The request's id: its `x-request-id` header when it has a usable one, else a new one.
+pub fn request_id(headers: &actix_web::http::header::HeaderMap) -> String {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string())
+}
+
+/// Counts one answered request by route pattern, method and status, with its latency.
+pub fn record_request(route: String, method: String, status: u16, elapsed: std::time::Duration) {
+    let status = status.to_string();
+    metrics::counter!(names::HTTP_REQUESTS, "route" => route.clone(), "method" => method.clone(), "status" => status.clone()).increment(1);
+    metrics::histogram!(names::HTTP_REQUEST_DURATION, "route" => route, "method" => method, "status" => status).record(elapsed.as_secs_f64());
+}
+
 /// Gives every request an id (the `x-request-id` header, echoed or generated), a tracing span,
 /// and counts it by route pattern and status with its latency.
 pub async fn observe_request(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let request_id = req
-        .headers()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128)
-        .map(str::to_string)
-        .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+    let request_id = request_id(req.headers());
     let method = req.method().to_string();
     let route = req
         .match_pattern()
@@ -196,15 +207,19 @@ pub async fn observe_request(
         tracing::info_span!("request", request_id = %request_id, method = %method, route = %route);
     let started = Instant::now();
     let result = next.call(req).instrument(span.clone()).await;
-    let elapsed = started.elapsed().as_secs_f64();
+    let elapsed = started.elapsed();
     let status = match &result {
         Ok(res) => res.status().as_u16(),
         Err(err) => err.as_response_error().status_code().as_u16(),
     };
-    let status_label = status.to_string();
-    metrics::counter!(names::HTTP_REQUESTS, "route" => route.clone(), "method" => method.clone(), "status" => status_label.clone()).increment(1);
-    metrics::histogram!(names::HTTP_REQUEST_DURATION, "route" => route, "method" => method, "status" => status_label).record(elapsed);
-    span.in_scope(|| tracing::debug!(status, elapsed_ms = elapsed * 1000.0, "request finished"));
+    record_request(route, method, status, elapsed);
+    span.in_scope(|| {
+        tracing::debug!(
+            status,
+            elapsed_ms = elapsed.as_secs_f64() * 1000.0,
+            "request finished"
+        )
+    });
     result.map(|mut res| {
         if let Ok(value) = HeaderValue::from_str(&request_id) {
             res.headers_mut()

@@ -1,15 +1,24 @@
 //! A phone's WebSocket session (contract §6): a transport that carries frames between the
 //! socket and the phone's [`Phone`](super::phone::Phone) actor, and watches for silence.
 //!
+//! The session reads and writes the bare TCP connection with actix-http's RFC 6455 codec and
+//! holds no buffer while the phone is idle (bytes are read only once the socket is readable, and
+//! the buffer is released when every frame in it was decoded): 10,000 idle phones cost their
+//! actors and sockets, not 10,000 pairs of HTTP buffers.
+//!
 //! The Phone actor only ever sees a [`Link`]: a bounded channel of outgoing frames. Another
 //! transport (server-sent events with REST polling) can provide the same link later.
 
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use actix::Addr;
-use actix_ws::{CloseCode, CloseReason, Message as WsMessage, MessageStream, Session};
-use futures_util::StreamExt;
+use actix_codec::{Decoder, Encoder};
+use actix_http::ws::{CloseCode, CloseReason, Codec, Frame, Item, Message as WsMessage};
+use bytes::{Bytes, BytesMut};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
@@ -62,6 +71,18 @@ impl Link {
 /// How often a live session refreshes the phone's last_seen_at.
 const SEEN_EVERY: Duration = Duration::from_secs(5);
 
+/// Largest WebSocket message a phone may send, in bytes (a frame or a fragmented message).
+const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// Bytes read from the socket at a time, in bytes.
+const READ_CHUNK_BYTES: usize = 4 * 1024;
+
+/// Frames the Phone actor queued that one socket write may carry.
+const FRAMES_PER_WRITE: usize = 64;
+
+/// How long the session waits for the phone's answer to its close frame.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
 static NEXT_SESSION_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh session id.
@@ -69,26 +90,25 @@ pub fn next_session_id() -> u64 {
     NEXT_SESSION_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Runs one WebSocket session until either side closes or the phone falls silent for
+/// Runs one WebSocket session on `io` (already upgraded; `early` holds bytes the phone sent
+/// right behind its upgrade request) until either side closes or the phone falls silent for
 /// `heartbeat_timeout`. Ping/pong and every frame count as life.
 pub async fn run(
     phone_id: Uuid,
     registry: Addr<Registry>,
-    mut session: Session,
-    mut stream: MessageStream,
+    io: TcpStream,
+    early: BytesMut,
     heartbeat_timeout: Duration,
 ) {
+    let mut socket = Socket::new(io, early);
     let session_id = next_session_id();
     let (tx, mut rx) = mpsc::channel(LINK_CAPACITY);
     let link = Link { session_id, tx };
     let phone: Addr<Phone> = match registry.send(Connected { phone_id, link }).await {
         Ok(Some(addr)) => addr,
         _ => {
-            let _ = session
-                .close(Some(CloseReason {
-                    code: CloseCode::Policy,
-                    description: Some("phone is not paired".into()),
-                }))
+            socket
+                .close(reason(CloseCode::Policy, "phone is not paired"))
                 .await;
             return;
         }
@@ -97,63 +117,78 @@ pub async fn run(
     let mut last_reported = last_heard;
     let check_every = (heartbeat_timeout / 4).max(Duration::from_millis(50));
     let mut ticker = tokio::time::interval(check_every);
-    let close_reason = loop {
+    let ending = loop {
         tokio::select! {
-            incoming = stream.next() => {
-                let Some(Ok(message)) = incoming else {
-                    break None;
-                };
+            incoming = socket.next() => {
                 last_heard = tokio::time::Instant::now();
                 if last_heard.duration_since(last_reported) >= SEEN_EVERY {
                     last_reported = last_heard;
                     registry.do_send(Seen { phone_id });
                 }
-                match message {
-                    WsMessage::Text(text) => match serde_json::from_str::<PhoneFrame>(&text) {
-                        Ok(frame) => phone.do_send(Report { session_id, frame }),
-                        Err(err) => {
-                            let reply = ServerFrame::Error {
-                                code: "bad_frame".into(),
-                                message: format!("frame not understood: {err}"),
-                            };
-                            if send_frame(&mut session, &reply).await.is_err() {
-                                break None;
-                            }
+                let reply = match incoming {
+                    Ok(Some(Incoming::Text(bytes))) => match serde_json::from_slice::<PhoneFrame>(&bytes) {
+                        Ok(frame) => {
+                            phone.do_send(Report { session_id, frame });
+                            None
                         }
+                        Err(err) => Some(error_frame(format!("frame not understood: {err}"))),
                     },
-                    WsMessage::Binary(_) => {
-                        let reply = ServerFrame::Error {
-                            code: "bad_frame".into(),
-                            message: "frames are JSON text".into(),
-                        };
-                        if send_frame(&mut session, &reply).await.is_err() {
-                            break None;
-                        }
+                    Ok(Some(Incoming::Binary)) => Some(error_frame("frames are JSON text".into())),
+                    Ok(Some(Incoming::Ping(bytes))) => Some(WsMessage::Pong(bytes)),
+                    Ok(Some(Incoming::Pong)) => None,
+                    Ok(Some(Incoming::Close)) => break Ending::Answer,
+                    Ok(None) => break Ending::Gone,
+                    Err(SocketError::Io(err)) => {
+                        tracing::debug!(error = %err, "phone connection failed");
+                        break Ending::Gone;
                     }
-                    WsMessage::Ping(bytes) if session.pong(&bytes).await.is_err() => break None,
-                    WsMessage::Close(_) => break None,
-                    _ => {}
+                    Err(SocketError::Protocol(code)) => break Ending::Close(reason(code, "protocol error")),
+                };
+                if let Some(reply) = reply
+                    && !socket.write_within(heartbeat_timeout, [reply]).await
+                {
+                    break Ending::Gone;
                 }
             }
             outgoing = rx.recv() => {
-                match outgoing {
-                    Some(Outgoing::Frame(frame)) => {
-                        if send_frame(&mut session, &frame).await.is_err() {
-                            break None;
+                // Everything already queued leaves in one write, in order.
+                let mut batch = Vec::new();
+                let mut close = None;
+                let mut next = outgoing;
+                loop {
+                    match next {
+                        Some(Outgoing::Frame(frame)) => match serde_json::to_string(&frame) {
+                            Ok(text) => batch.push(WsMessage::Text(text.into())),
+                            Err(err) => tracing::error!(error = %err, "server frame not serialized"),
+                        },
+                        Some(Outgoing::Close { code, reason: text }) => {
+                            close = Some(reason(CloseCode::Other(code), &text));
+                            break;
+                        }
+                        None => {
+                            close = Some(None);
+                            break;
                         }
                     }
-                    Some(Outgoing::Close { code, reason }) => {
-                        break Some(CloseReason { code: CloseCode::Other(code), description: Some(reason) });
+                    if batch.len() >= FRAMES_PER_WRITE {
+                        break;
                     }
-                    None => break None,
+                    next = match rx.try_recv() {
+                        Ok(item) => Some(item),
+                        Err(_) => break,
+                    };
+                }
+                let written = socket.write_within(heartbeat_timeout, batch).await;
+                if !written {
+                    break Ending::Gone;
+                }
+                if let Some(close) = close {
+                    break Ending::Close(close);
                 }
             }
             _ = ticker.tick() => {
                 if last_heard.elapsed() > heartbeat_timeout {
-                    break Some(CloseReason {
-                        code: CloseCode::Policy,
-                        description: Some("heartbeat timeout".into()),
-                    });
+                    break Ending::Close(reason(CloseCode::Policy, "heartbeat timeout"));
                 }
             }
         }
@@ -162,12 +197,198 @@ pub async fn run(
         phone_id,
         session_id,
     });
-    let _ = session.close(close_reason).await;
+    match ending {
+        Ending::Close(close) => socket.close(close).await,
+        Ending::Answer => socket.close(None).await,
+        Ending::Gone => {}
+    }
 }
 
-async fn send_frame(session: &mut Session, frame: &ServerFrame) -> Result<(), ()> {
-    let text = serde_json::to_string(frame).map_err(|_| ())?;
-    session.text(text).await.map_err(|_| ())
+/// How a session ends.
+enum Ending {
+    /// The server closes, with this reason.
+    Close(Option<CloseReason>),
+    /// The phone sent a close frame: answer it.
+    Answer,
+    /// The connection is gone (or stuck): nothing more to write.
+    Gone,
+}
+
+fn reason(code: CloseCode, text: &str) -> Option<CloseReason> {
+    Some(CloseReason {
+        code,
+        description: Some(text.to_string()),
+    })
+}
+
+fn error_frame(message: String) -> WsMessage {
+    let frame = ServerFrame::Error {
+        code: "bad_frame".into(),
+        message,
+    };
+    // unwrap_or_default: a frame of two strings always serializes.
+    WsMessage::Text(serde_json::to_string(&frame).unwrap_or_default().into())
+}
+
+/// A whole message from the phone.
+enum Incoming {
+    Text(Bytes),
+    Binary,
+    Ping(Bytes),
+    Pong,
+    Close,
+}
+
+#[derive(Debug)]
+enum SocketError {
+    Io(io::Error),
+    /// The phone broke the WebSocket protocol; close with this code.
+    Protocol(CloseCode),
+}
+
+/// One server-side WebSocket connection over a bare TCP stream.
+struct Socket {
+    io: TcpStream,
+    codec: Codec,
+    /// Bytes read and not yet decoded; empty (no allocation) while the phone is idle.
+    read_buf: BytesMut,
+    /// A fragmented message being assembled: whether it is text, and its bytes so far.
+    fragments: Option<(bool, BytesMut)>,
+}
+
+impl Socket {
+    fn new(io: TcpStream, early: BytesMut) -> Socket {
+        Socket {
+            io,
+            codec: Codec::new().max_size(MAX_MESSAGE_BYTES),
+            read_buf: early,
+            fragments: None,
+        }
+    }
+
+    /// The next whole message; None at end of stream. Cancel-safe: its only await is the
+    /// socket's readiness, and partial input stays in `self`.
+    async fn next(&mut self) -> Result<Option<Incoming>, SocketError> {
+        loop {
+            while let Some(frame) = self.decode()? {
+                if let Some(message) = self.assemble(frame)? {
+                    return Ok(Some(message));
+                }
+            }
+            self.io.readable().await.map_err(SocketError::Io)?;
+            if self.read_buf.capacity() - self.read_buf.len() < READ_CHUNK_BYTES {
+                self.read_buf.reserve(READ_CHUNK_BYTES);
+            }
+            match self.io.try_read_buf(&mut self.read_buf) {
+                Ok(0) => return Ok(None),
+                Ok(_) => {}
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                Err(err) => return Err(SocketError::Io(err)),
+            }
+        }
+    }
+
+    /// One frame out of the read buffer, releasing the buffer once it is empty.
+    fn decode(&mut self) -> Result<Option<Frame>, SocketError> {
+        let frame = self.codec.decode(&mut self.read_buf).map_err(|err| {
+            tracing::debug!(error = %err, "phone broke the WebSocket protocol");
+            SocketError::Protocol(match err {
+                actix_http::ws::ProtocolError::Overflow => CloseCode::Size,
+                _ => CloseCode::Protocol,
+            })
+        })?;
+        if self.read_buf.is_empty() && self.read_buf.capacity() > 0 {
+            self.read_buf = BytesMut::new();
+        }
+        Ok(frame)
+    }
+
+    /// Joins fragments; a whole message when `frame` completes one.
+    fn assemble(&mut self, frame: Frame) -> Result<Option<Incoming>, SocketError> {
+        let whole = |text: bool, bytes: Bytes| {
+            if text {
+                Incoming::Text(bytes)
+            } else {
+                Incoming::Binary
+            }
+        };
+        Ok(Some(match frame {
+            Frame::Text(bytes) => Incoming::Text(bytes),
+            Frame::Binary(_) => Incoming::Binary,
+            Frame::Ping(bytes) => Incoming::Ping(bytes),
+            Frame::Pong(_) => Incoming::Pong,
+            Frame::Close(_) => Incoming::Close,
+            Frame::Continuation(item) => match (item, self.fragments.take()) {
+                (Item::FirstText(bytes), None) => {
+                    self.fragments = Some((true, BytesMut::from(&bytes[..])));
+                    return Ok(None);
+                }
+                (Item::FirstBinary(bytes), None) => {
+                    self.fragments = Some((false, BytesMut::from(&bytes[..])));
+                    return Ok(None);
+                }
+                (Item::Continue(bytes), Some((text, mut so_far))) => {
+                    Self::extend(&mut so_far, &bytes)?;
+                    self.fragments = Some((text, so_far));
+                    return Ok(None);
+                }
+                (Item::Last(bytes), Some((text, mut so_far))) => {
+                    Self::extend(&mut so_far, &bytes)?;
+                    whole(text, so_far.freeze())
+                }
+                _ => return Err(SocketError::Protocol(CloseCode::Protocol)),
+            },
+        }))
+    }
+
+    fn extend(so_far: &mut BytesMut, more: &[u8]) -> Result<(), SocketError> {
+        if so_far.len() + more.len() > MAX_MESSAGE_BYTES {
+            return Err(SocketError::Protocol(CloseCode::Size));
+        }
+        so_far.extend_from_slice(more);
+        Ok(())
+    }
+
+    /// Writes `messages` in one write; false when the socket failed or did not take them
+    /// within `limit` (a phone that stops reading is treated as gone).
+    async fn write_within(
+        &mut self,
+        limit: Duration,
+        messages: impl IntoIterator<Item = WsMessage>,
+    ) -> bool {
+        let mut out = BytesMut::new();
+        for message in messages {
+            if self.codec.encode(message, &mut out).is_err() {
+                return false;
+            }
+        }
+        if out.is_empty() {
+            return true;
+        }
+        matches!(
+            tokio::time::timeout(limit, self.io.write_all(&out)).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Sends a close frame, waits briefly for the phone's answer, and ends the connection.
+    async fn close(mut self, reason: Option<CloseReason>) {
+        if !self
+            .write_within(CLOSE_GRACE, [WsMessage::Close(reason)])
+            .await
+        {
+            return;
+        }
+        let _ = tokio::time::timeout(CLOSE_GRACE, async {
+            while let Ok(Some(message)) = self.next().await {
+                if matches!(message, Incoming::Close) {
+                    break;
+                }
+            }
+        })
+        .await;
+        let _ = self.io.shutdown().await;
+    }
 }
 
 #[cfg(test)]

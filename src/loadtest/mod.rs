@@ -400,7 +400,7 @@ async fn drive(
         watching.set(false);
         result
     };
-    let (result, ()) = futures_util::join!(work, ticker);
+    let (result, ()) = tokio::join!(work, ticker);
     result
 }
 

@@ -561,6 +561,47 @@ impl FakePhone {
         self.next_frame().await
     }
 
+    /// Sends a frame as a fragmented WebSocket message of `parts` frames.
+    pub async fn send_fragmented(&mut self, frame: &PhoneFrame, parts: usize) {
+        use actix_http::ws::Item;
+        let text = serde_json::to_string(frame).expect("frame serializes");
+        let bytes = bytes::Bytes::from(text);
+        let size = bytes.len().div_ceil(parts);
+        let chunks: Vec<bytes::Bytes> = bytes
+            .chunks(size)
+            .map(bytes::Bytes::copy_from_slice)
+            .collect();
+        let last = chunks.len() - 1;
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let item = match i {
+                0 => Item::FirstText(chunk),
+                i if i == last => Item::Last(chunk),
+                _ => Item::Continue(chunk),
+            };
+            self.framed
+                .send(WsMessage::Continuation(item))
+                .await
+                .expect("fragment sent");
+        }
+    }
+
+    /// Pings the server and waits (5 s) for the pong; its payload.
+    pub async fn ping(&mut self, payload: &'static [u8]) -> Option<bytes::Bytes> {
+        self.framed
+            .send(WsMessage::Ping(bytes::Bytes::from_static(payload)))
+            .await
+            .expect("ping sent");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let next = tokio::time::timeout_at(deadline, self.framed.next())
+                .await
+                .ok()??;
+            if let Ok(Frame::Pong(bytes)) = next {
+                return Some(bytes);
+            }
+        }
+    }
+
     /// Closes the session from the phone side.
     pub async fn close(mut self) {
         let _ = self.framed.send(WsMessage::Close(None)).await;

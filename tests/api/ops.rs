@@ -182,7 +182,7 @@ async fn sigterm_loses_nothing_accepted(backend: Backend) {
             let _ = Command::new("kill").args(["-TERM", &pid]).status();
         }
     };
-    let (results, ()) = futures_util::join!(join_all(sends), killer);
+    let (results, ()) = tokio::join!(join_all(sends), killer);
     let accepted: Vec<String> = results.into_iter().flatten().collect();
     assert!(
         !accepted.is_empty(),
@@ -744,7 +744,7 @@ fn end_runtime_mid_query(backend: Backend) {
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         actix_web::rt::spawn(async move {
             let _ = started_tx.send(());
-            let _ = futures_util::join!(db.execute_unprepared(slow), db.execute_unprepared(slow));
+            let _ = tokio::join!(db.execute_unprepared(slow), db.execute_unprepared(slow));
         });
         started_rx.await.unwrap();
         // Both queries are now running, each holding a pooled connection.
