@@ -30,6 +30,59 @@ pub struct Enqueue {
     pub messages: Vec<Message>,
 }
 
+/// Reserve an immediate hand-over for a new single send, before it is stored (the fast path
+/// of `POST /v1/messages/send`). Granted only when the phone is ready and online, no single
+/// send waits in its queue, and its pace allows a send now; the send is then recorded in the
+/// pace log at once, so the pace holds while the accept commits. Answer with [`Handed`] once the
+/// message is stored as `sending`, or [`Release`] when it was not stored.
+#[derive(Message)]
+#[rtype(result = "Option<Ticket>")]
+pub struct Reserve;
+
+/// A granted [`Reserve`]: the session to send on, and the pace slot.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    /// The transport the hand-over was reserved on; the frame is queued on it directly by
+    /// [`Ticket::send_frame`], without a trip through this actor's mailbox.
+    link: Link,
+    /// The pace log entry of the reserved send.
+    at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Ticket {
+    /// Queues the `send` frame of `message` (stored as `sending`) on the reserved session;
+    /// false when that session is gone or stuck.
+    pub fn send_frame(&self, message: &Message) -> bool {
+        self.link.send(ServerFrame::Send {
+            message_id: message.id,
+            to: message.to_number.clone(),
+            content: message.content.clone(),
+            segments: message.segments,
+            encoding: message.encoding.clone(),
+            attempt: message.send_attempts,
+        })
+    }
+}
+
+/// The reserved message is stored as `sending` (attempt 1) on this phone, and its frame was
+/// queued on the reserved session (`frame_queued`) or not: track it as handed over, or put it
+/// back in the queue when the frame did not leave on the session that is still current.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Handed {
+    pub ticket: Ticket,
+    pub message: Message,
+    pub frame_queued: bool,
+}
+
+/// The reserved message was not stored (duplicate request, limit, storage error): give the
+/// pace slot back.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Release {
+    pub ticket: Ticket,
+}
+
 /// A transport connected for this phone; it replaces any previous one (close code 4000).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -535,30 +588,36 @@ impl Phone {
     fn requeue_in_flight(&mut self, ctx: &mut Context<Self>, reason: &'static str) {
         let items: Vec<Queued> = self.in_flight.drain().map(|(_, v)| v).collect();
         for item in items {
-            let transition = Transition {
-                detail: Some(reason.into()),
-                ..Transition::to(item.id, MessageStatus::Queued)
-            };
-            let writer = self.deps.writer.clone();
-            ctx.spawn(
-                async move { writer.transition(transition).await }
-                    .into_actor(self)
-                    .map(move |result, act, ctx| {
-                        if let Ok(Some(_)) = result {
-                            let now = act.deps.clock.now_ms();
-                            act.push(
-                                Queued {
-                                    scheduled_for: None,
-                                    ..item
-                                },
-                                true,
-                                now,
-                            );
-                            act.dispatch(ctx);
-                        }
-                    }),
-            );
+            self.requeue(item, reason, ctx);
         }
+    }
+
+    /// Moves one message that is `sending` on this phone back to `queued` and, once that is
+    /// written, to the front of its queue.
+    fn requeue(&mut self, item: Queued, reason: &'static str, ctx: &mut Context<Self>) {
+        let transition = Transition {
+            detail: Some(reason.into()),
+            ..Transition::to(item.id, MessageStatus::Queued)
+        };
+        let writer = self.deps.writer.clone();
+        ctx.spawn(
+            async move { writer.transition(transition).await }
+                .into_actor(self)
+                .map(move |result, act, ctx| {
+                    if let Ok(Some(_)) = result {
+                        let now = act.deps.clock.now_ms();
+                        act.push(
+                            Queued {
+                                scheduled_for: None,
+                                ..item
+                            },
+                            true,
+                            now,
+                        );
+                        act.dispatch(ctx);
+                    }
+                }),
+        );
     }
 
     fn rebuild(&mut self, ctx: &mut Context<Self>) {
@@ -642,6 +701,61 @@ impl Handler<Enqueue> for Phone {
             self.push(Queued::from(message), false, now);
         }
         self.dispatch(ctx);
+    }
+}
+
+impl Handler<Reserve> for Phone {
+    type Result = Option<Ticket>;
+
+    fn handle(&mut self, _: Reserve, _: &mut Self::Context) -> Option<Ticket> {
+        let link = self.link.as_ref()?;
+        let pace = self.pace?;
+        if !self.ready || !self.queues[QueueClass::Single as usize].is_empty() {
+            return None;
+        }
+        let now = self.deps.clock.now();
+        if self.log.next_allowed(pace, now).is_some() {
+            return None;
+        }
+        self.log.record(now);
+        Some(Ticket {
+            link: link.clone(),
+            at: now,
+        })
+    }
+}
+
+impl Handler<Handed> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Handed, ctx: &mut Self::Context) {
+        let item = Queued::from(&msg.message);
+        let current = self
+            .link
+            .as_ref()
+            .is_some_and(|link| link.session_id == msg.ticket.link.session_id);
+        if msg.frame_queued && current {
+            self.in_flight.insert(item.id, item);
+        } else {
+            // The session it was reserved on ended (or stalled) before the frame could leave:
+            // queued again like any message a disconnect interrupted (the phone dedupes by
+            // message id; the pace slot stays spent, which errs on the safe side).
+            self.requeue(
+                item,
+                "phone disconnected before the message was sent; queued again",
+                ctx,
+            );
+        }
+    }
+}
+
+impl Handler<Release> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Release, ctx: &mut Self::Context) {
+        if self.log.unrecord(msg.ticket.at) {
+            self.dispatch(ctx);
+        }
     }
 }
 

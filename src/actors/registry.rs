@@ -25,13 +25,22 @@ const EXPIRY_SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Most messages expired per sweep.
 const EXPIRY_BATCH: u64 = 1000;
 
-/// Which phone should take a send from `from_number` (live mode; test mode needs none).
+/// Which phone should take a send from `from_number` (live mode; test mode needs none): an
+/// online one, with its actor, or None.
 #[derive(Message)]
-#[rtype(result = "Result<Option<Uuid>, RouteError>")]
+#[rtype(result = "Result<Option<Routed>, RouteError>")]
 pub struct Route {
     pub scope: Scope,
     pub from_number: String,
     pub device_id: Option<Uuid>,
+}
+
+/// The online phone a send goes to.
+#[derive(Debug, Clone)]
+pub struct Routed {
+    pub device_id: Uuid,
+    /// Its actor, for a hand-over reserved before the accept (`phone::Reserve`).
+    pub phone: Addr<Phone>,
 }
 
 /// Why a pinned device cannot take a send.
@@ -515,10 +524,10 @@ impl Actor for Registry {
 }
 
 impl Handler<Route> for Registry {
-    type Result = Result<Option<Uuid>, RouteError>;
+    type Result = Result<Option<Routed>, RouteError>;
 
     fn handle(&mut self, msg: Route, _: &mut Self::Context) -> Self::Result {
-        match msg.device_id {
+        let online = match msg.device_id {
             Some(device) => {
                 let entry = self.phones.get(&device).ok_or(RouteError::UnknownDevice)?;
                 if entry.record.workspace_id != msg.scope.workspace_id
@@ -529,11 +538,15 @@ impl Handler<Route> for Registry {
                 if entry.record.phone_number != msg.from_number {
                     return Err(RouteError::NumberMismatch);
                 }
-                Ok(entry.session.map(|_| device))
+                entry.session.map(|_| device)
             }
-            None if msg.scope.mode == Mode::Test => Ok(None),
-            None => Ok(self.online_for(msg.scope, &msg.from_number)),
-        }
+            None if msg.scope.mode == Mode::Test => None,
+            None => self.online_for(msg.scope, &msg.from_number),
+        };
+        Ok(online.and_then(|device_id| {
+            self.phone_addr(device_id)
+                .map(|phone| Routed { device_id, phone })
+        }))
     }
 }
 

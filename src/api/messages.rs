@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use actix::Addr;
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 use chrono::{DateTime, Utc};
@@ -17,6 +18,7 @@ use super::schemas::{
 use super::{
     AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id, required,
 };
+use crate::actors::phone::{Handed, Phone, Release, Reserve, Ticket};
 use crate::actors::registry::{Cancel, Enqueue, Route, RouteError};
 use crate::clock::format_ms;
 use crate::domain::phone_number::PhoneNumber;
@@ -194,6 +196,8 @@ pub struct Routing {
     pub device_id: Option<Uuid>,
     pub pinned: bool,
     pub available: bool,
+    /// The chosen online phone's actor (live mode).
+    pub phone: Option<Addr<Phone>>,
 }
 
 /// Finds the phone for a send from `from_number`, or learns there is none (contract §3 order:
@@ -215,9 +219,10 @@ pub async fn route(
         .map_err(|e| ApiError::Internal(format!("registry unavailable: {e}")))?;
     match answer {
         Ok(found) => Ok(Routing {
-            device_id: found.or(device_id),
+            device_id: found.as_ref().map(|r| r.device_id).or(device_id),
             pinned: device_id.is_some(),
             available: caller.mode == Mode::Test || found.is_some(),
+            phone: found.map(|r| r.phone),
         }),
         Err(RouteError::UnknownDevice) => Err(ApiError::validation(
             "device_id",
@@ -289,10 +294,23 @@ async fn send(
     let routing = route(&state, &caller, &from_number, device_id).await?;
     let now = state.clock.now_ms();
     let scheduled_for = scheduled_for.map(|t| t.timestamp_millis());
+    // Fast path: an idle online phone with pace to spare takes the message in the accept's own
+    // commit (stored as `sending`), and its frame leaves as soon as that commit is done.
+    let reserved = match (&routing.phone, scheduled_for) {
+        (Some(phone), None) => match phone.send(Reserve).await {
+            Ok(Some(ticket)) => Some((phone.clone(), ticket)),
+            _ => None,
+        },
+        _ => None,
+    };
     let new = NewMessage {
         id: Uuid::now_v7(),
         direction: Direction::Outbound,
-        status: MessageStatus::Queued,
+        status: if reserved.is_some() {
+            MessageStatus::Sending
+        } else {
+            MessageStatus::Queued
+        },
         class: QueueClass::Single,
         from_number: from_number.as_str().to_string(),
         to_number: to_number.into_string(),
@@ -307,28 +325,88 @@ async fn send(
         scheduled_for,
         expires_at: expires_at(&state, scheduled_for.unwrap_or(now).max(now)),
     };
-    let outcome = state
-        .writer
-        .accept(Accept {
-            scope: caller.scope(),
-            request_id,
-            messages: vec![new],
-            device_available: routing.available,
-            limit: new_workspace_limit(&state, &caller),
-        })
-        .await?;
+    let accept = Accept {
+        scope: caller.scope(),
+        request_id,
+        messages: vec![new],
+        device_available: routing.available,
+        limit: new_workspace_limit(&state, &caller),
+    };
+    // The accept and what follows it run as a task of their own: a client that hangs up
+    // mid-request cannot leave a stored message unqueued or a reserved pace slot taken.
+    let (writer, registry) = (state.writer.clone(), state.registry.clone());
+    let outcome = actix_web::rt::spawn(async move {
+        let outcome = writer.accept(accept).await;
+        match (&outcome, reserved) {
+            (Ok(AcceptOutcome::Accepted(stored)), Some((phone, ticket))) => {
+                if let Some(message) = stored.first() {
+                    hand_to(&phone, ticket, message.clone(), &writer, &registry).await;
+                }
+            }
+            (Ok(AcceptOutcome::Accepted(stored)), None) => registry.do_send(Enqueue {
+                messages: stored.clone(),
+            }),
+            (_, Some((phone, ticket))) => phone.do_send(Release { ticket }),
+            (_, None) => {}
+        }
+        outcome
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("accept task ended: {e}")))??;
     let stored = accepted(outcome, device_id, &from_number)?;
-    state.registry.do_send(Enqueue {
-        messages: stored.clone(),
-    });
     let message = stored
         .first()
         .ok_or_else(|| ApiError::Internal("writer accepted no message".into()))?;
+    // Contract §4: the reply reads `queued` even when a phone took the message at once.
+    let as_accepted = Message {
+        status: MessageStatus::Queued,
+        send_attempts: 0,
+        ..message.clone()
+    };
     Ok(success(
         StatusCode::ACCEPTED,
         "message queued",
-        message_out(message),
+        message_out(&as_accepted),
     ))
+}
+
+/// Gives a message stored as `sending` on a reserved phone to that phone's actor. If the actor
+/// is gone (the phone was unpaired meanwhile), the message goes back to `queued` and through
+/// the registry, which routes it again or fails it like any message of an unpaired phone.
+async fn hand_to(
+    phone: &Addr<Phone>,
+    ticket: Ticket,
+    message: Message,
+    writer: &crate::store::writer::Writer,
+    registry: &Addr<crate::actors::registry::Registry>,
+) {
+    let id = message.id;
+    // The frame goes straight to the session (this task runs beside the HTTP handler, not on
+    // the busy actor thread). Should the phone's report overtake `Handed`, the report still
+    // moves the message (it is `sending` on this phone); `Handed` then only adds an entry that
+    // a later disconnect cannot move back.
+    let frame_queued = phone.connected() && ticket.send_frame(&message);
+    let handed = Handed {
+        ticket,
+        message,
+        frame_queued,
+    };
+    if phone.try_send(handed).is_ok() {
+        return;
+    }
+    let back = Transition {
+        detail: Some("the phone's actor stopped before the message was sent; queued again".into()),
+        ..Transition::to(id, MessageStatus::Queued)
+    };
+    match writer.transition(back).await {
+        Ok(Some(queued)) => registry.do_send(Enqueue {
+            messages: vec![queued],
+        }),
+        Ok(None) => {}
+        Err(err) => {
+            tracing::error!(message_id = %id, error = %err, "message not queued again; it is sent after the next restart")
+        }
+    }
 }
 
 /// Turns the writer's answer into the stored messages or the contract's error.

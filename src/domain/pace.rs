@@ -231,6 +231,19 @@ impl PaceLog {
         self.prune();
     }
 
+    /// Removes one send recorded at exactly `at` (a reserved send that did not happen); false
+    /// when none is there (already pruned). Removing only ever allows fewer sends to count, so
+    /// it is used for the caller's own reservation and nothing else.
+    pub fn unrecord(&mut self, at: DateTime<Utc>) -> bool {
+        match self.sends.iter().rposition(|s| *s == at) {
+            Some(index) => {
+                self.sends.remove(index);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// How many recorded sends lie in `(now - 60 s, now]` and in `(now - 30 min, now]`, in that
     /// order.
     pub fn used(&self, now: DateTime<Utc>) -> (u32, u32) {
@@ -357,6 +370,22 @@ mod tests {
 
     fn count_before(sends: &[DateTime<Utc>], end: DateTime<Utc>) -> usize {
         sends.iter().filter(|s| **s < end).count()
+    }
+
+    #[test]
+    fn unrecord_gives_back_exactly_one_reserved_send() {
+        let pace = pace(2, 25);
+        let mut log = PaceLog::new();
+        log.record(at_secs(0));
+        log.record(at_secs(1));
+        assert_eq!(log.next_allowed(pace, at_secs(2)), Some(at_secs(60)));
+        assert!(log.unrecord(at_secs(1)));
+        assert_eq!(log.next_allowed(pace, at_secs(2)), None);
+        assert_eq!(log.sends().collect::<Vec<_>>(), [at_secs(0)]);
+        assert!(
+            !log.unrecord(at_secs(1)),
+            "only what was recorded comes back"
+        );
     }
 
     #[test]

@@ -553,6 +553,22 @@ impl WriterTask {
                 kind: MessageStatus::Queued.as_str(),
                 message: message.clone(),
             });
+            if message.status == MessageStatus::Sending {
+                // Accepted straight into a phone's hands (a reserved hand-over): the timeline
+                // still reads queued, then sending, and the pace rebuild finds the `sending`.
+                let device = message.device_id.map(|d| d.to_string()).unwrap_or_default();
+                batch.events.push(event_row(
+                    message.id,
+                    MessageStatus::Sending.as_str(),
+                    MessageStatus::Sending,
+                    now,
+                    Some(format!("handed to phone {device}")),
+                ));
+                batch.changes.push(Change {
+                    kind: MessageStatus::Sending.as_str(),
+                    message: message.clone(),
+                });
+            }
             stored.push(message);
         }
         Ok(AcceptOutcome::Accepted(stored))
@@ -615,7 +631,7 @@ fn to_message(new: &NewMessage, scope: Scope, now: i64) -> Message {
         delivered_at: (new.status == MessageStatus::Delivered).then_some(now),
         failed_at: None,
         failure_reason: None,
-        send_attempts: 0,
+        send_attempts: u32::from(new.status == MessageStatus::Sending),
     }
 }
 
@@ -645,7 +661,7 @@ fn to_row(message: &Message, new: &NewMessage) -> messages::ActiveModel {
         delivered_at: Set(message.delivered_at),
         failed_at: Set(None),
         failure_reason: Set(None),
-        send_attempts: Set(0),
+        send_attempts: Set(i32::try_from(message.send_attempts).unwrap_or(i32::MAX)),
         content_removed_at: Set(None),
     }
 }

@@ -796,3 +796,64 @@ async fn bytes_behind_the_upgrade_request_are_read(backend: Backend) {
 }
 
 backend_tests!(bytes_behind_the_upgrade_request_are_read);
+
+/// A send to an idle online phone is handed over in the accept's own commit: the reply still
+/// reads `queued` (contract §4), the timeline reads queued then sending, and a request that is
+/// refused after the phone reserved its pace slot (a reused request_id) gives the slot back.
+async fn immediate_hand_over_keeps_the_contract_and_the_pace(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    set_pace(&app, &phone_id, 2, 25).await;
+    let mut phone = app.connect_phone(&token).await;
+    let mut body = send_body(SENDER, RECIPIENT, "first");
+    body["request_id"] = json!("order-1");
+    let reply = app
+        .post("/v1/messages/send", &app.live_key, body.clone())
+        .await
+        .expect(202);
+    assert_eq!(reply.data()["status"], "queued");
+    assert_eq!(reply.data()["send_attempts"], 0);
+    let id = reply.data()["id"].as_str().unwrap().to_string();
+    let (message_id, _, content, attempt) = phone.expect_send().await;
+    assert_eq!(
+        (message_id.to_string(), content.as_str(), attempt),
+        (id.clone(), "first", 1)
+    );
+    let stored = app.wait_for_status(&app.live_key, &id, "sending").await;
+    let kinds: Vec<&str> = stored["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["queued", "sending"]);
+    assert_eq!(stored["send_attempts"], 1);
+    assert_eq!(stored["device_id"], phone_id.as_str());
+
+    // The repeat is refused after routing reserved a slot; the slot comes back, so the second
+    // of the two sends this minute still leaves at once.
+    let repeat = app
+        .post("/v1/messages/send", &app.live_key, body)
+        .await
+        .expect_error(409, "duplicate_request");
+    assert_eq!(repeat.data()["id"], id.as_str());
+    let second = send_live(&app, "second").await;
+    let (message_id, _, content, _) = phone.expect_send().await;
+    assert_eq!(
+        (message_id.to_string(), content.as_str()),
+        (second, "second")
+    );
+    // The pace is spent now: a third waits in the queue.
+    let third = send_live(&app, "third").await;
+    assert_eq!(
+        phone.next_frame_within(Duration::from_millis(500)).await,
+        None
+    );
+    let waiting = app
+        .get(&format!("/v1/messages/{third}"), &app.live_key)
+        .await
+        .expect(200);
+    assert_eq!(waiting.data()["status"], "queued");
+}
+
+backend_tests!(immediate_hand_over_keeps_the_contract_and_the_pace);
