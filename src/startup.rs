@@ -263,6 +263,9 @@ fn http_server(
                 .configure(crate::portal::routes)
                 .default_service(web::to(api::not_found));
             HttpService::build()
+                // Small writes (a 202, a phone's frame) leave at once instead of waiting for
+                // the peer's delayed ACK (up to 40 ms on Linux) behind Nagle's algorithm.
+                .tcp_nodelay(true)
                 .keep_alive(KeepAlive::default())
                 .client_request_timeout(Duration::from_secs(5))
                 .client_disconnect_timeout(Duration::from_secs(1))

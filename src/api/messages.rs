@@ -332,8 +332,33 @@ async fn send(
         device_available: routing.available,
         limit: new_workspace_limit(&state, &caller),
     };
-    // The accept and what follows it run as a task of their own: a client that hangs up
-    // mid-request cannot leave a stored message unqueued or a reserved pace slot taken.
+    let outcome = accept_and_hand_over(&state, accept, reserved).await?;
+    let stored = accepted(outcome, device_id, &from_number)?;
+    let message = stored
+        .first()
+        .ok_or_else(|| ApiError::Internal("writer accepted no message".into()))?;
+    // Contract §4: the reply reads `queued` even when a phone took the message at once.
+    let as_accepted = Message {
+        status: MessageStatus::Queued,
+        send_attempts: 0,
+        ..message.clone()
+    };
+    Ok(success(
+        StatusCode::ACCEPTED,
+        "message queued",
+        message_out(&as_accepted),
+    ))
+}
+
+/// Stores accepted messages, then hands them on: to the phone that reserved the hand-over
+/// (`reserved`, single sends), or to their phones' queues through the registry. A refused
+/// accept gives a reserved pace slot back. This runs as a task of its own, so a client that
+/// hangs up mid-request cannot leave a stored message unqueued or a reserved slot taken.
+pub async fn accept_and_hand_over(
+    state: &AppState,
+    accept: Accept,
+    reserved: Option<(Addr<Phone>, Ticket)>,
+) -> Result<AcceptOutcome, ApiError> {
     let (writer, registry) = (state.writer.clone(), state.registry.clone());
     let outcome = actix_web::rt::spawn(async move {
         let outcome = writer.accept(accept).await;
@@ -353,21 +378,7 @@ async fn send(
     })
     .await
     .map_err(|e| ApiError::Internal(format!("accept task ended: {e}")))??;
-    let stored = accepted(outcome, device_id, &from_number)?;
-    let message = stored
-        .first()
-        .ok_or_else(|| ApiError::Internal("writer accepted no message".into()))?;
-    // Contract §4: the reply reads `queued` even when a phone took the message at once.
-    let as_accepted = Message {
-        status: MessageStatus::Queued,
-        send_attempts: 0,
-        ..message.clone()
-    };
-    Ok(success(
-        StatusCode::ACCEPTED,
-        "message queued",
-        message_out(&as_accepted),
-    ))
+    Ok(outcome)
 }
 
 /// Gives a message stored as `sending` on a reserved phone to that phone's actor. If the actor
@@ -489,19 +500,16 @@ async fn bulk_send(
             expires_at: expires_at(&state, now),
         })
         .collect();
-    let outcome = state
-        .writer
-        .accept(Accept {
-            scope: caller.scope(),
-            request_id: None,
-            messages,
-            device_available: routing.available,
-            limit: new_workspace_limit(&state, &caller),
-        })
-        .await?;
+    let accept = Accept {
+        scope: caller.scope(),
+        request_id: None,
+        messages,
+        device_available: routing.available,
+        limit: new_workspace_limit(&state, &caller),
+    };
+    let outcome = accept_and_hand_over(&state, accept, None).await?;
     let stored = accepted(outcome, device_id, &from_number)?;
     let ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();
-    state.registry.do_send(Enqueue { messages: stored });
     Ok(success(
         StatusCode::ACCEPTED,
         "messages queued",

@@ -137,9 +137,9 @@ pub async fn start(
     }));
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, SimEvent)>();
     let mut phones = Vec::with_capacity(count);
+    let mut sims = Vec::with_capacity(count);
     for (index, (result, number)) in paired.into_iter().zip(senders).enumerate() {
         let (token, per_minute, per_30_minutes) = result?;
-        let (own_tx, mut own_rx) = mpsc::unbounded_channel::<SimEvent>();
         let (command_tx, command_rx) = mpsc::unbounded_channel();
         let options = SimOptions {
             server: base.to_string(),
@@ -148,15 +148,7 @@ pub async fn start(
             deliver_after,
             heartbeat_every: crate::phone_sim::HEARTBEAT_EVERY,
         };
-        actix_web::rt::spawn(run_phone(options, Some(own_tx), Some(command_rx)));
-        let shared = events_tx.clone();
-        actix_web::rt::spawn(async move {
-            while let Some(event) = own_rx.recv().await {
-                if shared.send((index, event)).is_err() {
-                    break;
-                }
-            }
-        });
+        sims.push((index, options, command_rx));
         phones.push(Phone {
             number,
             per_minute,
@@ -164,7 +156,7 @@ pub async fn start(
             commands: command_tx,
         });
     }
-    drop(events_tx);
+    run_on_own_thread(sims, events_tx)?;
     let sink = observed.clone();
     actix_web::rt::spawn(async move {
         while let Some((phone, event)) = events_rx.recv().await {
@@ -172,6 +164,39 @@ pub async fn start(
         }
     });
     Ok((phones, observed))
+}
+
+/// Runs the simulated phones on a thread and runtime of their own, for the rest of the
+/// process. On the harness's thread they would wait behind the API clients' work, and the
+/// instant a phone records for a `send` frame would measure the harness's queue rather than
+/// the server's hand-over.
+fn run_on_own_thread(
+    sims: Vec<(usize, SimOptions, mpsc::UnboundedReceiver<SimCommand>)>,
+    events: mpsc::UnboundedSender<(usize, SimEvent)>,
+) -> Result<(), LoadError> {
+    std::thread::Builder::new()
+        .name("loadtest-phones".into())
+        .spawn(move || {
+            let system = actix_web::rt::System::new();
+            system.block_on(async move {
+                for (index, options, commands) in sims {
+                    let (own_tx, mut own_rx) = mpsc::unbounded_channel::<SimEvent>();
+                    actix_web::rt::spawn(run_phone(options, Some(own_tx), Some(commands)));
+                    let shared = events.clone();
+                    actix_web::rt::spawn(async move {
+                        while let Some(event) = own_rx.recv().await {
+                            if shared.send((index, event)).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+                drop(events);
+                std::future::pending::<()>().await;
+            });
+        })
+        .map(|_| ())
+        .map_err(|e| LoadError::Setup(format!("cannot start the phones' thread: {e}")))
 }
 
 fn fold(seen: &mut Observed, phone: usize, event: SimEvent) {
