@@ -509,16 +509,7 @@ impl Phone {
                         let item = act.in_flight.remove(&row.id);
                         if row.status == MessageStatus::Queued {
                             let item = item.unwrap_or_else(|| Queued::from(row.as_ref()));
-                            let now = act.deps.clock.now_ms();
-                            act.push(
-                                Queued {
-                                    scheduled_for: None,
-                                    ..item
-                                },
-                                true,
-                                now,
-                            );
-                            act.dispatch(ctx);
+                            act.retry_first(item, ctx);
                         }
                     }
                 }
@@ -605,19 +596,25 @@ impl Phone {
                 .into_actor(self)
                 .map(move |result, act, ctx| {
                     if let Ok(Some(_)) = result {
-                        let now = act.deps.clock.now_ms();
-                        act.push(
-                            Queued {
-                                scheduled_for: None,
-                                ..item
-                            },
-                            true,
-                            now,
-                        );
-                        act.dispatch(ctx);
+                        act.retry_first(item, ctx);
                     }
                 }),
         );
+    }
+
+    /// Puts a message that is `queued` again (its attempt failed or was interrupted) at the
+    /// front of its queue, due now, and dispatches.
+    fn retry_first(&mut self, item: Queued, ctx: &mut Context<Self>) {
+        let now = self.deps.clock.now_ms();
+        self.push(
+            Queued {
+                scheduled_for: None,
+                ..item
+            },
+            true,
+            now,
+        );
+        self.dispatch(ctx);
     }
 
     fn rebuild(&mut self, ctx: &mut Context<Self>) {

@@ -95,8 +95,7 @@ pub async fn upgrade(
     };
     telemetry::record_request(route.to_string(), method, status, started.elapsed());
     let phone_id = match accepted {
-        Ok((phone_id, response)) => {
-            let mut response = response;
+        Ok((phone_id, mut response)) => {
             response.insert_header(("x-request-id", request_id.as_str()));
             let head = response.finish().drop_body();
             framed.send((head, BodySize::None).into()).await?;
