@@ -86,6 +86,8 @@ pub struct Application {
     pub registry: Addr<Registry>,
     /// Held so the retention job lives as long as the server.
     _retention: Addr<Retention>,
+    /// Phone sessions still running; a stop waits for their close frames.
+    sessions: Arc<crate::actors::phone_session::LiveSessions>,
     /// Registered in `build`, before the address is announced: a SIGTERM that arrives any time
     /// after that is handled gracefully (the default action would kill the process).
     signals: ShutdownSignals,
@@ -184,6 +186,7 @@ impl Application {
             bind: settings.server.bind.clone(),
             source,
         })?;
+        let sessions = state.sessions.clone();
         let server = http_server(tcp, address, &settings, state, webhook_api)?;
         Ok(Application {
             signals: ShutdownSignals::listen(),
@@ -193,6 +196,7 @@ impl Application {
             db,
             registry,
             _retention: retention,
+            sessions,
         })
     }
 
@@ -219,10 +223,19 @@ impl Application {
         let signals = self.signals;
         let handle = self.server.handle();
         let registry = self.registry.clone();
+        let sessions = self.sessions.clone();
         actix_web::rt::spawn(async move {
             signals.recv().await;
             tracing::info!("shutdown requested: closing phone sessions and finishing requests");
             let _ = registry.send(crate::actors::registry::Shutdown).await;
+            // Sessions are not connections the HTTP server waits for: let them send their
+            // 1001 close frames (each waits at most 1 s for the phone's answer) first.
+            if !sessions.ended_within(SESSIONS_CLOSE_WITHIN).await {
+                tracing::warn!(
+                    left = sessions.count(),
+                    "phone sessions still open at shutdown"
+                );
+            }
             handle.stop(true).await;
         });
         self.server.await
@@ -287,8 +300,11 @@ fn http_server(
         })
 }
 
+/// How long a stop waits for phone sessions to close before stopping the HTTP server.
+const SESSIONS_CLOSE_WITHIN: Duration = Duration::from_secs(2);
+
 /// Seconds the HTTP server gives in-flight requests to finish after a stop.
-const SHUTDOWN_TIMEOUT_SECS: u64 = 8;
+const SHUTDOWN_TIMEOUT_SECS: u64 = 7;
 
 /// SIGTERM and SIGINT listeners, registered when created.
 struct ShutdownSignals {

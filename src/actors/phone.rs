@@ -671,7 +671,10 @@ impl Actor for Phone {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         if self.stopping {
-            ctx.stop();
+            // Restarted by its supervisor after a final stop: stay inert until the last address
+            // is dropped, then the actor ends for good. Stopping again here would be restarted
+            // again at once, spinning the actor thread for as long as anyone (a closing session,
+            // an accept task) still holds the address.
             return;
         }
         ctx.set_mailbox_capacity(4096);
@@ -889,6 +892,7 @@ impl Handler<Unpair> for Phone {
             self.requeue_in_flight(ctx, "phone token rotated before reporting; queued again");
             return;
         }
+        self.stopping = true;
         let mut ids: Vec<Uuid> = self.in_flight.drain().map(|(id, _)| id).collect();
         while let Some(item) = self.pop() {
             ids.push(item.id);

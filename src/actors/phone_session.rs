@@ -85,6 +85,48 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 static NEXT_SESSION_ID: AtomicU64 = AtomicU64::new(1);
 
+/// How many sessions of one server are running, so a graceful stop can wait for their close
+/// frames: sessions are tasks of their own, which the HTTP server's stop does not count.
+#[derive(Debug, Default)]
+pub struct LiveSessions {
+    running: AtomicU64,
+}
+
+impl LiveSessions {
+    /// Sessions still running.
+    pub fn count(&self) -> u64 {
+        self.running.load(Ordering::Acquire)
+    }
+
+    /// Waits until every session ended, or `limit` passed; true when none is left.
+    pub async fn ended_within(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.count() > 0 {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
+    }
+}
+
+/// Counts one running session for as long as it lives.
+struct Running<'a>(&'a LiveSessions);
+
+impl<'a> Running<'a> {
+    fn enter(sessions: &'a LiveSessions) -> Running<'a> {
+        sessions.running.fetch_add(1, Ordering::AcqRel);
+        Running(sessions)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// A fresh session id.
 pub fn next_session_id() -> u64 {
     NEXT_SESSION_ID.fetch_add(1, Ordering::Relaxed)
@@ -96,10 +138,12 @@ pub fn next_session_id() -> u64 {
 pub async fn run(
     phone_id: Uuid,
     registry: Addr<Registry>,
+    sessions: std::sync::Arc<LiveSessions>,
     io: TcpStream,
     early: BytesMut,
     heartbeat_timeout: Duration,
 ) {
+    let _running = Running::enter(&sessions);
     let mut socket = Socket::new(io, early);
     let session_id = next_session_id();
     let (tx, mut rx) = mpsc::channel(LINK_CAPACITY);
@@ -197,6 +241,7 @@ pub async fn run(
         phone_id,
         session_id,
     });
+    tracing::debug!(%phone_id, session_id, ending = ending.name(), "phone session ending");
     match ending {
         Ending::Close(close) => socket.close(close).await,
         Ending::Answer => socket.close(None).await,
@@ -212,6 +257,16 @@ enum Ending {
     Answer,
     /// The connection is gone (or stuck): nothing more to write.
     Gone,
+}
+
+impl Ending {
+    fn name(&self) -> &'static str {
+        match self {
+            Ending::Close(_) => "server closes",
+            Ending::Answer => "phone closed",
+            Ending::Gone => "connection gone",
+        }
+    }
 }
 
 fn reason(code: CloseCode, text: &str) -> Option<CloseReason> {

@@ -52,6 +52,8 @@ pub struct AppState {
     pub registry: Addr<Registry>,
     pub settings: Arc<Settings>,
     pub clock: SharedClock,
+    /// The phone sessions running (see `phone_session::LiveSessions`).
+    pub sessions: Arc<crate::actors::phone_session::LiveSessions>,
     keys: RwLock<HashMap<String, (KeyGrant, Instant)>>,
     limiter: Option<DefaultKeyedRateLimiter<Uuid>>,
 }
@@ -75,6 +77,7 @@ impl AppState {
             registry,
             settings,
             clock,
+            sessions: Arc::default(),
             keys: RwLock::new(HashMap::new()),
             limiter,
         }

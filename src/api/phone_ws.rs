@@ -117,8 +117,9 @@ pub async fn upgrade(
     let timeout = state.settings.phones.heartbeat_timeout;
     // The session is a task of its own: the connection's task (actix-http's dispatcher with
     // this future inside, ~5 KiB) ends here instead of living as long as the phone is online.
+    let sessions = state.sessions.clone();
     actix_web::rt::spawn(
-        phone_session::run(phone_id, registry, io, early, timeout).instrument(span),
+        phone_session::run(phone_id, registry, sessions, io, early, timeout).instrument(span),
     );
     Ok(())
 }

@@ -640,31 +640,38 @@ async fn json_logs_carry_request_ids_and_no_secrets(backend: Backend) {
     assert!(request_id_seen, "request logs carry the request id:\n{log}");
 }
 
-/// SIGINT (Ctrl-C) stops the server as gracefully as SIGTERM: phones see 1001, exit 0 in 10 s.
+/// SIGINT (Ctrl-C) stops the server as gracefully as SIGTERM: every phone sees 1001 (the
+/// sessions are not HTTP connections the server's stop waits for, so this needs the server to
+/// wait for them), exit 0 in 10 s.
 async fn sigint_stops_gracefully(backend: Backend) {
     let (url, _dir) = fresh_database(backend).await;
     let mut server = start_server(&url, true);
     let client = awc::Client::new();
-    let mut pair = client
-        .post(format!("{}/v1/phones", server.address))
-        .insert_header(("x-api-key", server.live_key.as_str()))
-        .send_json(&json!({ "phone_number": SENDER }))
-        .await
-        .unwrap();
-    let paired: serde_json::Value = pair.json().await.unwrap();
-    let token = paired["data"]["device_token"].as_str().unwrap().to_string();
     let ws_url = format!(
         "{}/v1/phones/connect",
         server.address.replacen("http", "ws", 1)
     );
-    let mut phone = FakePhone::connect(&ws_url, &token)
-        .await
-        .expect("phone connects");
-    assert!(phone.next_frame().await.is_some(), "hello");
+    let mut phones = Vec::new();
+    for _ in 0..20 {
+        let mut pair = client
+            .post(format!("{}/v1/phones", server.address))
+            .insert_header(("x-api-key", server.live_key.as_str()))
+            .send_json(&json!({ "phone_number": SENDER }))
+            .await
+            .unwrap();
+        let paired: serde_json::Value = pair.json().await.unwrap();
+        let token = paired["data"]["device_token"].as_str().unwrap().to_string();
+        let mut phone = FakePhone::connect(&ws_url, &token)
+            .await
+            .expect("phone connects");
+        assert!(phone.next_frame().await.is_some(), "hello");
+        phones.push(phone);
+    }
     let _ = Command::new("kill")
         .args(["-INT", &server.child.id().to_string()])
         .status();
-    assert_eq!(phone.close_code().await, Some(1001));
+    let codes = join_all(phones.iter_mut().map(FakePhone::close_code)).await;
+    assert_eq!(codes, vec![Some(1001); 20]);
     let started = Instant::now();
     let status = loop {
         if let Some(status) = server.child.try_wait().unwrap() {
