@@ -227,6 +227,8 @@ impl Application {
         actix_web::rt::spawn(async move {
             signals.recv().await;
             tracing::info!("shutdown requested: closing phone sessions and finishing requests");
+            // No new connections from here on (phones told to go away would reconnect at once).
+            handle.pause().await;
             let _ = registry.send(crate::actors::registry::Shutdown).await;
             // Sessions are not connections the HTTP server waits for: let them send their
             // 1001 close frames (each waits at most 1 s for the phone's answer) first.
