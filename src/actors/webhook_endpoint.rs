@@ -7,7 +7,7 @@
 //! ([`WebhookFanout`]) in the transaction of the change that fires them; the actor only reads
 //! them, so a restart (of the actor or the process) rebuilds the queue from the database.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -28,6 +28,8 @@ use crate::store::writer::{Change, CommitHook};
 
 /// Most attempts one endpoint has in flight (HTTP requests open) at once.
 pub const MAX_IN_FLIGHT: usize = 16;
+/// Most due deliveries of one endpoint whose messages are read ahead of a free request slot.
+const READ_AHEAD: usize = 4 * MAX_IN_FLIGHT;
 /// Most finished attempts of one endpoint waiting to be recorded; past it no new attempt starts.
 const MAX_RECORDING: usize = 512;
 /// Largest response body read (and discarded) so the connection can be reused, in bytes.
@@ -226,9 +228,12 @@ pub struct WebhookEndpoint {
     in_flight: usize,
     /// Attempts answered but not yet recorded.
     recording: usize,
-    /// A read of the messages of attempts about to start is in flight: deliveries falling due
+    /// A read of the messages of deliveries that are due is in flight: deliveries falling due
     /// meanwhile wait for it and share the next read (one read per burst, not per delivery).
     reading: bool,
+    /// Due deliveries whose message was read, waiting for a request slot. Reads run ahead of
+    /// the slots, so a slot is held only for the request itself, not for a database round trip.
+    ready: VecDeque<(PendingDelivery, Result<Option<messages::Message>, String>)>,
     stopping: bool,
 }
 
@@ -245,6 +250,7 @@ impl WebhookEndpoint {
             in_flight: 0,
             recording: 0,
             reading: false,
+            ready: VecDeque::new(),
             stopping: false,
         }
     }
@@ -282,6 +288,7 @@ impl WebhookEndpoint {
         self.endpoint = None;
         self.due.clear();
         self.known.clear();
+        self.ready.clear();
     }
 
     fn enqueue(&mut self, deliveries: Vec<PendingDelivery>, ctx: &mut Context<Self>) {
@@ -307,17 +314,39 @@ impl WebhookEndpoint {
         }
     }
 
-    /// Starts every due attempt the in-flight limit allows.
+    /// Starts every attempt the in-flight limit allows from the deliveries whose message is
+    /// read, and reads ahead the messages of the next due ones.
     fn pump(&mut self, ctx: &mut Context<Self>) {
         let Some(endpoint) = self.endpoint.clone() else {
             return;
         };
-        if !endpoint.enabled || self.stopping || self.reading {
+        if !endpoint.enabled || self.stopping {
+            return;
+        }
+        while self.in_flight < MAX_IN_FLIGHT {
+            let Some((delivery, message)) = self.ready.pop_front() else {
+                break;
+            };
+            self.in_flight += 1;
+            let id = delivery.id;
+            let fut = attempt(
+                self.deps.clone(),
+                self.client().clone(),
+                endpoint.clone(),
+                delivery,
+                message,
+            );
+            ctx.spawn(
+                fut.into_actor(self)
+                    .map(move |record, act, ctx| act.answered(id, record, ctx)),
+            );
+        }
+        if self.reading || self.ready.len() >= MAX_IN_FLIGHT {
             return;
         }
         let now = self.deps.clock.now_ms();
         let mut batch = Vec::new();
-        while self.in_flight < MAX_IN_FLIGHT && self.recording < MAX_RECORDING {
+        while self.ready.len() + batch.len() < READ_AHEAD && self.recording < MAX_RECORDING {
             let Some(&(at, id)) = self.due.first() else {
                 break;
             };
@@ -325,16 +354,14 @@ impl WebhookEndpoint {
                 break;
             }
             self.due.pop_first();
-            let Some(delivery) = self.known.get(&id).cloned() else {
-                continue;
-            };
-            self.in_flight += 1;
-            batch.push(delivery);
+            if let Some(delivery) = self.known.get(&id).cloned() {
+                batch.push(delivery);
+            }
         }
         if batch.is_empty() {
             return;
         }
-        // One query reads the messages of every attempt started now.
+        // One query reads the messages of every delivery taken now.
         let db = self.deps.db.clone();
         let ids: Vec<Uuid> = batch.iter().map(|d| d.message_id).collect();
         self.reading = true;
@@ -343,26 +370,16 @@ impl WebhookEndpoint {
                 .into_actor(self)
                 .map(move |read, act, ctx| {
                     act.reading = false;
-                    let client = act.client().clone();
+                    if act.stopping {
+                        return;
+                    }
                     for delivery in batch {
                         let message = match &read {
                             Ok(found) => Ok(found.get(&delivery.message_id).cloned()),
                             Err(err) => Err(err.to_string()),
                         };
-                        let id = delivery.id;
-                        let fut = attempt(
-                            act.deps.clone(),
-                            client.clone(),
-                            endpoint.clone(),
-                            delivery,
-                            message,
-                        );
-                        ctx.spawn(
-                            fut.into_actor(act)
-                                .map(move |record, act, ctx| act.answered(id, record, ctx)),
-                        );
+                        act.ready.push_back((delivery, message));
                     }
-                    // Deliveries that fell due during the read start now, sharing one read.
                     act.pump(ctx);
                 }),
         );
@@ -447,6 +464,8 @@ impl Supervised for WebhookEndpoint {
         self.client = None;
         self.due.clear();
         self.known.clear();
+        self.ready.clear();
+        self.reading = false;
         self.in_flight = 0;
         self.recording = 0;
     }
