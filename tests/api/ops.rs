@@ -66,6 +66,28 @@ impl Drop for ServerProcess {
     }
 }
 
+/// Pairs a phone (number [`SENDER`]) with the server's live key and connects it; returned once
+/// its `hello` arrived.
+async fn connect_phone_to(server: &ServerProcess, client: &awc::Client) -> FakePhone {
+    let mut pair = client
+        .post(format!("{}/v1/phones", server.address))
+        .insert_header(("x-api-key", server.live_key.as_str()))
+        .send_json(&json!({ "phone_number": SENDER }))
+        .await
+        .unwrap();
+    let paired: serde_json::Value = pair.json().await.unwrap();
+    let token = paired["data"]["device_token"].as_str().unwrap().to_string();
+    let ws_url = format!(
+        "{}/v1/phones/connect",
+        server.address.replacen("http", "ws", 1)
+    );
+    let mut phone = FakePhone::connect(&ws_url, &token)
+        .await
+        .expect("phone connects");
+    assert!(phone.next_frame().await.is_some(), "hello");
+    phone
+}
+
 fn start_server(database_url: &str, first_start: bool) -> ServerProcess {
     start_server_with(database_url, first_start, &[], Stdio::null())
 }
@@ -131,22 +153,7 @@ async fn sigterm_loses_nothing_accepted(backend: Backend) {
         .finish();
 
     // A phone is connected: it must see a 1001 "going away" close.
-    let mut pair = client
-        .post(format!("{}/v1/phones", server.address))
-        .insert_header(("x-api-key", server.live_key.as_str()))
-        .send_json(&json!({ "phone_number": SENDER }))
-        .await
-        .unwrap();
-    let paired: serde_json::Value = pair.json().await.unwrap();
-    let token = paired["data"]["device_token"].as_str().unwrap().to_string();
-    let ws_url = format!(
-        "{}/v1/phones/connect",
-        server.address.replacen("http", "ws", 1)
-    );
-    let mut phone = FakePhone::connect(&ws_url, &token)
-        .await
-        .expect("phone connects");
-    assert!(phone.next_frame().await.is_some(), "hello");
+    let mut phone = connect_phone_to(&server, &client).await;
 
     // 300 concurrent sends; SIGTERM goes out once 50 of them were accepted, while the rest are
     // in flight or not yet sent.
@@ -647,25 +654,9 @@ async fn sigint_stops_gracefully(backend: Backend) {
     let (url, _dir) = fresh_database(backend).await;
     let mut server = start_server(&url, true);
     let client = awc::Client::new();
-    let ws_url = format!(
-        "{}/v1/phones/connect",
-        server.address.replacen("http", "ws", 1)
-    );
     let mut phones = Vec::new();
     for _ in 0..20 {
-        let mut pair = client
-            .post(format!("{}/v1/phones", server.address))
-            .insert_header(("x-api-key", server.live_key.as_str()))
-            .send_json(&json!({ "phone_number": SENDER }))
-            .await
-            .unwrap();
-        let paired: serde_json::Value = pair.json().await.unwrap();
-        let token = paired["data"]["device_token"].as_str().unwrap().to_string();
-        let mut phone = FakePhone::connect(&ws_url, &token)
-            .await
-            .expect("phone connects");
-        assert!(phone.next_frame().await.is_some(), "hello");
-        phones.push(phone);
+        phones.push(connect_phone_to(&server, &client).await);
     }
     let _ = Command::new("kill")
         .args(["-INT", &server.child.id().to_string()])
