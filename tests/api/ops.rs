@@ -66,9 +66,9 @@ impl Drop for ServerProcess {
     }
 }
 
-/// Pairs a phone (number [`SENDER`]) with the server's live key and connects it; returned once
-/// its `hello` arrived.
-async fn connect_phone_to(server: &ServerProcess, client: &awc::Client) -> FakePhone {
+/// Pairs a phone (number [`SENDER`]) with the server's live key and connects it; returned with
+/// its device token once its `hello` arrived.
+async fn connect_phone_to(server: &ServerProcess, client: &awc::Client) -> (FakePhone, String) {
     let mut pair = client
         .post(format!("{}/v1/phones", server.address))
         .insert_header(("x-api-key", server.live_key.as_str()))
@@ -85,7 +85,7 @@ async fn connect_phone_to(server: &ServerProcess, client: &awc::Client) -> FakeP
         .await
         .expect("phone connects");
     assert!(phone.next_frame().await.is_some(), "hello");
-    phone
+    (phone, token)
 }
 
 fn start_server(database_url: &str, first_start: bool) -> ServerProcess {
@@ -153,7 +153,7 @@ async fn sigterm_loses_nothing_accepted(backend: Backend) {
         .finish();
 
     // A phone is connected: it must see a 1001 "going away" close.
-    let mut phone = connect_phone_to(&server, &client).await;
+    let (mut phone, _) = connect_phone_to(&server, &client).await;
 
     // 300 concurrent sends; SIGTERM goes out once 50 of them were accepted, while the rest are
     // in flight or not yet sent.
@@ -554,22 +554,11 @@ async fn json_logs_carry_request_ids_and_no_secrets(backend: Backend) {
     let signing_key = rotated["data"]["signing_key"].as_str().unwrap().to_string();
     assert!(signing_key.starts_with("whsec_") && signing_key != first_signing_key);
 
-    let mut pair = client
-        .post(format!("{}/v1/phones", server.address))
-        .insert_header(("x-api-key", server.live_key.as_str()))
-        .send_json(&json!({ "phone_number": SENDER }))
-        .await
-        .unwrap();
-    let paired: serde_json::Value = pair.json().await.unwrap();
-    let token = paired["data"]["device_token"].as_str().unwrap().to_string();
+    let (mut phone, token) = connect_phone_to(&server, &client).await;
     let ws_url = format!(
         "{}/v1/phones/connect",
         server.address.replacen("http", "ws", 1)
     );
-    let mut phone = FakePhone::connect(&ws_url, &token)
-        .await
-        .expect("phone connects");
-    assert!(phone.next_frame().await.is_some(), "hello");
     let mut sent = client
         .post(format!("{}/v1/messages/send", server.address))
         .insert_header(("x-api-key", server.live_key.as_str()))
@@ -656,7 +645,7 @@ async fn sigint_stops_gracefully(backend: Backend) {
     let client = awc::Client::new();
     let mut phones = Vec::new();
     for _ in 0..20 {
-        phones.push(connect_phone_to(&server, &client).await);
+        phones.push(connect_phone_to(&server, &client).await.0);
     }
     let _ = Command::new("kill")
         .args(["-INT", &server.child.id().to_string()])
