@@ -237,6 +237,9 @@ pub async fn run(
             }
         }
     };
+    // The close handshake below can take a while; the Phone actor's address is not needed for
+    // it (a stopped Phone ends once its last address is gone).
+    drop(phone);
     registry.do_send(Disconnected {
         phone_id,
         session_id,
