@@ -1,9 +1,10 @@
 //! One actor per paired phone (and one per test-mode sending number): it owns the phone's
 //! queue, its exact pace windows and the link to its current transport.
 //!
-//! Messages: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`;
-//! the event `Report` (a frame from the phone). The actor never holds a database connection
-//! while it waits: every write is a future spawned on its context.
+//! Messages: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`, `Stop`,
+//! `HandBack`; the immediate hand-over `Reserve` → `Handed` or `Release`; the event `Report`
+//! (a frame from the phone). The actor never holds a database connection while it waits: every
+//! write is a future spawned on its context.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::Duration;
