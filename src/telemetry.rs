@@ -185,6 +185,13 @@ pub fn request_id(headers: &actix_web::http::header::HeaderMap) -> String {
         .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string())
 }
 
+/// Echoes the request id on a response (`x-request-id`).
+pub fn tag_response(headers: &mut actix_web::http::header::HeaderMap, request_id: &str) {
+    if let Ok(value) = HeaderValue::from_str(request_id) {
+        headers.insert(HeaderName::from_static("x-request-id"), value);
+    }
+}
+
 /// Counts one answered request by route pattern, method and status, with its latency.
 pub fn record_request(route: String, method: String, status: u16, elapsed: std::time::Duration) {
     let status = status.to_string();
@@ -221,10 +228,7 @@ pub async fn observe_request(
         )
     });
     result.map(|mut res| {
-        if let Ok(value) = HeaderValue::from_str(&request_id) {
-            res.headers_mut()
-                .insert(HeaderName::from_static("x-request-id"), value);
-        }
+        tag_response(res.headers_mut(), &request_id);
         res
     })
 }

@@ -340,10 +340,7 @@ impl Phone {
         let transition = Transition {
             set_device: self.identity.device_id,
             count_attempt: true,
-            detail: Some(match self.identity.device_id {
-                Some(device) => format!("handed to phone {device}"),
-                None => "handed to the test-mode simulated phone".into(),
-            }),
+            detail: Some(messages::handover_detail(self.identity.device_id)),
             ..Transition::to(id, MessageStatus::Sending)
         };
         let writer = self.deps.writer.clone();

@@ -382,8 +382,9 @@ pub async fn accept_and_hand_over(
 }
 
 /// Gives a message stored as `sending` on a reserved phone to that phone's actor. If the actor
-/// is gone (the phone was unpaired meanwhile), the message goes back to `queued` and through
-/// the registry, which routes it again or fails it like any message of an unpaired phone.
+/// cannot take it (gone because the phone was unpaired meanwhile, or its mailbox is full), the
+/// message goes back to `queued` and through the registry, which routes it again or fails it
+/// like any message of an unpaired phone (a frame already queued is deduped by the phone).
 async fn hand_to(
     phone: &Addr<Phone>,
     ticket: Ticket,

@@ -72,7 +72,7 @@ async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Uuid, Api
 
 /// Serves one upgrade request on its raw connection: a refused one gets the error envelope and
 /// the connection closes; an accepted one becomes the phone's session, spawned as its own task
-/// (the server's graceful stop does not wait for sessions: `Registry` closes them first).
+/// and counted in `AppState::sessions`, which a graceful stop waits for.
 pub async fn upgrade(
     state: web::Data<AppState>,
     req: Request,
@@ -96,8 +96,8 @@ pub async fn upgrade(
     telemetry::record_request(route.to_string(), method, status, started.elapsed());
     let phone_id = match accepted {
         Ok((phone_id, mut response)) => {
-            response.insert_header(("x-request-id", request_id.as_str()));
-            let head = response.finish().drop_body();
+            let mut head = response.finish().drop_body();
+            telemetry::tag_response(head.headers_mut(), &request_id);
             framed.send((head, BodySize::None).into()).await?;
             phone_id
         }
@@ -145,12 +145,7 @@ async fn send_error(
     request_id: &str,
 ) -> Result<(), actix_web::Error> {
     let mut response = err.error_response();
-    if let Ok(value) = request_id.parse() {
-        response.headers_mut().insert(
-            actix_web::http::header::HeaderName::from_static("x-request-id"),
-            value,
-        );
-    }
+    telemetry::tag_response(response.headers_mut(), request_id);
     let (mut head, body) = actix_http::Response::from(response).into_parts();
     head.head_mut().set_connection_type(ConnectionType::Close);
     let body = actix_web::body::to_bytes(body)

@@ -220,6 +220,14 @@ pub async fn unfinished_outbound(db: &DatabaseConnection) -> Result<Vec<Message>
         .collect())
 }
 
+/// The timeline detail of a hand-over to `device` (None: the test-mode simulated phone).
+pub fn handover_detail(device: Option<Uuid>) -> String {
+    match device {
+        Some(device) => format!("handed to phone {device}"),
+        None => "handed to the test-mode simulated phone".into(),
+    }
+}
+
 /// Queued messages whose expires_at has passed (handed to the writer to expire).
 pub async fn expired_candidates(
     db: &DatabaseConnection,

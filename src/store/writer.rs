@@ -556,13 +556,12 @@ impl WriterTask {
             if message.status == MessageStatus::Sending {
                 // Accepted straight into a phone's hands (a reserved hand-over): the timeline
                 // still reads queued, then sending, and the pace rebuild finds the `sending`.
-                let device = message.device_id.map(|d| d.to_string()).unwrap_or_default();
                 batch.events.push(event_row(
                     message.id,
                     MessageStatus::Sending.as_str(),
                     MessageStatus::Sending,
                     now,
-                    Some(format!("handed to phone {device}")),
+                    Some(super::messages::handover_detail(message.device_id)),
                 ));
                 batch.changes.push(Change {
                     kind: MessageStatus::Sending.as_str(),
