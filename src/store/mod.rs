@@ -8,6 +8,7 @@ pub mod messages;
 mod paging;
 pub mod phones;
 pub mod retention;
+mod sqlite_memory;
 pub mod webhooks;
 pub mod workspaces;
 pub mod writer;
@@ -57,6 +58,7 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Opens the database with the settings each backend needs: WAL and a busy timeout on SQLite.
 pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnection, StoreError> {
+    sqlite_memory::configure();
     let mut options = ConnectOptions::new(url.to_string());
     options
         .max_connections(max_connections.max(2))
