@@ -20,7 +20,7 @@ use crate::domain::status::{Direction, Mode};
 use crate::domain::webhook_event::event_for_change;
 
 /// Rows per multi-row INSERT (SQLite binds at most 32,766 parameters per statement).
-const ROWS_PER_INSERT: usize = 1000;
+const ROWS_PER_INSERT: usize = 512;
 
 /// A delivery's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -370,9 +370,9 @@ pub async fn messages_by_id(
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Message>, StoreError> {
     let mut found = HashMap::with_capacity(ids.len());
-    for chunk in ids.chunks(ROWS_PER_INSERT) {
+    for chunk in ids.chunks(super::IDS_PER_STATEMENT) {
         let rows = entity::messages::Entity::find()
-            .filter(entity::messages::Column::Id.is_in(chunk.iter().copied()))
+            .filter(entity::messages::Column::Id.is_in(super::id_list(chunk)))
             .all(db)
             .await?;
         for row in rows {
@@ -387,7 +387,7 @@ pub async fn insert_deliveries(
     txn: &DatabaseTransaction,
     deliveries: &[PendingDelivery],
 ) -> Result<(), StoreError> {
-    for chunk in deliveries.chunks(ROWS_PER_INSERT) {
+    for chunk in super::shaped_chunks(deliveries, ROWS_PER_INSERT) {
         let rows = chunk.iter().map(|d| webhook_deliveries::ActiveModel {
             id: Set(d.id),
             endpoint_id: Set(d.endpoint_id),
@@ -401,7 +401,7 @@ pub async fn insert_deliveries(
             updated_at: Set(d.created_at),
         });
         webhook_deliveries::Entity::insert_many(rows)
-            .exec(txn)
+            .exec_without_returning(txn)
             .await?;
     }
     Ok(())
@@ -661,9 +661,9 @@ pub(super) async fn insert_attempts(
     txn: &DatabaseTransaction,
     rows: &[webhook_attempts::ActiveModel],
 ) -> Result<(), StoreError> {
-    for chunk in rows.chunks(ROWS_PER_INSERT) {
+    for chunk in super::shaped_chunks(rows, ROWS_PER_INSERT) {
         webhook_attempts::Entity::insert_many(chunk.to_vec())
-            .exec(txn)
+            .exec_without_returning(txn)
             .await?;
     }
     Ok(())

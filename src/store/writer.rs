@@ -30,8 +30,9 @@ use crate::domain::status::{Direction, MessageStatus, QueueClass};
 const QUEUE_CAPACITY: usize = 16_384;
 /// Most jobs committed in one transaction.
 const MAX_BATCH: usize = 512;
-/// Rows per multi-row INSERT (SQLite binds at most 32,766 parameters per statement).
-const ROWS_PER_INSERT: usize = 400;
+/// Most rows per multi-row INSERT (SQLite binds at most 32,766 parameters per statement); a
+/// power of two, see [`super::shaped_chunks`].
+const ROWS_PER_INSERT: usize = 256;
 
 /// A message ready to be stored (already validated by the domain layer).
 #[derive(Debug, Clone)]
@@ -457,14 +458,14 @@ impl WriterTask {
             .into_iter()
             .map(|o| o.ok_or(StoreError::WriterGone))
             .collect::<Result<Vec<_>, _>>()?;
-        for chunk in batch.rows.chunks(ROWS_PER_INSERT) {
+        for chunk in super::shaped_chunks(&batch.rows, ROWS_PER_INSERT) {
             messages::Entity::insert_many(chunk.to_vec())
-                .exec(&txn)
+                .exec_without_returning(&txn)
                 .await?;
         }
-        for chunk in batch.events.chunks(ROWS_PER_INSERT * 3) {
+        for chunk in super::shaped_chunks(&batch.events, ROWS_PER_INSERT * 4) {
             message_events::Entity::insert_many(chunk.to_vec())
-                .exec(&txn)
+                .exec_without_returning(&txn)
                 .await?;
         }
         webhooks::insert_attempts(&txn, &batch.attempts).await?;
@@ -776,14 +777,20 @@ impl UpdateKey<'_> {
 }
 
 /// The phone of each move, as one value when they all share it, else
-/// `CASE WHEN id = ? THEN ? … END`.
-fn device_by_id(group: &[&Transition], device: impl Fn(&Transition) -> Option<Uuid>) -> Expr {
+/// `CASE WHEN id = ? THEN ? … END` with as many arms as `ids` (padded like it by repeating the
+/// first arm, so the statement keeps one of a handful of shapes).
+fn device_by_id(
+    group: &[&Transition],
+    ids: &[Uuid],
+    device: impl Fn(&Transition) -> Option<Uuid>,
+) -> Expr {
     let first = device(group[0]);
     if group.iter().all(|t| device(t) == first) {
         return Expr::value(first);
     }
     let mut case = sea_orm::sea_query::CaseStatement::new();
-    for t in group {
+    let padding = std::iter::repeat(group[0]).take(ids.len().saturating_sub(group.len()));
+    for t in group.iter().copied().chain(padding) {
         case = case.case(messages::Column::Id.eq(t.id), Expr::value(device(t)));
     }
     case.finally(Expr::value(Option::<Uuid>::None)).into()
@@ -800,7 +807,7 @@ fn move_statement(
     let from: Vec<&str> = t.to.allowed_from().iter().map(|s| s.as_str()).collect();
     let mut guard = Condition::all().add(messages::Column::Status.is_in(from));
     if t.expect_device.is_some() {
-        let expected = device_by_id(group, |t| t.expect_device);
+        let expected = device_by_id(group, ids, |t| t.expect_device);
         guard = guard.add(Expr::col(messages::Column::DeviceId).eq(expected));
     }
     if t.reported {
@@ -819,7 +826,7 @@ fn move_statement(
     if t.set_device.is_some() {
         update = update.col_expr(
             messages::Column::DeviceId,
-            device_by_id(group, |t| t.set_device),
+            device_by_id(group, ids, |t| t.set_device),
         );
     }
     if t.count_attempt {
