@@ -58,10 +58,24 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Opens the database with the settings each backend needs: WAL and a busy timeout on SQLite.
 pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnection, StoreError> {
+    open(url, max_connections.max(2)).await
+}
+
+/// Opens the one connection the group-commit writer keeps for itself.
+///
+/// Why: from a pool, each batch landed on whichever connection was free. On SQLite every
+/// connection has its own page cache, dropped whenever another connection has written since its
+/// last transaction, and its own statement cache: each batch began with cold pages and statements
+/// to prepare again. One connection keeps both warm (see BENCHMARKS.md).
+pub async fn connect_writer(url: &str) -> Result<DatabaseConnection, StoreError> {
+    open(url, 1).await
+}
+
+async fn open(url: &str, connections: u32) -> Result<DatabaseConnection, StoreError> {
     sqlite_memory::configure();
     let mut options = ConnectOptions::new(url.to_string());
     options
-        .max_connections(max_connections.max(2))
+        .max_connections(connections)
         .min_connections(1)
         .connect_timeout(Duration::from_secs(10))
         .acquire_timeout(Duration::from_secs(30))
