@@ -199,7 +199,8 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Starts the writer task on the current runtime.
+    /// Starts the writer: on SQLite on a thread of its own, on PostgreSQL as a task of the
+    /// current runtime (its connection is a socket of that runtime).
     pub fn start(db: DatabaseConnection, clock: SharedClock, listener: ChangeListener) -> Writer {
         Writer::start_with_hook(db, clock, listener, None)
     }
@@ -219,7 +220,29 @@ impl Writer {
             hook,
             new_workspace_counts: HashMap::new(),
         };
-        tokio::spawn(task.run(rx));
+        if super::is_sqlite(&task.db) {
+            // SQLite's connection is a thread of sqlx's, not a socket of this runtime: the writer
+            // can run on a thread of its own, away from the actors' queues.
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build();
+            match runtime {
+                Ok(runtime) => {
+                    let spawned = std::thread::Builder::new()
+                        .name("smsgw-writer".into())
+                        .spawn(move || runtime.block_on(task.run(rx)));
+                    if let Err(err) = spawned {
+                        tracing::error!(error = %err, "cannot start the writer thread");
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "writer runtime failed; the writer shares this one");
+                    tokio::spawn(task.run(rx));
+                }
+            }
+        } else {
+            tokio::spawn(task.run(rx));
+        }
         Writer { tx }
     }
 
