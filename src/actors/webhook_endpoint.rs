@@ -475,11 +475,19 @@ impl Handler<Deliver> for WebhookEndpoint {
     type Result = ();
 
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
+        let now = self.deps.clock.now_ms();
         for d in &msg.deliveries {
-            // A manual retry of a delivery waiting for its next timer: due at the new time.
-            if self.due.iter().any(|(_, id)| *id == d.id) {
-                self.due.retain(|(_, id)| *id != d.id);
-                self.due.insert((d.next_attempt_at, d.id));
+            // A manual retry of a delivery waiting for its next timer: due at the new time. The
+            // waiting entry is found by its key (`known` holds its due time), not by a scan of
+            // the queue: a hanging endpoint's queue holds tens of thousands, and the scan per
+            // new delivery took the actor thread (BENCHMARKS.md, webhooks scenario).
+            let Some(held) = self.known.get_mut(&d.id) else {
+                continue;
+            };
+            let waiting_at = held.next_attempt_at;
+            if self.due.remove(&(waiting_at, d.id)) {
+                held.next_attempt_at = d.next_attempt_at;
+                self.schedule(d.next_attempt_at, d.id, now, ctx);
             }
         }
         self.enqueue(msg.deliveries, ctx);

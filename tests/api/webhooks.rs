@@ -23,6 +23,7 @@ backend_tests!(
     pending_retries_survive_a_restart,
     event_and_phone_filters,
     manual_retry_sends_again,
+    manual_retry_of_a_waiting_delivery_sends_it_now,
     every_ssrf_class_is_refused_at_creation,
     a_name_rebound_to_loopback_is_refused_at_delivery,
     a_hanging_endpoint_does_not_delay_a_healthy_one,
@@ -480,6 +481,39 @@ async fn event_and_phone_filters(backend: Backend) {
     for r in [delivered_only, other_phone, this_phone] {
         r.stop().await;
     }
+}
+
+/// A delivery waiting for its next retry (the default schedule waits a minute) is sent at once
+/// when retried by hand, and only once.
+async fn manual_retry_of_a_waiting_delivery_sends_it_now(backend: Backend) {
+    let app = spawn_insecure(backend).await;
+    let receiver = WebhookReceiver::start().await;
+    receiver.answer(&[500]);
+    let endpoint = create_endpoint(
+        &app,
+        &app.test_key,
+        json!({ "url": receiver.url, "events": ["message.sent"] }),
+    )
+    .await;
+    let id = endpoint["id"].as_str().unwrap();
+    app.send_test(RECIPIENT, "wait").await.expect(202);
+    let rows = wait_for_attempts(&app, &app.test_key, id, 1).await;
+    assert_eq!(rows[0]["status_code"], 500);
+    let delivery_id = rows[0]["delivery_id"].as_str().unwrap();
+    app.post(
+        &format!("/v1/webhooks/{id}/deliveries/{delivery_id}/retry"),
+        &app.test_key,
+        json!({}),
+    )
+    .await
+    .expect(202);
+    let rows = wait_for_attempts(&app, &app.test_key, id, 2).await;
+    assert_eq!(rows[0]["attempt"], 2);
+    assert_eq!(rows[0]["state"], "succeeded");
+    assert_eq!(rows[0]["event_id"], rows[1]["event_id"]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(receiver.received().len(), 2, "sent once more, not twice");
+    receiver.stop().await;
 }
 
 async fn manual_retry_sends_again(backend: Backend) {
