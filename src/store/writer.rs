@@ -812,7 +812,7 @@ fn device_by_id(
         return Expr::value(first);
     }
     let mut case = sea_orm::sea_query::CaseStatement::new();
-    let padding = std::iter::repeat(group[0]).take(ids.len().saturating_sub(group.len()));
+    let padding = std::iter::repeat_n(group[0], ids.len().saturating_sub(group.len()));
     for t in group.iter().copied().chain(padding) {
         case = case.case(messages::Column::Id.eq(t.id), Expr::value(device(t)));
     }
