@@ -11,7 +11,8 @@ use smsgw::domain::signing;
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, spawn_app_with, spawn_app_with_resolver,
+    Backend, RECIPIENT, Reply, SENDER, TestApp, WebhookReceiver, spawn_app_with,
+    spawn_app_with_resolver,
 };
 
 backend_tests!(
@@ -483,31 +484,48 @@ async fn event_and_phone_filters(backend: Backend) {
     }
 }
 
-/// A delivery waiting for its next retry (the default schedule waits a minute) is sent at once
-/// when retried by hand, and only once.
-async fn manual_retry_of_a_waiting_delivery_sends_it_now(backend: Backend) {
+/// An app whose `message.sent` endpoint answered its first attempt with `first`, the receiver,
+/// the endpoint id, and the attempt rows (newest first).
+async fn first_attempt_answered(
+    backend: Backend,
+    first: u16,
+    content: &str,
+) -> (TestApp, WebhookReceiver, String, Vec<Value>) {
     let app = spawn_insecure(backend).await;
     let receiver = WebhookReceiver::start().await;
-    receiver.answer(&[500]);
+    receiver.answer(&[first]);
     let endpoint = create_endpoint(
         &app,
         &app.test_key,
         json!({ "url": receiver.url, "events": ["message.sent"] }),
     )
     .await;
-    let id = endpoint["id"].as_str().unwrap();
-    app.send_test(RECIPIENT, "wait").await.expect(202);
-    let rows = wait_for_attempts(&app, &app.test_key, id, 1).await;
-    assert_eq!(rows[0]["status_code"], 500);
-    let delivery_id = rows[0]["delivery_id"].as_str().unwrap();
+    let id = endpoint["id"].as_str().unwrap().to_string();
+    app.send_test(RECIPIENT, content).await.expect(202);
+    let rows = wait_for_attempts(&app, &app.test_key, &id, 1).await;
+    (app, receiver, id, rows)
+}
+
+/// `POST /v1/webhooks/{id}/deliveries/{delivery}/retry` (a delivery or an attempt id).
+async fn retry_by_hand(app: &TestApp, key: &str, id: &str, delivery: &str) -> Reply {
     app.post(
-        &format!("/v1/webhooks/{id}/deliveries/{delivery_id}/retry"),
-        &app.test_key,
+        &format!("/v1/webhooks/{id}/deliveries/{delivery}/retry"),
+        key,
         json!({}),
     )
     .await
-    .expect(202);
-    let rows = wait_for_attempts(&app, &app.test_key, id, 2).await;
+}
+
+/// A delivery waiting for its next retry (the default schedule waits a minute) is sent at once
+/// when retried by hand, and only once.
+async fn manual_retry_of_a_waiting_delivery_sends_it_now(backend: Backend) {
+    let (app, receiver, id, rows) = first_attempt_answered(backend, 500, "wait").await;
+    assert_eq!(rows[0]["status_code"], 500);
+    let delivery_id = rows[0]["delivery_id"].as_str().unwrap();
+    retry_by_hand(&app, &app.test_key, &id, delivery_id)
+        .await
+        .expect(202);
+    let rows = wait_for_attempts(&app, &app.test_key, &id, 2).await;
     assert_eq!(rows[0]["attempt"], 2);
     assert_eq!(rows[0]["state"], "succeeded");
     assert_eq!(rows[0]["event_id"], rows[1]["event_id"]);
@@ -517,60 +535,29 @@ async fn manual_retry_of_a_waiting_delivery_sends_it_now(backend: Backend) {
 }
 
 async fn manual_retry_sends_again(backend: Backend) {
-    let app = spawn_insecure(backend).await;
-    let receiver = WebhookReceiver::start().await;
-    receiver.answer(&[400]);
-    let endpoint = create_endpoint(
-        &app,
-        &app.test_key,
-        json!({ "url": receiver.url, "events": ["message.sent"] }),
-    )
-    .await;
-    let id = endpoint["id"].as_str().unwrap();
-    app.send_test(RECIPIENT, "again").await.expect(202);
-    let rows = wait_for_attempts(&app, &app.test_key, id, 1).await;
+    let (app, receiver, id, rows) = first_attempt_answered(backend, 400, "again").await;
     assert_eq!(rows[0]["state"], "failed");
     let delivery_id = rows[0]["delivery_id"].as_str().unwrap();
-    let reply = app
-        .post(
-            &format!("/v1/webhooks/{id}/deliveries/{delivery_id}/retry"),
-            &app.test_key,
-            json!({}),
-        )
+    let reply = retry_by_hand(&app, &app.test_key, &id, delivery_id)
         .await
         .expect(202);
     assert_eq!(reply.data()["state"], "pending");
-    let rows = wait_for_attempts(&app, &app.test_key, id, 2).await;
+    let rows = wait_for_attempts(&app, &app.test_key, &id, 2).await;
     assert_eq!(rows[0]["attempt"], 2);
     assert_eq!(rows[0]["state"], "succeeded");
     assert_eq!(rows[0]["event_id"], rows[1]["event_id"]);
     // The attempt id works too; unknown ids and other modes are 404.
     let attempt_id = rows[1]["id"].as_str().unwrap();
-    app.post(
-        &format!("/v1/webhooks/{id}/deliveries/{attempt_id}/retry"),
-        &app.test_key,
-        json!({}),
-    )
-    .await
-    .expect(202);
+    retry_by_hand(&app, &app.test_key, &id, attempt_id)
+        .await
+        .expect(202);
     receiver.wait_for(3, Duration::from_secs(10)).await;
-    app.post(
-        &format!(
-            "/v1/webhooks/{id}/deliveries/{}/retry",
-            uuid::Uuid::new_v4()
-        ),
-        &app.test_key,
-        json!({}),
-    )
-    .await
-    .expect_error(404, "not_found");
-    app.post(
-        &format!("/v1/webhooks/{id}/deliveries/{delivery_id}/retry"),
-        &app.live_key,
-        json!({}),
-    )
-    .await
-    .expect_error(404, "not_found");
+    retry_by_hand(&app, &app.test_key, &id, &uuid::Uuid::new_v4().to_string())
+        .await
+        .expect_error(404, "not_found");
+    retry_by_hand(&app, &app.live_key, &id, delivery_id)
+        .await
+        .expect_error(404, "not_found");
     receiver.stop().await;
 }
 
