@@ -6,8 +6,9 @@
 //! fifth of its time in the send scenario (`malloc_consolidate`, arena locks, and the global
 //! mutex SQLite takes around each call to keep its statistics). See BENCHMARKS.md.
 //!
-//! SQLite only accepts this before its first connection is opened; [`configure`] runs once, from
-//! [`super::connect`], and leaves SQLite's defaults in place if it is too late.
+//! SQLite only accepts this before its first connection is opened; [`configure`] runs once, before
+//! the first connection [`super::connect`] or [`super::connect_writer`] opens, and leaves SQLite's
+//! defaults in place if it is too late.
 
 use std::ffi::{c_int, c_void};
 use std::sync::Once;
