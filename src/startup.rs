@@ -13,6 +13,7 @@ use actix_web::{App, web};
 use sea_orm::DatabaseConnection;
 
 use crate::actors::Deps;
+use crate::actors::campaign::CampaignChanges;
 use crate::actors::registry::Registry;
 use crate::actors::retention::Retention;
 use crate::actors::webhook_endpoint::{WebhookDeps, WebhookFanout};
@@ -137,11 +138,26 @@ impl Application {
             );
         }
         crate::telemetry::metrics_handle();
-        let listener: Arc<dyn Fn(Vec<Change>) + Send + Sync> = Arc::new(|changes: Vec<Change>| {
-            for change in changes {
-                metrics::counter!(crate::telemetry::names::MESSAGE_TRANSITIONS, "kind" => change.kind)
-                    .increment(1);
-                tracing::debug!(message_id = %change.message.id, kind = change.kind, "message changed");
+        // The registry starts after the writer; the listener learns its address then.
+        let campaign_watch: Arc<std::sync::OnceLock<Addr<Registry>>> = Arc::default();
+        let listener: Arc<dyn Fn(Vec<Change>) + Send + Sync> = Arc::new({
+            let campaign_watch = campaign_watch.clone();
+            move |changes: Vec<Change>| {
+                let mut of_campaigns = Vec::new();
+                for change in changes {
+                    metrics::counter!(crate::telemetry::names::MESSAGE_TRANSITIONS, "kind" => change.kind)
+                        .increment(1);
+                    tracing::debug!(message_id = %change.message.id, kind = change.kind, "message changed");
+                    if let Some(campaign) = change.message.campaign_id {
+                        crate::telemetry::count_campaign_message(change.kind);
+                        of_campaigns.push((campaign, change.message.id, change.message.status));
+                    }
+                }
+                if !of_campaigns.is_empty()
+                    && let Some(registry) = campaign_watch.get()
+                {
+                    registry.do_send(CampaignChanges(of_campaigns));
+                }
             }
         });
         let subscriptions = Arc::new(Subscriptions::load(&db).await?);
@@ -167,6 +183,7 @@ impl Application {
         });
         let registry = Registry::new(deps).start();
         fanout.attach(registry.clone());
+        let _ = campaign_watch.set(registry.clone());
         let webhook_api = web::Data::new(api::webhooks::WebhookApi {
             resolver,
             subscriptions,

@@ -170,6 +170,20 @@ pub fn count_campaign_recipients(state: &'static str, count: u64) {
     metrics::counter!(names::CAMPAIGN_RECIPIENTS, "state" => state).increment(count);
 }
 
+/// Counts a campaign recipient whose message changed (`kind` of the writer's change): the
+/// moves that take a recipient to a state of [`names::CAMPAIGN_RECIPIENT_STATES`].
+pub fn count_campaign_message(kind: &str) {
+    let state = match kind {
+        "queued" => "queued",
+        "sent" => "sent",
+        "delivered" => "delivered",
+        "failed" | "expired" => "failed",
+        "canceled" => "canceled",
+        _ => return,
+    };
+    count_campaign_recipients(state, 1);
+}
+
 /// Counts one AI draft outcome (from [`names::AI_DRAFT_OUTCOMES`]).
 pub fn count_ai_draft(outcome: &'static str) {
     metrics::counter!(names::AI_DRAFTS, "outcome" => outcome).increment(1);

@@ -4,6 +4,8 @@
 //! types happens in the server's `store` layer.
 
 pub mod api_keys;
+pub mod campaign_recipients;
+pub mod campaigns;
 pub mod contact_tags;
 pub mod contacts;
 pub mod message_events;

@@ -5,6 +5,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261122_000001_create_core_tables;
 mod m20261123_000002_create_webhook_tables;
 mod m20261123_000003_create_contacts;
+mod m20261125_000004_create_campaigns;
 
 /// Every migration of the schema, oldest first.
 pub struct Migrator;
@@ -16,6 +17,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000001_create_core_tables::Migration),
             Box::new(m20261123_000002_create_webhook_tables::Migration),
             Box::new(m20261123_000003_create_contacts::Migration),
+            Box::new(m20261125_000004_create_campaigns::Migration),
         ]
     }
 }

@@ -163,6 +163,8 @@ pub struct Registry {
     next_pick: HashMap<NumberKey, usize>,
     /// One supervised actor per webhook endpoint with work (see `webhook_endpoint`).
     pub(crate) webhooks: super::webhook_endpoint::EndpointActors,
+    /// One supervised actor per running, scheduled or paused campaign (see `campaign`).
+    pub(crate) campaigns: super::campaign::CampaignActors,
 }
 
 impl Registry {
@@ -175,6 +177,7 @@ impl Registry {
             simulated: HashMap::new(),
             next_pick: HashMap::new(),
             webhooks: Default::default(),
+            campaigns: Default::default(),
         }
     }
 
@@ -519,6 +522,7 @@ impl Actor for Registry {
         ctx.set_mailbox_capacity(65_536);
         self.rebuild(ctx);
         super::webhook_endpoint::EndpointActors::rebuild(ctx, self.deps.clone());
+        super::campaign::CampaignActors::rebuild(ctx, self.deps.clone());
         ctx.run_interval(EXPIRY_SWEEP_EVERY, |act, ctx| act.sweep_expired(ctx));
     }
 }
@@ -755,6 +759,7 @@ impl Handler<Shutdown> for Registry {
         }
         self.by_number.clear();
         self.webhooks.stop_all();
+        self.campaigns.stop_all();
         ctx.stop();
     }
 }

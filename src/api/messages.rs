@@ -167,7 +167,7 @@ fn parse_device_id(text: Option<String>) -> Result<Option<Uuid>, ApiError> {
     .transpose()
 }
 
-fn parse_timestamp(text: &str, field: &str) -> Result<DateTime<Utc>, ApiError> {
+pub fn parse_timestamp(text: &str, field: &str) -> Result<DateTime<Utc>, ApiError> {
     DateTime::parse_from_rfc3339(text)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|_| {

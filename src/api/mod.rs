@@ -1,5 +1,6 @@
 //! The HTTP API: routes, authentication, body and paging extractors shared by every resource.
 
+pub mod campaigns;
 pub mod contacts;
 pub mod messages;
 pub mod openapi;
@@ -371,6 +372,7 @@ pub fn endpoints() -> Vec<Endpoint> {
     all.extend(messages::endpoints());
     all.extend(phones::endpoints());
     all.extend(contacts::endpoints());
+    all.extend(campaigns::endpoints());
     all.extend(test_mode::endpoints());
     all.extend(webhooks::endpoints());
     all

@@ -405,3 +405,109 @@ envelope!(
     DeliveryRetryOut,
     "The delivery, due now."
 );
+
+/// How many recipients of a campaign are in each state; they add up to `total`.
+#[derive(Serialize, ToSchema)]
+pub struct CampaignCountsOut {
+    /// Recipients to send (skipped ones are not counted).
+    pub total: u64,
+    /// Not queued yet.
+    pub pending: u64,
+    /// Message queued or with the phone.
+    pub queued: u64,
+    pub sent: u64,
+    pub delivered: u64,
+    /// Failed, expired, or a rendered text over 10 segments.
+    pub failed: u64,
+    /// Canceled with the campaign, or opted out after it was created.
+    pub canceled: u64,
+}
+
+/// Recipients not sent, by reason.
+#[derive(Serialize, ToSchema)]
+pub struct CampaignSkippedOut {
+    pub opted_out: u64,
+    pub premium_rate: u64,
+}
+
+/// Campaign status.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CampaignStatusOut {
+    Draft,
+    Scheduled,
+    Running,
+    Paused,
+    Completed,
+    Canceled,
+}
+
+/// A campaign (contract §7).
+#[derive(Serialize, ToSchema)]
+pub struct CampaignOut {
+    pub id: Uuid,
+    pub name: String,
+    pub from_number: String,
+    /// The template, with `{{variable}}` tokens.
+    pub body: String,
+    pub status: CampaignStatusOut,
+    #[schema(format = DateTime)]
+    pub scheduled_for: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub started_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub finished_at: Option<String>,
+    pub counts: CampaignCountsOut,
+    pub skipped: CampaignSkippedOut,
+}
+envelope!(CampaignEnvelope, CampaignOut, "One campaign.");
+
+/// A page of campaigns, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct CampaignPage {
+    pub campaigns: Vec<CampaignOut>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+envelope!(CampaignPageEnvelope, CampaignPage, "A page of campaigns.");
+
+/// Recipient status.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RecipientStatusOut {
+    Pending,
+    Queued,
+    Sent,
+    Delivered,
+    Failed,
+    Canceled,
+    Skipped,
+}
+
+/// One recipient of a campaign.
+#[derive(Serialize, ToSchema)]
+pub struct CampaignRecipientOut {
+    pub to: String,
+    pub status: RecipientStatusOut,
+    /// Its message once queued.
+    pub message_id: Option<Uuid>,
+    /// `opted_out` or `premium_rate`.
+    pub skip_reason: Option<String>,
+    /// `content_too_long` or `content_empty` when its rendered text cannot be sent.
+    pub failure_reason: Option<String>,
+}
+
+/// A page of a campaign's recipients, in order.
+#[derive(Serialize, ToSchema)]
+pub struct CampaignRecipientPage {
+    pub recipients: Vec<CampaignRecipientOut>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+envelope!(
+    CampaignRecipientPageEnvelope,
+    CampaignRecipientPage,
+    "A page of a campaign's recipients."
+);

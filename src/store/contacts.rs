@@ -508,3 +508,71 @@ pub async fn apply_keyword<C: ConnectionTrait>(
         .await?;
     Ok(())
 }
+
+/// The contacts a new campaign needs: those having any of `tags` (oldest first: the order
+/// their recipients take), and by number those of `numbers` (to render explicit recipients and
+/// skip opted-out ones). Tags are not loaded.
+#[tracing::instrument(skip_all)]
+pub async fn for_campaign(
+    db: &DatabaseConnection,
+    scope: Scope,
+    numbers: &[String],
+    tags: &[String],
+) -> Result<(Vec<Contact>, HashMap<String, Contact>), StoreError> {
+    let mut tagged = Vec::new();
+    if !tags.is_empty() {
+        let having_tag = contact_tags::Entity::find()
+            .select_only()
+            .column(contact_tags::Column::ContactId)
+            .filter(contact_tags::Column::WorkspaceId.eq(scope.workspace_id))
+            .filter(contact_tags::Column::TestMode.eq(scope.mode.is_test()))
+            .filter(contact_tags::Column::Tag.is_in(tags.iter().cloned()))
+            .into_query();
+        tagged = contacts::Entity::find()
+            .filter(in_scope(scope))
+            .filter(contacts::Column::Id.in_subquery(having_tag))
+            .order_by_asc(contacts::Column::CreatedAt)
+            .order_by_asc(contacts::Column::Id)
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|m| Contact::from_row(m, Vec::new()))
+            .collect();
+    }
+    let mut by_number = HashMap::new();
+    for chunk in numbers.chunks(IDS_PER_LOOKUP) {
+        let rows = contacts::Entity::find()
+            .filter(in_scope(scope))
+            .filter(contacts::Column::PhoneNumber.is_in(chunk.iter().cloned()))
+            .all(db)
+            .await?;
+        for row in rows {
+            let contact = Contact::from_row(row, Vec::new());
+            by_number.insert(contact.phone_number.clone(), contact);
+        }
+    }
+    Ok((tagged, by_number))
+}
+
+/// Which of `numbers` belong to opted-out contacts of this scope (inside a transaction: a
+/// campaign checks again as it queues each recipient).
+pub async fn opted_out_among<C: ConnectionTrait>(
+    conn: &C,
+    scope: Scope,
+    numbers: &[String],
+) -> Result<std::collections::HashSet<String>, StoreError> {
+    let mut out = std::collections::HashSet::new();
+    for chunk in numbers.chunks(IDS_PER_LOOKUP) {
+        let rows: Vec<String> = contacts::Entity::find()
+            .select_only()
+            .column(contacts::Column::PhoneNumber)
+            .filter(in_scope(scope))
+            .filter(contacts::Column::OptedOut.eq(true))
+            .filter(contacts::Column::PhoneNumber.is_in(chunk.iter().cloned()))
+            .into_tuple()
+            .all(conn)
+            .await?;
+        out.extend(rows);
+    }
+    Ok(out)
+}

@@ -219,3 +219,18 @@ pub async fn touch(db: &DatabaseConnection, id: Uuid, at_ms: i64) -> Result<(), 
         .await?;
     Ok(())
 }
+
+/// Whether this scope has a phone paired with `number` (online or not).
+pub async fn has_number(
+    db: &DatabaseConnection,
+    scope: Scope,
+    number: &str,
+) -> Result<bool, StoreError> {
+    use sea_orm::PaginatorTrait;
+    Ok(phones::Entity::find()
+        .filter(in_scope(scope))
+        .filter(phones::Column::PhoneNumber.eq(number))
+        .count(db)
+        .await?
+        > 0)
+}

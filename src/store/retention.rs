@@ -110,19 +110,29 @@ pub async fn delete_records_batch(
     db: &DatabaseConnection,
     cutoff_ms: i64,
 ) -> Result<u64, StoreError> {
-    let ids: Vec<Uuid> = messages::Entity::find()
+    let rows: Vec<(Uuid, String, Option<Uuid>)> = messages::Entity::find()
         .select_only()
         .column(messages::Column::Id)
+        .column(messages::Column::Status)
+        .column(messages::Column::CampaignId)
         .filter(messages::Column::Status.is_in(terminal()))
         .filter(messages::Column::UpdatedAt.lte(cutoff_ms))
         .limit(RETENTION_BATCH)
         .into_tuple()
         .all(db)
         .await?;
-    if ids.is_empty() {
+    if rows.is_empty() {
         return Ok(0);
     }
+    let ids: Vec<Uuid> = rows.iter().map(|(id, _, _)| *id).collect();
+    // A campaign's recipient keeps its message's final status once the message is gone.
+    let of_campaigns: Vec<(Uuid, MessageStatus)> = rows
+        .iter()
+        .filter(|(_, _, campaign)| campaign.is_some())
+        .filter_map(|(id, status, _)| MessageStatus::parse(status).map(|s| (*id, s)))
+        .collect();
     let txn = super::begin_write(db).await?;
+    super::campaigns::keep_final_status(&txn, &of_campaigns).await?;
     message_events::Entity::delete_many()
         .filter(message_events::Column::MessageId.is_in(ids.iter().copied()))
         .exec(&txn)

@@ -19,6 +19,10 @@ use sea_orm::{
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+mod campaign;
+
+pub use campaign::{CampaignOp, CampaignOutcome};
+
 use super::StoreError;
 use super::messages::{Message, Scope};
 use super::webhooks::{self, AttemptRecord, PendingDelivery};
@@ -170,6 +174,7 @@ enum Op {
     Reroute(Reroute),
     /// A finished webhook attempt (see [`webhooks::AttemptRecorder`]).
     RecordAttempt(Box<AttemptRecord>),
+    Campaign(Box<CampaignOp>),
 }
 
 enum OpResult {
@@ -177,6 +182,7 @@ enum OpResult {
     Transition(Option<Box<Message>>),
     Inbound(InboundOutcome),
     Recorded(bool),
+    Campaign(Box<CampaignOutcome>),
 }
 
 /// The answer to storing an inbound message.
@@ -285,6 +291,14 @@ impl Writer {
     pub async fn record_attempt(&self, record: AttemptRecord) -> Result<bool, StoreError> {
         match self.submit(Op::RecordAttempt(Box::new(record))).await? {
             OpResult::Recorded(applied) => Ok(applied),
+            _ => Err(StoreError::WriterGone),
+        }
+    }
+
+    /// Runs a campaign operation (create, control, start, feed, complete).
+    pub async fn campaign(&self, op: CampaignOp) -> Result<CampaignOutcome, StoreError> {
+        match self.submit(Op::Campaign(Box::new(op))).await? {
+            OpResult::Campaign(outcome) => Ok(*outcome),
             _ => Err(StoreError::WriterGone),
         }
     }
@@ -467,6 +481,18 @@ impl WriterTask {
                     attempts.push((slot, record));
                     None
                 }
+                Op::Campaign(op) => {
+                    // It reads and changes messages: the moves before it go first.
+                    apply_moves(
+                        &txn,
+                        &mut batch,
+                        &mut outcomes,
+                        std::mem::take(&mut moves),
+                        now,
+                    )
+                    .await?;
+                    Some(self.campaign(&txn, &mut batch, op, now).await?)
+                }
             };
             outcomes.push(outcome);
         }
@@ -481,16 +507,7 @@ impl WriterTask {
             .into_iter()
             .map(|o| o.ok_or(StoreError::WriterGone))
             .collect::<Result<Vec<_>, _>>()?;
-        for chunk in super::shaped_chunks(&batch.rows, ROWS_PER_INSERT) {
-            messages::Entity::insert_many(chunk.to_vec())
-                .exec_without_returning(&txn)
-                .await?;
-        }
-        for chunk in super::shaped_chunks(&batch.events, ROWS_PER_INSERT * 4) {
-            message_events::Entity::insert_many(chunk.to_vec())
-                .exec_without_returning(&txn)
-                .await?;
-        }
+        flush_inserts(&txn, &mut batch).await?;
         webhooks::insert_attempts(&txn, &batch.attempts).await?;
         let deliveries = match &self.hook {
             Some(hook) => hook.stage(&batch.changes, now),
@@ -527,30 +544,14 @@ impl WriterTask {
             return Ok(AcceptOutcome::NoDevice);
         }
         if let Some(limit) = accept.limit
-            && now < limit.window_ends_at
+            && !self
+                .within_limit(txn, batch, scope, limit, accept.messages.len() as u64, now)
+                .await?
         {
-            let counted = match self.new_workspace_counts.get(&scope.workspace_id) {
-                Some(count) => *count,
-                None => {
-                    let count =
-                        count_new_workspace_messages(txn, scope.workspace_id, limit).await?;
-                    self.new_workspace_counts.insert(scope.workspace_id, count);
-                    count
-                }
-            };
-            let pending = batch
-                .count_deltas
-                .get(&scope.workspace_id)
-                .copied()
-                .unwrap_or(0);
-            if counted + pending + accept.messages.len() as u64 > u64::from(limit.max) {
-                return Ok(AcceptOutcome::LimitReached {
-                    limit: limit.max,
-                    window_ends_at: limit.window_ends_at,
-                });
-            }
-            *batch.count_deltas.entry(scope.workspace_id).or_insert(0) +=
-                accept.messages.len() as u64;
+            return Ok(AcceptOutcome::LimitReached {
+                limit: limit.max,
+                window_ends_at: limit.window_ends_at,
+            });
         }
         if let Some(request_id) = &accept.request_id
             && let Some(first) = accept.messages.first()
@@ -560,42 +561,101 @@ impl WriterTask {
                 first.id,
             );
         }
-        let mut stored = Vec::with_capacity(accept.messages.len());
-        for new in &accept.messages {
-            let message = to_message(new, scope, now);
-            batch.rows.push(to_row(&message, new));
-            batch.events.push(event_row(
-                message.id,
-                MessageStatus::Queued.as_str(),
-                MessageStatus::Queued,
-                now,
-                new.scheduled_for
-                    .filter(|at| *at > now)
-                    .map(|at| format!("held until {}", crate::clock::format_ms(at))),
-            ));
-            batch.changes.push(Change {
-                kind: MessageStatus::Queued.as_str(),
-                message: message.clone(),
-            });
-            if message.status == MessageStatus::Sending {
-                // Accepted straight into a phone's hands (a reserved hand-over): the timeline
-                // still reads queued, then sending, and the pace rebuild finds the `sending`.
-                batch.events.push(event_row(
-                    message.id,
-                    MessageStatus::Sending.as_str(),
-                    MessageStatus::Sending,
-                    now,
-                    Some(super::messages::handover_detail(message.device_id)),
-                ));
-                batch.changes.push(Change {
-                    kind: MessageStatus::Sending.as_str(),
-                    message: message.clone(),
-                });
-            }
-            stored.push(message);
-        }
+        let stored = accept
+            .messages
+            .iter()
+            .map(|new| stage(batch, new, scope, now))
+            .collect();
         Ok(AcceptOutcome::Accepted(stored))
     }
+
+    /// Whether `n` more live outbound messages of this workspace fit its new-workspace limit;
+    /// when they do, they are counted in this batch.
+    async fn within_limit(
+        &mut self,
+        txn: &DatabaseTransaction,
+        batch: &mut Batch,
+        scope: Scope,
+        limit: NewWorkspaceLimit,
+        n: u64,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        if now >= limit.window_ends_at {
+            return Ok(true);
+        }
+        let counted = match self.new_workspace_counts.get(&scope.workspace_id) {
+            Some(count) => *count,
+            None => {
+                let count = count_new_workspace_messages(txn, scope.workspace_id, limit).await?;
+                self.new_workspace_counts.insert(scope.workspace_id, count);
+                count
+            }
+        };
+        let pending = batch
+            .count_deltas
+            .get(&scope.workspace_id)
+            .copied()
+            .unwrap_or(0);
+        if counted + pending + n > u64::from(limit.max) {
+            return Ok(false);
+        }
+        *batch.count_deltas.entry(scope.workspace_id).or_insert(0) += n;
+        Ok(true)
+    }
+}
+
+/// Stages a new message of the batch: its row, its `queued` timeline entry and change (and
+/// `sending`'s, for a reserved hand-over).
+fn stage(batch: &mut Batch, new: &NewMessage, scope: Scope, now: i64) -> Message {
+    let message = to_message(new, scope, now);
+    batch.rows.push(to_row(&message, new));
+    batch.events.push(event_row(
+        message.id,
+        MessageStatus::Queued.as_str(),
+        MessageStatus::Queued,
+        now,
+        new.scheduled_for
+            .filter(|at| *at > now)
+            .map(|at| format!("held until {}", crate::clock::format_ms(at))),
+    ));
+    batch.changes.push(Change {
+        kind: MessageStatus::Queued.as_str(),
+        message: message.clone(),
+    });
+    if message.status == MessageStatus::Sending {
+        // Accepted straight into a phone's hands (a reserved hand-over): the timeline
+        // still reads queued, then sending, and the pace rebuild finds the `sending`.
+        batch.events.push(event_row(
+            message.id,
+            MessageStatus::Sending.as_str(),
+            MessageStatus::Sending,
+            now,
+            Some(super::messages::handover_detail(message.device_id)),
+        ));
+        batch.changes.push(Change {
+            kind: MessageStatus::Sending.as_str(),
+            message: message.clone(),
+        });
+    }
+    message
+}
+
+/// Writes the batch's staged message rows and timeline entries (multi-row INSERTs in shaped
+/// chunks) and empties them.
+async fn flush_inserts(txn: &DatabaseTransaction, batch: &mut Batch) -> Result<(), StoreError> {
+    for chunk in super::shaped_chunks(&batch.rows, ROWS_PER_INSERT) {
+        messages::Entity::insert_many(chunk.to_vec())
+            .exec_without_returning(txn)
+            .await?;
+    }
+    batch.rows.clear();
+    for chunk in super::shaped_chunks(&batch.events, ROWS_PER_INSERT * 4) {
+        message_events::Entity::insert_many(chunk.to_vec())
+            .exec_without_returning(txn)
+            .await?;
+    }
+    batch.events.clear();
+    Ok(())
 }
 
 async fn find_request_id<C: sea_orm::ConnectionTrait>(
@@ -614,19 +674,31 @@ async fn find_request_id<C: sea_orm::ConnectionTrait>(
         .await?)
 }
 
+/// Live outbound messages of the workspace's first window: the messages accepted then, plus
+/// every recipient of the campaigns launched then (counted at launch, so their messages are
+/// not counted again).
 async fn count_new_workspace_messages(
     txn: &DatabaseTransaction,
     workspace_id: Uuid,
     limit: NewWorkspaceLimit,
 ) -> Result<u64, StoreError> {
-    Ok(messages::Entity::find()
+    let messages = messages::Entity::find()
         .filter(messages::Column::WorkspaceId.eq(workspace_id))
         .filter(messages::Column::TestMode.eq(false))
         .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
+        .filter(messages::Column::CampaignId.is_null())
         .filter(messages::Column::CreatedAt.gte(limit.window_starts_at))
         .filter(messages::Column::CreatedAt.lt(limit.window_ends_at))
         .count(txn)
-        .await?)
+        .await?;
+    let campaigns = super::campaigns::launched_recipients(
+        txn,
+        workspace_id,
+        limit.window_starts_at,
+        limit.window_ends_at,
+    )
+    .await?;
+    Ok(messages + campaigns)
 }
 
 fn to_message(new: &NewMessage, scope: Scope, now: i64) -> Message {

@@ -1078,6 +1078,90 @@ async fn real_answers_match_the_document(backend: Backend) {
     )
     .await;
     assert_eq!(gone.code(), "not_found");
+
+    // Campaigns: a future start keeps the scheduled one from sending during the checks.
+    let created = call(&app, &doc, "post", "/v1/campaigns", "/v1/campaigns", key,
+        Some(json!({ "name": "doc", "from_number": SENDER, "body": "Hi {{name}}",
+            "recipients": [{ "to": RECIPIENT, "vars": { "name": "Ann" } }, { "to": "+19005550100" }],
+            "scheduled_for": "2999-01-01T00:00:00Z", "launch_now": true }))).await;
+    assert_eq!(created.status, 201);
+    assert_eq!(created.data()["status"], "scheduled");
+    let campaign = created.data()["id"].as_str().unwrap().to_string();
+    let path = format!("/v1/campaigns/{campaign}");
+    for (action, status) in [
+        ("pause", 200),
+        ("resume", 200),
+        ("launch", 409),
+        ("cancel", 200),
+    ] {
+        let template = format!("/v1/campaigns/{{id}}/{action}");
+        let reply = call(
+            &app,
+            &doc,
+            "post",
+            &template,
+            &format!("{path}/{action}"),
+            key,
+            None,
+        )
+        .await;
+        assert_eq!(reply.status, status, "{action}");
+    }
+    let draft = call(&app, &doc, "post", "/v1/campaigns", "/v1/campaigns", key,
+        Some(json!({ "name": "draft", "from_number": SENDER, "body": "x", "recipients": [{ "to": RECIPIENT }] }))).await;
+    assert_eq!(draft.data()["status"], "draft");
+    let invalid = call(&app, &doc, "post", "/v1/campaigns", "/v1/campaigns", key,
+        Some(json!({ "name": "bad", "from_number": SENDER, "body": "x", "recipients": [{ "to": "12" }] }))).await;
+    assert_eq!(invalid.code(), "invalid_phone_number");
+    let unpaired = call(&app, &doc, "post", "/v1/campaigns", "/v1/campaigns", live,
+        Some(json!({ "name": "live", "from_number": "+14155550999", "body": "x", "recipients": [{ "to": RECIPIENT }] }))).await;
+    assert_eq!(unpaired.code(), "validation_failed");
+    let one = call(&app, &doc, "get", "/v1/campaigns/{id}", &path, key, None).await;
+    assert_eq!(one.data()["status"], "canceled");
+    let listed = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/campaigns",
+        "/v1/campaigns?limit=1",
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(listed.data()["has_more"], true);
+    let bad_status = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/campaigns",
+        "/v1/campaigns?status=done",
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(bad_status.code(), "validation_failed");
+    let recipients = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/campaigns/{id}/recipients",
+        &format!("{path}/recipients"),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(recipients.data()["recipients"][1]["status"], "skipped");
+    let missing = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/campaigns/{id}",
+        &format!("/v1/campaigns/{}", Uuid::now_v7()),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(missing.code(), "not_found");
 }
 
 /// `GET /docs` is a complete page served by the binary: every operation and schema of the

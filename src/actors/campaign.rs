@@ -1,0 +1,530 @@
+//! One actor per running or scheduled campaign: it starts the campaign at `scheduled_for`,
+//! feeds its recipients to a phone a window at a time, and completes it once every message it
+//! queued ended. The database is the truth: the actor (re)loads everything it knows from it,
+//! and every change it makes goes through the writer (`writer::CampaignOp`), which checks the
+//! campaign is still running in the same transaction. So a pause or cancel never races a feed,
+//! and a restart carries on from the first pending recipient without sending anyone twice.
+//!
+//! Registry side: [`CampaignActors`] starts the actors (supervised), forwards them the changes
+//! of their messages, and stops them once their campaign is no longer live.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use actix::prelude::*;
+use uuid::Uuid;
+
+use super::Deps;
+use super::registry::{Enqueue, Registry, Route};
+use crate::domain::campaign::CampaignStatus;
+use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
+use crate::store::campaigns::{self, Campaign};
+use crate::store::writer::{CampaignOp, CampaignOutcome, NewMessage};
+
+/// Most of a campaign's messages `queued` (not yet handed to a phone) at once. Feeding tops
+/// the window up once it is half empty, so a message is created shortly before its phone can
+/// take it: its expiry counts from then, and a pause withdraws few.
+pub const FEED_WINDOW: usize = 100;
+/// How often a campaign checks on itself: a phone came online, a start time passed unnoticed.
+const TICK: Duration = Duration::from_secs(1);
+/// Every this many ticks the actor reloads its open messages from the database, in case a
+/// change notification was missed.
+const RESYNC_TICKS: u32 = 10;
+
+/// The campaign changed through the API (launch, pause, resume, cancel): read it again.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Reload;
+
+/// Changes of the campaign's messages, as committed: (message, its new status).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct MessagesChanged(pub Vec<(Uuid, MessageStatus)>);
+
+/// Stop for good (the campaign ended, or the server is stopping).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Stop;
+
+/// Told to the registry by an actor whose campaign ended (completed or canceled).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Finished {
+    pub id: Uuid,
+}
+
+/// Tell the registry a campaign changed: it starts the campaign's actor if needed and makes it
+/// reload (sent by the API after create and after each control operation).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Wake {
+    pub id: Uuid,
+}
+
+/// Committed changes of campaign messages, for the registry to hand to the campaigns' actors:
+/// (campaign, message, new status).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CampaignChanges(pub Vec<(Uuid, Uuid, MessageStatus)>);
+
+/// What the actor knows from its last load.
+struct Loaded {
+    campaign: Campaign,
+    /// Messages of the campaign not terminal yet.
+    open: HashSet<Uuid>,
+    /// Of those, the ones still `queued` (the feed window).
+    queued: HashSet<Uuid>,
+    pending_left: bool,
+}
+
+/// What a feed did.
+enum Fed {
+    Queued(Vec<Uuid>),
+    /// No pending recipient is left.
+    Exhausted,
+    /// No online phone has the campaign's number; try again later.
+    NoPhone,
+    /// The campaign is no longer running.
+    Stopped,
+}
+
+/// The actor of one campaign.
+pub struct CampaignActor {
+    deps: Deps,
+    registry: Addr<Registry>,
+    id: Uuid,
+    state: Option<Loaded>,
+    /// Messages that ended while their feed was still being answered.
+    ended: HashSet<Uuid>,
+    /// A load, feed or completion is running; `again` asks for another step after it.
+    busy: bool,
+    again: bool,
+    ticks: u32,
+    start_timer: Option<SpawnHandle>,
+    finished: bool,
+}
+
+impl CampaignActor {
+    pub fn new(deps: Deps, registry: Addr<Registry>, id: Uuid) -> CampaignActor {
+        CampaignActor {
+            deps,
+            registry,
+            id,
+            state: None,
+            ended: HashSet::new(),
+            busy: false,
+            again: false,
+            ticks: 0,
+            start_timer: None,
+            finished: false,
+        }
+    }
+
+    fn load(&mut self, ctx: &mut Context<Self>) {
+        if self.busy {
+            self.again = true;
+            return;
+        }
+        self.busy = true;
+        let (db, id) = (self.deps.db.clone(), self.id);
+        let load = async move {
+            let campaign = campaigns::by_id(&db, id).await?;
+            let open = campaigns::open_messages(&db, id).await?;
+            let pending_left = campaigns::has_pending(&db, id).await?;
+            Ok::<_, crate::store::StoreError>(Loaded {
+                campaign,
+                queued: open
+                    .iter()
+                    .filter(|(_, s)| *s == MessageStatus::Queued)
+                    .map(|(id, _)| *id)
+                    .collect(),
+                open: open.into_iter().map(|(id, _)| id).collect(),
+                pending_left,
+            })
+        };
+        ctx.spawn(fut::wrap_future::<_, Self>(load).map(|result, act, ctx| {
+            act.busy = false;
+            match result {
+                Ok(loaded) => {
+                    act.ended.clear();
+                    act.state = Some(loaded);
+                    act.act(ctx);
+                }
+                Err(crate::store::StoreError::NotFound) => act.finish(),
+                Err(err) => {
+                    tracing::error!(campaign_id = %act.id, error = %err, "campaign not loaded; retrying");
+                }
+            }
+            act.after_step(ctx);
+        }));
+    }
+
+    /// Does what the loaded status asks for.
+    fn act(&mut self, ctx: &mut Context<Self>) {
+        let Some(state) = &self.state else { return };
+        match state.campaign.status {
+            CampaignStatus::Scheduled => self.wait_for_start(ctx),
+            CampaignStatus::Running => self.step(ctx),
+            // Paused (or a draft): idle until resumed; only an ended campaign lets its actor
+            // go, so a quick pause and resume cannot race the actor's removal.
+            CampaignStatus::Draft | CampaignStatus::Paused => {
+                if let Some(handle) = self.start_timer.take() {
+                    ctx.cancel_future(handle);
+                }
+            }
+            CampaignStatus::Completed | CampaignStatus::Canceled => self.finish(),
+        }
+    }
+
+    fn wait_for_start(&mut self, ctx: &mut Context<Self>) {
+        let Some(state) = &self.state else { return };
+        let now = self.deps.clock.now_ms();
+        let at = state.campaign.scheduled_for.unwrap_or(now);
+        if let Some(handle) = self.start_timer.take() {
+            ctx.cancel_future(handle);
+        }
+        if at > now {
+            let delay = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
+            self.start_timer = Some(ctx.run_later(delay, |act, ctx| {
+                act.start_timer = None;
+                act.load(ctx);
+            }));
+            return;
+        }
+        self.run_op(ctx, CampaignOp::Start { id: self.id });
+    }
+
+    /// Runs a start or completion through the writer, then reloads.
+    fn run_op(&mut self, ctx: &mut Context<Self>, op: CampaignOp) {
+        if self.busy {
+            self.again = true;
+            return;
+        }
+        self.busy = true;
+        let writer = self.deps.writer.clone();
+        ctx.spawn(
+            fut::wrap_future::<_, Self>(async move { writer.campaign(op).await }).map(
+                |result, act, ctx| {
+                    act.busy = false;
+                    if let Err(err) = result {
+                        tracing::error!(campaign_id = %act.id, error = %err, "campaign update failed; retrying");
+                    }
+                    act.load(ctx);
+                },
+            ),
+        );
+    }
+
+    /// Feeds the window, or completes the campaign when nothing is left.
+    fn step(&mut self, ctx: &mut Context<Self>) {
+        if self.busy {
+            self.again = true;
+            return;
+        }
+        let Some(state) = &self.state else { return };
+        if state.campaign.status != CampaignStatus::Running {
+            return;
+        }
+        if state.pending_left {
+            let room = FEED_WINDOW.saturating_sub(state.queued.len());
+            if room >= FEED_WINDOW / 2 || state.queued.is_empty() {
+                self.feed(ctx, room);
+            }
+        } else if state.open.is_empty() {
+            self.run_op(ctx, CampaignOp::Complete { id: self.id });
+        }
+    }
+
+    fn feed(&mut self, ctx: &mut Context<Self>, room: usize) {
+        let Some(state) = &self.state else { return };
+        self.busy = true;
+        let campaign = state.campaign.clone();
+        let (db, writer, registry) = (
+            self.deps.db.clone(),
+            self.deps.writer.clone(),
+            self.registry.clone(),
+        );
+        let ttl = i64::try_from(self.deps.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
+        let clock = self.deps.clock.clone();
+        let feed = async move {
+            let device_id = if campaign.scope.mode == Mode::Test {
+                None
+            } else {
+                let routed = registry
+                    .send(Route {
+                        scope: campaign.scope,
+                        from_number: campaign.from_number.clone(),
+                        device_id: None,
+                    })
+                    .await;
+                match routed {
+                    Ok(Ok(Some(routed))) => Some(routed.device_id),
+                    _ => return Ok(Fed::NoPhone),
+                }
+            };
+            let pending = campaigns::pending(&db, campaign.id, room as u64).await?;
+            if pending.is_empty() {
+                return Ok(Fed::Exhausted);
+            }
+            let now = clock.now_ms();
+            let messages = pending
+                .into_iter()
+                .map(|r| {
+                    let message = NewMessage {
+                        id: Uuid::now_v7(),
+                        direction: Direction::Outbound,
+                        status: MessageStatus::Queued,
+                        class: QueueClass::Campaign,
+                        from_number: campaign.from_number.clone(),
+                        to_number: r.to_number,
+                        content: r.content,
+                        segments: r.segments,
+                        encoding: r.encoding,
+                        device_id,
+                        pinned: false,
+                        campaign_id: Some(campaign.id),
+                        request_id: None,
+                        inbound_ref: None,
+                        scheduled_for: None,
+                        expires_at: now.saturating_add(ttl),
+                    };
+                    (r.id, message)
+                })
+                .collect();
+            let op = CampaignOp::Feed {
+                id: campaign.id,
+                scope: campaign.scope,
+                messages,
+            };
+            match writer.campaign(op).await? {
+                CampaignOutcome::Fed { messages, .. } => {
+                    let ids = messages.iter().map(|m| m.id).collect();
+                    if !messages.is_empty() {
+                        registry.do_send(Enqueue { messages });
+                    }
+                    Ok(Fed::Queued(ids))
+                }
+                _ => Ok(Fed::Stopped),
+            }
+        };
+        ctx.spawn(
+            fut::wrap_future::<_, Self>(feed).map(|result: Result<Fed, crate::store::StoreError>, act, ctx| {
+                act.busy = false;
+                match result {
+                    Ok(Fed::Queued(ids)) => {
+                        let ended = std::mem::take(&mut act.ended);
+                        if let Some(state) = &mut act.state {
+                            for id in ids {
+                                if !ended.contains(&id) && state.open.insert(id) {
+                                    state.queued.insert(id);
+                                }
+                            }
+                        }
+                        act.again = true;
+                    }
+                    Ok(Fed::Exhausted) => {
+                        if let Some(state) = &mut act.state {
+                            state.pending_left = false;
+                        }
+                        act.again = true;
+                    }
+                    Ok(Fed::NoPhone) => {}
+                    Ok(Fed::Stopped) => act.load(ctx),
+                    Err(err) => {
+                        tracing::error!(campaign_id = %act.id, error = %err, "campaign feed failed; retrying");
+                    }
+                }
+                act.after_step(ctx);
+            }),
+        );
+    }
+
+    fn after_step(&mut self, ctx: &mut Context<Self>) {
+        if self.again && !self.busy {
+            self.again = false;
+            self.step(ctx);
+        }
+    }
+
+    /// The campaign is no longer live: the registry drops this actor.
+    fn finish(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            self.registry.do_send(Finished { id: self.id });
+        }
+    }
+}
+
+impl Actor for CampaignActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if self.finished {
+            // Restarted after `Stop`: the registry no longer holds this address.
+            ctx.stop();
+            return;
+        }
+        ctx.set_mailbox_capacity(4096);
+        self.load(ctx);
+        ctx.run_interval(TICK, |act, ctx| {
+            act.ticks = act.ticks.wrapping_add(1);
+            if act.ticks.is_multiple_of(RESYNC_TICKS) {
+                act.load(ctx);
+            } else {
+                act.step(ctx);
+            }
+        });
+    }
+}
+
+impl Supervised for CampaignActor {
+    fn restarting(&mut self, _: &mut Self::Context) {
+        self.state = None;
+        self.ended.clear();
+        self.busy = false;
+        self.again = false;
+        self.start_timer = None;
+    }
+}
+
+impl Handler<Reload> for CampaignActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Reload, ctx: &mut Self::Context) {
+        self.load(ctx);
+    }
+}
+
+impl Handler<MessagesChanged> for CampaignActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: MessagesChanged, ctx: &mut Self::Context) {
+        let busy = self.busy;
+        let Some(state) = &mut self.state else { return };
+        for (id, status) in msg.0 {
+            if status.is_terminal() {
+                state.open.remove(&id);
+                state.queued.remove(&id);
+                if busy {
+                    self.ended.insert(id);
+                }
+            } else {
+                state.open.insert(id);
+                if status == MessageStatus::Queued {
+                    state.queued.insert(id);
+                } else {
+                    state.queued.remove(&id);
+                }
+            }
+        }
+        self.step(ctx);
+    }
+}
+
+impl Handler<Stop> for CampaignActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        self.finished = true;
+        ctx.stop();
+    }
+}
+
+/// The registry's side: one supervised actor per live campaign.
+#[derive(Default)]
+pub struct CampaignActors {
+    actors: HashMap<Uuid, Addr<CampaignActor>>,
+}
+
+impl CampaignActors {
+    /// The campaign's actor, started (supervised) on first use.
+    pub fn addr(&mut self, deps: &Deps, registry: Addr<Registry>, id: Uuid) -> Addr<CampaignActor> {
+        if let Some(addr) = self.actors.get(&id)
+            && addr.connected()
+        {
+            return addr.clone();
+        }
+        let deps = deps.clone();
+        let addr = Supervisor::start(move |_| CampaignActor::new(deps, registry, id));
+        self.actors.insert(id, addr.clone());
+        addr
+    }
+
+    /// Hands committed message changes to their campaigns' actors.
+    pub fn changed(&self, changes: Vec<(Uuid, Uuid, MessageStatus)>) {
+        let mut per_campaign: HashMap<Uuid, Vec<(Uuid, MessageStatus)>> = HashMap::new();
+        for (campaign, message, status) in changes {
+            per_campaign
+                .entry(campaign)
+                .or_default()
+                .push((message, status));
+        }
+        for (campaign, changes) in per_campaign {
+            if let Some(addr) = self.actors.get(&campaign) {
+                addr.do_send(MessagesChanged(changes));
+            }
+        }
+    }
+
+    /// Drops a finished campaign's actor.
+    pub fn finished(&mut self, id: Uuid) {
+        if let Some(addr) = self.actors.remove(&id) {
+            addr.do_send(Stop);
+        }
+    }
+
+    /// Stops every campaign actor.
+    pub fn stop_all(&mut self) {
+        for (_, addr) in self.actors.drain() {
+            addr.do_send(Stop);
+        }
+    }
+
+    /// Starts the actors of the running and scheduled campaigns (after a restart).
+    pub fn rebuild(ctx: &mut Context<Registry>, deps: Deps) {
+        let load = async move { campaigns::live(&deps.db).await };
+        ctx.spawn(fut::wrap_future::<_, Registry>(load).map(
+            |result, registry, ctx| match result {
+                Ok(ids) => {
+                    for id in ids {
+                        registry.wake_campaign(ctx, id);
+                    }
+                }
+                Err(err) => tracing::error!(error = %err, "live campaigns not reloaded"),
+            },
+        ));
+    }
+}
+
+impl Handler<Wake> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Wake, ctx: &mut Self::Context) {
+        self.wake_campaign(ctx, msg.id);
+    }
+}
+
+impl Handler<CampaignChanges> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: CampaignChanges, _: &mut Self::Context) {
+        self.campaigns.changed(msg.0);
+    }
+}
+
+impl Handler<Finished> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Finished, _: &mut Self::Context) {
+        self.campaigns.finished(msg.id);
+    }
+}
+
+impl Registry {
+    /// Starts the campaign's actor if needed and makes it read the campaign again.
+    pub(crate) fn wake_campaign(&mut self, ctx: &mut Context<Self>, id: Uuid) {
+        let deps = self.deps().clone();
+        let addr = self.campaigns.addr(&deps, ctx.address(), id);
+        addr.do_send(Reload);
+    }
+}

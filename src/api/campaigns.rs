@@ -1,0 +1,569 @@
+//! Campaigns API (contract §7): create (draft or launched), launch, pause, resume, cancel,
+//! read with progress counts, list, and the recipients with their statuses.
+//!
+//! Creation validates everything first, expands `contact_tags`, renders each recipient's text
+//! and decides who is skipped, then stores the campaign and its recipients in one writer job
+//! (atomic, and counted against the new-workspace limit when launched). Sending is the
+//! campaign actor's job (`actors::campaign`).
+
+use std::collections::{HashMap, HashSet};
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::messages::{new_workspace_limit, parse_number, parse_timestamp};
+use super::schemas::{CampaignEnvelope, CampaignPageEnvelope, CampaignRecipientPageEnvelope};
+use super::{
+    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id, required,
+};
+use crate::actors::campaign::Wake;
+use crate::actors::registry::Cancel;
+use crate::clock::format_ms;
+use crate::domain::campaign::{CampaignStatus, Control, RecipientStatus};
+use crate::domain::phone_number::PhoneNumber;
+use crate::domain::sms::{ContentError, SmsText};
+use crate::domain::status::Mode;
+use crate::domain::template;
+use crate::error::{ApiError, ErrorCode, success};
+use crate::store::campaigns::{
+    self, Campaign, Counts, NewCampaign, NewRecipient, Recipient, SKIPPED_OPTED_OUT,
+    SKIPPED_PREMIUM_RATE,
+};
+use crate::store::contacts::{self, Contact};
+use crate::store::messages::Position;
+use crate::store::phones;
+use crate::store::writer::{CampaignOp, CampaignOutcome};
+
+/// Most recipients of one campaign, explicit and from tags together (service-spec §8).
+pub const MAX_CAMPAIGN_RECIPIENTS: usize = 10_000;
+/// Longest campaign name (service-spec §8).
+const MAX_NAME_CHARS: usize = 120;
+
+/// The campaign operations (route registry, see `super::endpoints`).
+pub fn endpoints() -> Vec<Endpoint> {
+    use ErrorCode::*;
+    vec![
+        Endpoint::of::<__path_create>(|| web::to(create)).errors(&[
+            ValidationFailed,
+            InvalidPhoneNumber,
+            NewAccountLimit,
+        ]),
+        Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
+        Endpoint::of::<__path_get>(|| web::to(get)),
+        Endpoint::of::<__path_recipients>(|| web::to(recipients)).errors(&[ValidationFailed]),
+        Endpoint::of::<__path_launch>(|| web::to(launch)).errors(&[InvalidState, NewAccountLimit]),
+        Endpoint::of::<__path_pause>(|| web::to(pause)).errors(&[InvalidState]),
+        Endpoint::of::<__path_resume>(|| web::to(resume)).errors(&[InvalidState]),
+        Endpoint::of::<__path_cancel>(|| web::to(cancel)).errors(&[InvalidState]),
+    ]
+}
+
+/// One explicit recipient.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RecipientIn {
+    /// E.164.
+    #[schema(required = true, nullable = false)]
+    pub to: Option<String>,
+    /// Template variables for this recipient; they win over the contact's fields.
+    pub vars: Option<HashMap<String, String>>,
+}
+
+/// Body of `POST /v1/campaigns`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateCampaignIn {
+    /// 1 to 120 characters.
+    #[schema(required = true, nullable = false)]
+    pub name: Option<String>,
+    /// E.164; with a live key, the number of one of your phones.
+    #[schema(required = true, nullable = false)]
+    pub from_number: Option<String>,
+    /// The text, with `{{variable}}` tokens.
+    #[schema(required = true, nullable = false)]
+    pub body: Option<String>,
+    pub recipients: Option<Vec<RecipientIn>>,
+    /// Also sends to every contact having any of these tags.
+    pub contact_tags: Option<Vec<String>>,
+    /// Start time; ISO 8601 with offset.
+    pub scheduled_for: Option<String>,
+    /// false (default) saves a draft; true starts it (or schedules it).
+    pub launch_now: Option<bool>,
+}
+
+/// A campaign as the API shows it.
+pub fn campaign_out(c: &Campaign, counts: &Counts) -> Value {
+    json!({
+        "id": c.id,
+        "name": c.name,
+        "from_number": c.from_number,
+        "body": c.body,
+        "status": c.status.as_str(),
+        "scheduled_for": c.scheduled_for.map(format_ms),
+        "created_at": format_ms(c.created_at),
+        "started_at": c.started_at.map(format_ms),
+        "finished_at": c.finished_at.map(format_ms),
+        "counts": {
+            "total": c.total,
+            "pending": counts.pending,
+            "queued": counts.queued,
+            "sent": counts.sent,
+            "delivered": counts.delivered,
+            "failed": counts.failed,
+            "canceled": counts.canceled,
+        },
+        "skipped": {
+            "opted_out": c.skipped_opted_out,
+            "premium_rate": c.skipped_premium_rate,
+        },
+    })
+}
+
+fn recipient_out(r: &Recipient) -> Value {
+    json!({
+        "to": r.to_number,
+        "status": r.status.as_str(),
+        "message_id": r.message_id,
+        "skip_reason": r.skip_reason,
+        "failure_reason": r.failure_reason,
+    })
+}
+
+async fn with_counts(state: &AppState, campaign: &Campaign) -> Result<Value, ApiError> {
+    let counts = campaigns::counts(&state.db, campaign.id).await?;
+    Ok(campaign_out(campaign, &counts))
+}
+
+/// A recipient before expansion: the explicit ones keep their vars.
+struct Wanted {
+    to: PhoneNumber,
+    vars: HashMap<String, String>,
+}
+
+/// Renders a recipient's text: its vars first, then its contact's fields; missing → "".
+fn render(body: &str, vars: &HashMap<String, String>, contact: Option<&Contact>) -> String {
+    template::render(body, |name| {
+        if let Some(value) = vars.get(name) {
+            return Some(value.clone());
+        }
+        let contact = contact?;
+        match name {
+            "first_name" => contact.first_name.clone(),
+            "last_name" => contact.last_name.clone(),
+            "email" => contact.email.clone(),
+            other => contact.custom_fields.get(other).cloned(),
+        }
+    })
+}
+
+/// The stored form of one recipient: skipped, failed (its text cannot be sent) or pending.
+fn recipient(body: &str, wanted: &Wanted, contact: Option<&Contact>) -> NewRecipient {
+    let skipped = |reason: &str| NewRecipient {
+        to_number: wanted.to.as_str().to_string(),
+        content: String::new(),
+        segments: 0,
+        encoding: String::new(),
+        status: RecipientStatus::Skipped,
+        skip_reason: Some(reason.to_string()),
+        failure_reason: None,
+    };
+    if wanted.to.is_premium_rate() {
+        return skipped(SKIPPED_PREMIUM_RATE);
+    }
+    if contact.is_some_and(|c| c.opted_out) {
+        return skipped(SKIPPED_OPTED_OUT);
+    }
+    let rendered = render(body, &wanted.vars, contact);
+    match SmsText::parse(rendered.clone()) {
+        Ok(text) => NewRecipient {
+            to_number: wanted.to.as_str().to_string(),
+            segments: text.segments(),
+            encoding: text.encoding().as_str().to_string(),
+            content: text.into_string(),
+            status: RecipientStatus::Pending,
+            skip_reason: None,
+            failure_reason: None,
+        },
+        Err(err) => NewRecipient {
+            to_number: wanted.to.as_str().to_string(),
+            content: rendered,
+            segments: 0,
+            encoding: String::new(),
+            status: RecipientStatus::Failed,
+            skip_reason: None,
+            failure_reason: Some(
+                match err {
+                    ContentError::Empty => "content_empty",
+                    ContentError::TooLong { .. } => "content_too_long",
+                }
+                .to_string(),
+            ),
+        },
+    }
+}
+
+/// Creates a campaign: a draft, or launched with `launch_now`.
+#[utoipa::path(
+    post,
+    path = "/v1/campaigns",
+    tag = "campaigns",
+    request_body = CreateCampaignIn,
+    responses((status = 201, description = "The campaign (draft, scheduled or running).", body = CampaignEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<CreateCampaignIn>,
+) -> Result<HttpResponse, ApiError> {
+    let name = required(body.name, "name")?;
+    if name.trim().is_empty() || name.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::validation(
+            "name",
+            "name must be 1 to 120 characters",
+        ));
+    }
+    let from_text = required(body.from_number, "from_number")?;
+    let template = required(body.body, "body")?;
+    if template.trim().is_empty() {
+        return Err(ApiError::validation("body", "body must not be empty"));
+    }
+    let explicit = body.recipients.unwrap_or_default();
+    let tags = body.contact_tags.unwrap_or_default();
+    if explicit.is_empty() && tags.is_empty() {
+        return Err(ApiError::validation(
+            "recipients",
+            "give recipients, contact_tags or both",
+        ));
+    }
+    if explicit.len() > MAX_CAMPAIGN_RECIPIENTS {
+        return Err(ApiError::validation(
+            "recipients",
+            "a campaign has at most 10,000 recipients",
+        ));
+    }
+    let from_number = parse_number(&from_text, "from_number")?;
+    let mut wanted = Vec::with_capacity(explicit.len());
+    for (i, r) in explicit.into_iter().enumerate() {
+        let field = format!("recipients[{i}].to");
+        let to = required(r.to, &field)?;
+        wanted.push(Wanted {
+            to: parse_number(&to, &field)?,
+            vars: r.vars.unwrap_or_default(),
+        });
+    }
+    for (i, tag) in tags.iter().enumerate() {
+        if tag.trim().is_empty() {
+            return Err(ApiError::validation(
+                format!("contact_tags[{i}]"),
+                "a tag must not be empty",
+            ));
+        }
+    }
+    let scheduled_for = body
+        .scheduled_for
+        .as_deref()
+        .map(|t| parse_timestamp(t, "scheduled_for"))
+        .transpose()?
+        .map(|t| t.timestamp_millis());
+    if caller.mode == Mode::Live
+        && !phones::has_number(&state.db, caller.scope(), from_number.as_str()).await?
+    {
+        return Err(ApiError::validation(
+            "from_number",
+            "from_number is not the number of one of your phones",
+        ));
+    }
+    // Expand: the explicit list (first entry of a number wins), then the tagged contacts.
+    let mut seen = HashSet::new();
+    wanted.retain(|w| seen.insert(w.to.as_str().to_string()));
+    let numbers: Vec<String> = seen.iter().cloned().collect();
+    let (tagged, mut by_number) =
+        contacts::for_campaign(&state.db, caller.scope(), &numbers, &tags).await?;
+    for contact in tagged {
+        if seen.contains(&contact.phone_number) {
+            continue;
+        }
+        let Ok(to) = PhoneNumber::parse(&contact.phone_number) else {
+            continue;
+        };
+        seen.insert(contact.phone_number.clone());
+        wanted.push(Wanted {
+            to,
+            vars: HashMap::new(),
+        });
+        by_number.insert(contact.phone_number.clone(), contact);
+        if wanted.len() > MAX_CAMPAIGN_RECIPIENTS {
+            return Err(ApiError::validation(
+                "contact_tags",
+                "with the tagged contacts the campaign has over 10,000 recipients",
+            ));
+        }
+    }
+    let recipients = wanted
+        .iter()
+        .map(|w| recipient(&template, w, by_number.get(w.to.as_str())))
+        .collect();
+    let launch = body.launch_now.unwrap_or(false);
+    let new = NewCampaign {
+        id: Uuid::now_v7(),
+        scope: caller.scope(),
+        name,
+        from_number: from_number.as_str().to_string(),
+        body: template,
+        scheduled_for,
+        recipients,
+    };
+    let op = CampaignOp::Create {
+        campaign: new,
+        launch,
+        limit: new_workspace_limit(&state, &caller),
+    };
+    let (campaign, _) = controlled(&state, state.writer.campaign(op).await?)?;
+    if launch {
+        state.registry.do_send(Wake { id: campaign.id });
+    }
+    Ok(success(
+        StatusCode::CREATED,
+        "campaign created",
+        with_counts(&state, &campaign).await?,
+    ))
+}
+
+/// Turns the writer's answer into the campaign or the contract's error; the messages a pause or
+/// cancel took off their phones' queues are dropped from them.
+fn controlled(state: &AppState, outcome: CampaignOutcome) -> Result<(Campaign, usize), ApiError> {
+    match outcome {
+        CampaignOutcome::Done { campaign, dropped } => {
+            let n = dropped.len();
+            for message in dropped {
+                state.registry.do_send(Cancel {
+                    message_id: message.id,
+                    device_id: message.device_id,
+                    scope: campaign.scope,
+                    from_number: message.from_number,
+                });
+            }
+            Ok((*campaign, n))
+        }
+        CampaignOutcome::NotFound => Err(ApiError::NotFound("campaign")),
+        CampaignOutcome::InvalidState(status) => Err(ApiError::InvalidState {
+            message: format!("the campaign is {status}; that operation does not apply"),
+            status: status.as_str().to_string(),
+        }),
+        CampaignOutcome::LimitReached {
+            limit,
+            window_ends_at,
+        } => Err(ApiError::NewAccountLimit {
+            limit,
+            window_ends_at: format_ms(window_ends_at),
+        }),
+        CampaignOutcome::Fed { .. } => Err(ApiError::Internal(
+            "the writer answered a control with a feed".into(),
+        )),
+    }
+}
+
+async fn control(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+    control: Control,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "campaign")?;
+    let op = CampaignOp::Control {
+        scope: caller.scope(),
+        id,
+        control,
+        limit: new_workspace_limit(&state, &caller),
+    };
+    let (campaign, _) = controlled(&state, state.writer.campaign(op).await?)?;
+    state.registry.do_send(Wake { id });
+    let message = match campaign.status {
+        CampaignStatus::Scheduled => "campaign scheduled",
+        CampaignStatus::Running => "campaign running",
+        CampaignStatus::Paused => "campaign paused",
+        _ => "campaign canceled",
+    };
+    Ok(success(
+        StatusCode::OK,
+        message,
+        with_counts(&state, &campaign).await?,
+    ))
+}
+
+/// Launches a draft: running, or scheduled when `scheduled_for` is ahead.
+#[utoipa::path(
+    post,
+    path = "/v1/campaigns/{id}/launch",
+    tag = "campaigns",
+    params(("id" = Uuid, Path, description = "campaign id")),
+    responses((status = 200, description = "The campaign.", body = CampaignEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(campaign_id = %path))]
+async fn launch(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    control(state, caller, path, Control::Launch).await
+}
+
+/// Pauses a scheduled or running campaign; its messages not yet with a phone are withdrawn.
+#[utoipa::path(
+    post,
+    path = "/v1/campaigns/{id}/pause",
+    tag = "campaigns",
+    params(("id" = Uuid, Path, description = "campaign id")),
+    responses((status = 200, description = "The campaign.", body = CampaignEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(campaign_id = %path))]
+async fn pause(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    control(state, caller, path, Control::Pause).await
+}
+
+/// Resumes a paused campaign: running, or scheduled when `scheduled_for` is ahead.
+#[utoipa::path(
+    post,
+    path = "/v1/campaigns/{id}/resume",
+    tag = "campaigns",
+    params(("id" = Uuid, Path, description = "campaign id")),
+    responses((status = 200, description = "The campaign.", body = CampaignEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(campaign_id = %path))]
+async fn resume(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    control(state, caller, path, Control::Resume).await
+}
+
+/// Cancels a campaign: pending recipients and queued messages are canceled.
+#[utoipa::path(
+    post,
+    path = "/v1/campaigns/{id}/cancel",
+    tag = "campaigns",
+    params(("id" = Uuid, Path, description = "campaign id")),
+    responses((status = 200, description = "The campaign.", body = CampaignEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(campaign_id = %path))]
+async fn cancel(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    control(state, caller, path, Control::Cancel).await
+}
+
+/// One campaign with its progress.
+#[utoipa::path(
+    get,
+    path = "/v1/campaigns/{id}",
+    tag = "campaigns",
+    params(("id" = Uuid, Path, description = "campaign id")),
+    responses((status = 200, description = "The campaign.", body = CampaignEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(campaign_id = %path))]
+async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "campaign")?;
+    let campaign = campaigns::get(&state.db, caller.scope(), id)
+        .await
+        .map_err(missing("campaign"))?;
+    Ok(success(
+        StatusCode::OK,
+        "campaign",
+        with_counts(&state, &campaign).await?,
+    ))
+}
+
+/// Lists campaigns, newest first, cursor paged.
+#[utoipa::path(
+    get,
+    path = "/v1/campaigns",
+    tag = "campaigns",
+    params(
+        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        ("status" = Option<String>, Query, description = "only campaigns in this status"),
+    ),
+    responses((status = 200, description = "A page of campaigns.", body = CampaignPageEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    let page = PageRequest::parse(&query)?;
+    let status = query
+        .get("status")
+        .map(|s| {
+            CampaignStatus::parse(s).ok_or_else(|| {
+                ApiError::validation(
+                    "status",
+                    "status must be draft, scheduled, running, paused, completed or canceled",
+                )
+            })
+        })
+        .transpose()?;
+    let (rows, has_more) =
+        campaigns::list(&state.db, caller.scope(), status, page.after, page.limit).await?;
+    let mut items = Vec::with_capacity(rows.len());
+    for campaign in &rows {
+        items.push(with_counts(&state, campaign).await?);
+    }
+    let last = rows.last().map(|c| Position {
+        created_at: c.created_at,
+        id: c.id,
+    });
+    Ok(page_response("campaigns", items, has_more, last))
+}
+
+/// A campaign's recipients in order, with their statuses, cursor paged.
+#[utoipa::path(
+    get,
+    path = "/v1/campaigns/{id}/recipients",
+    tag = "campaigns",
+    params(
+        ("id" = Uuid, Path, description = "campaign id"),
+        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+    ),
+    responses((status = 200, description = "A page of recipients.", body = CampaignRecipientPageEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(campaign_id = %path))]
+async fn recipients(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "campaign")?;
+    let page = PageRequest::parse(&query)?;
+    campaigns::get(&state.db, caller.scope(), id)
+        .await
+        .map_err(missing("campaign"))?;
+    let (rows, has_more) =
+        campaigns::recipients(&state.db, id, page.after.map(|p| p.created_at), page.limit).await?;
+    let last = rows.last().map(|r| Position {
+        created_at: r.position,
+        id: r.id,
+    });
+    Ok(page_response(
+        "recipients",
+        rows.iter().map(recipient_out).collect(),
+        has_more,
+        last,
+    ))
+}

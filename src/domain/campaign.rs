@@ -1,0 +1,193 @@
+//! Campaign statuses, the moves between them (contract §7), and how a recipient's status is
+//! read from its message.
+
+use super::status::MessageStatus;
+
+/// Where a campaign is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CampaignStatus {
+    Draft,
+    Scheduled,
+    Running,
+    Paused,
+    Completed,
+    Canceled,
+}
+
+/// An operation on a campaign through the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    Launch,
+    Pause,
+    Resume,
+    Cancel,
+}
+
+impl CampaignStatus {
+    pub const ALL: [CampaignStatus; 6] = [
+        CampaignStatus::Draft,
+        CampaignStatus::Scheduled,
+        CampaignStatus::Running,
+        CampaignStatus::Paused,
+        CampaignStatus::Completed,
+        CampaignStatus::Canceled,
+    ];
+
+    /// The wire and storage name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CampaignStatus::Draft => "draft",
+            CampaignStatus::Scheduled => "scheduled",
+            CampaignStatus::Running => "running",
+            CampaignStatus::Paused => "paused",
+            CampaignStatus::Completed => "completed",
+            CampaignStatus::Canceled => "canceled",
+        }
+    }
+
+    /// Parses a wire or storage name.
+    pub fn parse(text: &str) -> Option<CampaignStatus> {
+        CampaignStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// Whether the campaign has an actor: it is running or waiting for its start.
+    pub fn is_live(self) -> bool {
+        matches!(self, CampaignStatus::Scheduled | CampaignStatus::Running)
+    }
+
+    /// The status `control` leads to from `self`, or None when the contract does not allow it.
+    /// `starts_later`: scheduled_for is still ahead (launch and resume then wait for it).
+    pub fn after(self, control: Control, starts_later: bool) -> Option<CampaignStatus> {
+        use CampaignStatus::*;
+        let started = if starts_later { Scheduled } else { Running };
+        match (self, control) {
+            (Draft, Control::Launch) => Some(started),
+            (Scheduled | Running, Control::Pause) => Some(Paused),
+            (Paused, Control::Resume) => Some(started),
+            (Draft | Scheduled | Running | Paused, Control::Cancel) => Some(Canceled),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for CampaignStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a recipient's status is (the names of `counts` and of the recipients list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecipientStatus {
+    Pending,
+    Queued,
+    Sent,
+    Delivered,
+    Failed,
+    Canceled,
+    Skipped,
+}
+
+impl RecipientStatus {
+    pub const ALL: [RecipientStatus; 7] = [
+        RecipientStatus::Pending,
+        RecipientStatus::Queued,
+        RecipientStatus::Sent,
+        RecipientStatus::Delivered,
+        RecipientStatus::Failed,
+        RecipientStatus::Canceled,
+        RecipientStatus::Skipped,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecipientStatus::Pending => "pending",
+            RecipientStatus::Queued => "queued",
+            RecipientStatus::Sent => "sent",
+            RecipientStatus::Delivered => "delivered",
+            RecipientStatus::Failed => "failed",
+            RecipientStatus::Canceled => "canceled",
+            RecipientStatus::Skipped => "skipped",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RecipientStatus> {
+        RecipientStatus::ALL
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+
+    /// The recipient status of a recipient whose message is in `status`.
+    pub fn of_message(status: MessageStatus) -> RecipientStatus {
+        match status {
+            MessageStatus::Queued | MessageStatus::Sending => RecipientStatus::Queued,
+            MessageStatus::Sent => RecipientStatus::Sent,
+            MessageStatus::Delivered => RecipientStatus::Delivered,
+            MessageStatus::Failed | MessageStatus::Expired => RecipientStatus::Failed,
+            MessageStatus::Canceled => RecipientStatus::Canceled,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CampaignStatus::*;
+    use super::*;
+
+    #[test]
+    fn the_contract_table_and_nothing_else() {
+        assert_eq!(Draft.after(Control::Launch, false), Some(Running));
+        assert_eq!(Draft.after(Control::Launch, true), Some(Scheduled));
+        assert_eq!(Scheduled.after(Control::Pause, true), Some(Paused));
+        assert_eq!(Running.after(Control::Pause, false), Some(Paused));
+        assert_eq!(Paused.after(Control::Resume, false), Some(Running));
+        assert_eq!(Paused.after(Control::Resume, true), Some(Scheduled));
+        for from in [Draft, Scheduled, Running, Paused] {
+            assert_eq!(from.after(Control::Cancel, false), Some(Canceled));
+        }
+        for from in CampaignStatus::ALL {
+            for control in [
+                Control::Launch,
+                Control::Pause,
+                Control::Resume,
+                Control::Cancel,
+            ] {
+                let allowed = matches!(
+                    (from, control),
+                    (Draft, Control::Launch)
+                        | (Scheduled | Running, Control::Pause)
+                        | (Paused, Control::Resume)
+                        | (Draft | Scheduled | Running | Paused, Control::Cancel)
+                );
+                assert_eq!(
+                    from.after(control, false).is_some(),
+                    allowed,
+                    "{from} {control:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for s in CampaignStatus::ALL {
+            assert_eq!(CampaignStatus::parse(s.as_str()), Some(s));
+        }
+        for s in RecipientStatus::ALL {
+            assert_eq!(RecipientStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(CampaignStatus::parse("done"), None);
+    }
+
+    #[test]
+    fn expired_messages_count_as_failed_and_sending_as_queued() {
+        assert_eq!(
+            RecipientStatus::of_message(MessageStatus::Expired),
+            RecipientStatus::Failed
+        );
+        assert_eq!(
+            RecipientStatus::of_message(MessageStatus::Sending),
+            RecipientStatus::Queued
+        );
+    }
+}

@@ -1,0 +1,724 @@
+//! Campaigns and their recipients: the reads of the API and the campaign actors, and the
+//! statements the writer runs for campaign operations inside its transaction
+//! (see `writer::campaign`).
+//!
+//! A recipient's status lives in its row until it is queued; from then on the status of its
+//! message is the truth, and retention copies that status back into the row before it removes
+//! the message. So counts are the recipient rows not `queued` plus the campaign's messages.
+
+use std::collections::HashMap;
+
+use entity::{campaign_recipients, campaigns, messages};
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query, UnionType};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
+};
+use uuid::Uuid;
+
+use super::StoreError;
+use super::messages::{Position, Scope};
+use crate::domain::campaign::{CampaignStatus, RecipientStatus};
+use crate::domain::status::{MessageStatus, Mode};
+
+/// Recipient rows per multi-row INSERT (10 columns); a power of two, see
+/// [`super::shaped_chunks`].
+const RECIPIENT_ROWS_PER_INSERT: usize = 256;
+
+/// A stored campaign (without its counts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Campaign {
+    pub id: Uuid,
+    pub scope: Scope,
+    pub name: String,
+    pub from_number: String,
+    pub body: String,
+    pub status: CampaignStatus,
+    pub scheduled_for: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub launched_at: Option<i64>,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    /// Recipients to send (skipped ones excluded).
+    pub total: u32,
+    pub skipped_opted_out: u32,
+    pub skipped_premium_rate: u32,
+}
+
+impl From<campaigns::Model> for Campaign {
+    fn from(m: campaigns::Model) -> Self {
+        Campaign {
+            id: m.id,
+            scope: Scope {
+                workspace_id: m.workspace_id,
+                mode: Mode::from_test_flag(m.test_mode),
+            },
+            name: m.name,
+            from_number: m.from_number,
+            body: m.body,
+            status: CampaignStatus::parse(&m.status).unwrap_or(CampaignStatus::Canceled),
+            scheduled_for: m.scheduled_for,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+            launched_at: m.launched_at,
+            started_at: m.started_at,
+            finished_at: m.finished_at,
+            total: u32::try_from(m.total).unwrap_or(0),
+            skipped_opted_out: u32::try_from(m.skipped_opted_out).unwrap_or(0),
+            skipped_premium_rate: u32::try_from(m.skipped_premium_rate).unwrap_or(0),
+        }
+    }
+}
+
+/// How many recipients are in each state; they add up to the campaign's `total`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub pending: u64,
+    pub queued: u64,
+    pub sent: u64,
+    pub delivered: u64,
+    pub failed: u64,
+    pub canceled: u64,
+}
+
+impl Counts {
+    fn add(&mut self, status: RecipientStatus, n: u64) {
+        match status {
+            RecipientStatus::Pending => self.pending += n,
+            RecipientStatus::Queued => self.queued += n,
+            RecipientStatus::Sent => self.sent += n,
+            RecipientStatus::Delivered => self.delivered += n,
+            RecipientStatus::Failed => self.failed += n,
+            RecipientStatus::Canceled => self.canceled += n,
+            RecipientStatus::Skipped => {}
+        }
+    }
+}
+
+/// A new campaign, validated and expanded, ready to store.
+#[derive(Debug, Clone)]
+pub struct NewCampaign {
+    pub id: Uuid,
+    pub scope: Scope,
+    pub name: String,
+    pub from_number: String,
+    pub body: String,
+    pub scheduled_for: Option<i64>,
+    pub recipients: Vec<NewRecipient>,
+}
+
+impl NewCampaign {
+    /// Recipients that will be sent (not skipped).
+    pub fn total(&self) -> u32 {
+        self.recipients
+            .iter()
+            .filter(|r| r.status != RecipientStatus::Skipped)
+            .count() as u32
+    }
+
+    fn skipped(&self, reason: &str) -> u32 {
+        self.recipients
+            .iter()
+            .filter(|r| r.skip_reason.as_deref() == Some(reason))
+            .count() as u32
+    }
+}
+
+/// One recipient of a new campaign, with its rendered text.
+#[derive(Debug, Clone)]
+pub struct NewRecipient {
+    pub to_number: String,
+    pub content: String,
+    pub segments: u32,
+    pub encoding: String,
+    /// Pending, or Skipped / Failed from the start.
+    pub status: RecipientStatus,
+    pub skip_reason: Option<String>,
+    pub failure_reason: Option<String>,
+}
+
+/// A recipient as listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recipient {
+    pub id: Uuid,
+    pub position: i64,
+    pub to_number: String,
+    pub status: RecipientStatus,
+    pub message_id: Option<Uuid>,
+    pub skip_reason: Option<String>,
+    pub failure_reason: Option<String>,
+}
+
+/// A pending recipient, ready to be queued.
+#[derive(Debug, Clone)]
+pub struct PendingRecipient {
+    pub id: Uuid,
+    pub to_number: String,
+    pub content: String,
+    pub segments: u32,
+    pub encoding: String,
+}
+
+/// Skip reasons (contract §7 and docs/api.md).
+pub const SKIPPED_OPTED_OUT: &str = "opted_out";
+pub const SKIPPED_PREMIUM_RATE: &str = "premium_rate";
+
+fn in_scope(scope: Scope) -> Condition {
+    Condition::all()
+        .add(campaigns::Column::WorkspaceId.eq(scope.workspace_id))
+        .add(campaigns::Column::TestMode.eq(scope.mode.is_test()))
+}
+
+/// A campaign of this scope.
+pub async fn get<C: ConnectionTrait>(
+    conn: &C,
+    scope: Scope,
+    id: Uuid,
+) -> Result<Campaign, StoreError> {
+    campaigns::Entity::find_by_id(id)
+        .filter(in_scope(scope))
+        .one(conn)
+        .await?
+        .map(Campaign::from)
+        .ok_or(StoreError::NotFound)
+}
+
+/// A campaign by id regardless of scope (its actor).
+pub async fn by_id<C: ConnectionTrait>(conn: &C, id: Uuid) -> Result<Campaign, StoreError> {
+    campaigns::Entity::find_by_id(id)
+        .one(conn)
+        .await?
+        .map(Campaign::from)
+        .ok_or(StoreError::NotFound)
+}
+
+/// Newest first by (created_at, id), optionally of one status.
+pub async fn list(
+    db: &DatabaseConnection,
+    scope: Scope,
+    status: Option<CampaignStatus>,
+    after: Option<Position>,
+    limit: u64,
+) -> Result<(Vec<Campaign>, bool), StoreError> {
+    let mut condition = in_scope(scope);
+    if let Some(status) = status {
+        condition = condition.add(campaigns::Column::Status.eq(status.as_str()));
+    }
+    let (rows, has_more) = super::newest_first(
+        db,
+        campaigns::Entity::find().filter(condition),
+        (campaigns::Column::CreatedAt, campaigns::Column::Id),
+        after,
+        limit,
+    )
+    .await?;
+    Ok((rows.into_iter().map(Campaign::from).collect(), has_more))
+}
+
+/// The counts of a campaign: its recipient rows that are not `queued`, plus its messages. One
+/// statement (`UNION ALL` of the two groupings), so both halves come from one snapshot: read
+/// as two, a feed committing in between counted its recipients as pending and queued at once.
+pub async fn counts(db: &DatabaseConnection, id: Uuid) -> Result<Counts, StoreError> {
+    let mut by_recipient = Query::select()
+        .expr_as(Expr::value("recipient"), Alias::new("source"))
+        .column(campaign_recipients::Column::Status)
+        .expr_as(
+            Expr::col(campaign_recipients::Column::Id).count(),
+            Alias::new("n"),
+        )
+        .from(campaign_recipients::Entity)
+        .and_where(campaign_recipients::Column::CampaignId.eq(id))
+        .group_by_col(campaign_recipients::Column::Status)
+        .to_owned();
+    let by_message = Query::select()
+        .expr_as(Expr::value("message"), Alias::new("source"))
+        .column(messages::Column::Status)
+        .expr_as(Expr::col(messages::Column::Id).count(), Alias::new("n"))
+        .from(messages::Entity)
+        .and_where(messages::Column::CampaignId.eq(id))
+        .group_by_col(messages::Column::Status)
+        .to_owned();
+    let statement = by_recipient.union(UnionType::All, by_message).to_owned();
+    let rows = db.query_all(&statement).await?;
+    let mut counts = Counts::default();
+    for row in rows {
+        let source: String = row.try_get("", "source")?;
+        let status: String = row.try_get("", "status")?;
+        let n = u64::try_from(row.try_get::<i64>("", "n")?).unwrap_or(0);
+        let status = if source == "message" {
+            MessageStatus::parse(&status).map(RecipientStatus::of_message)
+        } else {
+            // A queued recipient's status is its message's, counted by the other half.
+            RecipientStatus::parse(&status).filter(|s| *s != RecipientStatus::Queued)
+        };
+        if let Some(status) = status {
+            counts.add(status, n);
+        }
+    }
+    Ok(counts)
+}
+
+/// A page of a campaign's recipients in order, after position `after`, with the live status
+/// of those queued.
+pub async fn recipients(
+    db: &DatabaseConnection,
+    campaign_id: Uuid,
+    after: Option<i64>,
+    limit: u64,
+) -> Result<(Vec<Recipient>, bool), StoreError> {
+    let mut select = campaign_recipients::Entity::find()
+        .filter(campaign_recipients::Column::CampaignId.eq(campaign_id));
+    if let Some(after) = after {
+        select = select.filter(campaign_recipients::Column::Position.gt(after));
+    }
+    let mut rows = select
+        .order_by_asc(campaign_recipients::Column::Position)
+        .limit(limit + 1)
+        .all(db)
+        .await?;
+    let has_more = rows.len() as u64 > limit;
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let queued: Vec<Uuid> = rows
+        .iter()
+        .filter(|r| r.status == RecipientStatus::Queued.as_str())
+        .filter_map(|r| r.message_id)
+        .collect();
+    let live: HashMap<Uuid, MessageStatus> = if queued.is_empty() {
+        HashMap::new()
+    } else {
+        let found: Vec<(Uuid, String)> = messages::Entity::find()
+            .select_only()
+            .column(messages::Column::Id)
+            .column(messages::Column::Status)
+            .filter(messages::Column::Id.is_in(queued))
+            .into_tuple()
+            .all(db)
+            .await?;
+        found
+            .into_iter()
+            .filter_map(|(id, s)| MessageStatus::parse(&s).map(|s| (id, s)))
+            .collect()
+    };
+    let out = rows
+        .into_iter()
+        .map(|r| {
+            let stored = RecipientStatus::parse(&r.status).unwrap_or(RecipientStatus::Failed);
+            let status = match r.message_id.and_then(|id| live.get(&id)) {
+                Some(message) if stored == RecipientStatus::Queued => {
+                    RecipientStatus::of_message(*message)
+                }
+                _ => stored,
+            };
+            Recipient {
+                id: r.id,
+                position: i64::from(r.position),
+                to_number: r.to_number,
+                status,
+                message_id: r.message_id,
+                skip_reason: r.skip_reason,
+                failure_reason: r.failure_reason,
+            }
+        })
+        .collect();
+    Ok((out, has_more))
+}
+
+/// The first `limit` pending recipients of a campaign, in order.
+pub async fn pending<C: ConnectionTrait>(
+    conn: &C,
+    campaign_id: Uuid,
+    limit: u64,
+) -> Result<Vec<PendingRecipient>, StoreError> {
+    Ok(campaign_recipients::Entity::find()
+        .filter(campaign_recipients::Column::CampaignId.eq(campaign_id))
+        .filter(campaign_recipients::Column::Status.eq(RecipientStatus::Pending.as_str()))
+        .order_by_asc(campaign_recipients::Column::Position)
+        .limit(limit)
+        .all(conn)
+        .await?
+        .into_iter()
+        .map(|r| PendingRecipient {
+            id: r.id,
+            to_number: r.to_number,
+            content: r.content,
+            segments: u32::try_from(r.segments).unwrap_or(0),
+            encoding: r.encoding,
+        })
+        .collect())
+}
+
+/// The campaign's messages that are not terminal yet, with their status.
+pub async fn open_messages(
+    db: &DatabaseConnection,
+    campaign_id: Uuid,
+) -> Result<Vec<(Uuid, MessageStatus)>, StoreError> {
+    let open: Vec<&str> = MessageStatus::ALL
+        .iter()
+        .filter(|s| !s.is_terminal())
+        .map(|s| s.as_str())
+        .collect();
+    let rows: Vec<(Uuid, String)> = messages::Entity::find()
+        .select_only()
+        .column(messages::Column::Id)
+        .column(messages::Column::Status)
+        .filter(messages::Column::CampaignId.eq(campaign_id))
+        .filter(messages::Column::Status.is_in(open))
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, s)| MessageStatus::parse(&s).map(|s| (id, s)))
+        .collect())
+}
+
+/// Ids of the campaigns that need an actor: running or waiting for their start.
+pub async fn live(db: &DatabaseConnection) -> Result<Vec<Uuid>, StoreError> {
+    Ok(campaigns::Entity::find()
+        .select_only()
+        .column(campaigns::Column::Id)
+        .filter(campaigns::Column::Status.is_in([
+            CampaignStatus::Scheduled.as_str(),
+            CampaignStatus::Running.as_str(),
+        ]))
+        .into_tuple()
+        .all(db)
+        .await?)
+}
+
+// ---- Statements of the writer's campaign operations (inside its transaction) ----
+
+/// Stores a new campaign and its recipients with `status`; `launched` stamps the launch.
+pub(crate) async fn insert<C: ConnectionTrait>(
+    conn: &C,
+    new: &NewCampaign,
+    status: CampaignStatus,
+    now: i64,
+) -> Result<(), StoreError> {
+    let launched = status != CampaignStatus::Draft;
+    campaigns::Entity::insert(campaigns::ActiveModel {
+        id: Set(new.id),
+        workspace_id: Set(new.scope.workspace_id),
+        test_mode: Set(new.scope.mode.is_test()),
+        name: Set(new.name.clone()),
+        from_number: Set(new.from_number.clone()),
+        body: Set(new.body.clone()),
+        status: Set(status.as_str().to_string()),
+        scheduled_for: Set(new.scheduled_for),
+        created_at: Set(now),
+        updated_at: Set(now),
+        launched_at: Set(launched.then_some(now)),
+        started_at: Set((status == CampaignStatus::Running).then_some(now)),
+        finished_at: Set(None),
+        total: Set(i32::try_from(new.total()).unwrap_or(i32::MAX)),
+        skipped_opted_out: Set(i32::try_from(new.skipped(SKIPPED_OPTED_OUT)).unwrap_or(0)),
+        skipped_premium_rate: Set(i32::try_from(new.skipped(SKIPPED_PREMIUM_RATE)).unwrap_or(0)),
+    })
+    .exec_without_returning(conn)
+    .await?;
+    let rows: Vec<campaign_recipients::ActiveModel> = new
+        .recipients
+        .iter()
+        .enumerate()
+        .map(|(i, r)| campaign_recipients::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            campaign_id: Set(new.id),
+            position: Set(i32::try_from(i).unwrap_or(i32::MAX)),
+            to_number: Set(r.to_number.clone()),
+            content: Set(r.content.clone()),
+            segments: Set(i32::try_from(r.segments).unwrap_or(i32::MAX)),
+            encoding: Set(r.encoding.clone()),
+            status: Set(r.status.as_str().to_string()),
+            message_id: Set(None),
+            skip_reason: Set(r.skip_reason.clone()),
+            failure_reason: Set(r.failure_reason.clone()),
+        })
+        .collect();
+    for chunk in super::shaped_chunks(&rows, RECIPIENT_ROWS_PER_INSERT) {
+        campaign_recipients::Entity::insert_many(chunk.to_vec())
+            .exec_without_returning(conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// What a guarded status change sets besides the status.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Stamps {
+    pub launched: bool,
+    pub started: bool,
+    pub finished: bool,
+}
+
+/// Moves the campaign to `to` if its status is one of `from`; false when it was not.
+pub(crate) async fn set_status<C: ConnectionTrait>(
+    conn: &C,
+    id: Uuid,
+    from: &[CampaignStatus],
+    to: CampaignStatus,
+    stamps: Stamps,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let mut update = campaigns::Entity::update_many()
+        .col_expr(campaigns::Column::Status, Expr::value(to.as_str()))
+        .col_expr(campaigns::Column::UpdatedAt, Expr::value(now))
+        .filter(campaigns::Column::Id.eq(id))
+        .filter(campaigns::Column::Status.is_in(from.iter().map(|s| s.as_str())));
+    if stamps.launched {
+        update = update.col_expr(campaigns::Column::LaunchedAt, Expr::value(now));
+    }
+    if stamps.started {
+        update = update.col_expr(
+            campaigns::Column::StartedAt,
+            Expr::col(campaigns::Column::StartedAt).if_null(now),
+        );
+    }
+    if stamps.finished {
+        update = update.col_expr(campaigns::Column::FinishedAt, Expr::value(now));
+    }
+    Ok(update.exec(conn).await?.rows_affected == 1)
+}
+
+/// Whether any recipient is still pending.
+pub(crate) async fn has_pending<C: ConnectionTrait>(
+    conn: &C,
+    campaign_id: Uuid,
+) -> Result<bool, StoreError> {
+    Ok(campaign_recipients::Entity::find()
+        .filter(campaign_recipients::Column::CampaignId.eq(campaign_id))
+        .filter(campaign_recipients::Column::Status.eq(RecipientStatus::Pending.as_str()))
+        .count(conn)
+        .await?
+        > 0)
+}
+
+/// Whether any of the campaign's messages is not terminal.
+pub(crate) async fn has_open_messages<C: ConnectionTrait>(
+    conn: &C,
+    campaign_id: Uuid,
+) -> Result<bool, StoreError> {
+    let open: Vec<&str> = MessageStatus::ALL
+        .iter()
+        .filter(|s| !s.is_terminal())
+        .map(|s| s.as_str())
+        .collect();
+    Ok(messages::Entity::find()
+        .filter(messages::Column::CampaignId.eq(campaign_id))
+        .filter(messages::Column::Status.is_in(open))
+        .count(conn)
+        .await?
+        > 0)
+}
+
+/// The campaign's messages in `status` (pause withdraws the queued ones, cancel cancels them).
+pub(crate) async fn messages_in<C: ConnectionTrait>(
+    conn: &C,
+    campaign_id: Uuid,
+    status: MessageStatus,
+) -> Result<Vec<super::messages::Message>, StoreError> {
+    Ok(messages::Entity::find()
+        .filter(messages::Column::CampaignId.eq(campaign_id))
+        .filter(messages::Column::Status.eq(status.as_str()))
+        .all(conn)
+        .await?
+        .into_iter()
+        .map(super::messages::Message::from)
+        .collect())
+}
+
+/// Which of `ids` are still pending recipients of the campaign.
+pub(crate) async fn still_pending<C: ConnectionTrait>(
+    conn: &C,
+    campaign_id: Uuid,
+    ids: &[Uuid],
+) -> Result<std::collections::HashSet<Uuid>, StoreError> {
+    let mut out = std::collections::HashSet::new();
+    for chunk in ids.chunks(super::IDS_PER_STATEMENT) {
+        let found: Vec<Uuid> = campaign_recipients::Entity::find()
+            .select_only()
+            .column(campaign_recipients::Column::Id)
+            .filter(campaign_recipients::Column::CampaignId.eq(campaign_id))
+            .filter(campaign_recipients::Column::Status.eq(RecipientStatus::Pending.as_str()))
+            .filter(campaign_recipients::Column::Id.is_in(super::id_list(chunk)))
+            .into_tuple()
+            .all(conn)
+            .await?;
+        out.extend(found);
+    }
+    Ok(out)
+}
+
+/// Marks recipients queued with their messages (`(recipient, message)` pairs).
+pub(crate) async fn mark_queued<C: ConnectionTrait>(
+    conn: &C,
+    pairs: &[(Uuid, Uuid)],
+) -> Result<(), StoreError> {
+    for chunk in pairs.chunks(super::IDS_PER_STATEMENT) {
+        let mut case = sea_orm::sea_query::CaseStatement::new();
+        for (recipient, message) in chunk {
+            case = case.case(
+                campaign_recipients::Column::Id.eq(*recipient),
+                Expr::value(*message),
+            );
+        }
+        let case: Expr = case.finally(Expr::value(Option::<Uuid>::None)).into();
+        campaign_recipients::Entity::update_many()
+            .col_expr(
+                campaign_recipients::Column::Status,
+                Expr::value(RecipientStatus::Queued.as_str()),
+            )
+            .col_expr(campaign_recipients::Column::MessageId, case)
+            .filter(campaign_recipients::Column::Id.is_in(chunk.iter().map(|(r, _)| *r)))
+            .exec(conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Cancels recipients who opted out since the campaign was created (`skip_reason` opted_out;
+/// they were in `total`, so they count as canceled) and counts them in `skipped.opted_out`.
+pub(crate) async fn mark_opted_out<C: ConnectionTrait>(
+    conn: &C,
+    campaign_id: Uuid,
+    ids: &[Uuid],
+    now: i64,
+) -> Result<(), StoreError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    for chunk in ids.chunks(super::IDS_PER_STATEMENT) {
+        campaign_recipients::Entity::update_many()
+            .col_expr(
+                campaign_recipients::Column::Status,
+                Expr::value(RecipientStatus::Canceled.as_str()),
+            )
+            .col_expr(
+                campaign_recipients::Column::SkipReason,
+                Expr::value(SKIPPED_OPTED_OUT),
+            )
+            .filter(campaign_recipients::Column::Id.is_in(chunk.iter().copied()))
+            .exec(conn)
+            .await?;
+    }
+    let n = i32::try_from(ids.len()).unwrap_or(i32::MAX);
+    campaigns::Entity::update_many()
+        .col_expr(
+            campaigns::Column::SkippedOptedOut,
+            Expr::col(campaigns::Column::SkippedOptedOut).add(n),
+        )
+        .col_expr(campaigns::Column::UpdatedAt, Expr::value(now))
+        .filter(campaigns::Column::Id.eq(campaign_id))
+        .exec(conn)
+        .await?;
+    Ok(())
+}
+
+/// Pending recipients become canceled (the campaign was canceled).
+pub(crate) async fn cancel_pending<C: ConnectionTrait>(
+    conn: &C,
+    campaign_id: Uuid,
+) -> Result<(), StoreError> {
+    campaign_recipients::Entity::update_many()
+        .col_expr(
+            campaign_recipients::Column::Status,
+            Expr::value(RecipientStatus::Canceled.as_str()),
+        )
+        .filter(campaign_recipients::Column::CampaignId.eq(campaign_id))
+        .filter(campaign_recipients::Column::Status.eq(RecipientStatus::Pending.as_str()))
+        .exec(conn)
+        .await?;
+    Ok(())
+}
+
+/// Removes queued messages that were never handed to a phone (pause) and makes their
+/// recipients pending again; returns the ids actually removed.
+pub(crate) async fn withdraw<C: ConnectionTrait>(
+    conn: &C,
+    ids: &[Uuid],
+) -> Result<Vec<Uuid>, StoreError> {
+    let mut removed = Vec::new();
+    for chunk in ids.chunks(super::IDS_PER_STATEMENT) {
+        let gone: Vec<Uuid> = messages::Entity::delete_many()
+            .filter(messages::Column::Id.is_in(chunk.iter().copied()))
+            .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
+            .exec_with_returning(conn)
+            .await?
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        if gone.is_empty() {
+            continue;
+        }
+        entity::message_events::Entity::delete_many()
+            .filter(entity::message_events::Column::MessageId.is_in(gone.iter().copied()))
+            .exec(conn)
+            .await?;
+        campaign_recipients::Entity::update_many()
+            .col_expr(
+                campaign_recipients::Column::Status,
+                Expr::value(RecipientStatus::Pending.as_str()),
+            )
+            .col_expr(
+                campaign_recipients::Column::MessageId,
+                Expr::value(Option::<Uuid>::None),
+            )
+            .filter(campaign_recipients::Column::MessageId.is_in(gone.iter().copied()))
+            .exec(conn)
+            .await?;
+        removed.extend(gone);
+    }
+    Ok(removed)
+}
+
+/// Before retention removes campaign messages: their recipients keep the final status.
+pub(crate) async fn keep_final_status<C: ConnectionTrait>(
+    conn: &C,
+    messages: &[(Uuid, MessageStatus)],
+) -> Result<(), StoreError> {
+    let mut by_status: HashMap<RecipientStatus, Vec<Uuid>> = HashMap::new();
+    for (id, status) in messages {
+        by_status
+            .entry(RecipientStatus::of_message(*status))
+            .or_default()
+            .push(*id);
+    }
+    for (status, ids) in by_status {
+        for chunk in ids.chunks(super::IDS_PER_STATEMENT) {
+            campaign_recipients::Entity::update_many()
+                .col_expr(
+                    campaign_recipients::Column::Status,
+                    Expr::value(status.as_str()),
+                )
+                .filter(campaign_recipients::Column::MessageId.is_in(chunk.iter().copied()))
+                .filter(campaign_recipients::Column::Status.eq(RecipientStatus::Queued.as_str()))
+                .exec(conn)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Live outbound recipients of campaigns launched in `[from, to)` by this workspace: what the
+/// new-workspace limit counts for campaigns.
+pub(crate) async fn launched_recipients<C: ConnectionTrait>(
+    conn: &C,
+    workspace_id: Uuid,
+    from: i64,
+    to: i64,
+) -> Result<u64, StoreError> {
+    let totals: Vec<i32> = campaigns::Entity::find()
+        .select_only()
+        .column(campaigns::Column::Total)
+        .filter(campaigns::Column::WorkspaceId.eq(workspace_id))
+        .filter(campaigns::Column::TestMode.eq(false))
+        .filter(campaigns::Column::LaunchedAt.gte(from))
+        .filter(campaigns::Column::LaunchedAt.lt(to))
+        .into_tuple()
+        .all(conn)
+        .await?;
+    Ok(totals
+        .into_iter()
+        .map(|t| u64::try_from(t).unwrap_or(0))
+        .sum())
+}

@@ -1,0 +1,367 @@
+//! Campaign operations of the writer. They run inside its transaction like every other job,
+//! so a campaign's status, its recipients and the messages it queues change together, and
+//! the new-workspace count stays exact (a launch counts every recipient at once).
+//!
+//! Each operation starts with the batch's earlier moves and inserts written, so it sees what
+//! the jobs before it did (a pause right after a feed withdraws the messages that feed made).
+
+use sea_orm::DatabaseTransaction;
+use uuid::Uuid;
+
+use super::{Batch, NewMessage, NewWorkspaceLimit, OpResult, Transition, WriterTask};
+use crate::domain::campaign::{CampaignStatus, Control};
+use crate::domain::status::MessageStatus;
+use crate::store::StoreError;
+use crate::store::campaigns::{self, Campaign, NewCampaign, Stamps};
+use crate::store::contacts;
+use crate::store::messages::{Message, Scope};
+
+/// A campaign operation (see [`super::Writer::campaign`]).
+#[derive(Debug, Clone)]
+pub enum CampaignOp {
+    /// Store a new campaign; `launch` starts it (running, or scheduled when it starts later).
+    Create {
+        campaign: NewCampaign,
+        launch: bool,
+        limit: Option<NewWorkspaceLimit>,
+    },
+    /// Launch, pause, resume or cancel through the API.
+    Control {
+        scope: Scope,
+        id: Uuid,
+        control: Control,
+        limit: Option<NewWorkspaceLimit>,
+    },
+    /// A scheduled campaign whose start time came: running.
+    Start { id: Uuid },
+    /// Queue these pending recipients as these messages (recipient id, message), if the
+    /// campaign is still running; recipients who opted out since are canceled instead.
+    Feed {
+        id: Uuid,
+        scope: Scope,
+        messages: Vec<(Uuid, NewMessage)>,
+    },
+    /// A running campaign with nothing pending and nothing open: completed.
+    Complete { id: Uuid },
+}
+
+/// The answer to a [`CampaignOp`].
+#[derive(Debug, Clone)]
+pub enum CampaignOutcome {
+    /// The campaign after the operation, with the messages it took off phones' queues (pause
+    /// removes its queued messages, cancel cancels them).
+    Done {
+        campaign: Box<Campaign>,
+        dropped: Vec<Message>,
+    },
+    /// Recipients queued as these messages; `opted_out` recipients were canceled instead.
+    Fed {
+        messages: Vec<Message>,
+        opted_out: usize,
+    },
+    NotFound,
+    /// The operation does not apply to a campaign in this status.
+    InvalidState(CampaignStatus),
+    LimitReached {
+        limit: u32,
+        window_ends_at: i64,
+    },
+}
+
+impl WriterTask {
+    pub(super) async fn campaign(
+        &mut self,
+        txn: &DatabaseTransaction,
+        batch: &mut Batch,
+        op: &CampaignOp,
+        now: i64,
+    ) -> Result<OpResult, StoreError> {
+        super::flush_inserts(txn, batch).await?;
+        let outcome = match op {
+            CampaignOp::Create {
+                campaign,
+                launch,
+                limit,
+            } => {
+                self.create(txn, batch, campaign, *launch, *limit, now)
+                    .await?
+            }
+            CampaignOp::Control {
+                scope,
+                id,
+                control,
+                limit,
+            } => {
+                self.control(txn, batch, *scope, *id, *control, *limit, now)
+                    .await?
+            }
+            CampaignOp::Start { id } => start(txn, *id, now).await?,
+            CampaignOp::Feed {
+                id,
+                scope,
+                messages,
+            } => feed(txn, batch, *id, *scope, messages, now).await?,
+            CampaignOp::Complete { id } => complete(txn, *id, now).await?,
+        };
+        Ok(OpResult::Campaign(Box::new(outcome)))
+    }
+
+    async fn create(
+        &mut self,
+        txn: &DatabaseTransaction,
+        batch: &mut Batch,
+        new: &NewCampaign,
+        launch: bool,
+        limit: Option<NewWorkspaceLimit>,
+        now: i64,
+    ) -> Result<CampaignOutcome, StoreError> {
+        let status = if !launch {
+            CampaignStatus::Draft
+        } else if new.scheduled_for.is_some_and(|at| at > now) {
+            CampaignStatus::Scheduled
+        } else {
+            CampaignStatus::Running
+        };
+        if launch
+            && let Some(refused) = self
+                .reserve(txn, batch, new.scope, limit, u64::from(new.total()), now)
+                .await?
+        {
+            return Ok(refused);
+        }
+        campaigns::insert(txn, new, status, now).await?;
+        crate::telemetry::count_campaign_recipients("pending", u64::from(new.total()));
+        let skipped = new.recipients.len() as u64 - u64::from(new.total());
+        crate::telemetry::count_campaign_recipients("skipped", skipped);
+        done(txn, new.id, Vec::new()).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn control(
+        &mut self,
+        txn: &DatabaseTransaction,
+        batch: &mut Batch,
+        scope: Scope,
+        id: Uuid,
+        control: Control,
+        limit: Option<NewWorkspaceLimit>,
+        now: i64,
+    ) -> Result<CampaignOutcome, StoreError> {
+        let campaign = match campaigns::get(txn, scope, id).await {
+            Ok(campaign) => campaign,
+            Err(StoreError::NotFound) => return Ok(CampaignOutcome::NotFound),
+            Err(err) => return Err(err),
+        };
+        let starts_later = campaign.scheduled_for.is_some_and(|at| at > now);
+        let Some(to) = campaign.status.after(control, starts_later) else {
+            return Ok(CampaignOutcome::InvalidState(campaign.status));
+        };
+        if control == Control::Launch
+            && let Some(refused) = self
+                .reserve(txn, batch, scope, limit, u64::from(campaign.total), now)
+                .await?
+        {
+            return Ok(refused);
+        }
+        let stamps = Stamps {
+            launched: control == Control::Launch,
+            started: to == CampaignStatus::Running,
+            finished: to == CampaignStatus::Canceled,
+        };
+        if !campaigns::set_status(txn, id, &[campaign.status], to, stamps, now).await? {
+            return Ok(CampaignOutcome::InvalidState(campaign.status));
+        }
+        let dropped = match control {
+            Control::Pause => withdraw_queued(txn, id).await?,
+            Control::Cancel => {
+                campaigns::cancel_pending(txn, id).await?;
+                cancel_queued(txn, batch, id, now).await?
+            }
+            Control::Launch | Control::Resume => Vec::new(),
+        };
+        done(txn, id, dropped).await
+    }
+
+    /// Counts `n` messages against the new-workspace limit; the refusal when they do not fit.
+    async fn reserve(
+        &mut self,
+        txn: &DatabaseTransaction,
+        batch: &mut Batch,
+        scope: Scope,
+        limit: Option<NewWorkspaceLimit>,
+        n: u64,
+        now: i64,
+    ) -> Result<Option<CampaignOutcome>, StoreError> {
+        match limit {
+            Some(limit) if !self.within_limit(txn, batch, scope, limit, n, now).await? => {
+                Ok(Some(CampaignOutcome::LimitReached {
+                    limit: limit.max,
+                    window_ends_at: limit.window_ends_at,
+                }))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+async fn done(
+    txn: &DatabaseTransaction,
+    id: Uuid,
+    dropped: Vec<Message>,
+) -> Result<CampaignOutcome, StoreError> {
+    Ok(CampaignOutcome::Done {
+        campaign: Box::new(campaigns::by_id(txn, id).await?),
+        dropped,
+    })
+}
+
+async fn start(
+    txn: &DatabaseTransaction,
+    id: Uuid,
+    now: i64,
+) -> Result<CampaignOutcome, StoreError> {
+    let campaign = match campaigns::by_id(txn, id).await {
+        Ok(campaign) => campaign,
+        Err(StoreError::NotFound) => return Ok(CampaignOutcome::NotFound),
+        Err(err) => return Err(err),
+    };
+    let due = campaign.scheduled_for.is_none_or(|at| at <= now);
+    if campaign.status != CampaignStatus::Scheduled || !due {
+        return Ok(CampaignOutcome::InvalidState(campaign.status));
+    }
+    let stamps = Stamps {
+        started: true,
+        ..Stamps::default()
+    };
+    campaigns::set_status(
+        txn,
+        id,
+        &[CampaignStatus::Scheduled],
+        CampaignStatus::Running,
+        stamps,
+        now,
+    )
+    .await?;
+    done(txn, id, Vec::new()).await
+}
+
+async fn complete(
+    txn: &DatabaseTransaction,
+    id: Uuid,
+    now: i64,
+) -> Result<CampaignOutcome, StoreError> {
+    let campaign = match campaigns::by_id(txn, id).await {
+        Ok(campaign) => campaign,
+        Err(StoreError::NotFound) => return Ok(CampaignOutcome::NotFound),
+        Err(err) => return Err(err),
+    };
+    if campaign.status != CampaignStatus::Running
+        || campaigns::has_pending(txn, id).await?
+        || campaigns::has_open_messages(txn, id).await?
+    {
+        return Ok(CampaignOutcome::InvalidState(campaign.status));
+    }
+    let stamps = Stamps {
+        finished: true,
+        ..Stamps::default()
+    };
+    campaigns::set_status(
+        txn,
+        id,
+        &[CampaignStatus::Running],
+        CampaignStatus::Completed,
+        stamps,
+        now,
+    )
+    .await?;
+    done(txn, id, Vec::new()).await
+}
+
+async fn feed(
+    txn: &DatabaseTransaction,
+    batch: &mut Batch,
+    id: Uuid,
+    scope: Scope,
+    items: &[(Uuid, NewMessage)],
+    now: i64,
+) -> Result<CampaignOutcome, StoreError> {
+    let campaign = match campaigns::by_id(txn, id).await {
+        Ok(campaign) => campaign,
+        Err(StoreError::NotFound) => return Ok(CampaignOutcome::NotFound),
+        Err(err) => return Err(err),
+    };
+    if campaign.status != CampaignStatus::Running {
+        return Ok(CampaignOutcome::InvalidState(campaign.status));
+    }
+    let ids: Vec<Uuid> = items.iter().map(|(r, _)| *r).collect();
+    let pending = campaigns::still_pending(txn, id, &ids).await?;
+    let numbers: Vec<String> = items.iter().map(|(_, m)| m.to_number.clone()).collect();
+    let opted_out = contacts::opted_out_among(txn, scope, &numbers).await?;
+    let mut queued = Vec::new();
+    let mut pairs = Vec::new();
+    let mut canceled = Vec::new();
+    for (recipient, new) in items {
+        if !pending.contains(recipient) {
+            continue;
+        }
+        if opted_out.contains(&new.to_number) {
+            canceled.push(*recipient);
+            continue;
+        }
+        queued.push(super::stage(batch, new, scope, now));
+        pairs.push((*recipient, new.id));
+    }
+    super::flush_inserts(txn, batch).await?;
+    campaigns::mark_queued(txn, &pairs).await?;
+    campaigns::mark_opted_out(txn, id, &canceled, now).await?;
+    crate::telemetry::count_campaign_recipients("canceled", canceled.len() as u64);
+    Ok(CampaignOutcome::Fed {
+        messages: queued,
+        opted_out: canceled.len(),
+    })
+}
+
+/// Pause: the campaign's queued messages (not yet handed to a phone) are removed and their
+/// recipients are pending again.
+async fn withdraw_queued(txn: &DatabaseTransaction, id: Uuid) -> Result<Vec<Message>, StoreError> {
+    let queued = campaigns::messages_in(txn, id, MessageStatus::Queued).await?;
+    let ids: Vec<Uuid> = queued.iter().map(|m| m.id).collect();
+    let removed = campaigns::withdraw(txn, &ids).await?;
+    Ok(queued
+        .into_iter()
+        .filter(|m| removed.contains(&m.id))
+        .collect())
+}
+
+/// Cancel: the campaign's queued messages are canceled like a `DELETE /v1/messages/{id}`.
+async fn cancel_queued(
+    txn: &DatabaseTransaction,
+    batch: &mut Batch,
+    id: Uuid,
+    now: i64,
+) -> Result<Vec<Message>, StoreError> {
+    let queued = campaigns::messages_in(txn, id, MessageStatus::Queued).await?;
+    let moves: Vec<Transition> = queued
+        .iter()
+        .map(|m| Transition {
+            detail: Some("the campaign was canceled".into()),
+            ..Transition::to(m.id, MessageStatus::Canceled)
+        })
+        .collect();
+    let mut outcomes: Vec<Option<OpResult>> = moves.iter().map(|_| None).collect();
+    super::apply_moves(
+        txn,
+        batch,
+        &mut outcomes,
+        moves.iter().enumerate().collect(),
+        now,
+    )
+    .await?;
+    Ok(outcomes
+        .into_iter()
+        .filter_map(|o| match o {
+            Some(OpResult::Transition(Some(message))) => Some(*message),
+            _ => None,
+        })
+        .collect())
+}
