@@ -6,6 +6,7 @@
 mod helpers;
 
 mod auth;
+mod campaigns;
 mod contacts;
 mod inbound;
 mod loadtest;
@@ -14,5 +15,6 @@ mod openapi;
 mod ops;
 mod phone_sim;
 mod phones;
+mod portal;
 mod retention;
 mod webhooks;

@@ -1,0 +1,451 @@
+//! The web portal (contract §11): `GET /` leads to `/portal/`, the page links every section and
+//! is served with a strict Content-Security-Policy, every file it names is served by the binary
+//! with its content type, its scripts call only documented `/v1` routes, and `/portal/qr.svg`
+//! draws the QR code of a pairing token.
+
+use std::collections::BTreeSet;
+
+use awc::Client;
+use qrcode::render::svg;
+use qrcode::{EcLevel, QrCode};
+use serde_json::Value;
+
+use crate::backend_tests;
+use crate::helpers::{Backend, TestApp, spawn_app};
+
+/// The portal's sections: each has a link in the navigation and an element with its id.
+const SECTIONS: [&str; 7] = [
+    "inbox",
+    "send",
+    "phones",
+    "contacts",
+    "campaigns",
+    "webhooks",
+    "drafts",
+];
+
+/// Routes of the contract the portal calls although this server may not serve them yet (other
+/// work in progress): campaigns (contract §7) and AI drafts (§10). Until the document lists such
+/// a route, the server must answer it with the 404 envelope the page shows.
+const NOT_YET_SERVED: [(&str, &str); 11] = [
+    ("GET", "/v1/campaigns"),
+    ("POST", "/v1/campaigns"),
+    ("GET", "/v1/campaigns/{}"),
+    ("GET", "/v1/campaigns/{}/recipients"),
+    ("POST", "/v1/campaigns/{}/launch"),
+    ("POST", "/v1/campaigns/{}/pause"),
+    ("POST", "/v1/campaigns/{}/resume"),
+    ("POST", "/v1/campaigns/{}/cancel"),
+    ("GET", "/v1/ai/drafts"),
+    ("POST", "/v1/ai/drafts/{}/send"),
+    ("POST", "/v1/ai/drafts/{}/discard"),
+];
+
+/// A plain GET that does not follow redirects: status, headers, body.
+struct Fetched {
+    status: u16,
+    headers: awc::http::header::HeaderMap,
+    body: String,
+}
+
+impl Fetched {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+async fn fetch(app: &TestApp, path: &str, headers: &[(&str, &str)]) -> Fetched {
+    let client = Client::builder().disable_redirects().finish();
+    let mut request = client.get(format!("{}{}", app.address, path));
+    for (name, value) in headers {
+        request = request.insert_header((*name, *value));
+    }
+    let mut response = request.send().await.expect("request completes");
+    let body = response.body().limit(4 * 1024 * 1024).await.expect("body");
+    Fetched {
+        status: response.status().as_u16(),
+        headers: response.headers().clone(),
+        body: String::from_utf8(body.to_vec()).expect("UTF-8 body"),
+    }
+}
+
+/// Values of every `name="…"` attribute of the page.
+fn attributes(html: &str, name: &str) -> Vec<String> {
+    html.split(&format!(" {name}=\""))
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().to_string())
+        .collect()
+}
+
+/// The files the page loads or links to on this server (scripts, stylesheets, icons).
+fn page_assets(html: &str) -> Vec<String> {
+    let mut out: Vec<String> = attributes(html, "src");
+    out.extend(attributes(html, "href").into_iter().filter(|h| {
+        h.starts_with("/portal/") // the page's own files; `#section` and `/docs` are links
+    }));
+    out
+}
+
+fn expected_content_type(path: &str) -> &'static str {
+    match path.rsplit('.').next().unwrap() {
+        "js" => "text/javascript",
+        "css" => "text/css",
+        "svg" => "image/svg+xml",
+        other => panic!("{path}: no expected content type for .{other}"),
+    }
+}
+
+async fn root_redirects_to_the_portal(backend: Backend) {
+    let app = spawn_app(backend).await;
+    for path in ["/", "/portal"] {
+        let reply = fetch(&app, path, &[]).await;
+        assert_eq!(reply.status, 302, "{path}");
+        assert_eq!(reply.header("location"), "/portal/", "{path}");
+    }
+    // An unknown portal file is the API's 404 envelope, not the page.
+    let missing = app.request("GET", "/portal/nope.js", None, None).await;
+    missing.expect_error(404, "not_found");
+}
+
+/// The page: HTML with the CSP, a link to and an element for each section, no inline script,
+/// and every file it names served by the binary with the right content type.
+async fn portal_page_links_every_section_and_serves_its_assets(backend: Backend) {
+    let app = spawn_app(backend).await;
+    // No key needed: the page asks for one.
+    let page = fetch(&app, "/portal/", &[]).await;
+    assert_eq!(page.status, 200);
+    assert!(page.header("content-type").starts_with("text/html"));
+    let csp = page.header("content-security-policy");
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(directive), "CSP {csp:?} lacks {directive}");
+    }
+    assert!(
+        !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+        "{csp}"
+    );
+    assert_eq!(page.header("x-content-type-options"), "nosniff");
+    assert_eq!(page.header("cache-control"), "no-cache");
+    let html = &page.body;
+    assert!(html.starts_with("<!doctype html>"));
+    for section in SECTIONS {
+        assert!(
+            html.contains(&format!("href=\"#{section}\"")),
+            "no link to {section}"
+        );
+        assert!(
+            html.contains(&format!("id=\"{section}\"")),
+            "no section {section}"
+        );
+    }
+    // Scripts come from files only (the CSP would block inline ones anyway).
+    for tag in html.split("<script").skip(1) {
+        let open = tag.split('>').next().unwrap();
+        assert!(open.contains(" src=\""), "inline script: <script{open}>");
+    }
+    for inline in [" style=\"", "<style", " onclick=", " onload=", " onsubmit="] {
+        assert!(
+            !html.contains(inline),
+            "inline {inline:?} would be blocked by the CSP"
+        );
+    }
+    let assets = page_assets(html);
+    let scripts = attributes(html, "src");
+    assert!(scripts.len() >= 2, "{scripts:?}");
+    assert!(assets.iter().any(|a| a.ends_with(".css")), "{assets:?}");
+    for asset in &assets {
+        assert!(
+            asset.starts_with("/portal/"),
+            "{asset}: every file comes from this server's /portal/"
+        );
+        let reply = fetch(&app, asset, &[]).await;
+        assert_eq!(reply.status, 200, "{asset}");
+        let content_type = reply.header("content-type");
+        assert!(
+            content_type.starts_with(expected_content_type(asset)),
+            "{asset}: {content_type}"
+        );
+        assert_eq!(reply.header("x-content-type-options"), "nosniff", "{asset}");
+        assert!(!reply.body.is_empty(), "{asset}");
+        // Revalidation: the ETag answers 304 without a body.
+        let etag = reply.header("etag").to_string();
+        assert!(etag.starts_with('"'), "{asset}: etag {etag:?}");
+        let again = fetch(&app, asset, &[("if-none-match", &etag)]).await;
+        assert_eq!(again.status, 304, "{asset}");
+        assert!(again.body.is_empty());
+    }
+    // Nothing points outside this server.
+    for value in attributes(html, "href").into_iter().chain(scripts) {
+        assert!(
+            value.starts_with('#') || (value.starts_with('/') && !value.starts_with("//")),
+            "{value} leaves the server"
+        );
+    }
+}
+
+/// String literals of a script (quotes, apostrophes, backticks), in order, each with the text
+/// before it; `${…}` parts of template literals become `{}`. Comments are skipped.
+fn string_literals(js: &str) -> Vec<(String, String)> {
+    let chars: Vec<char> = js.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '/' if chars.get(i + 1) == Some(&'/') => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+            }
+            '/' if chars.get(i + 1) == Some(&'*') => {
+                i += 2;
+                while i + 1 < chars.len() && !(chars[i] == '*' && chars[i + 1] == '/') {
+                    i += 1;
+                }
+                i += 2;
+            }
+            quote @ ('\'' | '"' | '`') => {
+                let before: String = chars[i.saturating_sub(40)..i].iter().collect();
+                let (text, end) = read_literal(&chars, i + 1, quote, &mut out);
+                out.push((before, text));
+                i = end;
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// Reads a literal opened by `quote` just before `start`; returns its text and the index after
+/// it. Literals inside `${…}` are collected into `nested`.
+fn read_literal(
+    chars: &[char],
+    mut i: usize,
+    quote: char,
+    nested: &mut Vec<(String, String)>,
+) -> (String, usize) {
+    let mut text = String::new();
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\\' {
+            text.push(chars.get(i + 1).copied().unwrap_or('\\'));
+            i += 2;
+        } else if c == quote {
+            return (text, i + 1);
+        } else if quote == '`' && c == '$' && chars.get(i + 1) == Some(&'{') {
+            // Skip the expression, with its own nested braces and literals.
+            i += 2;
+            let mut depth = 1;
+            while i < chars.len() && depth > 0 {
+                match chars[i] {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    q @ ('\'' | '"' | '`') => {
+                        let before: String = chars[i.saturating_sub(40)..i].iter().collect();
+                        let (inner, end) = read_literal(chars, i + 1, q, nested);
+                        nested.push((before, inner));
+                        i = end;
+                        continue;
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            text.push_str("{}");
+        } else {
+            text.push(c);
+            i += 1;
+        }
+    }
+    panic!("unterminated literal: {text}");
+}
+
+/// The method of the call a `/v1` literal sits in: `api('POST', '/v1/…')` gives POST; a path
+/// given to a list (`path: '/v1/…'`) is read with GET.
+fn method_before(before: &str) -> String {
+    let before = before.trim_end();
+    for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
+        if before.ends_with(&format!("api('{method}',")) {
+            return method.to_string();
+        }
+    }
+    assert!(
+        before.ends_with("path:"),
+        "a /v1 path outside api('METHOD', …) or a list's `path:`: …{before}"
+    );
+    "GET".to_string()
+}
+
+/// Path templates match segment by segment; `{…}` matches any one parameter.
+fn same_template(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.split('/').collect(), b.split('/').collect());
+    a.len() == b.len()
+        && a.iter()
+            .zip(&b)
+            .all(|(x, y)| x == y || (x.starts_with('{') && y.starts_with('{')))
+}
+
+/// Every request the scripts can make is a documented `/v1` operation (method and path), or a
+/// contract route this server does not serve yet (answered with the 404 envelope the page
+/// shows). Nothing else is fetched: one `fetch` call, in the API client.
+async fn portal_scripts_call_only_documented_v1_routes(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let doc = app
+        .request("GET", "/openapi.json", None, None)
+        .await
+        .expect(200);
+    let mut documented = Vec::new();
+    for (path, item) in doc.body["paths"].as_object().unwrap() {
+        for method in ["get", "post", "put", "patch", "delete"] {
+            if item.get(method).is_some() {
+                documented.push((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    let page = fetch(&app, "/portal/", &[]).await;
+    let mut scripts = String::new();
+    for src in attributes(&page.body, "src") {
+        scripts.push_str(&fetch(&app, &src, &[]).await.body);
+        scripts.push('\n');
+    }
+    assert_eq!(
+        scripts.matches("fetch(").count(),
+        1,
+        "one fetch call, in the API client"
+    );
+    for forbidden in [
+        "XMLHttpRequest",
+        "WebSocket(",
+        "EventSource",
+        "sendBeacon",
+        "import(",
+        "http://",
+        "https://",
+        "innerHTML",
+        "eval(",
+    ] {
+        assert!(!scripts.contains(forbidden), "the scripts use {forbidden}");
+    }
+    let mut calls = BTreeSet::new();
+    for (before, literal) in string_literals(&scripts) {
+        if !literal.starts_with('/') || literal.starts_with("//") || literal == "/v1/" {
+            continue; // not a path, or the client's own prefix check
+        }
+        let path = literal.split('?').next().unwrap().to_string();
+        if path.starts_with("/v1/") {
+            calls.insert((method_before(&before), path));
+        } else {
+            assert!(
+                path.starts_with("/portal/"),
+                "{literal}: the scripts reach only /v1 and the portal's own files"
+            );
+        }
+    }
+    // The scan saw the calls of every section (so it is not vacuous).
+    for (method, path) in [
+        ("GET", "/v1/messages"),
+        ("POST", "/v1/messages/send"),
+        ("POST", "/v1/messages/bulk-send"),
+        ("POST", "/v1/phones"),
+        ("POST", "/v1/phones/{}/rotate-token"),
+        ("POST", "/v1/contacts"),
+        ("POST", "/v1/campaigns"),
+        ("POST", "/v1/campaigns/{}/pause"),
+        ("POST", "/v1/webhooks"),
+        ("GET", "/v1/webhooks/{}/deliveries"),
+        ("GET", "/v1/ai/drafts"),
+    ] {
+        assert!(
+            calls.contains(&(method.to_string(), path.to_string())),
+            "the scripts do not call {method} {path}: {calls:?}"
+        );
+    }
+    for (method, path) in &calls {
+        let is_documented = documented
+            .iter()
+            .any(|(m, p)| m == method && same_template(p, path));
+        if is_documented {
+            continue;
+        }
+        assert!(
+            NOT_YET_SERVED
+                .iter()
+                .any(|(m, p)| m == method && same_template(p, path)),
+            "{method} {path} is called by the portal but is not a documented /v1 operation"
+        );
+        // Not built yet: the page gets the API's 404 envelope and shows its message.
+        let concrete = path.replace("{}", &uuid::Uuid::now_v7().to_string());
+        let body = (method == "POST").then(|| serde_json::json!({}));
+        let reply = app
+            .request(method, &concrete, Some(&app.test_key), body)
+            .await;
+        reply.expect_error(404, "not_found");
+    }
+}
+
+/// `GET /portal/qr.svg?data=…` is the QR code of exactly that text; no data is a 422.
+async fn qr_route_draws_the_code_of_its_data(backend: Backend) {
+    let app = spawn_app(backend).await;
+    // A real device token, as the pairing view shows it.
+    let phone = app
+        .post(
+            "/v1/phones",
+            &app.live_key,
+            serde_json::json!({ "phone_number": "+14155550100" }),
+        )
+        .await
+        .expect(201);
+    let token = phone.data()["device_token"].as_str().unwrap().to_string();
+    for data in [token.as_str(), "dt_a+b/c=d&e f%"] {
+        let encoded: String = data
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b == b'_' {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect();
+        let reply = fetch(&app, &format!("/portal/qr.svg?data={encoded}"), &[]).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert!(reply.header("content-type").starts_with("image/svg+xml"));
+        assert_eq!(
+            reply.header("cache-control"),
+            "no-store",
+            "it encodes a secret"
+        );
+        assert!(reply.body.contains("<svg"), "{}", reply.body);
+        let expected = QrCode::with_error_correction_level(data.as_bytes(), EcLevel::M)
+            .unwrap()
+            .render::<svg::Color>()
+            .min_dimensions(240, 240)
+            .quiet_zone(true)
+            .build();
+        assert_eq!(reply.body, expected, "the code of {data:?}");
+    }
+    for query in [
+        "",
+        "?data=",
+        "?other=1",
+        &format!("?data={}", "x".repeat(600)),
+    ] {
+        let reply = app
+            .request("GET", &format!("/portal/qr.svg{query}"), None, None)
+            .await
+            .expect_error(422, "validation_failed");
+        assert_eq!(reply.data()["field"], Value::from("data"), "{query}");
+    }
+}
+
+backend_tests!(
+    root_redirects_to_the_portal,
+    portal_page_links_every_section_and_serves_its_assets,
+    portal_scripts_call_only_documented_v1_routes,
+    qr_route_draws_the_code_of_its_data,
+);
