@@ -96,9 +96,11 @@ pub struct CampaignActor {
     state: Option<Loaded>,
     /// Messages that ended while their feed was still being answered.
     ended: HashSet<Uuid>,
-    /// A load, feed or completion is running; `again` asks for another step after it.
+    /// A load, feed or completion is running; `again` asks for another step after it, and
+    /// `reload` for another load.
     busy: bool,
     again: bool,
+    reload: bool,
     ticks: u32,
     start_timer: Option<SpawnHandle>,
     finished: bool,
@@ -114,6 +116,7 @@ impl CampaignActor {
             ended: HashSet::new(),
             busy: false,
             again: false,
+            reload: false,
             ticks: 0,
             start_timer: None,
             finished: false,
@@ -122,7 +125,7 @@ impl CampaignActor {
 
     fn load(&mut self, ctx: &mut Context<Self>) {
         if self.busy {
-            self.again = true;
+            self.reload = true;
             return;
         }
         self.busy = true;
@@ -145,8 +148,12 @@ impl CampaignActor {
         ctx.spawn(fut::wrap_future::<_, Self>(load).map(|result, act, ctx| {
             act.busy = false;
             match result {
-                Ok(loaded) => {
-                    act.ended.clear();
+                Ok(mut loaded) => {
+                    // Messages that ended while the read was running may have ended after it.
+                    for id in act.ended.drain() {
+                        loaded.open.remove(&id);
+                        loaded.queued.remove(&id);
+                    }
                     act.state = Some(loaded);
                     act.act(ctx);
                 }
@@ -340,10 +347,24 @@ impl CampaignActor {
     }
 
     fn after_step(&mut self, ctx: &mut Context<Self>) {
-        if self.again && !self.busy {
+        if self.busy {
+            return;
+        }
+        if self.reload {
+            self.reload = false;
+            self.again = false;
+            self.load(ctx);
+        } else if self.again {
             self.again = false;
             self.step(ctx);
         }
+    }
+
+    /// Whether the campaign has work for its timers (running, or waiting for its start).
+    fn is_live(&self) -> bool {
+        self.state
+            .as_ref()
+            .is_none_or(|s| s.campaign.status.is_live())
     }
 
     /// The campaign is no longer live: the registry drops this actor.
@@ -367,6 +388,10 @@ impl Actor for CampaignActor {
         ctx.set_mailbox_capacity(4096);
         self.load(ctx);
         ctx.run_interval(TICK, |act, ctx| {
+            if !act.is_live() {
+                // Paused or a draft: nothing to do until the API wakes it.
+                return;
+            }
             act.ticks = act.ticks.wrapping_add(1);
             if act.ticks.is_multiple_of(RESYNC_TICKS) {
                 act.load(ctx);
@@ -383,6 +408,7 @@ impl Supervised for CampaignActor {
         self.ended.clear();
         self.busy = false;
         self.again = false;
+        self.reload = false;
         self.start_timer = None;
     }
 }

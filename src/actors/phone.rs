@@ -205,6 +205,8 @@ pub struct Phone {
     /// Ids in `queues` or `held`, so repeats are ignored and cancels are cheap.
     waiting: HashSet<Uuid>,
     in_flight: HashMap<Uuid, Queued>,
+    /// When each hand-over still being recorded took its pace slot.
+    paced_at: HashMap<Uuid, chrono::DateTime<chrono::Utc>>,
     /// Hand-overs in the order they were decided, with their write outcome once known.
     handovers: VecDeque<(Uuid, Option<HandoverOutcome>)>,
     link: Option<Link>,
@@ -228,6 +230,7 @@ impl Phone {
             held: BTreeMap::new(),
             waiting: HashSet::new(),
             in_flight: HashMap::new(),
+            paced_at: HashMap::new(),
             handovers: VecDeque::new(),
             link: None,
             ready: false,
@@ -306,6 +309,7 @@ impl Phone {
             }
             if self.pace.is_some() {
                 self.log.record(now);
+                self.paced_at.insert(item.id, now);
             }
             self.hand_over(item, ctx);
         }
@@ -371,6 +375,7 @@ impl Phone {
             self.handovers.pop_front();
             match outcome {
                 HandoverOutcome::Recorded(attempt) => {
+                    self.paced_at.remove(&id);
                     let Some(item) = self.in_flight.get(&id) else {
                         continue;
                     };
@@ -387,9 +392,13 @@ impl Phone {
                     }
                 }
                 HandoverOutcome::Refused => {
+                    // Nothing was sent (cancelled, expired, withdrawn by a campaign's pause):
+                    // the pace slot it took is given back.
+                    self.give_back_pace(id);
                     self.in_flight.remove(&id);
                 }
                 HandoverOutcome::Failed => {
+                    self.give_back_pace(id);
                     if let Some(item) = self.in_flight.remove(&id) {
                         let now = self.deps.clock.now_ms();
                         self.push(item, true, now);
@@ -401,6 +410,13 @@ impl Phone {
         if requeued {
             // Retry after a pause rather than spinning against a failing database.
             ctx.run_later(Duration::from_secs(1), |act, ctx| act.dispatch(ctx));
+        }
+    }
+
+    /// Takes back the pace slot a hand-over recorded, when it sent nothing.
+    fn give_back_pace(&mut self, id: Uuid) {
+        if let Some(at) = self.paced_at.remove(&id) {
+            self.log.unrecord(at);
         }
     }
 

@@ -280,8 +280,11 @@ async fn create(
     let mut seen = HashSet::new();
     wanted.retain(|w| seen.insert(w.to.as_str().to_string()));
     let numbers: Vec<String> = seen.iter().cloned().collect();
+    // Enough tagged contacts to fill the campaign past its limit even if each explicit number
+    // is among them (then the request fails); more need not be read.
+    let tagged_limit = (MAX_CAMPAIGN_RECIPIENTS + wanted.len() + 1) as u64;
     let (tagged, mut by_number) =
-        contacts::for_campaign(&state.db, caller.scope(), &numbers, &tags).await?;
+        contacts::for_campaign(&state.db, caller.scope(), &numbers, &tags, tagged_limit).await?;
     for contact in tagged {
         if seen.contains(&contact.phone_number) {
             continue;

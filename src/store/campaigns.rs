@@ -284,31 +284,32 @@ pub async fn recipients(
         .filter(|r| r.status == RecipientStatus::Queued.as_str())
         .filter_map(|r| r.message_id)
         .collect();
-    let live: HashMap<Uuid, MessageStatus> = if queued.is_empty() {
+    let live: HashMap<Uuid, (MessageStatus, Option<String>)> = if queued.is_empty() {
         HashMap::new()
     } else {
-        let found: Vec<(Uuid, String)> = messages::Entity::find()
+        let found: Vec<(Uuid, String, Option<String>)> = messages::Entity::find()
             .select_only()
             .column(messages::Column::Id)
             .column(messages::Column::Status)
+            .column(messages::Column::FailureReason)
             .filter(messages::Column::Id.is_in(queued))
             .into_tuple()
             .all(db)
             .await?;
         found
             .into_iter()
-            .filter_map(|(id, s)| MessageStatus::parse(&s).map(|s| (id, s)))
+            .filter_map(|(id, s, reason)| MessageStatus::parse(&s).map(|s| (id, (s, reason))))
             .collect()
     };
     let out = rows
         .into_iter()
         .map(|r| {
             let stored = RecipientStatus::parse(&r.status).unwrap_or(RecipientStatus::Failed);
-            let status = match r.message_id.and_then(|id| live.get(&id)) {
-                Some(message) if stored == RecipientStatus::Queued => {
-                    RecipientStatus::of_message(*message)
+            let (status, failure_reason) = match r.message_id.and_then(|id| live.get(&id)) {
+                Some((message, reason)) if stored == RecipientStatus::Queued => {
+                    (RecipientStatus::of_message(*message), reason.clone())
                 }
-                _ => stored,
+                _ => (stored, r.failure_reason),
             };
             Recipient {
                 id: r.id,
@@ -317,7 +318,7 @@ pub async fn recipients(
                 status,
                 message_id: r.message_id,
                 skip_reason: r.skip_reason,
-                failure_reason: r.failure_reason,
+                failure_reason,
             }
         })
         .collect();
@@ -511,15 +512,21 @@ pub(crate) async fn has_open_messages<C: ConnectionTrait>(
         > 0)
 }
 
-/// The campaign's messages in `status` (pause withdraws the queued ones, cancel cancels them).
+/// The campaign's messages in `status` (pause withdraws the queued ones never tried, cancel
+/// cancels every queued one); `untried` keeps only those no phone was ever handed.
 pub(crate) async fn messages_in<C: ConnectionTrait>(
     conn: &C,
     campaign_id: Uuid,
     status: MessageStatus,
+    untried: bool,
 ) -> Result<Vec<super::messages::Message>, StoreError> {
-    Ok(messages::Entity::find()
+    let mut select = messages::Entity::find()
         .filter(messages::Column::CampaignId.eq(campaign_id))
-        .filter(messages::Column::Status.eq(status.as_str()))
+        .filter(messages::Column::Status.eq(status.as_str()));
+    if untried {
+        select = select.filter(messages::Column::SendAttempts.eq(0));
+    }
+    Ok(select
         .all(conn)
         .await?
         .into_iter()
@@ -632,7 +639,8 @@ pub(crate) async fn cancel_pending<C: ConnectionTrait>(
 }
 
 /// Removes queued messages that were never handed to a phone (pause) and makes their
-/// recipients pending again; returns the ids actually removed.
+/// recipients pending again; returns the ids actually removed. A message back in `queued`
+/// after an attempt (its phone disconnected, a retry) may have been sent already: it stays.
 pub(crate) async fn withdraw<C: ConnectionTrait>(
     conn: &C,
     ids: &[Uuid],
@@ -642,6 +650,7 @@ pub(crate) async fn withdraw<C: ConnectionTrait>(
         let gone: Vec<Uuid> = messages::Entity::delete_many()
             .filter(messages::Column::Id.is_in(chunk.iter().copied()))
             .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
+            .filter(messages::Column::SendAttempts.eq(0))
             .exec_with_returning(conn)
             .await?
             .into_iter()
@@ -674,21 +683,25 @@ pub(crate) async fn withdraw<C: ConnectionTrait>(
 /// Before retention removes campaign messages: their recipients keep the final status.
 pub(crate) async fn keep_final_status<C: ConnectionTrait>(
     conn: &C,
-    messages: &[(Uuid, MessageStatus)],
+    messages: &[(Uuid, MessageStatus, Option<String>)],
 ) -> Result<(), StoreError> {
-    let mut by_status: HashMap<RecipientStatus, Vec<Uuid>> = HashMap::new();
-    for (id, status) in messages {
-        by_status
-            .entry(RecipientStatus::of_message(*status))
+    let mut by_outcome: HashMap<(RecipientStatus, Option<&str>), Vec<Uuid>> = HashMap::new();
+    for (id, status, reason) in messages {
+        by_outcome
+            .entry((RecipientStatus::of_message(*status), reason.as_deref()))
             .or_default()
             .push(*id);
     }
-    for (status, ids) in by_status {
+    for ((status, reason), ids) in by_outcome {
         for chunk in ids.chunks(super::IDS_PER_STATEMENT) {
             campaign_recipients::Entity::update_many()
                 .col_expr(
                     campaign_recipients::Column::Status,
                     Expr::value(status.as_str()),
+                )
+                .col_expr(
+                    campaign_recipients::Column::FailureReason,
+                    Expr::value(reason.map(str::to_string)),
                 )
                 .filter(campaign_recipients::Column::MessageId.is_in(chunk.iter().copied()))
                 .filter(campaign_recipients::Column::Status.eq(RecipientStatus::Queued.as_str()))

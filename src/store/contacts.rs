@@ -511,13 +511,15 @@ pub async fn apply_keyword<C: ConnectionTrait>(
 
 /// The contacts a new campaign needs: those having any of `tags` (oldest first: the order
 /// their recipients take), and by number those of `numbers` (to render explicit recipients and
-/// skip opted-out ones). Tags are not loaded.
+/// skip opted-out ones). Tags are not loaded. At most `tagged_limit` tagged contacts are read:
+/// past the campaign limit the request fails anyway.
 #[tracing::instrument(skip_all)]
 pub async fn for_campaign(
     db: &DatabaseConnection,
     scope: Scope,
     numbers: &[String],
     tags: &[String],
+    tagged_limit: u64,
 ) -> Result<(Vec<Contact>, HashMap<String, Contact>), StoreError> {
     let mut tagged = Vec::new();
     if !tags.is_empty() {
@@ -533,6 +535,7 @@ pub async fn for_campaign(
             .filter(contacts::Column::Id.in_subquery(having_tag))
             .order_by_asc(contacts::Column::CreatedAt)
             .order_by_asc(contacts::Column::Id)
+            .limit(tagged_limit)
             .all(db)
             .await?
             .into_iter()
@@ -575,4 +578,23 @@ pub async fn opted_out_among<C: ConnectionTrait>(
         out.extend(rows);
     }
     Ok(out)
+}
+
+/// Whether AI replies may go to this number: its contact (if any) has `ai_replies` on and has
+/// not opted out (an opted-out number gets no text at all, drafted or not).
+pub async fn ai_replies_to(
+    db: &DatabaseConnection,
+    scope: Scope,
+    phone_number: &str,
+) -> Result<bool, StoreError> {
+    let found: Option<(bool, bool)> = contacts::Entity::find()
+        .select_only()
+        .column(contacts::Column::AiReplies)
+        .column(contacts::Column::OptedOut)
+        .filter(in_scope(scope))
+        .filter(contacts::Column::PhoneNumber.eq(phone_number))
+        .into_tuple()
+        .one(db)
+        .await?;
+    Ok(found.is_none_or(|(ai_replies, opted_out)| ai_replies && !opted_out))
 }

@@ -110,11 +110,12 @@ pub async fn delete_records_batch(
     db: &DatabaseConnection,
     cutoff_ms: i64,
 ) -> Result<u64, StoreError> {
-    let rows: Vec<(Uuid, String, Option<Uuid>)> = messages::Entity::find()
+    let rows: Vec<(Uuid, String, Option<Uuid>, Option<String>)> = messages::Entity::find()
         .select_only()
         .column(messages::Column::Id)
         .column(messages::Column::Status)
         .column(messages::Column::CampaignId)
+        .column(messages::Column::FailureReason)
         .filter(messages::Column::Status.is_in(terminal()))
         .filter(messages::Column::UpdatedAt.lte(cutoff_ms))
         .limit(RETENTION_BATCH)
@@ -124,12 +125,14 @@ pub async fn delete_records_batch(
     if rows.is_empty() {
         return Ok(0);
     }
-    let ids: Vec<Uuid> = rows.iter().map(|(id, _, _)| *id).collect();
+    let ids: Vec<Uuid> = rows.iter().map(|(id, ..)| *id).collect();
     // A campaign's recipient keeps its message's final status once the message is gone.
-    let of_campaigns: Vec<(Uuid, MessageStatus)> = rows
+    let of_campaigns: Vec<(Uuid, MessageStatus, Option<String>)> = rows
         .iter()
-        .filter(|(_, _, campaign)| campaign.is_some())
-        .filter_map(|(id, status, _)| MessageStatus::parse(status).map(|s| (*id, s)))
+        .filter(|(_, _, campaign, _)| campaign.is_some())
+        .filter_map(|(id, status, _, reason)| {
+            MessageStatus::parse(status).map(|s| (*id, s, reason.clone()))
+        })
         .collect();
     let txn = super::begin_write(db).await?;
     super::campaigns::keep_final_status(&txn, &of_campaigns).await?;

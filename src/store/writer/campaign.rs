@@ -321,10 +321,11 @@ async fn feed(
     })
 }
 
-/// Pause: the campaign's queued messages (not yet handed to a phone) are removed and their
-/// recipients are pending again.
+/// Pause: the campaign's queued messages never handed to a phone are removed and their
+/// recipients are pending again (one queued again after an attempt may have been sent, so it
+/// stays and finishes).
 async fn withdraw_queued(txn: &DatabaseTransaction, id: Uuid) -> Result<Vec<Message>, StoreError> {
-    let queued = campaigns::messages_in(txn, id, MessageStatus::Queued).await?;
+    let queued = campaigns::messages_in(txn, id, MessageStatus::Queued, true).await?;
     let ids: Vec<Uuid> = queued.iter().map(|m| m.id).collect();
     let removed = campaigns::withdraw(txn, &ids).await?;
     Ok(queued
@@ -340,7 +341,7 @@ async fn cancel_queued(
     id: Uuid,
     now: i64,
 ) -> Result<Vec<Message>, StoreError> {
-    let queued = campaigns::messages_in(txn, id, MessageStatus::Queued).await?;
+    let queued = campaigns::messages_in(txn, id, MessageStatus::Queued, false).await?;
     let moves: Vec<Transition> = queued
         .iter()
         .map(|m| Transition {
