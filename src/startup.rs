@@ -13,6 +13,7 @@ use actix_web::{App, web};
 use sea_orm::DatabaseConnection;
 
 use crate::actors::Deps;
+use crate::actors::ai::{AiResponder, Received};
 use crate::actors::campaign::CampaignChanges;
 use crate::actors::registry::Registry;
 use crate::actors::retention::Retention;
@@ -21,6 +22,7 @@ use crate::actors::webhook_target::{SharedResolver, SystemResolver};
 use crate::api::{self, AppState};
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
+use crate::domain::webhook_event::DRAFT_CHANGE;
 use crate::store::webhooks::{AttemptRecorder, Subscriptions};
 use crate::store::writer::{Change, Writer};
 use crate::store::{self, StoreError, workspaces};
@@ -140,11 +142,16 @@ impl Application {
         crate::telemetry::metrics_handle();
         // The registry starts after the writer; the listener learns its address then.
         let campaign_watch: Arc<std::sync::OnceLock<Addr<Registry>>> = Arc::default();
+        let ai_watch: Arc<std::sync::OnceLock<Addr<AiResponder>>> = Arc::default();
         let listener: Arc<dyn Fn(Vec<Change>) + Send + Sync> = Arc::new({
-            let campaign_watch = campaign_watch.clone();
+            let (campaign_watch, ai_watch) = (campaign_watch.clone(), ai_watch.clone());
             move |changes: Vec<Change>| {
                 let mut of_campaigns = Vec::new();
+                let mut received = Vec::new();
                 for change in changes {
+                    if change.kind == DRAFT_CHANGE {
+                        continue;
+                    }
                     metrics::counter!(crate::telemetry::names::MESSAGE_TRANSITIONS, "kind" => change.kind)
                         .increment(1);
                     tracing::debug!(message_id = %change.message.id, kind = change.kind, "message changed");
@@ -152,11 +159,19 @@ impl Application {
                         crate::telemetry::count_campaign_message(change.kind);
                         of_campaigns.push((campaign, change.message.id, change.message.status));
                     }
+                    if change.kind == "received" {
+                        received.push(change.message);
+                    }
                 }
                 if !of_campaigns.is_empty()
                     && let Some(registry) = campaign_watch.get()
                 {
                     registry.do_send(CampaignChanges(of_campaigns));
+                }
+                if !received.is_empty()
+                    && let Some(ai) = ai_watch.get()
+                {
+                    ai.do_send(Received(received));
                 }
             }
         });
@@ -181,9 +196,15 @@ impl Application {
             let deps = deps.clone();
             move |_| Retention::new(deps.clone())
         });
+        let deps_for_ai = deps.clone();
         let registry = Registry::new(deps).start();
         fanout.attach(registry.clone());
         let _ = campaign_watch.set(registry.clone());
+        let ai = actix::Supervisor::start({
+            let (deps, registry) = (deps_for_ai, registry.clone());
+            move |_| AiResponder::new(deps.clone(), registry.clone())
+        });
+        let _ = ai_watch.set(ai);
         let webhook_api = web::Data::new(api::webhooks::WebhookApi {
             resolver,
             subscriptions,

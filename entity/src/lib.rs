@@ -3,6 +3,8 @@
 //! Timestamps are `i64` milliseconds since the Unix epoch; ids are UUIDs. Mapping to domain
 //! types happens in the server's `store` layer.
 
+pub mod ai_drafts;
+pub mod ai_settings;
 pub mod api_keys;
 pub mod campaign_recipients;
 pub mod campaigns;

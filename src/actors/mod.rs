@@ -1,6 +1,7 @@
 //! Live state and timers: the registry, one actor per phone, phone sessions, the test-mode
 //! simulator. The database is the truth; every actor rebuilds itself from it.
 
+pub mod ai;
 pub mod campaign;
 pub mod phone;
 pub mod phone_session;

@@ -20,6 +20,8 @@ use super::registry::Registry;
 use super::webhook_target::{self, AttemptError, SharedResolver};
 use crate::clock::format_ms;
 use crate::domain::signing;
+use crate::domain::webhook_event::AI_DRAFT_CREATED;
+use crate::store::ai::Draft;
 use crate::store::messages;
 use crate::store::webhooks::{
     self, AttemptRecord, AttemptRecorder, DeliveryState, Endpoint, PendingDelivery, Subscriptions,
@@ -233,7 +235,7 @@ pub struct WebhookEndpoint {
     reading: bool,
     /// Due deliveries whose message was read, waiting for a request slot. Reads run ahead of
     /// the slots, so a slot is held only for the request itself, not for a database round trip.
-    ready: VecDeque<(PendingDelivery, Result<Option<messages::Message>, String>)>,
+    ready: VecDeque<(PendingDelivery, Result<Option<Subject>, String>)>,
     stopping: bool,
 }
 
@@ -361,12 +363,18 @@ impl WebhookEndpoint {
         if batch.is_empty() {
             return;
         }
-        // One query reads the messages of every delivery taken now.
+        // One query reads the messages of every delivery taken now (and one the drafts of
+        // `ai.draft.created` deliveries).
         let db = self.deps.db.clone();
         let ids: Vec<Uuid> = batch.iter().map(|d| d.message_id).collect();
+        let drafted: Vec<Uuid> = batch
+            .iter()
+            .filter(|d| d.event == AI_DRAFT_CREATED)
+            .map(|d| d.message_id)
+            .collect();
         self.reading = true;
         ctx.spawn(
-            async move { webhooks::messages_by_id(&db, &ids).await }
+            async move { subjects(&db, &ids, &drafted).await }
                 .into_actor(self)
                 .map(move |read, act, ctx| {
                     act.reading = false;
@@ -526,9 +534,40 @@ impl Handler<Stop> for WebhookEndpoint {
     }
 }
 
+/// What a delivery's body is built from: the message's current record and, for
+/// `ai.draft.created`, the draft.
+#[derive(Debug, Clone)]
+pub struct Subject {
+    pub message: messages::Message,
+    pub draft: Option<Draft>,
+}
+
+/// The subjects of a batch of deliveries, by message id: messages removed by retention are
+/// absent; drafts are read only for `drafted` (the messages of `ai.draft.created` deliveries).
+async fn subjects(
+    db: &sea_orm::DatabaseConnection,
+    ids: &[Uuid],
+    drafted: &[Uuid],
+) -> Result<HashMap<Uuid, Subject>, crate::store::StoreError> {
+    let messages = webhooks::messages_by_id(db, ids).await?;
+    let mut drafts = if drafted.is_empty() {
+        HashMap::new()
+    } else {
+        crate::store::ai::drafts_by_message(db, drafted).await?
+    };
+    Ok(messages
+        .into_iter()
+        .map(|(id, message)| {
+            let draft = drafts.remove(&id);
+            (id, Subject { message, draft })
+        })
+        .collect())
+}
+
 /// The JSON body of one attempt, rebuilt from the current message record.
-pub fn payload(delivery: &PendingDelivery, message: &messages::Message) -> serde_json::Value {
-    json!({
+pub fn payload(delivery: &PendingDelivery, subject: &Subject) -> serde_json::Value {
+    let message = &subject.message;
+    let mut body = json!({
         "event": delivery.event,
         "event_id": delivery.event_id,
         "message": {
@@ -540,7 +579,16 @@ pub fn payload(delivery: &PendingDelivery, message: &messages::Message) -> serde
             "status": message.status.as_str(),
         },
         "timestamp": format_ms(delivery.created_at),
-    })
+    });
+    if delivery.event == AI_DRAFT_CREATED
+        && let (Some(draft), Some(object)) = (&subject.draft, body.as_object_mut())
+    {
+        object.insert(
+            "draft".into(),
+            json!({"id": draft.id, "content": draft.content}),
+        );
+    }
+    body
 }
 
 /// What one attempt ended with, before the retry decision.
@@ -556,7 +604,7 @@ async fn attempt(
     client: awc::Client,
     endpoint: Endpoint,
     delivery: PendingDelivery,
-    message: Result<Option<messages::Message>, String>,
+    message: Result<Option<Subject>, String>,
 ) -> AttemptRecord {
     let settings = &deps.settings.webhooks;
     let attempt_no = delivery.attempts + 1;
@@ -612,7 +660,7 @@ async fn send(
     client: &awc::Client,
     endpoint: &Endpoint,
     delivery: &PendingDelivery,
-    message: Result<Option<messages::Message>, String>,
+    message: Result<Option<Subject>, String>,
 ) -> Answer {
     let settings = &deps.settings.webhooks;
     let message = match message {

@@ -331,6 +331,7 @@ async fn send(
         messages: vec![new],
         device_available: routing.available,
         limit: new_workspace_limit(&state, &caller),
+        draft: None,
     };
     let outcome = accept_and_hand_over(&state, accept, reserved).await?;
     let stored = accepted(outcome, device_id, &from_number)?;
@@ -438,6 +439,11 @@ pub fn accepted(
             limit,
             window_ends_at: format_ms(window_ends_at),
         }),
+        AcceptOutcome::DraftNotPending(Some(status)) => Err(ApiError::InvalidState {
+            message: format!("only a pending draft can be sent; this one is {status}"),
+            status: status.as_str().to_string(),
+        }),
+        AcceptOutcome::DraftNotPending(None) => Err(ApiError::NotFound("draft")),
     }
 }
 
@@ -507,6 +513,7 @@ async fn bulk_send(
         messages,
         device_available: routing.available,
         limit: new_workspace_limit(&state, &caller),
+        draft: None,
     };
     let outcome = accept_and_hand_over(&state, accept, None).await?;
     let stored = accepted(outcome, device_id, &from_number)?;

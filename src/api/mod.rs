@@ -1,5 +1,6 @@
 //! The HTTP API: routes, authentication, body and paging extractors shared by every resource.
 
+pub mod ai;
 pub mod campaigns;
 pub mod contacts;
 pub mod messages;
@@ -373,6 +374,7 @@ pub fn endpoints() -> Vec<Endpoint> {
     all.extend(phones::endpoints());
     all.extend(contacts::endpoints());
     all.extend(campaigns::endpoints());
+    all.extend(ai::endpoints());
     all.extend(test_mode::endpoints());
     all.extend(webhooks::endpoints());
     all

@@ -4,7 +4,7 @@
 //!
 //! Request bodies are the handlers' own `…In` structs (they derive `ToSchema` where they are).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -511,3 +511,70 @@ envelope!(
     CampaignRecipientPage,
     "A page of a campaign's recipients."
 );
+
+/// One keyword rule of the embedded `rules` provider.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct AiRule {
+    /// Any of these, found in an inbound text as a whole word or phrase (any case).
+    pub keywords: Vec<String>,
+    /// The draft's text.
+    pub reply: String,
+}
+
+/// AI reply mode.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AiModeOut {
+    Draft,
+    Auto,
+}
+
+/// The AI reply settings of the key's workspace and mode.
+#[derive(Serialize, ToSchema)]
+pub struct AiSettingsOut {
+    pub enabled: bool,
+    /// `draft`: stored for review; `auto`: sent at once.
+    pub mode: AiModeOut,
+    pub instructions: String,
+    pub rules: Vec<AiRule>,
+}
+envelope!(AiSettingsEnvelope, AiSettingsOut, "AI reply settings.");
+
+/// Draft status.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DraftStatusOut {
+    Pending,
+    Sent,
+    Discarded,
+}
+
+/// An AI reply draft.
+#[derive(Serialize, ToSchema)]
+pub struct DraftOut {
+    pub id: Uuid,
+    /// The inbound message it answers.
+    pub message_id: Uuid,
+    /// The contact who wrote.
+    pub from_number: String,
+    /// Your number it arrived on; the reply goes from it.
+    pub to_number: String,
+    pub content: String,
+    pub status: DraftStatusOut,
+    /// The reply once sent.
+    pub sent_message_id: Option<Uuid>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+envelope!(DraftEnvelope, DraftOut, "One AI reply draft.");
+
+/// A page of drafts, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct DraftPage {
+    pub drafts: Vec<DraftOut>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+envelope!(DraftPageEnvelope, DraftPage, "A page of AI reply drafts.");

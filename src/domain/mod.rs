@@ -1,5 +1,6 @@
 //! Pure types and rules of the product. No I/O, no clocks, no knowledge of the layers above.
 
+pub mod ai;
 pub mod campaign;
 pub mod keys;
 pub mod keywords;

@@ -15,13 +15,17 @@ pub const MESSAGE_DELIVERED: &str = "message.delivered";
 pub const MESSAGE_FAILED: &str = "message.failed";
 pub const AI_DRAFT_CREATED: &str = "ai.draft.created";
 
+/// The writer's change kind of a pending AI draft stored for an inbound message (the change
+/// carries that message); it fires [`AI_DRAFT_CREATED`].
+pub const DRAFT_CHANGE: &str = "ai_draft";
+
 /// True for a kind of [`EVENT_KINDS`].
 pub fn is_event_kind(kind: &str) -> bool {
     EVENT_KINDS.contains(&kind)
 }
 
 /// The event a committed message change fires, if any: the writer's change kinds `sent`,
-/// `delivered`, `failed` (outbound) and `received` (inbound). Queued, expired, requeued and
+/// `delivered`, `failed` (outbound), `received` (inbound) and [`DRAFT_CHANGE`]. Queued, expired, requeued and
 /// retention changes fire nothing.
 pub fn event_for_change(change_kind: &str) -> Option<&'static str> {
     match change_kind {
@@ -29,6 +33,7 @@ pub fn event_for_change(change_kind: &str) -> Option<&'static str> {
         "delivered" => Some(MESSAGE_DELIVERED),
         "failed" => Some(MESSAGE_FAILED),
         "received" => Some(MESSAGE_RECEIVED),
+        DRAFT_CHANGE => Some(AI_DRAFT_CREATED),
         _ => None,
     }
 }

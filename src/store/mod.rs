@@ -3,6 +3,7 @@
 //! The store never calls up into actors or the API. Rows are mapped to the types the layers
 //! above use here, so entities stay inside this module tree.
 
+pub mod ai;
 pub mod campaigns;
 pub mod contacts;
 pub mod messages;

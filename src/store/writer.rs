@@ -24,9 +24,11 @@ mod campaign;
 pub use campaign::{CampaignOp, CampaignOutcome};
 
 use super::StoreError;
+use super::ai::NewDraft;
 use super::messages::{Message, Scope};
 use super::webhooks::{self, AttemptRecord, PendingDelivery};
 use crate::clock::SharedClock;
+use crate::domain::ai::DraftStatus;
 use crate::domain::phone_number::PhoneNumber;
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
 
@@ -77,6 +79,17 @@ pub struct Accept {
     /// Whether routing found a phone; checked after idempotency so a repeat is still a 409.
     pub device_available: bool,
     pub limit: Option<NewWorkspaceLimit>,
+    /// The AI draft this message sends (it is marked sent in the same transaction).
+    pub draft: Option<DraftLink>,
+}
+
+/// How an accepted reply relates to an AI draft.
+#[derive(Debug, Clone)]
+pub enum DraftLink {
+    /// A stored draft, sent now: refused unless it is still pending.
+    Existing(Uuid),
+    /// A draft made by auto mode, stored as sent with its reply.
+    New(Box<NewDraft>),
 }
 
 /// The answer to an [`Accept`].
@@ -90,6 +103,8 @@ pub enum AcceptOutcome {
         limit: u32,
         window_ends_at: i64,
     },
+    /// The draft to send is not pending: its status, or None when it does not exist.
+    DraftNotPending(Option<DraftStatus>),
 }
 
 /// Move a message to another status if its current status allows it.
@@ -175,6 +190,8 @@ enum Op {
     /// A finished webhook attempt (see [`webhooks::AttemptRecorder`]).
     RecordAttempt(Box<AttemptRecord>),
     Campaign(Box<CampaignOp>),
+    /// Store an AI draft (pending: with its `ai.draft.created` deliveries).
+    Draft(Box<NewDraft>),
 }
 
 enum OpResult {
@@ -183,6 +200,7 @@ enum OpResult {
     Inbound(InboundOutcome),
     Recorded(bool),
     Campaign(Box<CampaignOutcome>),
+    Drafted,
 }
 
 /// The answer to storing an inbound message.
@@ -299,6 +317,14 @@ impl Writer {
     pub async fn campaign(&self, op: CampaignOp) -> Result<CampaignOutcome, StoreError> {
         match self.submit(Op::Campaign(Box::new(op))).await? {
             OpResult::Campaign(outcome) => Ok(*outcome),
+            _ => Err(StoreError::WriterGone),
+        }
+    }
+
+    /// Stores an AI draft (see [`Op::Draft`]); a second draft for one message is a `Conflict`.
+    pub async fn draft(&self, draft: NewDraft) -> Result<(), StoreError> {
+        match self.submit(Op::Draft(Box::new(draft))).await? {
+            OpResult::Drafted => Ok(()),
             _ => Err(StoreError::WriterGone),
         }
     }
@@ -481,6 +507,16 @@ impl WriterTask {
                     attempts.push((slot, record));
                     None
                 }
+                Op::Draft(draft) => {
+                    super::ai::insert(&txn, draft, now).await?;
+                    if draft.status == DraftStatus::Pending {
+                        batch.changes.push(Change {
+                            kind: crate::domain::webhook_event::DRAFT_CHANGE,
+                            message: draft.message.clone(),
+                        });
+                    }
+                    Some(OpResult::Drafted)
+                }
                 Op::Campaign(op) => {
                     // It reads and changes messages: the moves before it go first.
                     apply_moves(
@@ -543,15 +579,27 @@ impl WriterTask {
         if !accept.device_available {
             return Ok(AcceptOutcome::NoDevice);
         }
+        let counted = accept.messages.len() as u64;
         if let Some(limit) = accept.limit
             && !self
-                .within_limit(txn, batch, scope, limit, accept.messages.len() as u64, now)
+                .within_limit(txn, batch, scope, limit, counted, now)
                 .await?
         {
             return Ok(AcceptOutcome::LimitReached {
                 limit: limit.max,
                 window_ends_at: limit.window_ends_at,
             });
+        }
+        if let (Some(link), Some(reply)) = (&accept.draft, accept.messages.first())
+            && let Err(status) = link_draft(txn, scope, link, reply, now).await?
+        {
+            // Not sent after all: take back what the limit counted for it.
+            if accept.limit.is_some()
+                && let Some(delta) = batch.count_deltas.get_mut(&scope.workspace_id)
+            {
+                *delta = delta.saturating_sub(counted);
+            }
+            return Ok(AcceptOutcome::DraftNotPending(status));
         }
         if let Some(request_id) = &accept.request_id
             && let Some(first) = accept.messages.first()
@@ -601,6 +649,30 @@ impl WriterTask {
         }
         *batch.count_deltas.entry(scope.workspace_id).or_insert(0) += n;
         Ok(true)
+    }
+}
+
+/// Marks the draft a reply sends (or stores auto mode's draft as sent); the draft's status
+/// when it cannot be sent.
+async fn link_draft(
+    txn: &DatabaseTransaction,
+    scope: Scope,
+    link: &DraftLink,
+    reply: &NewMessage,
+    now: i64,
+) -> Result<Result<(), Option<DraftStatus>>, StoreError> {
+    match link {
+        DraftLink::Existing(id) => {
+            super::ai::mark_sent(txn, scope, *id, reply.id, &reply.content, now).await
+        }
+        DraftLink::New(draft) => {
+            let pending = NewDraft {
+                status: DraftStatus::Pending,
+                ..(**draft).clone()
+            };
+            super::ai::insert(txn, &pending, now).await?;
+            super::ai::mark_sent(txn, scope, pending.id, reply.id, &reply.content, now).await
+        }
     }
 }
 
@@ -1206,6 +1278,7 @@ mod tests {
                     messages: vec![queued(a), queued(b), queued(c), queued(d)],
                     device_available: true,
                     limit: None,
+                    draft: None,
                 })
                 .await
                 .unwrap();

@@ -5,6 +5,7 @@
 
 mod helpers;
 
+mod ai;
 mod auth;
 mod campaigns;
 mod contacts;

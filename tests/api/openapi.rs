@@ -1162,6 +1162,94 @@ async fn real_answers_match_the_document(backend: Backend) {
     )
     .await;
     assert_eq!(missing.code(), "not_found");
+
+    // AI drafts.
+    let settings = call(&app, &doc, "put", "/v1/ai/settings", "/v1/ai/settings", key,
+        Some(json!({ "enabled": true, "mode": "draft", "rules": [{ "keywords": ["hours"], "reply": "9 to 5" }] }))).await;
+    assert_eq!(settings.status, 200);
+    let bad = call(
+        &app,
+        &doc,
+        "put",
+        "/v1/ai/settings",
+        "/v1/ai/settings",
+        key,
+        Some(json!({ "enabled": true, "mode": "sometimes" })),
+    )
+    .await;
+    assert_eq!(bad.code(), "validation_failed");
+    let read = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/ai/settings",
+        "/v1/ai/settings",
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(read.data()["mode"], "draft");
+    let asked = app
+        .post(
+            "/v1/test/inbound",
+            &app.test_key,
+            json!({ "from_number": "+14155550177", "to_number": SENDER, "content": "Your hours?" }),
+        )
+        .await
+        .expect(201);
+    let mut draft = Value::Null;
+    for _ in 0..100 {
+        let page = call(
+            &app,
+            &doc,
+            "get",
+            "/v1/ai/drafts",
+            "/v1/ai/drafts?status=pending",
+            key,
+            None,
+        )
+        .await;
+        if let Some(found) = page.data()["drafts"].as_array().and_then(|d| d.first()) {
+            draft = found.clone();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(draft["message_id"], asked.data()["id"]);
+    let draft_path = format!("/v1/ai/drafts/{}", draft["id"].as_str().unwrap());
+    let one = call(
+        &app,
+        &doc,
+        "get",
+        "/v1/ai/drafts/{id}",
+        &draft_path,
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(one.data()["status"], "pending");
+    let sent = call(
+        &app,
+        &doc,
+        "post",
+        "/v1/ai/drafts/{id}/send",
+        &format!("{draft_path}/send"),
+        key,
+        Some(json!({ "content": "Open 9 to 5" })),
+    )
+    .await;
+    assert_eq!(sent.status, 202);
+    let again = call(
+        &app,
+        &doc,
+        "post",
+        "/v1/ai/drafts/{id}/discard",
+        &format!("{draft_path}/discard"),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(again.code(), "invalid_state");
 }
 
 /// `GET /docs` is a complete page served by the binary: every operation and schema of the

@@ -1,0 +1,311 @@
+//! AI reply drafts: one actor per server takes every stored inbound message (from the writer's
+//! change listener), asks the configured provider for a reply and stores the draft (mode
+//! `draft`) or sends the reply (mode `auto`). Each message is its own future on the actor, at
+//! most [`MAX_CONCURRENT`] at once, so a slow provider delays only drafts, never the inbound
+//! path: the message is stored (and acked to the phone) before the provider is asked.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use uuid::Uuid;
+
+use super::Deps;
+use super::registry::{Enqueue, Registry, Route};
+use crate::domain::ai::{AiMode, DraftStatus, fit_reply, match_rule};
+use crate::domain::keywords;
+use crate::domain::phone_number::PhoneNumber;
+use crate::domain::sms::SmsText;
+use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
+use crate::store::ai::{self, AiSettings, NewDraft};
+use crate::store::messages::{Message, Scope};
+use crate::store::writer::{Accept, AcceptOutcome, DraftLink, NewMessage, NewWorkspaceLimit};
+use crate::store::{contacts, workspaces};
+
+/// Provider calls running at once.
+const MAX_CONCURRENT: usize = 32;
+/// How long a provider may take.
+const PROVIDER_TIMEOUT: Duration = Duration::from_secs(20);
+/// Messages of the conversation an `openai` provider sees, the new one included.
+const CONVERSATION: u64 = 10;
+const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+const DEFAULT_MODEL: &str = "gpt-4o-mini";
+
+/// Inbound messages just stored.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Received(pub Vec<Message>);
+
+/// The AI reply actor.
+pub struct AiResponder {
+    deps: Deps,
+    registry: Addr<Registry>,
+    slots: Arc<Semaphore>,
+    client: Option<awc::Client>,
+}
+
+impl AiResponder {
+    pub fn new(deps: Deps, registry: Addr<Registry>) -> AiResponder {
+        AiResponder {
+            deps,
+            registry,
+            slots: Arc::new(Semaphore::new(MAX_CONCURRENT)),
+            client: None,
+        }
+    }
+
+    fn client(&mut self) -> awc::Client {
+        self.client
+            .get_or_insert_with(|| {
+                awc::Client::builder()
+                    .timeout(PROVIDER_TIMEOUT)
+                    .disable_redirects()
+                    .finish()
+            })
+            .clone()
+    }
+}
+
+impl Actor for AiResponder {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(16_384);
+    }
+}
+
+impl Supervised for AiResponder {}
+
+impl Handler<Received> for AiResponder {
+    type Result = ();
+
+    fn handle(&mut self, msg: Received, ctx: &mut Self::Context) {
+        for message in msg.0 {
+            if keywords::classify(&message.content).is_some()
+                || PhoneNumber::parse(&message.from_number).is_err()
+            {
+                // Keyword messages never get a draft; a sender that is not a phone number (a
+                // short code, a name) cannot be answered.
+                continue;
+            }
+            let job = Job {
+                deps: self.deps.clone(),
+                registry: self.registry.clone(),
+                client: self.client(),
+                message,
+            };
+            let slots = self.slots.clone();
+            ctx.spawn(
+                async move {
+                    let Ok(_slot) = slots.acquire().await else {
+                        return;
+                    };
+                    job.run().await;
+                }
+                .into_actor(self),
+            );
+        }
+    }
+}
+
+/// One inbound message to answer.
+struct Job {
+    deps: Deps,
+    registry: Addr<Registry>,
+    client: awc::Client,
+    message: Message,
+}
+
+impl Job {
+    async fn run(self) {
+        let id = self.message.id;
+        if let Err(err) = self.answer().await {
+            tracing::error!(message_id = %id, error = %err, "AI draft not made");
+        }
+    }
+
+    fn scope(&self) -> Scope {
+        Scope {
+            workspace_id: self.message.workspace_id,
+            mode: self.message.mode,
+        }
+    }
+
+    async fn answer(&self) -> Result<(), crate::store::StoreError> {
+        let db = &self.deps.db;
+        let settings = ai::settings(db, self.scope()).await?;
+        if !settings.enabled
+            || !contacts::ai_replies_to(db, self.scope(), &self.message.from_number).await?
+        {
+            return Ok(());
+        }
+        let reply = match self.deps.settings.ai.provider.as_str() {
+            "openai" => match self.ask_openai(&settings).await {
+                Ok(reply) => reply,
+                Err(err) => {
+                    // The error, never the conversation: message text stays out of the log.
+                    tracing::warn!(message_id = %self.message.id, error = %err, "AI provider failed; no draft");
+                    crate::telemetry::count_ai_draft("provider_error");
+                    return Ok(());
+                }
+            },
+            _ => match_rule(&settings.rules, &self.message.content).map(str::to_string),
+        };
+        let Some(content) = reply.map(|r| fit_reply(&r)).filter(|r| !r.is_empty()) else {
+            return Ok(());
+        };
+        let draft = NewDraft {
+            id: Uuid::now_v7(),
+            message: self.message.clone(),
+            content,
+            status: DraftStatus::Pending,
+        };
+        if settings.mode == AiMode::Auto && self.send_now(&draft).await? {
+            crate::telemetry::count_ai_draft("auto_sent");
+            return Ok(());
+        }
+        match self.deps.writer.draft(draft).await {
+            Ok(()) => crate::telemetry::count_ai_draft("created"),
+            // The message has a draft already (a repeat notification).
+            Err(crate::store::StoreError::Conflict(_)) => {}
+            Err(err) => return Err(err),
+        }
+        Ok(())
+    }
+
+    /// Auto mode: the reply is accepted with its draft stored as sent. False when it cannot go
+    /// now (no online phone, the new-workspace limit): the draft is then stored pending.
+    async fn send_now(&self, draft: &NewDraft) -> Result<bool, crate::store::StoreError> {
+        let Ok(text) = SmsText::parse(draft.content.clone()) else {
+            return Ok(false);
+        };
+        let scope = self.scope();
+        let from = self.message.to_number.clone();
+        let device_id = if scope.mode == Mode::Test {
+            None
+        } else {
+            let routed = self
+                .registry
+                .send(Route {
+                    scope,
+                    from_number: from.clone(),
+                    device_id: None,
+                })
+                .await;
+            match routed {
+                Ok(Ok(Some(routed))) => Some(routed.device_id),
+                _ => return Ok(false),
+            }
+        };
+        let now = self.deps.clock.now_ms();
+        let ttl = i64::try_from(self.deps.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
+        let reply = NewMessage {
+            id: Uuid::now_v7(),
+            direction: Direction::Outbound,
+            status: MessageStatus::Queued,
+            class: QueueClass::Single,
+            from_number: from,
+            to_number: self.message.from_number.clone(),
+            segments: text.segments(),
+            encoding: text.encoding().as_str().to_string(),
+            content: text.into_string(),
+            device_id,
+            pinned: false,
+            campaign_id: None,
+            request_id: None,
+            inbound_ref: None,
+            scheduled_for: None,
+            expires_at: now.saturating_add(ttl),
+        };
+        let accept = Accept {
+            scope,
+            request_id: None,
+            messages: vec![reply],
+            device_available: true,
+            limit: self.limit().await?,
+            draft: Some(DraftLink::New(Box::new(draft.clone()))),
+        };
+        match self.deps.writer.accept(accept).await? {
+            AcceptOutcome::Accepted(messages) => {
+                self.registry.do_send(Enqueue { messages });
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// The new-workspace limit of a live workspace (AI sends count, contract §8).
+    async fn limit(&self) -> Result<Option<NewWorkspaceLimit>, crate::store::StoreError> {
+        if self.message.mode == Mode::Test {
+            return Ok(None);
+        }
+        let Some(created_at) =
+            workspaces::created_at(&self.deps.db, self.message.workspace_id).await?
+        else {
+            return Ok(None);
+        };
+        let limits = &self.deps.settings.limits;
+        let window = i64::try_from(limits.new_workspace_window.as_millis()).unwrap_or(i64::MAX);
+        Ok(Some(NewWorkspaceLimit {
+            max: limits.new_workspace_messages,
+            window_starts_at: created_at,
+            window_ends_at: created_at.saturating_add(window),
+        }))
+    }
+
+    /// Asks an OpenAI-compatible chat-completions server for a reply to the conversation.
+    async fn ask_openai(&self, settings: &AiSettings) -> Result<Option<String>, String> {
+        let config = &self.deps.settings.ai;
+        let conversation = ai::conversation(
+            &self.deps.db,
+            self.scope(),
+            &self.message.to_number,
+            &self.message.from_number,
+            CONVERSATION,
+        )
+        .await
+        .map_err(|e| format!("conversation not read: {e}"))?;
+        let mut messages = vec![json!({"role": "system", "content": settings.instructions})];
+        for m in &conversation {
+            let role = match m.direction {
+                Direction::Inbound => "user",
+                Direction::Outbound => "assistant",
+            };
+            messages.push(json!({"role": role, "content": m.content}));
+        }
+        if !conversation.iter().any(|m| m.id == self.message.id) {
+            messages.push(json!({"role": "user", "content": self.message.content}));
+        }
+        let base = config.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
+        let url = format!("{}/chat/completions", base.trim_end_matches('/'));
+        let body = json!({
+            "model": config.model.as_deref().unwrap_or(DEFAULT_MODEL),
+            "messages": messages,
+        });
+        let mut request = self
+            .client
+            .post(&url)
+            .insert_header(("content-type", "application/json"));
+        if let Some(key) = &config.api_key {
+            request = request.insert_header(("authorization", format!("Bearer {key}")));
+        }
+        let mut response = request
+            .send_json(&body)
+            .await
+            .map_err(|e| format!("request failed: {e}"))?;
+        if !response.status().is_success() {
+            return Err(format!("HTTP {}", response.status().as_u16()));
+        }
+        let answer: Value = response
+            .json()
+            .limit(1 << 20)
+            .await
+            .map_err(|e| format!("answer is not JSON: {e}"))?;
+        let content = answer["choices"][0]["message"]["content"]
+            .as_str()
+            .ok_or("answer has no choices[0].message.content")?;
+        Ok(Some(content.trim().to_string()))
+    }
+}

@@ -1,0 +1,379 @@
+//! AI reply drafts API (contract §10): the settings of the key's workspace and mode, and the
+//! drafts (list, read, send, discard). Drafts are made by `actors::ai`.
+
+use std::collections::HashMap;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::messages::{
+    accept_and_hand_over, accepted, message_out, new_workspace_limit, parse_content, parse_number,
+    route,
+};
+use super::schemas::{AiRule, AiSettingsEnvelope, DraftEnvelope, DraftPageEnvelope};
+use super::{
+    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id,
+    parse_json, required,
+};
+use crate::clock::format_ms;
+use crate::domain::ai::{AiMode, DraftStatus, Rule};
+
+use crate::domain::status::{Direction, MessageStatus, QueueClass};
+use crate::error::{ApiError, ErrorCode, success};
+use crate::store::ai::{self, AiSettings, Draft};
+use crate::store::messages::Position;
+use crate::store::writer::{Accept, DraftLink, NewMessage};
+
+/// Longest `instructions`.
+const MAX_INSTRUCTIONS_CHARS: usize = 4_000;
+/// Most rules, keywords per rule, and characters per keyword.
+const MAX_RULES: usize = 100;
+const MAX_KEYWORDS: usize = 20;
+const MAX_KEYWORD_CHARS: usize = 64;
+
+/// The AI operations (route registry, see `super::endpoints`).
+pub fn endpoints() -> Vec<Endpoint> {
+    use ErrorCode::*;
+    vec![
+        Endpoint::of::<__path_get_settings>(|| web::to(get_settings)),
+        Endpoint::of::<__path_put_settings>(|| web::to(put_settings))
+            .errors(&[ValidationFailed, ContentTooLong]),
+        Endpoint::of::<__path_list_drafts>(|| web::to(list_drafts)).errors(&[ValidationFailed]),
+        Endpoint::of::<__path_get_draft>(|| web::to(get_draft)),
+        Endpoint::of::<__path_send_draft>(|| web::to(send_draft)).errors(&[
+            ValidationFailed,
+            ContentTooLong,
+            InvalidState,
+            NoDeviceAvailable,
+            NewAccountLimit,
+        ]),
+        Endpoint::of::<__path_discard_draft>(|| web::to(discard_draft)).errors(&[InvalidState]),
+    ]
+}
+
+/// Body of `PUT /v1/ai/settings`: replaces the settings whole.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AiSettingsIn {
+    #[schema(required = true, nullable = false)]
+    pub enabled: Option<bool>,
+    /// `draft` or `auto`.
+    #[schema(required = true, nullable = false)]
+    pub mode: Option<String>,
+    /// For the `openai` provider: the system message. Up to 4,000 characters.
+    pub instructions: Option<String>,
+    /// For the `rules` provider: the first rule with a keyword in the text gives the draft.
+    pub rules: Option<Vec<RuleIn>>,
+}
+
+/// One rule of [`AiSettingsIn`].
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RuleIn {
+    #[schema(required = true, nullable = false)]
+    pub keywords: Option<Vec<String>>,
+    #[schema(required = true, nullable = false)]
+    pub reply: Option<String>,
+}
+
+/// Body of `POST /v1/ai/drafts/{id}/send`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct SendDraftIn {
+    /// Replaces the draft's text.
+    pub content: Option<String>,
+}
+
+fn settings_out(s: &AiSettings) -> Value {
+    json!({
+        "enabled": s.enabled,
+        "mode": s.mode.as_str(),
+        "instructions": s.instructions,
+        "rules": s.rules.iter().map(|r| AiRule { keywords: r.keywords.clone(), reply: r.reply.clone() }).collect::<Vec<_>>(),
+    })
+}
+
+/// A draft as the API shows it.
+pub fn draft_out(d: &Draft) -> Value {
+    json!({
+        "id": d.id,
+        "message_id": d.message_id,
+        "from_number": d.from_number,
+        "to_number": d.to_number,
+        "content": d.content,
+        "status": d.status.as_str(),
+        "sent_message_id": d.sent_message_id,
+        "created_at": format_ms(d.created_at),
+        "updated_at": format_ms(d.updated_at),
+    })
+}
+
+/// The AI reply settings.
+#[utoipa::path(
+    get,
+    path = "/v1/ai/settings",
+    tag = "ai",
+    responses((status = 200, description = "The settings (defaults when never set).", body = AiSettingsEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn get_settings(
+    state: web::Data<AppState>,
+    caller: Caller,
+) -> Result<HttpResponse, ApiError> {
+    let settings = ai::settings(&state.db, caller.scope()).await?;
+    Ok(success(
+        StatusCode::OK,
+        "AI settings",
+        settings_out(&settings),
+    ))
+}
+
+fn rule(i: usize, r: RuleIn) -> Result<Rule, ApiError> {
+    let keywords = required(r.keywords, &format!("rules[{i}].keywords"))?;
+    if keywords.is_empty() || keywords.len() > MAX_KEYWORDS {
+        return Err(ApiError::validation(
+            format!("rules[{i}].keywords"),
+            "a rule has 1 to 20 keywords",
+        ));
+    }
+    let mut kept = Vec::with_capacity(keywords.len());
+    for (j, k) in keywords.into_iter().enumerate() {
+        let k = k.trim().to_string();
+        if k.is_empty() || k.chars().count() > MAX_KEYWORD_CHARS {
+            return Err(ApiError::validation(
+                format!("rules[{i}].keywords[{j}]"),
+                "a keyword is 1 to 64 characters",
+            ));
+        }
+        kept.push(k);
+    }
+    let field = format!("rules[{i}].reply");
+    let reply = required(r.reply, &field)?;
+    let reply = parse_content(reply, &field)?.into_string();
+    Ok(Rule {
+        keywords: kept,
+        reply,
+    })
+}
+
+/// Replaces the AI reply settings.
+#[utoipa::path(
+    put,
+    path = "/v1/ai/settings",
+    tag = "ai",
+    request_body = AiSettingsIn,
+    responses((status = 200, description = "The stored settings.", body = AiSettingsEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn put_settings(
+    state: web::Data<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<AiSettingsIn>,
+) -> Result<HttpResponse, ApiError> {
+    let enabled = required(body.enabled, "enabled")?;
+    let mode = required(body.mode, "mode")?;
+    let mode = AiMode::parse(&mode)
+        .ok_or_else(|| ApiError::validation("mode", "mode must be draft or auto"))?;
+    let instructions = body.instructions.unwrap_or_default();
+    if instructions.chars().count() > MAX_INSTRUCTIONS_CHARS {
+        return Err(ApiError::validation(
+            "instructions",
+            "instructions must be at most 4,000 characters",
+        ));
+    }
+    let given = body.rules.unwrap_or_default();
+    if given.len() > MAX_RULES {
+        return Err(ApiError::validation("rules", "at most 100 rules"));
+    }
+    let rules = given
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| rule(i, r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let settings = AiSettings {
+        enabled,
+        mode,
+        instructions,
+        rules,
+    };
+    ai::put_settings(&state.db, caller.scope(), &settings, state.clock.now_ms()).await?;
+    Ok(success(
+        StatusCode::OK,
+        "AI settings saved",
+        settings_out(&settings),
+    ))
+}
+
+/// Lists drafts, newest first, cursor paged.
+#[utoipa::path(
+    get,
+    path = "/v1/ai/drafts",
+    tag = "ai",
+    params(
+        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        ("status" = Option<String>, Query, description = "`pending`, `sent` or `discarded`"),
+    ),
+    responses((status = 200, description = "A page of drafts.", body = DraftPageEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn list_drafts(
+    state: web::Data<AppState>,
+    caller: Caller,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    let page = PageRequest::parse(&query)?;
+    let status = query
+        .get("status")
+        .map(|s| {
+            DraftStatus::parse(s).ok_or_else(|| {
+                ApiError::validation("status", "status must be pending, sent or discarded")
+            })
+        })
+        .transpose()?;
+    let (rows, has_more) =
+        ai::list(&state.db, caller.scope(), status, page.after, page.limit).await?;
+    let last = rows.last().map(|d| Position {
+        created_at: d.created_at,
+        id: d.id,
+    });
+    Ok(page_response(
+        "drafts",
+        rows.iter().map(draft_out).collect(),
+        has_more,
+        last,
+    ))
+}
+
+/// One draft.
+#[utoipa::path(
+    get,
+    path = "/v1/ai/drafts/{id}",
+    tag = "ai",
+    params(("id" = Uuid, Path, description = "draft id")),
+    responses((status = 200, description = "The draft.", body = DraftEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(draft_id = %path))]
+async fn get_draft(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "draft")?;
+    let draft = ai::get(&state.db, caller.scope(), id)
+        .await
+        .map_err(missing("draft"))?;
+    Ok(success(StatusCode::OK, "draft", draft_out(&draft)))
+}
+
+fn not_pending(status: DraftStatus) -> ApiError {
+    ApiError::InvalidState {
+        message: format!("only a pending draft can be sent or discarded; this one is {status}"),
+        status: status.as_str().to_string(),
+    }
+}
+
+/// Sends a pending draft (optionally with edited text) as a reply.
+#[utoipa::path(
+    post,
+    path = "/v1/ai/drafts/{id}/send",
+    tag = "ai",
+    params(("id" = Uuid, Path, description = "draft id")),
+    request_body = SendDraftIn,
+    responses((status = 202, description = "The reply, queued.", body = super::schemas::MessageEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(draft_id = %path))]
+async fn send_draft(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "draft")?;
+    // The body may be left out (send the draft as it is).
+    let body: SendDraftIn = if body.iter().all(u8::is_ascii_whitespace) {
+        SendDraftIn::default()
+    } else {
+        parse_json(&body)?
+    };
+    let draft = ai::get(&state.db, caller.scope(), id)
+        .await
+        .map_err(missing("draft"))?;
+    if draft.status != DraftStatus::Pending {
+        return Err(not_pending(draft.status));
+    }
+    let text = parse_content(body.content.unwrap_or(draft.content), "content")?;
+    let from_number = parse_number(&draft.to_number, "from_number")?;
+    let to_number = parse_number(&draft.from_number, "to_number")?;
+    let routing = route(&state, &caller, &from_number, None).await?;
+    let now = state.clock.now_ms();
+    let ttl = i64::try_from(state.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
+    let reply = NewMessage {
+        id: Uuid::now_v7(),
+        direction: Direction::Outbound,
+        status: MessageStatus::Queued,
+        class: QueueClass::Single,
+        from_number: from_number.as_str().to_string(),
+        to_number: to_number.into_string(),
+        segments: text.segments(),
+        encoding: text.encoding().as_str().to_string(),
+        content: text.into_string(),
+        device_id: routing.device_id,
+        pinned: false,
+        campaign_id: None,
+        request_id: None,
+        inbound_ref: None,
+        scheduled_for: None,
+        expires_at: now.saturating_add(ttl),
+    };
+    let accept = Accept {
+        scope: caller.scope(),
+        request_id: None,
+        messages: vec![reply],
+        device_available: routing.available,
+        limit: new_workspace_limit(&state, &caller),
+        draft: Some(DraftLink::Existing(id)),
+    };
+    let outcome = accept_and_hand_over(&state, accept, None).await?;
+    let stored = accepted(outcome, None, &from_number)?;
+    let message = stored
+        .first()
+        .ok_or_else(|| ApiError::Internal("writer accepted no message".into()))?;
+    crate::telemetry::count_ai_draft("sent");
+    Ok(success(
+        StatusCode::ACCEPTED,
+        "reply queued",
+        message_out(message),
+    ))
+}
+
+/// Discards a pending draft.
+#[utoipa::path(
+    post,
+    path = "/v1/ai/drafts/{id}/discard",
+    tag = "ai",
+    params(("id" = Uuid, Path, description = "draft id")),
+    responses((status = 200, description = "The discarded draft.", body = DraftEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(draft_id = %path))]
+async fn discard_draft(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "draft")?;
+    let discarded = ai::discard(&state.db, caller.scope(), id, state.clock.now_ms()).await?;
+    let draft = ai::get(&state.db, caller.scope(), id)
+        .await
+        .map_err(missing("draft"))?;
+    if !discarded {
+        return Err(not_pending(draft.status));
+    }
+    crate::telemetry::count_ai_draft("discarded");
+    Ok(success(
+        StatusCode::OK,
+        "draft discarded",
+        draft_out(&draft),
+    ))
+}

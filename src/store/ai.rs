@@ -1,0 +1,311 @@
+//! AI reply settings and drafts. A draft is stored by the writer (`writer::Op::Draft`, so its
+//! `ai.draft.created` delivery commits with it) and marked sent by the writer in the same
+//! transaction as its reply message; reads, settings and discards are plain statements here.
+
+use std::collections::HashMap;
+
+use entity::{ai_drafts, ai_settings, messages};
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait,
+    QueryFilter, QueryOrder, QuerySelect,
+};
+use uuid::Uuid;
+
+use super::StoreError;
+use super::messages::{Message, Position, Scope};
+use crate::domain::ai::{AiMode, DraftStatus, Rule};
+
+/// The AI settings of a workspace and mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AiSettings {
+    pub enabled: bool,
+    pub mode: AiMode,
+    pub instructions: String,
+    pub rules: Vec<Rule>,
+}
+
+impl Default for AiSettings {
+    fn default() -> Self {
+        AiSettings {
+            enabled: false,
+            mode: AiMode::Draft,
+            instructions: String::new(),
+            rules: Vec::new(),
+        }
+    }
+}
+
+/// A stored draft.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Draft {
+    pub id: Uuid,
+    pub scope: Scope,
+    pub message_id: Uuid,
+    pub from_number: String,
+    pub to_number: String,
+    pub content: String,
+    pub status: DraftStatus,
+    pub sent_message_id: Option<Uuid>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl From<ai_drafts::Model> for Draft {
+    fn from(m: ai_drafts::Model) -> Self {
+        Draft {
+            id: m.id,
+            scope: Scope {
+                workspace_id: m.workspace_id,
+                mode: crate::domain::status::Mode::from_test_flag(m.test_mode),
+            },
+            message_id: m.message_id,
+            from_number: m.from_number,
+            to_number: m.to_number,
+            content: m.content,
+            status: DraftStatus::parse(&m.status).unwrap_or(DraftStatus::Discarded),
+            sent_message_id: m.sent_message_id,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        }
+    }
+}
+
+fn in_scope(scope: Scope) -> Condition {
+    Condition::all()
+        .add(ai_drafts::Column::WorkspaceId.eq(scope.workspace_id))
+        .add(ai_drafts::Column::TestMode.eq(scope.mode.is_test()))
+}
+
+/// The settings of this scope (the defaults when never set).
+pub async fn settings(db: &DatabaseConnection, scope: Scope) -> Result<AiSettings, StoreError> {
+    let row = ai_settings::Entity::find_by_id((scope.workspace_id, scope.mode.is_test()))
+        .one(db)
+        .await?;
+    Ok(match row {
+        Some(row) => AiSettings {
+            enabled: row.enabled,
+            mode: AiMode::parse(&row.mode).unwrap_or(AiMode::Draft),
+            instructions: row.instructions,
+            rules: serde_json::from_str(&row.rules).unwrap_or_default(),
+        },
+        None => AiSettings::default(),
+    })
+}
+
+/// Replaces the settings of this scope.
+pub async fn put_settings(
+    db: &DatabaseConnection,
+    scope: Scope,
+    settings: &AiSettings,
+    now: i64,
+) -> Result<(), StoreError> {
+    let rules = serde_json::to_string(&settings.rules).unwrap_or_else(|_| "[]".into());
+    let row = ai_settings::ActiveModel {
+        workspace_id: Set(scope.workspace_id),
+        test_mode: Set(scope.mode.is_test()),
+        enabled: Set(settings.enabled),
+        mode: Set(settings.mode.as_str().to_string()),
+        instructions: Set(settings.instructions.clone()),
+        rules: Set(rules),
+        updated_at: Set(now),
+    };
+    ai_settings::Entity::insert(row)
+        .on_conflict(
+            OnConflict::columns([
+                ai_settings::Column::WorkspaceId,
+                ai_settings::Column::TestMode,
+            ])
+            .update_columns([
+                ai_settings::Column::Enabled,
+                ai_settings::Column::Mode,
+                ai_settings::Column::Instructions,
+                ai_settings::Column::Rules,
+                ai_settings::Column::UpdatedAt,
+            ])
+            .to_owned(),
+        )
+        .exec_without_returning(db)
+        .await?;
+    Ok(())
+}
+
+/// A draft of this scope.
+pub async fn get<C: ConnectionTrait>(
+    conn: &C,
+    scope: Scope,
+    id: Uuid,
+) -> Result<Draft, StoreError> {
+    ai_drafts::Entity::find_by_id(id)
+        .filter(in_scope(scope))
+        .one(conn)
+        .await?
+        .map(Draft::from)
+        .ok_or(StoreError::NotFound)
+}
+
+/// Newest first by (created_at, id), optionally of one status.
+pub async fn list(
+    db: &DatabaseConnection,
+    scope: Scope,
+    status: Option<DraftStatus>,
+    after: Option<Position>,
+    limit: u64,
+) -> Result<(Vec<Draft>, bool), StoreError> {
+    let mut condition = in_scope(scope);
+    if let Some(status) = status {
+        condition = condition.add(ai_drafts::Column::Status.eq(status.as_str()));
+    }
+    let (rows, has_more) = super::newest_first(
+        db,
+        ai_drafts::Entity::find().filter(condition),
+        (ai_drafts::Column::CreatedAt, ai_drafts::Column::Id),
+        after,
+        limit,
+    )
+    .await?;
+    Ok((rows.into_iter().map(Draft::from).collect(), has_more))
+}
+
+/// Discards a pending draft; false when it is not pending (anymore).
+pub async fn discard(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: Uuid,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let result = ai_drafts::Entity::update_many()
+        .col_expr(
+            ai_drafts::Column::Status,
+            Expr::value(DraftStatus::Discarded.as_str()),
+        )
+        .col_expr(ai_drafts::Column::UpdatedAt, Expr::value(now))
+        .filter(in_scope(scope))
+        .filter(ai_drafts::Column::Id.eq(id))
+        .filter(ai_drafts::Column::Status.eq(DraftStatus::Pending.as_str()))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected == 1)
+}
+
+/// The drafts answering these inbound messages (the bodies of `ai.draft.created` attempts).
+pub async fn drafts_by_message(
+    db: &DatabaseConnection,
+    message_ids: &[Uuid],
+) -> Result<HashMap<Uuid, Draft>, StoreError> {
+    let mut found = HashMap::new();
+    for chunk in message_ids.chunks(super::IDS_PER_STATEMENT) {
+        let rows = ai_drafts::Entity::find()
+            .filter(ai_drafts::Column::MessageId.is_in(chunk.iter().copied()))
+            .all(db)
+            .await?;
+        for row in rows {
+            found.insert(row.message_id, Draft::from(row));
+        }
+    }
+    Ok(found)
+}
+
+/// The last `limit` messages between `ours` and `theirs` in this scope, oldest first (the
+/// conversation an AI provider sees).
+pub async fn conversation(
+    db: &DatabaseConnection,
+    scope: Scope,
+    ours: &str,
+    theirs: &str,
+    limit: u64,
+) -> Result<Vec<Message>, StoreError> {
+    let between = Condition::any()
+        .add(
+            Condition::all()
+                .add(messages::Column::FromNumber.eq(ours))
+                .add(messages::Column::ToNumber.eq(theirs)),
+        )
+        .add(
+            Condition::all()
+                .add(messages::Column::FromNumber.eq(theirs))
+                .add(messages::Column::ToNumber.eq(ours)),
+        );
+    let mut rows: Vec<Message> = messages::Entity::find()
+        .filter(messages::Column::WorkspaceId.eq(scope.workspace_id))
+        .filter(messages::Column::TestMode.eq(scope.mode.is_test()))
+        .filter(between)
+        .order_by_desc(messages::Column::CreatedAt)
+        .order_by_desc(messages::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect();
+    rows.reverse();
+    Ok(rows)
+}
+
+// ---- Statements of the writer (inside its transaction) ----
+
+/// A draft to store.
+#[derive(Debug, Clone)]
+pub struct NewDraft {
+    pub id: Uuid,
+    /// The inbound message it answers.
+    pub message: Message,
+    pub content: String,
+    pub status: DraftStatus,
+}
+
+pub(crate) async fn insert<C: ConnectionTrait>(
+    conn: &C,
+    draft: &NewDraft,
+    now: i64,
+) -> Result<(), StoreError> {
+    ai_drafts::Entity::insert(ai_drafts::ActiveModel {
+        id: Set(draft.id),
+        workspace_id: Set(draft.message.workspace_id),
+        test_mode: Set(draft.message.mode.is_test()),
+        message_id: Set(draft.message.id),
+        from_number: Set(draft.message.from_number.clone()),
+        to_number: Set(draft.message.to_number.clone()),
+        content: Set(draft.content.clone()),
+        status: Set(draft.status.as_str().to_string()),
+        sent_message_id: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+    })
+    .exec_without_returning(conn)
+    .await?;
+    Ok(())
+}
+
+/// Marks a pending draft sent as `message` with `content`; the draft's status when it is not
+/// pending, or None when it does not exist.
+pub(crate) async fn mark_sent<C: ConnectionTrait>(
+    conn: &C,
+    scope: Scope,
+    id: Uuid,
+    message: Uuid,
+    content: &str,
+    now: i64,
+) -> Result<Result<(), Option<DraftStatus>>, StoreError> {
+    let result = ai_drafts::Entity::update_many()
+        .col_expr(
+            ai_drafts::Column::Status,
+            Expr::value(DraftStatus::Sent.as_str()),
+        )
+        .col_expr(ai_drafts::Column::SentMessageId, Expr::value(message))
+        .col_expr(ai_drafts::Column::Content, Expr::value(content))
+        .col_expr(ai_drafts::Column::UpdatedAt, Expr::value(now))
+        .filter(in_scope(scope))
+        .filter(ai_drafts::Column::Id.eq(id))
+        .filter(ai_drafts::Column::Status.eq(DraftStatus::Pending.as_str()))
+        .exec(conn)
+        .await?;
+    if result.rows_affected == 1 {
+        return Ok(Ok(()));
+    }
+    match get(conn, scope, id).await {
+        Ok(draft) => Ok(Err(Some(draft.status))),
+        Err(StoreError::NotFound) => Ok(Err(None)),
+        Err(err) => Err(err),
+    }
+}
