@@ -1162,6 +1162,70 @@ async fn pause_withdraws_queued_messages_and_resume_sends_the_rest(backend: Back
     assert_eq!(outbound_messages(&app, &app.live_key).await.len(), 5);
 }
 
+/// A message handed to a phone that went away before reporting is `queued` again, but it may
+/// have been sent: pause leaves it (it goes out again, with its id, for the phone to dedupe)
+/// and withdraws only the messages no phone ever had.
+async fn pause_keeps_messages_a_phone_already_had(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 2;
+        s.pace.per_30_minutes = 2;
+    })
+    .await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    let to = numbers(5);
+    let id = id_of(&create(&app, &app.live_key, launched(campaign("Gone", plain(&to)))).await);
+    let handed = expect_sends(&mut phone, 2).await;
+    wait_for_recipients(&app, &app.live_key, &id, |list| {
+        list.iter().all(|r| r["message_id"].is_string())
+    })
+    .await;
+    phone.close().await;
+    app.wait_online(&phone_id, false).await;
+    for (message_id, ..) in &handed {
+        app.wait_for_status(&app.live_key, &message_id.to_string(), "queued")
+            .await;
+    }
+
+    control(&app, &app.live_key, &id, "pause").await.expect(200);
+    let list = recipients(&app, &app.live_key, &id).await;
+    assert_eq!(
+        statuses(&list),
+        ["queued", "queued", "pending", "pending", "pending"]
+    );
+    for (message_id, ..) in &handed {
+        let message = app
+            .get(&format!("/v1/messages/{message_id}"), &app.live_key)
+            .await
+            .expect(200);
+        assert_eq!(message.data()["status"], "queued");
+        assert_eq!(message.data()["send_attempts"], 1);
+    }
+
+    set_pace(&app, &phone_id, 100, 100).await;
+    let mut phone = app.connect_phone(&token).await;
+    let again = expect_sends(&mut phone, 2).await;
+    let again_ids: HashSet<Uuid> = again.iter().map(|(id, ..)| *id).collect();
+    let handed_ids: HashSet<Uuid> = handed.iter().map(|(id, ..)| *id).collect();
+    assert_eq!(
+        again_ids, handed_ids,
+        "the same messages, for the phone to dedupe"
+    );
+    assert!(
+        phone.next_frame_within(QUIET).await.is_none(),
+        "a paused campaign feeds nothing more"
+    );
+    let ids: Vec<Uuid> = again.iter().map(|(id, ..)| *id).collect();
+    report_delivered(&mut phone, &ids).await;
+    let campaign =
+        wait_for_campaign(&app, &app.live_key, &id, |c| c["counts"]["delivered"] == 2).await;
+    assert_eq!(campaign["status"], "paused");
+    assert_eq!(
+        campaign["counts"],
+        counts(&[("total", 5), ("delivered", 2), ("pending", 3)])
+    );
+}
+
 /// Cancel marks the pending recipients and the queued messages `canceled`; the messages
 /// already with the phone finish; nothing more is fed.
 async fn cancel_stops_a_running_live_campaign(backend: Backend) {
@@ -1492,6 +1556,7 @@ backend_tests!(
     scheduled_campaign_starts_on_time,
     live_campaign_feeds_the_phone_in_order,
     pause_withdraws_queued_messages_and_resume_sends_the_rest,
+    pause_keeps_messages_a_phone_already_had,
     cancel_stops_a_running_live_campaign,
     restart_carries_on_without_sending_twice,
     new_workspace_limit_counts_the_whole_launch,
