@@ -114,7 +114,10 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
-        // A campaign's open messages (restart, pause, cancel).
+        // A campaign's open messages (restart, pause, cancel, counts). Partial: only campaign
+        // messages are in it, so the inserts and status moves of every other message (the send
+        // hot path) do not maintain it. `campaign_id = ?` implies the condition, so both
+        // databases use it for those queries.
         manager
             .create_index(
                 Index::create()
@@ -122,6 +125,7 @@ impl MigrationTrait for Migration {
                     .table(Messages::Table)
                     .col(Messages::CampaignId)
                     .col(Messages::Status)
+                    .and_where(Expr::col(Messages::CampaignId).is_not_null())
                     .to_owned(),
             )
             .await?;
