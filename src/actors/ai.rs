@@ -18,7 +18,7 @@ use crate::domain::ai::{AiMode, DraftStatus, fit_reply, match_rule};
 use crate::domain::keywords;
 use crate::domain::phone_number::PhoneNumber;
 use crate::domain::sms::SmsText;
-use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
+use crate::domain::status::{Direction, Mode, QueueClass};
 use crate::store::ai::{self, AiSettings, NewDraft};
 use crate::store::messages::{Message, Scope};
 use crate::store::writer::{Accept, AcceptOutcome, DraftLink, NewMessage, NewWorkspaceLimit};
@@ -201,24 +201,14 @@ impl Job {
         };
         let now = self.deps.clock.now_ms();
         let ttl = i64::try_from(self.deps.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
-        let reply = NewMessage {
-            id: Uuid::now_v7(),
-            direction: Direction::Outbound,
-            status: MessageStatus::Queued,
-            class: QueueClass::Single,
-            from_number: from,
-            to_number: self.message.from_number.clone(),
-            segments: text.segments(),
-            encoding: text.encoding().as_str().to_string(),
-            content: text.into_string(),
+        let reply = NewMessage::outbound(
+            QueueClass::Single,
+            from,
+            self.message.from_number.clone(),
+            text,
             device_id,
-            pinned: false,
-            campaign_id: None,
-            request_id: None,
-            inbound_ref: None,
-            scheduled_for: None,
-            expires_at: now.saturating_add(ttl),
-        };
+            now.saturating_add(ttl),
+        );
         let accept = Accept {
             scope,
             request_id: None,

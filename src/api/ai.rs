@@ -8,7 +8,6 @@ use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use super::messages::{
     accept_and_hand_over, accepted, message_out, new_workspace_limit, parse_content, parse_number,
@@ -17,12 +16,12 @@ use super::messages::{
 use super::schemas::{AiRule, AiSettingsEnvelope, DraftEnvelope, DraftPageEnvelope};
 use super::{
     AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id,
-    parse_json, required,
+    parse_json, query_param, required,
 };
 use crate::clock::format_ms;
 use crate::domain::ai::{AiMode, DraftStatus, Rule};
 
-use crate::domain::status::{Direction, MessageStatus, QueueClass};
+use crate::domain::status::QueueClass;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::ai::{self, AiSettings, Draft};
 use crate::store::messages::Position;
@@ -224,14 +223,12 @@ async fn list_drafts(
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     let page = PageRequest::parse(&query)?;
-    let status = query
-        .get("status")
-        .map(|s| {
-            DraftStatus::parse(s).ok_or_else(|| {
-                ApiError::validation("status", "status must be pending, sent or discarded")
-            })
-        })
-        .transpose()?;
+    let status = query_param(
+        &query,
+        "status",
+        DraftStatus::parse,
+        "status must be pending, sent or discarded",
+    )?;
     let (rows, has_more) =
         ai::list(&state.db, caller.scope(), status, page.after, page.limit).await?;
     let last = rows.last().map(|d| Position {
@@ -309,24 +306,14 @@ async fn send_draft(
     let routing = route(&state, &caller, &from_number, None).await?;
     let now = state.clock.now_ms();
     let ttl = i64::try_from(state.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
-    let reply = NewMessage {
-        id: Uuid::now_v7(),
-        direction: Direction::Outbound,
-        status: MessageStatus::Queued,
-        class: QueueClass::Single,
-        from_number: from_number.as_str().to_string(),
-        to_number: to_number.into_string(),
-        segments: text.segments(),
-        encoding: text.encoding().as_str().to_string(),
-        content: text.into_string(),
-        device_id: routing.device_id,
-        pinned: false,
-        campaign_id: None,
-        request_id: None,
-        inbound_ref: None,
-        scheduled_for: None,
-        expires_at: now.saturating_add(ttl),
-    };
+    let reply = NewMessage::outbound(
+        QueueClass::Single,
+        from_number.as_str().to_string(),
+        to_number.into_string(),
+        text,
+        routing.device_id,
+        now.saturating_add(ttl),
+    );
     let accept = Accept {
         scope: caller.scope(),
         request_id: None,

@@ -18,7 +18,8 @@ use uuid::Uuid;
 use super::messages::{new_workspace_limit, parse_number, parse_timestamp};
 use super::schemas::{CampaignEnvelope, CampaignPageEnvelope, CampaignRecipientPageEnvelope};
 use super::{
-    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id, required,
+    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id,
+    query_param, required,
 };
 use crate::actors::campaign::Wake;
 use crate::actors::registry::Cancel;
@@ -509,17 +510,12 @@ async fn list(
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     let page = PageRequest::parse(&query)?;
-    let status = query
-        .get("status")
-        .map(|s| {
-            CampaignStatus::parse(s).ok_or_else(|| {
-                ApiError::validation(
-                    "status",
-                    "status must be draft, scheduled, running, paused, completed or canceled",
-                )
-            })
-        })
-        .transpose()?;
+    let status = query_param(
+        &query,
+        "status",
+        CampaignStatus::parse,
+        "status must be draft, scheduled, running, paused, completed or canceled",
+    )?;
     let (rows, has_more) =
         campaigns::list(&state.db, caller.scope(), status, page.after, page.limit).await?;
     let mut items = Vec::with_capacity(rows.len());

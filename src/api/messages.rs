@@ -16,7 +16,8 @@ use super::schemas::{
     MessagePageEnvelope,
 };
 use super::{
-    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id, required,
+    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id,
+    query_param, required,
 };
 use crate::actors::phone::{Handed, Phone, Release, Reserve, Ticket};
 use crate::actors::registry::{Cancel, Enqueue, Route, RouteError};
@@ -594,21 +595,18 @@ async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let page = PageRequest::parse(&query)?;
     let filter = ListFilter {
-        direction: query
-            .get("direction")
-            .map(|d| {
-                Direction::parse(d).ok_or_else(|| {
-                    ApiError::validation("direction", "direction must be inbound or outbound")
-                })
-            })
-            .transpose()?,
-        status: query
-            .get("status")
-            .map(|s| {
-                MessageStatus::parse(s)
-                    .ok_or_else(|| ApiError::validation("status", "status is not a message status"))
-            })
-            .transpose()?,
+        direction: query_param(
+            &query,
+            "direction",
+            Direction::parse,
+            "direction must be inbound or outbound",
+        )?,
+        status: query_param(
+            &query,
+            "status",
+            MessageStatus::parse,
+            "status is not a message status",
+        )?,
         phone_number: query
             .get("phone_number")
             .map(|n| parse_number(n, "phone_number").map(PhoneNumber::into_string))

@@ -297,6 +297,19 @@ impl PageRequest {
     }
 }
 
+/// An optional query parameter read with `parse`; a value it refuses is 422 naming `name`.
+pub fn query_param<T>(
+    query: &HashMap<String, String>,
+    name: &str,
+    parse: impl Fn(&str) -> Option<T>,
+    refusal: &str,
+) -> Result<Option<T>, ApiError> {
+    query
+        .get(name)
+        .map(|value| parse(value).ok_or_else(|| ApiError::validation(name, refusal)))
+        .transpose()
+}
+
 /// The shared shape of every list answer: `{<key>: [...], has_more, next_cursor}`; the cursor
 /// points after `last` (the last item of this page) and is null when nothing follows.
 pub fn page_response(

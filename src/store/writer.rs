@@ -61,6 +61,38 @@ pub struct NewMessage {
     pub expires_at: i64,
 }
 
+impl NewMessage {
+    /// A single outbound message of `class`, queued now: the replies of AI drafts and the
+    /// like (no campaign, no idempotency key, no schedule, not pinned to its phone).
+    pub fn outbound(
+        class: QueueClass,
+        from_number: String,
+        to_number: String,
+        text: crate::domain::sms::SmsText,
+        device_id: Option<Uuid>,
+        expires_at: i64,
+    ) -> NewMessage {
+        NewMessage {
+            id: Uuid::now_v7(),
+            direction: Direction::Outbound,
+            status: MessageStatus::Queued,
+            class,
+            from_number,
+            to_number,
+            segments: text.segments(),
+            encoding: text.encoding().as_str().to_string(),
+            content: text.into_string(),
+            device_id,
+            pinned: false,
+            campaign_id: None,
+            request_id: None,
+            inbound_ref: None,
+            scheduled_for: None,
+            expires_at,
+        }
+    }
+}
+
 /// The new-workspace limit, when it applies to this request.
 #[derive(Debug, Clone, Copy)]
 pub struct NewWorkspaceLimit {

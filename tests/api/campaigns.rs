@@ -241,6 +241,41 @@ async fn set_pace(app: &TestApp, phone_id: &str, per_minute: u32, per_30_minutes
     .expect(200);
 }
 
+/// A live campaign of five recipients launched on a connected phone paced at 2 a minute: the
+/// phone takes the first two, the pace holds the other three in its queue.
+struct PacedCampaign {
+    app: TestApp,
+    phone_id: String,
+    token: String,
+    phone: FakePhone,
+    to: Vec<String>,
+    id: String,
+    /// The first two `send` frames.
+    first: Vec<(Uuid, String, String)>,
+}
+
+async fn paced_campaign(backend: Backend, name: &str) -> PacedCampaign {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 2;
+        s.pace.per_30_minutes = 2;
+    })
+    .await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    let to = numbers(5);
+    let id = id_of(&create(&app, &app.live_key, launched(campaign(name, plain(&to)))).await);
+    let first = expect_sends(&mut phone, 2).await;
+    PacedCampaign {
+        app,
+        phone_id,
+        token,
+        phone,
+        to,
+        id,
+        first,
+    }
+}
+
 /// The next `n` `send` frames: (message_id, to, content).
 async fn expect_sends(phone: &mut FakePhone, n: usize) -> Vec<(Uuid, String, String)> {
     let mut out = Vec::new();
@@ -1080,23 +1115,15 @@ async fn live_campaign_feeds_the_phone_in_order(backend: Backend) {
 /// pending again) and stops the feeding even when the pace would allow more; the messages with
 /// the phone finish; resume queues the rest anew.
 async fn pause_withdraws_queued_messages_and_resume_sends_the_rest(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 2;
-        s.pace.per_30_minutes = 2;
-    })
-    .await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
-    let to = numbers(5);
-    let id = id_of(
-        &create(
-            &app,
-            &app.live_key,
-            launched(campaign("Paused", plain(&to))),
-        )
-        .await,
-    );
-    let first = expect_sends(&mut phone, 2).await;
+    let PacedCampaign {
+        app,
+        phone_id,
+        mut phone,
+        to,
+        id,
+        first,
+        ..
+    } = paced_campaign(backend, "Paused").await;
     assert_eq!([&first[0].1, &first[1].1], [&to[0], &to[1]]);
     // The pace holds the other three in the queue.
     let list = wait_for_recipients(&app, &app.live_key, &id, |list| {
@@ -1166,16 +1193,15 @@ async fn pause_withdraws_queued_messages_and_resume_sends_the_rest(backend: Back
 /// have been sent: pause leaves it (it goes out again, with its id, for the phone to dedupe)
 /// and withdraws only the messages no phone ever had.
 async fn pause_keeps_messages_a_phone_already_had(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 2;
-        s.pace.per_30_minutes = 2;
-    })
-    .await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
-    let to = numbers(5);
-    let id = id_of(&create(&app, &app.live_key, launched(campaign("Gone", plain(&to)))).await);
-    let handed = expect_sends(&mut phone, 2).await;
+    let PacedCampaign {
+        app,
+        phone_id,
+        token,
+        phone,
+        id,
+        first: handed,
+        ..
+    } = paced_campaign(backend, "Gone").await;
     wait_for_recipients(&app, &app.live_key, &id, |list| {
         list.iter().all(|r| r["message_id"].is_string())
     })
@@ -1229,16 +1255,14 @@ async fn pause_keeps_messages_a_phone_already_had(backend: Backend) {
 /// Cancel marks the pending recipients and the queued messages `canceled`; the messages
 /// already with the phone finish; nothing more is fed.
 async fn cancel_stops_a_running_live_campaign(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 2;
-        s.pace.per_30_minutes = 2;
-    })
-    .await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
-    let to = numbers(5);
-    let id = id_of(&create(&app, &app.live_key, launched(campaign("Stop", plain(&to)))).await);
-    let first = expect_sends(&mut phone, 2).await;
+    let PacedCampaign {
+        app,
+        phone_id,
+        mut phone,
+        id,
+        first,
+        ..
+    } = paced_campaign(backend, "Stop").await;
     let list = wait_for_recipients(&app, &app.live_key, &id, |list| {
         list.iter().all(|r| r["message_id"].is_string())
     })

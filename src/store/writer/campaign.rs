@@ -215,15 +215,34 @@ async fn done(
     })
 }
 
+/// The campaign, or None when it does not exist (any more).
+async fn find(txn: &DatabaseTransaction, id: Uuid) -> Result<Option<Campaign>, StoreError> {
+    match campaigns::by_id(txn, id).await {
+        Ok(campaign) => Ok(Some(campaign)),
+        Err(StoreError::NotFound) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// The actor's own moves (start, complete): `from → to` with `stamps`, then the campaign.
+async fn advance(
+    txn: &DatabaseTransaction,
+    id: Uuid,
+    (from, to): (CampaignStatus, CampaignStatus),
+    stamps: Stamps,
+    now: i64,
+) -> Result<CampaignOutcome, StoreError> {
+    campaigns::set_status(txn, id, &[from], to, stamps, now).await?;
+    done(txn, id, Vec::new()).await
+}
+
 async fn start(
     txn: &DatabaseTransaction,
     id: Uuid,
     now: i64,
 ) -> Result<CampaignOutcome, StoreError> {
-    let campaign = match campaigns::by_id(txn, id).await {
-        Ok(campaign) => campaign,
-        Err(StoreError::NotFound) => return Ok(CampaignOutcome::NotFound),
-        Err(err) => return Err(err),
+    let Some(campaign) = find(txn, id).await? else {
+        return Ok(CampaignOutcome::NotFound);
     };
     let due = campaign.scheduled_for.is_none_or(|at| at <= now);
     if campaign.status != CampaignStatus::Scheduled || !due {
@@ -233,16 +252,8 @@ async fn start(
         started: true,
         ..Stamps::default()
     };
-    campaigns::set_status(
-        txn,
-        id,
-        &[CampaignStatus::Scheduled],
-        CampaignStatus::Running,
-        stamps,
-        now,
-    )
-    .await?;
-    done(txn, id, Vec::new()).await
+    let step = (CampaignStatus::Scheduled, CampaignStatus::Running);
+    advance(txn, id, step, stamps, now).await
 }
 
 async fn complete(
@@ -250,10 +261,8 @@ async fn complete(
     id: Uuid,
     now: i64,
 ) -> Result<CampaignOutcome, StoreError> {
-    let campaign = match campaigns::by_id(txn, id).await {
-        Ok(campaign) => campaign,
-        Err(StoreError::NotFound) => return Ok(CampaignOutcome::NotFound),
-        Err(err) => return Err(err),
+    let Some(campaign) = find(txn, id).await? else {
+        return Ok(CampaignOutcome::NotFound);
     };
     if campaign.status != CampaignStatus::Running
         || campaigns::has_pending(txn, id).await?
@@ -265,16 +274,8 @@ async fn complete(
         finished: true,
         ..Stamps::default()
     };
-    campaigns::set_status(
-        txn,
-        id,
-        &[CampaignStatus::Running],
-        CampaignStatus::Completed,
-        stamps,
-        now,
-    )
-    .await?;
-    done(txn, id, Vec::new()).await
+    let step = (CampaignStatus::Running, CampaignStatus::Completed);
+    advance(txn, id, step, stamps, now).await
 }
 
 async fn feed(
@@ -285,10 +286,8 @@ async fn feed(
     items: &[(Uuid, NewMessage)],
     now: i64,
 ) -> Result<CampaignOutcome, StoreError> {
-    let campaign = match campaigns::by_id(txn, id).await {
-        Ok(campaign) => campaign,
-        Err(StoreError::NotFound) => return Ok(CampaignOutcome::NotFound),
-        Err(err) => return Err(err),
+    let Some(campaign) = find(txn, id).await? else {
+        return Ok(CampaignOutcome::NotFound);
     };
     if campaign.status != CampaignStatus::Running {
         return Ok(CampaignOutcome::InvalidState(campaign.status));
