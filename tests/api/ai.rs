@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use smsgw::config::Settings;
-use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
 use uuid::Uuid;
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, FakePhone, SENDER, TestApp, WebhookReceiver, send_body, spawn_app, spawn_app_with,
+    Backend, SENDER, TestApp, WebhookReceiver, send_body, spawn_app, spawn_app_with,
 };
 
 backend_tests!(
@@ -93,24 +92,6 @@ async fn inbound(app: &TestApp, from: &str, content: &str) -> Value {
     .expect(201)
     .data()
     .clone()
-}
-
-/// A phone forwarding an SMS; returns once the server acked it (the message is stored).
-async fn phone_inbound(phone: &mut FakePhone, reference: &str, from: &str, content: &str) {
-    let ack = phone
-        .report(PhoneFrame::Received {
-            reference: reference.into(),
-            from: from.into(),
-            content: content.into(),
-            received_at: chrono::Utc::now(),
-        })
-        .await;
-    assert_eq!(
-        ack,
-        Some(ServerFrame::Ack {
-            reference: reference.into()
-        })
-    );
 }
 
 fn id_of(record: &Value) -> String {
@@ -718,7 +699,7 @@ async fn disabled_settings_make_no_draft(backend: Backend) {
     let mut phone = app.connect_phone(&token).await;
 
     let quiet = inbound(&app, CUSTOMER, "What's the price?").await;
-    phone_inbound(&mut phone, "in-1", CUSTOMER, "What's the price?").await;
+    phone.receive("in-1", CUSTOMER, "What's the price?").await;
     let live_inbound = messages(&app, &app.live_key, "direction=inbound").await;
     assert_eq!(live_inbound.len(), 1);
     let live_draft = wait_for_draft(&app, &app.live_key, &id_of(&live_inbound[0])).await;
@@ -1064,7 +1045,7 @@ async fn a_live_draft_needs_an_online_phone(backend: Backend) {
     enable(&app, &app.live_key, "draft", json!([price_rule()])).await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
-    phone_inbound(&mut phone, "in-1", CUSTOMER, "Price please").await;
+    phone.receive("in-1", CUSTOMER, "Price please").await;
     let asked = messages(&app, &app.live_key, "direction=inbound").await;
     let draft = wait_for_draft(&app, &app.live_key, &id_of(&asked[0])).await;
     assert_eq!(draft["to_number"], SENDER);
@@ -1183,7 +1164,7 @@ async fn auto_mode_over_the_new_workspace_limit_keeps_the_draft_pending(backend:
     let (_, to, _, _) = phone.expect_send().await;
     assert_eq!(to, OTHER);
 
-    phone_inbound(&mut phone, "in-1", CUSTOMER, "What's the price?").await;
+    phone.receive("in-1", CUSTOMER, "What's the price?").await;
     let asked = messages(&app, &app.live_key, "direction=inbound").await;
     assert_eq!(asked.len(), 1);
     let got = receiver.wait_for(1, DEADLINE).await;

@@ -562,6 +562,26 @@ impl FakePhone {
     }
 
     /// Sends a frame as a fragmented WebSocket message of `parts` frames.
+    /// Forwards an SMS the phone received and waits for the server's ack (sent once the
+    /// message is stored).
+    pub async fn receive(&mut self, reference: &str, from: &str, content: &str) {
+        let ack = self
+            .report(PhoneFrame::Received {
+                reference: reference.into(),
+                from: from.into(),
+                content: content.into(),
+                received_at: chrono::Utc::now(),
+            })
+            .await;
+        assert_eq!(
+            ack,
+            Some(ServerFrame::Ack {
+                reference: reference.into()
+            }),
+            "the phone gets its ack once the message is stored"
+        );
+    }
+
     pub async fn send_fragmented(&mut self, frame: &PhoneFrame, parts: usize) {
         use actix_http::ws::Item;
         let text = serde_json::to_string(frame).expect("frame serializes");

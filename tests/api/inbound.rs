@@ -2,31 +2,12 @@
 //! inbound messages, and the opt-out keywords (contract §2, §6, §10).
 
 use serde_json::{Value, json};
-use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
 
 use crate::backend_tests;
-use crate::helpers::{Backend, FakePhone, SENDER, TestApp, spawn_app};
+use crate::helpers::{Backend, SENDER, TestApp, spawn_app};
 
 /// Someone texting the workspace's phone.
 const CUSTOMER: &str = "+14155550177";
-
-async fn received(phone: &mut FakePhone, reference: &str, from: &str, content: &str) {
-    let ack = phone
-        .report(PhoneFrame::Received {
-            reference: reference.into(),
-            from: from.into(),
-            content: content.into(),
-            received_at: chrono::Utc::now(),
-        })
-        .await;
-    assert_eq!(
-        ack,
-        Some(ServerFrame::Ack {
-            reference: reference.into()
-        }),
-        "the phone gets its ack once the message is stored"
-    );
-}
 
 async fn list(app: &TestApp, key: &str, query: &str) -> Vec<Value> {
     app.get(&format!("/v1/messages?{query}"), key)
@@ -68,10 +49,10 @@ async fn phone_inbound_is_stored_once_and_listed(backend: Backend) {
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
     // A national-format sender is shown in E.164, read in the region of the phone's number.
-    received(&mut phone, "in-1", "(415) 555-0177", "Hello there").await;
+    phone.receive("in-1", "(415) 555-0177", "Hello there").await;
     // A repeat of the same ref is acked again and not stored twice.
-    received(&mut phone, "in-1", "(415) 555-0177", "Hello there").await;
-    received(&mut phone, "in-2", "VERIFY", "code 1234").await;
+    phone.receive("in-1", "(415) 555-0177", "Hello there").await;
+    phone.receive("in-2", "VERIFY", "code 1234").await;
 
     let inbound = list(&app, &app.live_key, "direction=inbound").await;
     assert_eq!(inbound.len(), 2, "{inbound:?}");
@@ -273,7 +254,7 @@ async fn phone_keywords_update_an_existing_contact(backend: Backend) {
     let id = created.data()["id"].as_str().unwrap().to_string();
     let (_, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
-    received(&mut phone, "k-1", CUSTOMER, "stop").await;
+    phone.receive("k-1", CUSTOMER, "stop").await;
     let c = app
         .get(&format!("/v1/contacts/{id}"), &app.live_key)
         .await
@@ -288,14 +269,14 @@ async fn phone_keywords_update_an_existing_contact(backend: Backend) {
     let stopped_at = c.data()["opted_out_at"].clone();
     assert!(stopped_at.is_string());
     // A second STOP keeps the time of the first; a repeat of the same ref changes nothing.
-    received(&mut phone, "k-2", CUSTOMER, "STOP").await;
-    received(&mut phone, "k-1", CUSTOMER, "stop").await;
+    phone.receive("k-2", CUSTOMER, "STOP").await;
+    phone.receive("k-1", CUSTOMER, "stop").await;
     let c = app
         .get(&format!("/v1/contacts/{id}"), &app.live_key)
         .await
         .expect(200);
     assert_eq!(c.data()["opted_out_at"], stopped_at);
-    received(&mut phone, "k-3", CUSTOMER, "START").await;
+    phone.receive("k-3", CUSTOMER, "START").await;
     let c = app
         .get(&format!("/v1/contacts/{id}"), &app.live_key)
         .await
