@@ -304,7 +304,11 @@ impl CampaignActor {
                 messages,
             };
             match writer.campaign(op).await? {
-                CampaignOutcome::Fed { messages, .. } => {
+                CampaignOutcome::Fed {
+                    messages,
+                    opted_out,
+                } => {
+                    crate::telemetry::count_campaign_recipients("canceled", opted_out as u64);
                     let ids = messages.iter().map(|m| m.id).collect();
                     if !messages.is_empty() {
                         registry.do_send(Enqueue { messages });

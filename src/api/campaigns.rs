@@ -306,10 +306,11 @@ async fn create(
             ));
         }
     }
-    let recipients = wanted
+    let recipients: Vec<NewRecipient> = wanted
         .iter()
         .map(|w| recipient(&template, w, by_number.get(w.to.as_str())))
         .collect();
+    let initial: Vec<RecipientStatus> = recipients.iter().map(|r| r.status).collect();
     let launch = body.launch_now.unwrap_or(false);
     let new = NewCampaign {
         id: Uuid::now_v7(),
@@ -326,6 +327,10 @@ async fn create(
         limit: new_workspace_limit(&state, &caller),
     };
     let (campaign, _) = controlled(&state, state.writer.campaign(op).await?)?;
+    for status in RecipientStatus::ALL {
+        let n = initial.iter().filter(|s| **s == status).count() as u64;
+        crate::telemetry::count_campaign_recipients(status.as_str(), n);
+    }
     if launch {
         state.registry.do_send(Wake { id: campaign.id });
     }
@@ -340,7 +345,12 @@ async fn create(
 /// cancel took off their phones' queues are dropped from them.
 fn controlled(state: &AppState, outcome: CampaignOutcome) -> Result<(Campaign, usize), ApiError> {
     match outcome {
-        CampaignOutcome::Done { campaign, dropped } => {
+        CampaignOutcome::Done {
+            campaign,
+            dropped,
+            canceled_pending,
+        } => {
+            crate::telemetry::count_campaign_recipients("canceled", canceled_pending);
             let n = dropped.len();
             for message in dropped {
                 state.registry.do_send(Cancel {
@@ -518,10 +528,12 @@ async fn list(
     )?;
     let (rows, has_more) =
         campaigns::list(&state.db, caller.scope(), status, page.after, page.limit).await?;
-    let mut items = Vec::with_capacity(rows.len());
-    for campaign in &rows {
-        items.push(with_counts(&state, campaign).await?);
-    }
+    let ids: Vec<Uuid> = rows.iter().map(|c| c.id).collect();
+    let mut counts = campaigns::counts_of(&state.db, &ids).await?;
+    let items = rows
+        .iter()
+        .map(|c| campaign_out(c, &counts.remove(&c.id).unwrap_or_default()))
+        .collect();
     let last = rows.last().map(|c| Position {
         created_at: c.created_at,
         id: c.id,

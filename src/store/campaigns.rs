@@ -216,34 +216,56 @@ pub async fn list(
     Ok((rows.into_iter().map(Campaign::from).collect(), has_more))
 }
 
-/// The counts of a campaign: its recipient rows that are not `queued`, plus its messages. One
-/// statement (`UNION ALL` of the two groupings), so both halves come from one snapshot: read
-/// as two, a feed committing in between counted its recipients as pending and queued at once.
+/// The counts of a campaign (see [`counts_of`]).
 pub async fn counts(db: &DatabaseConnection, id: Uuid) -> Result<Counts, StoreError> {
+    Ok(counts_of(db, &[id]).await?.remove(&id).unwrap_or_default())
+}
+
+/// The counts of these campaigns: their recipient rows that are not `queued`, plus their
+/// messages. One statement (`UNION ALL` of the two groupings), so both halves come from one
+/// snapshot: read as two, a feed committing in between counted its recipients as pending and
+/// queued at once. A page of campaigns is one statement, not one per campaign.
+pub async fn counts_of(
+    db: &DatabaseConnection,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, Counts>, StoreError> {
+    let mut out: HashMap<Uuid, Counts> = HashMap::new();
+    if ids.is_empty() {
+        return Ok(out);
+    }
     let mut by_recipient = Query::select()
         .expr_as(Expr::value("recipient"), Alias::new("source"))
+        .expr_as(
+            Expr::col(campaign_recipients::Column::CampaignId),
+            Alias::new("campaign_id"),
+        )
         .column(campaign_recipients::Column::Status)
         .expr_as(
             Expr::col(campaign_recipients::Column::Id).count(),
             Alias::new("n"),
         )
         .from(campaign_recipients::Entity)
-        .and_where(campaign_recipients::Column::CampaignId.eq(id))
+        .and_where(campaign_recipients::Column::CampaignId.is_in(ids.iter().copied()))
+        .group_by_col(campaign_recipients::Column::CampaignId)
         .group_by_col(campaign_recipients::Column::Status)
         .to_owned();
     let by_message = Query::select()
         .expr_as(Expr::value("message"), Alias::new("source"))
+        .expr_as(
+            Expr::col(messages::Column::CampaignId),
+            Alias::new("campaign_id"),
+        )
         .column(messages::Column::Status)
         .expr_as(Expr::col(messages::Column::Id).count(), Alias::new("n"))
         .from(messages::Entity)
-        .and_where(messages::Column::CampaignId.eq(id))
+        .and_where(messages::Column::CampaignId.is_in(ids.iter().copied()))
+        .group_by_col(messages::Column::CampaignId)
         .group_by_col(messages::Column::Status)
         .to_owned();
     let statement = by_recipient.union(UnionType::All, by_message).to_owned();
-    let rows = db.query_all(&statement).await?;
-    let mut counts = Counts::default();
-    for row in rows {
+    for row in db.query_all(&statement).await? {
         let source: String = row.try_get("", "source")?;
+        let campaign: Uuid = row.try_get("", "campaign_id")?;
         let status: String = row.try_get("", "status")?;
         let n = u64::try_from(row.try_get::<i64>("", "n")?).unwrap_or(0);
         let status = if source == "message" {
@@ -253,10 +275,10 @@ pub async fn counts(db: &DatabaseConnection, id: Uuid) -> Result<Counts, StoreEr
             RecipientStatus::parse(&status).filter(|s| *s != RecipientStatus::Queued)
         };
         if let Some(status) = status {
-            counts.add(status, n);
+            out.entry(campaign).or_default().add(status, n);
         }
     }
-    Ok(counts)
+    Ok(out)
 }
 
 /// A page of a campaign's recipients in order, after position `after`, with the live status
@@ -621,12 +643,12 @@ pub(crate) async fn mark_opted_out<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Pending recipients become canceled (the campaign was canceled).
+/// Pending recipients become canceled (the campaign was canceled); how many.
 pub(crate) async fn cancel_pending<C: ConnectionTrait>(
     conn: &C,
     campaign_id: Uuid,
-) -> Result<(), StoreError> {
-    campaign_recipients::Entity::update_many()
+) -> Result<u64, StoreError> {
+    let result = campaign_recipients::Entity::update_many()
         .col_expr(
             campaign_recipients::Column::Status,
             Expr::value(RecipientStatus::Canceled.as_str()),
@@ -635,7 +657,7 @@ pub(crate) async fn cancel_pending<C: ConnectionTrait>(
         .filter(campaign_recipients::Column::Status.eq(RecipientStatus::Pending.as_str()))
         .exec(conn)
         .await?;
-    Ok(())
+    Ok(result.rows_affected)
 }
 
 /// Removes queued messages that were never handed to a phone (pause) and makes their

@@ -1502,6 +1502,18 @@ async fn campaigns_and_recipients_are_paged(backend: Backend) {
         }
     }
     assert_eq!(seen, ["c3", "c2", "c1", "c0"], "newest first, each once");
+    // A page carries each campaign's counts, the same as reading it alone (once the running
+    // one is at rest: sent, never delivered).
+    wait_for_campaign(&app, key, &created[3], |c| c["counts"]["sent"] == 1).await;
+    let page = app.get("/v1/campaigns?limit=100", key).await.expect(200);
+    let listed = page.data()["campaigns"].as_array().unwrap().clone();
+    assert_eq!(listed.len(), 4);
+    for item in &listed {
+        let alone = read(&app, key, item["id"].as_str().unwrap()).await;
+        assert_eq!(item["counts"], alone["counts"], "{item}");
+    }
+    assert_eq!(listed[0]["counts"], counts(&[("total", 1), ("sent", 1)]));
+    assert_eq!(listed[1]["counts"], counts(&[("total", 5), ("pending", 5)]));
 
     let drafts = all_pages(&app, key, "/v1/campaigns?status=draft", "campaigns").await;
     assert_eq!(drafts.len(), 3);

@@ -53,6 +53,9 @@ pub enum CampaignOutcome {
     Done {
         campaign: Box<Campaign>,
         dropped: Vec<Message>,
+        /// Pending recipients a cancel canceled (for the recipient metrics, counted by the
+        /// caller once the commit is certain: a batch may be replayed).
+        canceled_pending: u64,
     },
     /// Recipients queued as these messages; `opted_out` recipients were canceled instead.
     Fed {
@@ -130,10 +133,7 @@ impl WriterTask {
             return Ok(refused);
         }
         campaigns::insert(txn, new, status, now).await?;
-        crate::telemetry::count_campaign_recipients("pending", u64::from(new.total()));
-        let skipped = new.recipients.len() as u64 - u64::from(new.total());
-        crate::telemetry::count_campaign_recipients("skipped", skipped);
-        done(txn, new.id, Vec::new()).await
+        done(txn, new.id, Vec::new(), 0).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -171,15 +171,15 @@ impl WriterTask {
         if !campaigns::set_status(txn, id, &[campaign.status], to, stamps, now).await? {
             return Ok(CampaignOutcome::InvalidState(campaign.status));
         }
-        let dropped = match control {
-            Control::Pause => withdraw_queued(txn, id).await?,
+        let (dropped, canceled_pending) = match control {
+            Control::Pause => (withdraw_queued(txn, id).await?, 0),
             Control::Cancel => {
-                campaigns::cancel_pending(txn, id).await?;
-                cancel_queued(txn, batch, id, now).await?
+                let canceled = campaigns::cancel_pending(txn, id).await?;
+                (cancel_queued(txn, batch, id, now).await?, canceled)
             }
-            Control::Launch | Control::Resume => Vec::new(),
+            Control::Launch | Control::Resume => (Vec::new(), 0),
         };
-        done(txn, id, dropped).await
+        done(txn, id, dropped, canceled_pending).await
     }
 
     /// Counts `n` messages against the new-workspace limit; the refusal when they do not fit.
@@ -208,10 +208,12 @@ async fn done(
     txn: &DatabaseTransaction,
     id: Uuid,
     dropped: Vec<Message>,
+    canceled_pending: u64,
 ) -> Result<CampaignOutcome, StoreError> {
     Ok(CampaignOutcome::Done {
         campaign: Box::new(campaigns::by_id(txn, id).await?),
         dropped,
+        canceled_pending,
     })
 }
 
@@ -233,7 +235,7 @@ async fn advance(
     now: i64,
 ) -> Result<CampaignOutcome, StoreError> {
     campaigns::set_status(txn, id, &[from], to, stamps, now).await?;
-    done(txn, id, Vec::new()).await
+    done(txn, id, Vec::new(), 0).await
 }
 
 async fn start(
@@ -313,7 +315,6 @@ async fn feed(
     super::flush_inserts(txn, batch).await?;
     campaigns::mark_queued(txn, &pairs).await?;
     campaigns::mark_opted_out(txn, id, &canceled, now).await?;
-    crate::telemetry::count_campaign_recipients("canceled", canceled.len() as u64);
     Ok(CampaignOutcome::Fed {
         messages: queued,
         opted_out: canceled.len(),
