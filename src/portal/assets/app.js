@@ -800,10 +800,6 @@
     error: 'drafts',
     query: () => Object.fromEntries(new FormData(draftsFilter)),
     render: draftRow,
-    onError: (envelope) =>
-      envelope.error_code === 'not_found'
-        ? { ...envelope, message: `${envelope.message}: this server does not offer AI drafts yet` }
-        : envelope,
   });
 
   draftsFilter.addEventListener('submit', (event) => {
@@ -836,19 +832,15 @@
           }),
         ]
       : [];
-    const from = draft.from_number || draft.phone_number || draft.contact_phone_number;
     return h(
       'li',
       { class: 'row draft' },
       h(
         'div',
         { class: 'meta' },
-        badge(draft.status || 'pending', `status-${draft.status}`),
-        from ? ` reply to ${from}` : '',
-        draft.to_number ? ` from ${draft.to_number}` : '',
-        draft.created_at ? ` · ${when(draft.created_at)}` : '',
+        badge(draft.status, `status-${draft.status}`),
+        ` reply to ${draft.from_number} from ${draft.to_number} · ${when(draft.created_at)}`,
       ),
-      draft.inbound_content ? h('p', { class: 'content quoted' }, draft.inbound_content) : null,
       text,
       h('div', { class: 'actions' }, actions),
     );
