@@ -25,13 +25,15 @@ pub fn is_event_kind(kind: &str) -> bool {
 }
 
 /// The event a committed message change fires, if any: the writer's change kinds `sent`,
-/// `delivered`, `failed` (outbound), `received` (inbound) and [`DRAFT_CHANGE`]. Queued, expired, requeued and
-/// retention changes fire nothing.
+/// `delivered`, `failed` and `expired` (outbound), `received` (inbound) and [`DRAFT_CHANGE`].
+/// Queued, requeued and retention changes fire nothing.
 pub fn event_for_change(change_kind: &str) -> Option<&'static str> {
     match change_kind {
         "sent" => Some(MESSAGE_SENT),
         "delivered" => Some(MESSAGE_DELIVERED),
-        "failed" => Some(MESSAGE_FAILED),
+        // Contract §4: an expired message (never handed to a phone in time) fires
+        // message.failed too.
+        "failed" | "expired" => Some(MESSAGE_FAILED),
         "received" => Some(MESSAGE_RECEIVED),
         DRAFT_CHANGE => Some(AI_DRAFT_CREATED),
         _ => None,
@@ -47,6 +49,7 @@ mod tests {
         assert_eq!(event_for_change("sent"), Some("message.sent"));
         assert_eq!(event_for_change("received"), Some("message.received"));
         assert_eq!(event_for_change("queued"), None);
+        assert_eq!(event_for_change("expired"), Some("message.failed"));
         assert_eq!(event_for_change("attempt_failed"), None);
         assert!(is_event_kind("ai.draft.created"));
         assert!(!is_event_kind("message.bounced"));

@@ -29,6 +29,7 @@ backend_tests!(
     a_name_rebound_to_loopback_is_refused_at_delivery,
     a_hanging_endpoint_does_not_delay_a_healthy_one,
     inbound_messages_fire_message_received,
+    an_expired_message_fires_message_failed,
     a_message_removed_by_retention_ends_its_delivery,
     deleting_an_endpoint_stops_its_retries,
 );
@@ -725,6 +726,48 @@ async fn inbound_messages_fire_message_received(backend: Backend) {
     assert_eq!(body["message"]["from_number"], RECIPIENT);
     assert_eq!(body["message"]["to_number"], SENDER);
     assert_eq!(body["message"]["content"], "hi there");
+    receiver.stop().await;
+}
+
+/// Contract §4: a message not handed to a phone by expires_at becomes `expired` and fires
+/// message.failed.
+async fn an_expired_message_fires_message_failed(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.webhooks.allow_insecure_targets = true;
+        s.messages.ttl = Duration::from_secs(1);
+        s.pace.per_minute = 1;
+    })
+    .await;
+    let receiver = WebhookReceiver::start().await;
+    let (_, token) = app.pair_phone(SENDER).await;
+    create_endpoint(
+        &app,
+        &app.live_key,
+        json!({ "url": receiver.url, "events": ["message.failed"] }),
+    )
+    .await;
+    let mut phone = app.connect_phone(&token).await;
+    let send = |content: &'static str| {
+        app.post(
+            "/v1/messages/send",
+            &app.live_key,
+            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": content }),
+        )
+    };
+    let handed = send("first").await.expect(202);
+    // The pace (1 a minute) holds the second in the queue until it expires.
+    let waiting = send("second").await.expect(202);
+    let (first, ..) = phone.expect_send().await;
+    assert_eq!(first.to_string(), handed.data()["id"].as_str().unwrap());
+    let waiting_id = waiting.data()["id"].as_str().unwrap();
+    app.wait_for_status(&app.live_key, waiting_id, "expired")
+        .await;
+    let got = receiver.wait_for(1, Duration::from_secs(10)).await;
+    assert_eq!(got.len(), 1, "only the expired message failed");
+    let body = got[0].json();
+    assert_eq!(body["event"], "message.failed");
+    assert_eq!(body["message"]["id"], waiting_id);
+    assert_eq!(body["message"]["status"], "expired");
     receiver.stop().await;
 }
 
