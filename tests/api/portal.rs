@@ -127,6 +127,41 @@ async fn portal_page_links_every_section_and_serves_its_assets(backend: Backend)
             "no section {section}"
         );
     }
+    // The AI drafts section edits the settings: the form's inputs, named after the fields of
+    // `PUT /v1/ai/settings` so an error's `data.field` marks them.
+    let drafts = html
+        .split("<section id=\"drafts\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</section>").next())
+        .expect("the drafts section");
+    for (id, name) in [
+        ("ai-settings-form", None),
+        ("ai-enabled", Some("enabled")),
+        ("ai-mode", Some("mode")),
+        ("ai-instructions", Some("instructions")),
+        ("ai-rules-set", Some("rules")),
+        ("ai-rules", None),
+        ("ai-rule-add", None),
+        ("ai-settings-save", None),
+    ] {
+        let tag = drafts
+            .split(&format!(" id=\"{id}\""))
+            .nth(1)
+            .and_then(|rest| rest.split('>').next())
+            .unwrap_or_else(|| panic!("the AI section has no #{id}"));
+        if let Some(name) = name {
+            assert!(
+                tag.contains(&format!(" name=\"{name}\"")),
+                "#{id} is not named {name}"
+            );
+        }
+    }
+    for mode in ["draft", "auto"] {
+        assert!(
+            drafts.contains(&format!("<option value=\"{mode}\">")),
+            "no mode {mode}"
+        );
+    }
     // Scripts come from files only (the CSP would block inline ones anyway).
     for tag in html.split("<script").skip(1) {
         let open = tag.split('>').next().unwrap();
@@ -341,6 +376,8 @@ async fn portal_scripts_call_only_documented_v1_routes(backend: Backend) {
         ("POST", "/v1/webhooks"),
         ("GET", "/v1/webhooks/{}/deliveries"),
         ("GET", "/v1/ai/drafts"),
+        ("GET", "/v1/ai/settings"),
+        ("PUT", "/v1/ai/settings"),
     ] {
         assert!(
             calls.contains(&(method.to_string(), path.to_string())),

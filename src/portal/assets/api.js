@@ -121,8 +121,17 @@ const Portal = (() => {
     return parts.join(' · ');
   }
 
-  // Shows an error envelope in the box next to the form, and marks the input data.field names
-  // (its first path segment: `recipients[3].to` marks the `recipients` input).
+  // Whether the input called `name` holds the field `path`: the same path, or a part of it
+  // that ends at a `.` or `[` (`recipients` holds `recipients[3].to`).
+  function holds(name, path) {
+    if (!name) return false;
+    return path === name || (path.startsWith(name) && '.['.includes(path[name.length]));
+  }
+
+  // Shows an error envelope in the box next to the form, and marks the input data.field names:
+  // the input (by its name or a name in its data-fields) holding the longest part of the path.
+  // `recipients[3].to` marks the `recipients` input; `rules[2].keywords[0]` marks the
+  // `rules[2].keywords` input, or the `rules` fieldset when the form has no such input.
   function showError(name, envelope, form) {
     const box = errorBox(name);
     if (box) {
@@ -130,11 +139,18 @@ const Portal = (() => {
       box.hidden = false;
     }
     if (form && envelope.data && typeof envelope.data.field === 'string') {
-      const root = envelope.data.field.split(/[.[]/)[0];
+      const path = envelope.data.field;
+      let best = 0;
+      let marked = [];
       for (const input of form.querySelectorAll('[name]')) {
-        const names = [input.name, ...(input.dataset.fields || '').split(' ')];
-        if (names.includes(root)) input.setAttribute('aria-invalid', 'true');
+        const names = [input.getAttribute('name'), ...(input.dataset.fields || '').split(' ')];
+        const length = Math.max(0, ...names.filter((n) => holds(n, path)).map((n) => n.length));
+        if (length === 0 || length < best) continue;
+        if (length > best) marked = [];
+        best = length;
+        marked.push(input);
       }
+      for (const input of marked) input.setAttribute('aria-invalid', 'true');
     }
   }
 

@@ -1,4 +1,5 @@
-// smsgw portal: the sections (inbox, send, phones, contacts, campaigns, webhooks, AI drafts).
+// smsgw portal: the sections (inbox, send, phones, contacts, campaigns, webhooks, AI drafts
+// and their settings).
 // Each form builds the request the API documents and sends it through Portal.api.
 'use strict';
 
@@ -112,6 +113,7 @@
     for (const more of document.querySelectorAll('button[id$="-more"]')) more.hidden = true;
     hidePairing();
     hideSigningKey();
+    clearAiSettings();
     showKeyState();
     if (apiKey()) loadPhoneChoices();
     open(current());
@@ -789,6 +791,98 @@
     );
   }
 
+  // ---- AI settings -----------------------------------------------------------------------
+
+  // The form shows the settings as read; Save replaces them whole (PUT). Each rule row's inputs
+  // are named after its index in the request (`rules[2].keywords`, `rules[2].reply`), so an
+  // error's data.field marks the input of that rule.
+  const aiForm = $('#ai-settings-form');
+  const aiRules = $('#ai-rules');
+
+  function renumberRules() {
+    for (const [i, row] of [...aiRules.children].entries()) {
+      row.querySelector('[data-rule="keywords"]').setAttribute('name', `rules[${i}].keywords`);
+      row.querySelector('[data-rule="reply"]').setAttribute('name', `rules[${i}].reply`);
+    }
+    $('#ai-rules-empty').hidden = aiRules.children.length > 0;
+  }
+
+  function ruleRow(rule) {
+    const row = h(
+      'li',
+      { class: 'rule' },
+      h(
+        'label',
+        {},
+        'Keywords (comma-separated; a whole word or phrase, any case)',
+        h('input', { 'data-rule': 'keywords', value: (rule.keywords || []).join(', '), placeholder: 'hours, opening times' }),
+      ),
+      h('label', {}, 'Reply', h('textarea', { 'data-rule': 'reply', rows: 2 }, rule.reply || '')),
+      button(
+        'Remove rule',
+        () => {
+          row.remove();
+          renumberRules();
+        },
+        'danger',
+      ),
+    );
+    return row;
+  }
+
+  function fillAiSettings(settings) {
+    field(aiForm, 'enabled').checked = Boolean(settings.enabled);
+    field(aiForm, 'mode').value = settings.mode === 'auto' ? 'auto' : 'draft';
+    field(aiForm, 'instructions').value = settings.instructions || '';
+    aiRules.replaceChildren(...(settings.rules || []).map(ruleRow));
+    renumberRules();
+  }
+
+  function clearAiSettings() {
+    clearError('ai-settings-form', aiForm);
+    $('[data-result="ai-settings-form"]').replaceChildren();
+    fillAiSettings({});
+  }
+
+  async function loadAiSettings() {
+    clearAiSettings();
+    const result = await api('GET', '/v1/ai/settings');
+    if (!result.ok) return showError('ai-settings-form', result.envelope);
+    fillAiSettings(result.envelope.data);
+  }
+
+  $('#ai-rule-add').addEventListener('click', () => {
+    const row = ruleRow({});
+    aiRules.append(row);
+    renumberRules();
+    row.querySelector('[data-rule="keywords"]').focus();
+  });
+
+  aiForm.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearError('ai-settings-form', aiForm);
+    $('[data-result="ai-settings-form"]').replaceChildren();
+    // Rows left empty are dropped (before numbering, so indexes match the request).
+    for (const row of [...aiRules.children]) {
+      const keywords = row.querySelector('[data-rule="keywords"]').value.trim();
+      if (!keywords && !row.querySelector('[data-rule="reply"]').value.trim()) row.remove();
+    }
+    renumberRules();
+    const body = {
+      enabled: field(aiForm, 'enabled').checked,
+      mode: field(aiForm, 'mode').value,
+      instructions: field(aiForm, 'instructions').value,
+      rules: [...aiRules.children].map((row) => ({
+        keywords: commaList(row.querySelector('[data-rule="keywords"]').value),
+        reply: row.querySelector('[data-rule="reply"]').value,
+      })),
+    };
+    const result = await api('PUT', '/v1/ai/settings', { body });
+    if (!result.ok) return showError('ai-settings-form', result.envelope, aiForm);
+    fillAiSettings(result.envelope.data);
+    showResult('ai-settings-form', `Saved at ${new Date().toLocaleTimeString()}.`);
+  });
+
   // ---- AI drafts -------------------------------------------------------------------------
 
   const draftsFilter = $('#drafts-filter');
@@ -855,7 +949,10 @@
     contacts: () => contacts.reset(),
     campaigns: () => campaigns.reset(),
     webhooks: () => webhooks.reset(),
-    drafts: () => drafts.reset(),
+    drafts: () => {
+      loadAiSettings();
+      drafts.reset();
+    },
   };
 
   setInterval(() => {
