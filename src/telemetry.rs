@@ -78,14 +78,16 @@ pub mod names {
     /// `class` values of [`QUEUE_DEPTH`], in priority order.
     pub const QUEUE_CLASSES: [&str; 3] = ["single", "bulk", "campaign"];
     /// `outcome` values of [`WEBHOOK_ATTEMPTS`]: 2xx; 3xx/4xx (no retry); 5xx; timeout;
-    /// connection error; target refused by the address rules at delivery.
-    pub const WEBHOOK_OUTCOMES: [&str; 6] = [
+    /// connection error (DNS, connect, TLS); target refused by the address rules at delivery;
+    /// the message record was removed by retention (no request made).
+    pub const WEBHOOK_OUTCOMES: [&str; 7] = [
         "success",
         "rejected",
         "server_error",
         "timeout",
         "connection_error",
         "blocked",
+        "message_deleted",
     ];
     /// `state` values of [`CAMPAIGN_RECIPIENTS`].
     pub const CAMPAIGN_RECIPIENT_STATES: [&str; 7] = [

@@ -564,20 +564,13 @@ async fn subjects(
         .collect())
 }
 
-/// The JSON body of one attempt, rebuilt from the current message record.
+/// The JSON body of one attempt, rebuilt from the current message record (the whole record,
+/// as the API shows it, contract §4).
 pub fn payload(delivery: &PendingDelivery, subject: &Subject) -> serde_json::Value {
-    let message = &subject.message;
     let mut body = json!({
         "event": delivery.event,
         "event_id": delivery.event_id,
-        "message": {
-            "id": message.id,
-            "direction": message.direction.as_str(),
-            "from_number": message.from_number,
-            "to_number": message.to_number,
-            "content": message.content,
-            "status": message.status.as_str(),
-        },
+        "message": subject.message.record(),
         "timestamp": format_ms(delivery.created_at),
     });
     if delivery.event == AI_DRAFT_CREATED
@@ -634,13 +627,10 @@ async fn attempt(
         (DeliveryState::Pending, None) => (DeliveryState::Failed, None),
         (other, _) => (other, None),
     };
-    let outcome = match answer.error {
-        None if state == DeliveryState::Succeeded => "succeeded",
-        Some(error) => error.as_str(),
-        None => "http_status",
-    };
-    metrics::counter!("smsgw_webhook_attempts_total", "outcome" => outcome).increment(1);
-    metrics::histogram!("smsgw_webhook_attempt_duration_seconds").record(duration.as_secs_f64());
+    crate::telemetry::record_webhook_attempt(
+        metric_outcome(answer.status_code, answer.error),
+        duration.as_secs_f64(),
+    );
     AttemptRecord {
         delivery,
         attempt: attempt_no,
@@ -651,6 +641,19 @@ async fn attempt(
         attempted_at,
         next_attempt_at,
         state,
+    }
+}
+
+/// The `outcome` label of an attempt (one of `telemetry::names::WEBHOOK_OUTCOMES`).
+fn metric_outcome(status_code: Option<u16>, error: Option<AttemptError>) -> &'static str {
+    match (status_code, error) {
+        (Some(code), _) if code >= 500 => "server_error",
+        (Some(code), None) if (200..300).contains(&code) => "success",
+        (Some(_), _) => "rejected",
+        (None, Some(AttemptError::Timeout)) => "timeout",
+        (None, Some(AttemptError::BlockedAddress)) => "blocked",
+        (None, Some(AttemptError::MessageDeleted)) => "message_deleted",
+        (None, _) => "connection_error",
     }
 }
 

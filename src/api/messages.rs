@@ -108,28 +108,7 @@ pub struct BatchStatusIn {
 
 /// A message as every API response and webhook shows it (contract §4).
 pub fn message_out(m: &Message) -> Value {
-    json!({
-        "id": m.id,
-        "direction": m.direction.as_str(),
-        "status": m.status.as_str(),
-        "from_number": m.from_number,
-        "to_number": m.to_number,
-        "content": m.content,
-        "segments": m.segments,
-        "encoding": m.encoding,
-        "device_id": m.device_id,
-        "campaign_id": m.campaign_id,
-        "request_id": m.request_id,
-        "scheduled_for": m.scheduled_for.map(format_ms),
-        "expires_at": format_ms(m.expires_at),
-        "created_at": format_ms(m.created_at),
-        "sent_at": m.sent_at.map(format_ms),
-        "delivered_at": m.delivered_at.map(format_ms),
-        "failed_at": m.failed_at.map(format_ms),
-        "failure_reason": m.failure_reason,
-        "send_attempts": m.send_attempts,
-        "test_mode": m.mode.is_test(),
-    })
+    m.record()
 }
 
 fn event_out(e: &MessageEvent) -> Value {

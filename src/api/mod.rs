@@ -201,13 +201,13 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
     type Future = LocalBoxFuture<'static, Result<JsonBody<T>, ApiError>>;
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let content_type_ok = match req.mime_type() {
-            Ok(Some(mime)) => {
-                mime.subtype() == "json" || mime.suffix().is_some_and(|s| s == "json")
-            }
-            Ok(None) => true,
-            Err(_) => false,
-        };
+        // Contract §3: `invalid_json` is for a body that is not JSON, whatever it was labelled.
+        // So a JSON body is read as JSON under any content type (curl's `-d` sends a form type),
+        // and only a multipart body, which cannot be JSON, is refused before reading it.
+        let content_type_ok = !matches!(
+            req.mime_type(),
+            Ok(Some(mime)) if mime.type_() == "multipart"
+        );
         let declared_too_large = req
             .headers()
             .get(actix_web::http::header::CONTENT_LENGTH)
@@ -221,7 +221,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
             }
             if !content_type_ok {
                 return Err(ApiError::InvalidJson {
-                    message: "Content-Type must be application/json".into(),
+                    message: "the body must be JSON, not multipart".into(),
                     field: None,
                 });
             }
@@ -248,8 +248,11 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(deserializer).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
-        let field = (path != "." && !path.is_empty()).then_some(path);
-        let message = if inner.is_syntax() || inner.is_eof() {
+        // A syntax error has no field (serde_path_to_error reports its position as `?`).
+        let syntax = inner.is_syntax() || inner.is_eof();
+        let known = !(syntax || path == "." || path.is_empty() || path.contains('?'));
+        let field = known.then_some(path);
+        let message = if syntax {
             format!("the request body is not valid JSON: {inner}")
         } else {
             match &field {

@@ -123,8 +123,9 @@ pub struct MessageOut {
     pub request_id: Option<String>,
     #[schema(format = DateTime)]
     pub scheduled_for: Option<String>,
+    /// Outbound only (null for inbound messages).
     #[schema(format = DateTime)]
-    pub expires_at: String,
+    pub expires_at: Option<String>,
     #[schema(format = DateTime)]
     pub created_at: String,
     #[schema(format = DateTime)]

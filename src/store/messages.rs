@@ -71,6 +71,36 @@ impl From<messages::Model> for Message {
     }
 }
 
+impl Message {
+    /// The message record as the API and webhooks show it (contract §4): every field, null
+    /// where it does not apply (`expires_at` of an inbound message among them).
+    pub fn record(&self) -> serde_json::Value {
+        use crate::clock::format_ms;
+        serde_json::json!({
+            "id": self.id,
+            "direction": self.direction.as_str(),
+            "status": self.status.as_str(),
+            "from_number": self.from_number,
+            "to_number": self.to_number,
+            "content": self.content,
+            "segments": self.segments,
+            "encoding": self.encoding,
+            "device_id": self.device_id,
+            "campaign_id": self.campaign_id,
+            "request_id": self.request_id,
+            "scheduled_for": self.scheduled_for.map(format_ms),
+            "expires_at": (self.direction == Direction::Outbound).then(|| format_ms(self.expires_at)),
+            "created_at": format_ms(self.created_at),
+            "sent_at": self.sent_at.map(format_ms),
+            "delivered_at": self.delivered_at.map(format_ms),
+            "failed_at": self.failed_at.map(format_ms),
+            "failure_reason": self.failure_reason,
+            "send_attempts": self.send_attempts,
+            "test_mode": self.mode.is_test(),
+        })
+    }
+}
+
 /// One timeline entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageEvent {

@@ -62,15 +62,31 @@ async fn malformed_bodies_are_refused(backend: Backend) {
     )
     .await
     .expect_error(400, "invalid_json");
-    app.raw(
-        "POST",
-        "/v1/messages/send",
-        key,
-        "text/plain",
-        b"{}".to_vec(),
-    )
-    .await
-    .expect_error(400, "invalid_json");
+    // A JSON body is read as JSON whatever its content type (curl's `-d` sends a form type);
+    // here it lacks the required fields.
+    let plain = app
+        .raw(
+            "POST",
+            "/v1/messages/send",
+            key,
+            "application/x-www-form-urlencoded",
+            b"{}".to_vec(),
+        )
+        .await
+        .expect_error(422, "validation_failed");
+    assert_eq!(plain.data()["field"], "from_number");
+    // Text that is not JSON is invalid_json, with no field to name.
+    let not_json = app
+        .raw(
+            "POST",
+            "/v1/messages/send",
+            key,
+            "text/plain",
+            b"{bad".to_vec(),
+        )
+        .await
+        .expect_error(400, "invalid_json");
+    assert!(not_json.data().get("field").is_none(), "{}", not_json.body);
     let wrong_type = app
         .post(
             "/v1/messages/send",

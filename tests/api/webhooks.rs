@@ -316,6 +316,22 @@ async fn deliveries_are_signed_by_both_rules(backend: Backend) {
     live_receiver.stop().await;
 }
 
+/// `smsgw_webhook_attempts_total{outcome="…"}` now (0 when the series is missing).
+async fn outcome_count(app: &TestApp, outcome: &str) -> u64 {
+    let mut response = app
+        .client
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .unwrap();
+    let text = String::from_utf8(response.body().await.unwrap().to_vec()).unwrap();
+    let label = format!("smsgw_webhook_attempts_total{{outcome=\"{outcome}\"}}");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&label))
+        .and_then(|rest| rest.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
 async fn server_errors_are_retried_and_every_attempt_recorded(backend: Backend) {
     let app = spawn_insecure(backend).await;
     let receiver = WebhookReceiver::start().await;
@@ -327,6 +343,10 @@ async fn server_errors_are_retried_and_every_attempt_recorded(backend: Backend) 
     )
     .await;
     let id = endpoint["id"].as_str().unwrap();
+    let before = (
+        outcome_count(&app, "server_error").await,
+        outcome_count(&app, "success").await,
+    );
     app.send_test(RECIPIENT, "retry me").await.expect(202);
     let received = receiver.wait_for(3, Duration::from_secs(10)).await;
     // Same event id on every attempt, each signed anew.
@@ -344,6 +364,10 @@ async fn server_errors_are_retried_and_every_attempt_recorded(backend: Backend) 
     assert!(rows[1]["next_attempt_at"].is_string());
     assert_eq!(rows[2]["attempt"], 1);
     assert_eq!(rows[2]["status_code"], 500);
+    // The attempts are counted under the documented outcome labels (the recorder is shared by
+    // the tests of this process: compare with before).
+    assert!(outcome_count(&app, "server_error").await >= before.0 + 2);
+    assert!(outcome_count(&app, "success").await > before.1);
     for row in &rows {
         assert_eq!(row["event"], "message.sent");
         assert_eq!(row["event_id"], ids[0]);
@@ -726,6 +750,12 @@ async fn inbound_messages_fire_message_received(backend: Backend) {
     assert_eq!(body["message"]["from_number"], RECIPIENT);
     assert_eq!(body["message"]["to_number"], SENDER);
     assert_eq!(body["message"]["content"], "hi there");
+    assert_eq!(
+        body["message"]["expires_at"],
+        Value::Null,
+        "nothing expires inbound"
+    );
+    assert_eq!(body["message"]["test_mode"], false);
     receiver.stop().await;
 }
 
@@ -768,6 +798,17 @@ async fn an_expired_message_fires_message_failed(backend: Backend) {
     assert_eq!(body["event"], "message.failed");
     assert_eq!(body["message"]["id"], waiting_id);
     assert_eq!(body["message"]["status"], "expired");
+    // The whole record, as the API shows it (contract §4).
+    let record = app
+        .get(&format!("/v1/messages/{waiting_id}"), &app.live_key)
+        .await
+        .expect(200)
+        .data()
+        .clone();
+    let mut expected = record.as_object().unwrap().clone();
+    expected.remove("events");
+    assert_eq!(body["message"], Value::Object(expected));
+    assert_eq!(body["message"]["failure_reason"], "expired");
     receiver.stop().await;
 }
 
