@@ -103,11 +103,44 @@ fn etags() -> &'static [String] {
     })
 }
 
+/// The page's placeholder for `server.public_url` (contract §1: used in pairing links).
+const PUBLIC_URL_META: &str = r#"<meta name="smsgw-public-url" content="">"#;
+
+/// The page with `server.public_url` in its meta tag (HTML-escaped), when one is configured:
+/// the pairing view shows it as the server's address (else the page's own origin).
+fn page_with_public_url(page: &'static [u8], req: &HttpRequest) -> Option<Vec<u8>> {
+    let url = req
+        .app_data::<web::Data<crate::api::AppState>>()?
+        .settings
+        .server
+        .public_url
+        .clone()?;
+    let escaped = url
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let filled = format!(r#"<meta name="smsgw-public-url" content="{escaped}">"#);
+    let text = std::str::from_utf8(page).ok()?;
+    Some(text.replacen(PUBLIC_URL_META, &filled, 1).into_bytes())
+}
+
 /// Answers one asset, or 304 when the browser's copy (`If-None-Match`) is current.
 fn serve(index: usize, req: &HttpRequest) -> HttpResponse {
     let (Some(asset), Some(etag)) = (ASSETS.get(index), etags().get(index)) else {
         return HttpResponse::NotFound().finish();
     };
+    let filled = asset
+        .content_type
+        .starts_with("text/html")
+        .then(|| page_with_public_url(asset.body, req))
+        .flatten();
+    // The filled page has its own ETag (the public URL is part of it).
+    let filled_etag = filled.as_ref().map(|body| {
+        let digest = Sha256::digest(body);
+        format!("\"{}\"", hex::encode(&digest[..12]))
+    });
+    let etag = filled_etag.as_ref().unwrap_or(etag);
     let current = req
         .headers()
         .get(header::IF_NONE_MATCH)
@@ -141,7 +174,10 @@ fn serve(index: usize, req: &HttpRequest) -> HttpResponse {
             header::CONTENT_TYPE,
             HeaderValue::from_static(asset.content_type),
         ))
-        .body(asset.body)
+        .body(match filled {
+            Some(body) => actix_web::body::BoxBody::new(body),
+            None => actix_web::body::BoxBody::new(asset.body),
+        })
 }
 
 /// Query of `GET /portal/qr.svg`.

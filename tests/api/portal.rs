@@ -11,7 +11,7 @@ use qrcode::{EcLevel, QrCode};
 use serde_json::Value;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, TestApp, spawn_app};
+use crate::helpers::{Backend, TestApp, spawn_app, spawn_app_with};
 
 /// The portal's sections: each has a link in the navigation and an element with its id.
 const SECTIONS: [&str; 7] = [
@@ -449,9 +449,48 @@ async fn qr_route_draws_the_code_of_its_data(backend: Backend) {
     }
 }
 
+/// Contract §1: `server.public_url` is used in pairing links: the page carries it (escaped) for
+/// the pairing view, with an ETag of its own; without it the page leaves it empty (the view
+/// then shows the page's own origin).
+async fn the_page_carries_the_configured_public_url(backend: Backend) {
+    let plain = spawn_app(backend).await;
+    let page = fetch(&plain, "/portal/", &[]).await;
+    assert!(
+        page.body
+            .contains(r#"<meta name="smsgw-public-url" content="">"#),
+        "{}",
+        page.body
+    );
+    let unconfigured_etag = page.header("etag").to_string();
+
+    let app = spawn_app_with(backend, |s| {
+        s.server.public_url = Some(r#"https://sms.example.com/gw?a=1&b="x""#.into());
+    })
+    .await;
+    let page = fetch(&app, "/portal/", &[]).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains(
+            r#"<meta name="smsgw-public-url" content="https://sms.example.com/gw?a=1&amp;b=&quot;x&quot;">"#
+        ),
+        "{}",
+        page.body
+    );
+    let etag = page.header("etag").to_string();
+    assert_ne!(etag, unconfigured_etag);
+    let again = fetch(&app, "/portal/", &[("if-none-match", etag.as_str())]).await;
+    assert_eq!(again.status, 304);
+    let script = fetch(&app, "/portal/app.js", &[]).await;
+    assert!(
+        script.body.contains("smsgw-public-url"),
+        "the pairing view reads it"
+    );
+}
+
 backend_tests!(
     root_redirects_to_the_portal,
     portal_page_links_every_section_and_serves_its_assets,
     portal_scripts_call_only_documented_v1_routes,
     qr_route_draws_the_code_of_its_data,
+    the_page_carries_the_configured_public_url,
 );

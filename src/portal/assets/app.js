@@ -287,7 +287,10 @@
   function showPairing(phone) {
     const panel = $('#pairing');
     panel.querySelector('[data-pairing="phone"]').textContent = `${phone.name || 'phone'} (${phone.phone_number})`;
-    panel.querySelector('[data-pairing="server"]').textContent = location.origin;
+    // server.public_url when configured (the server fills the page's meta tag), else this page's origin.
+    const configured = document.querySelector('meta[name="smsgw-public-url"]');
+    panel.querySelector('[data-pairing="server"]').textContent =
+      (configured && configured.content) || location.origin;
     panel.querySelector('[data-pairing="token"]').textContent = phone.device_token;
     panel.querySelector('[data-pairing="qr"]').src = `/portal/qr.svg?data=${enc(phone.device_token)}`;
     panel.hidden = false;
