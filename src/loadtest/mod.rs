@@ -248,6 +248,33 @@ async fn post(run: &Run<'_>, path: &str, body: &Value) -> Result<(u16, Value), L
     Ok((status, body))
 }
 
+/// GETs and returns (status, body).
+async fn get(run: &Run<'_>, path: &str) -> Result<(u16, Value), LoadError> {
+    let mut response = run
+        .client
+        .get(format!("{}{path}", run.target.url))
+        .insert_header(("x-api-key", run.target.api_key.as_str()))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .map_err(|e| LoadError::Setup(format!("GET {path}: {e}")))?;
+    let status = response.status().as_u16();
+    let body = response.json::<Value>().await.unwrap_or(Value::Null);
+    Ok((status, body))
+}
+
+/// Polls a campaign until it is `completed` (at most the drain timeout); its last record.
+async fn campaign_outcome(run: &Run<'_>, id: &str) -> Result<Value, LoadError> {
+    let deadline = Instant::now() + Duration::from_secs(run.args.drain_timeout);
+    loop {
+        let (_, body) = get(run, &format!("/v1/campaigns/{id}")).await?;
+        if body["data"]["status"] == "completed" || Instant::now() > deadline {
+            return Ok(body["data"].clone());
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A webhook receiver and the endpoint registered for it, when the server has webhooks.
 struct Hooks {
     receiver: receiver::Receiver,
@@ -858,6 +885,8 @@ async fn campaign_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
         report.bad_signatures = figures.bad_signatures;
         report.lost += figures.missing;
     }
+    // The campaign itself must end `completed`, every recipient delivered.
+    let outcome = campaign_outcome(&run, &campaign_id).await?;
     run.meter.finish();
     let seen = observed.borrow();
     let dispatched = seen.dispatched.len() as u64;
@@ -878,6 +907,17 @@ async fn campaign_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
     notes.push(format!(
         "campaign {campaign_id}: {total} recipients; accepted = recipients handed to the phone; api latency = the create request"
     ));
+    let delivered = outcome["counts"]["delivered"].as_u64().unwrap_or(0);
+    notes.push(format!(
+        "campaign status {} with {delivered} of {total} delivered (started {}, finished {})",
+        outcome["status"].as_str().unwrap_or("unknown"),
+        outcome["started_at"].as_str().unwrap_or("-"),
+        outcome["finished_at"].as_str().unwrap_or("-"),
+    ));
+    // A campaign that did not complete lost its undelivered recipients, as far as the run goes.
+    if outcome["status"] != "completed" {
+        report.lost += total.saturating_sub(delivered).max(1);
+    }
     report.notes = notes;
     Ok(report)
 }

@@ -213,7 +213,53 @@ async fn missing_feature_exits_2() {
     handle.stop(false).await;
 }
 
+async fn campaign_scenario_completes_the_campaign(backend: Backend) {
+    let (database, _dir) = fresh_database(backend).await;
+    let out = tempfile::tempdir().unwrap();
+    let path = out.path().join("report.json");
+    let output = run_cli(
+        &[
+            "loadtest",
+            "--scenario",
+            "campaign",
+            "--recipients",
+            "120",
+            "--drain-timeout",
+            "20",
+            "--database",
+            &database,
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = read_report(&path);
+    assert_contract_names(&report);
+    assert_eq!(report["scenario"], "campaign");
+    assert_eq!(report["accepted"], 120, "every recipient reached the phone");
+    assert_eq!(report["lost"], 0);
+    assert_eq!(report["duplicates"], 0);
+    assert_eq!(report["pace_violations"], 0);
+    assert_eq!(
+        report["webhooks_delivered"], 240,
+        "sent and delivered of each"
+    );
+    assert!(
+        stdout.contains("campaign status completed with 120 of 120 delivered"),
+        "{stdout}"
+    );
+}
+
 backend_tests!(
     send_scenario_delivers_every_accepted_message,
+    campaign_scenario_completes_the_campaign,
     inbound_scenario_stores_every_forwarded_sms,
 );
