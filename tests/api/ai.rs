@@ -197,31 +197,10 @@ async fn subscribe(app: &TestApp, key: &str, receiver: &WebhookReceiver, events:
     .expect(201);
 }
 
-/// `smsgw_ai_drafts_total{outcome=…}` now (0 when the series is missing). The recorder is
-/// process-wide and tests run in parallel, so callers compare before and after.
+/// `smsgw_ai_drafts_total{outcome=…}` now (see [`TestApp::metric`]).
 async fn ai_drafts_metric(app: &TestApp, outcome: &str) -> f64 {
-    let mut response = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
+    app.metric("smsgw_ai_drafts_total", &format!("outcome=\"{outcome}\""))
         .await
-        .expect("metrics answer");
-    assert_eq!(response.status().as_u16(), 200);
-    let text = String::from_utf8(
-        response
-            .body()
-            .limit(16 << 20)
-            .await
-            .expect("metrics body")
-            .to_vec(),
-    )
-    .expect("metrics are text");
-    let label = format!("outcome=\"{outcome}\"");
-    text.lines()
-        .filter(|line| line.starts_with("smsgw_ai_drafts_total{") && line.contains(&label))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .next()
-        .unwrap_or(0.0)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -355,6 +355,26 @@ impl TestApp {
         }
     }
 
+    /// The value of one series of `/metrics` now: the line of `series` whose labels contain
+    /// `label` (e.g. `outcome="success"`), 0 when there is none. The recorder is process-wide
+    /// and tests run in parallel, so callers compare before and after.
+    pub async fn metric(&self, series: &str, label: &str) -> f64 {
+        let mut response = self
+            .client
+            .get(format!("{}/metrics", self.address))
+            .send()
+            .await
+            .expect("metrics answer");
+        assert_eq!(response.status().as_u16(), 200);
+        let body = response.body().limit(16 << 20).await.expect("metrics body");
+        let text = String::from_utf8(body.to_vec()).expect("metrics are text");
+        let start = format!("{series}{{");
+        text.lines()
+            .filter(|line| line.starts_with(&start) && line.contains(label))
+            .find_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    }
+
     pub async fn get(&self, path: &str, key: &str) -> Reply {
         self.request("GET", path, Some(key), None).await
     }

@@ -316,20 +316,10 @@ async fn deliveries_are_signed_by_both_rules(backend: Backend) {
     live_receiver.stop().await;
 }
 
-/// `smsgw_webhook_attempts_total{outcome="…"}` now (0 when the series is missing).
+/// `smsgw_webhook_attempts_total{outcome="…"}` now (see [`TestApp::metric`]).
 async fn outcome_count(app: &TestApp, outcome: &str) -> u64 {
-    let mut response = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap();
-    let text = String::from_utf8(response.body().await.unwrap().to_vec()).unwrap();
-    let label = format!("smsgw_webhook_attempts_total{{outcome=\"{outcome}\"}}");
-    text.lines()
-        .find_map(|line| line.strip_prefix(&label))
-        .and_then(|rest| rest.trim().parse::<f64>().ok())
-        .map_or(0, |v| v as u64)
+    let label = format!("outcome=\"{outcome}\"");
+    app.metric("smsgw_webhook_attempts_total", &label).await as u64
 }
 
 async fn server_errors_are_retried_and_every_attempt_recorded(backend: Backend) {
