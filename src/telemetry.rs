@@ -62,6 +62,9 @@ pub mod names {
     /// Counter `{kind}`: message status transitions committed (`queued`, `sending`, `sent`,
     /// `delivered`, `failed`, `expired`, `canceled`, …).
     pub const MESSAGE_TRANSITIONS: &str = "smsgw_message_transitions_total";
+    /// Gauge `{status}`: messages stored in each status (read from the database at a scrape,
+    /// at most every [`super::MESSAGE_COUNTS_EVERY`]).
+    pub const MESSAGES: &str = "smsgw_messages";
     /// Gauge: phones with an open WebSocket session (refreshed at each scrape).
     pub const PHONES_ONLINE: &str = "smsgw_phones_online";
     /// Gauge `{class}`: messages waiting in phone queues (held ones included) by priority class.
@@ -127,6 +130,10 @@ fn register_metrics() {
         names::MESSAGE_TRANSITIONS,
         "Message status transitions committed, by kind"
     );
+    describe_gauge!(
+        names::MESSAGES,
+        "Messages stored in each status (read at most every 10 s)"
+    );
     describe_gauge!(names::PHONES_ONLINE, "Phones with an open session");
     describe_gauge!(
         names::QUEUE_DEPTH,
@@ -184,6 +191,21 @@ pub fn count_campaign_message(kind: &str) {
         _ => return,
     };
     count_campaign_recipients(state, 1);
+}
+
+/// How often a scrape may count the stored messages by status (a grouped count over the
+/// messages table; scrapes in between show the last counts).
+pub const MESSAGE_COUNTS_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Sets the `smsgw_messages{status}` gauges (every status, 0 when none).
+pub fn set_message_counts(counts: &[(crate::domain::status::MessageStatus, u64)]) {
+    for status in crate::domain::status::MessageStatus::ALL {
+        let n = counts
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or(0, |(_, n)| *n);
+        metrics::gauge!(names::MESSAGES, "status" => status.as_str()).set(n as f64);
+    }
 }
 
 /// Counts one AI draft outcome (from [`names::AI_DRAFT_OUTCOMES`]).

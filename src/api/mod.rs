@@ -58,6 +58,8 @@ pub struct AppState {
     pub sessions: Arc<crate::actors::phone_session::LiveSessions>,
     keys: RwLock<HashMap<String, (KeyGrant, Instant)>>,
     limiter: Option<DefaultKeyedRateLimiter<Uuid>>,
+    /// When `/metrics` last counted the stored messages by status.
+    pub(crate) messages_counted_at: std::sync::Mutex<Option<Instant>>,
 }
 
 impl AppState {
@@ -82,6 +84,7 @@ impl AppState {
             sessions: Arc::default(),
             keys: RwLock::new(HashMap::new()),
             limiter,
+            messages_counted_at: std::sync::Mutex::new(None),
         }
     }
 

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::AppState;
 use crate::error::{ApiError, success};
+use crate::telemetry::MESSAGE_COUNTS_EVERY;
 
 /// Registers `/health`, `/ready` and `/metrics`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -43,8 +44,22 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     }
 }
 
-/// Prometheus text format; live gauges (phones online) are refreshed on each scrape.
+/// Prometheus text format; live gauges (phones online, messages by status) are refreshed on
+/// each scrape, the message counts at most every [`MESSAGE_COUNTS_EVERY`].
 async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    let due = state.messages_counted_at.lock().is_ok_and(|mut at| {
+        let due = at.is_none_or(|t| t.elapsed() >= MESSAGE_COUNTS_EVERY);
+        if due {
+            *at = Some(std::time::Instant::now());
+        }
+        due
+    });
+    if due {
+        match crate::store::messages::count_by_status(&state.db).await {
+            Ok(counts) => crate::telemetry::set_message_counts(&counts),
+            Err(err) => tracing::warn!(error = %err, "messages not counted for /metrics"),
+        }
+    }
     if let Ok(online) = state
         .registry
         .send(crate::actors::registry::CountOnline)

@@ -232,6 +232,24 @@ pub async fn statuses(
         .collect())
 }
 
+/// How many messages are stored in each status (every workspace and mode).
+pub async fn count_by_status(
+    db: &DatabaseConnection,
+) -> Result<Vec<(MessageStatus, u64)>, StoreError> {
+    let rows: Vec<(String, i64)> = messages::Entity::find()
+        .select_only()
+        .column(messages::Column::Status)
+        .column_as(messages::Column::Id.count(), "n")
+        .group_by(messages::Column::Status)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(s, n)| MessageStatus::parse(&s).map(|s| (s, u64::try_from(n).unwrap_or(0))))
+        .collect())
+}
+
 /// Outbound messages not yet handed over for good (queued or sending), oldest first: the
 /// queues rebuilt at start-up. Messages left `sending` by a stopped server are re-sent.
 pub async fn unfinished_outbound(db: &DatabaseConnection) -> Result<Vec<Message>, StoreError> {

@@ -294,6 +294,10 @@ async fn metrics_cover_requests_messages_phones_queues(backend: Backend) {
         ("smsgw_webhook_attempts_total", r#"outcome="timeout""#),
         ("smsgw_campaign_recipients_total", r#"state="delivered""#),
         ("smsgw_ai_drafts_total", r#"outcome="created""#),
+        // Counted from the database at the scrape (every status, 0 when none).
+        ("smsgw_messages", r#"status="queued""#),
+        ("smsgw_messages", r#"status="delivered""#),
+        ("smsgw_messages", r#"status="canceled""#),
     ] {
         assert!(
             sample(&text, name, &[label]).is_some(),
@@ -374,6 +378,7 @@ async fn metrics_cover_requests_messages_phones_queues(backend: Backend) {
         "smsgw_webhook_attempts_total",
         "smsgw_campaign_recipients_total",
         "smsgw_ai_drafts_total",
+        "smsgw_messages",
     ] {
         assert!(
             text.contains(&format!("# HELP {name} ")),
