@@ -68,11 +68,37 @@ impl AiResponder {
     }
 }
 
+/// How far back a starting responder looks for inbound messages without a draft.
+const CATCH_UP: Duration = Duration::from_secs(10 * 60);
+/// Most messages one catch-up answers.
+const CATCH_UP_LIMIT: u64 = 1_000;
+
 impl Actor for AiResponder {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(16_384);
+        // A stopped server may have stored inbound messages whose drafts it never made (the
+        // provider was still answering, or failed): answer those of the last minutes again.
+        // A message that has a draft meanwhile is refused by the drafts' unique index.
+        let db = self.deps.db.clone();
+        let now = self.deps.clock.now_ms();
+        let since = now.saturating_sub(i64::try_from(CATCH_UP.as_millis()).unwrap_or(0));
+        ctx.spawn(
+            async move { ai::inbound_without_draft(&db, since, now, CATCH_UP_LIMIT).await }
+                .into_actor(self)
+                .map(|found, act, ctx| match found {
+                    Ok(messages) if !messages.is_empty() => {
+                        tracing::info!(
+                            count = messages.len(),
+                            "answering inbound messages left without a draft"
+                        );
+                        act.answer(messages, ctx);
+                    }
+                    Ok(_) => {}
+                    Err(err) => tracing::error!(error = %err, "AI catch-up failed"),
+                }),
+        );
     }
 }
 
@@ -82,7 +108,14 @@ impl Handler<Received> for AiResponder {
     type Result = ();
 
     fn handle(&mut self, msg: Received, ctx: &mut Self::Context) {
-        for message in msg.0 {
+        self.answer(msg.0, ctx);
+    }
+}
+
+impl AiResponder {
+    /// Answers each message as a future of its own (at most [`MAX_CONCURRENT`] at once).
+    fn answer(&mut self, messages: Vec<Message>, ctx: &mut Context<Self>) {
+        for message in messages {
             if keywords::classify(&message.content).is_some()
                 || PhoneNumber::parse(&message.from_number).is_err()
             {

@@ -8,7 +8,7 @@ use entity::{ai_drafts, ai_settings, messages};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait,
-    QueryFilter, QueryOrder, QuerySelect,
+    QueryFilter, QueryOrder, QuerySelect, QueryTrait,
 };
 use uuid::Uuid;
 
@@ -240,6 +240,32 @@ pub async fn conversation(
         .collect();
     rows.reverse();
     Ok(rows)
+}
+
+/// Inbound messages received in `[from, to)` that have no draft, oldest first, at most
+/// `limit`: the ones a stopped server may not have answered (see `actors::ai`).
+pub async fn inbound_without_draft(
+    db: &DatabaseConnection,
+    from: i64,
+    to: i64,
+    limit: u64,
+) -> Result<Vec<Message>, StoreError> {
+    let drafted = ai_drafts::Entity::find()
+        .select_only()
+        .column(ai_drafts::Column::MessageId)
+        .into_query();
+    Ok(messages::Entity::find()
+        .filter(messages::Column::Direction.eq(crate::domain::status::Direction::Inbound.as_str()))
+        .filter(messages::Column::CreatedAt.gte(from))
+        .filter(messages::Column::CreatedAt.lt(to))
+        .filter(messages::Column::Id.not_in_subquery(drafted))
+        .order_by_asc(messages::Column::CreatedAt)
+        .limit(limit)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect())
 }
 
 // ---- Statements of the writer (inside its transaction) ----

@@ -27,6 +27,7 @@ backend_tests!(
     auto_mode_over_the_new_workspace_limit_keeps_the_draft_pending,
     openai_provider_gets_instructions_and_the_conversation,
     openai_provider_errors_leave_no_draft_and_keep_the_message,
+    messages_left_without_a_draft_are_answered_after_a_restart,
 );
 
 /// Someone texting the workspace's number.
@@ -1328,4 +1329,38 @@ async fn openai_provider_errors_leave_no_draft_and_keep_the_message(backend: Bac
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     fake.stop().await;
+}
+
+/// A provider that failed (or a server stopped before the draft was stored) leaves an inbound
+/// message without a draft; a starting server answers the last minutes' such messages again.
+async fn messages_left_without_a_draft_are_answered_after_a_restart(backend: Backend) {
+    let fake = FakeOpenAi::start().await;
+    fake.answer(500, r#"{"error":{"message":"down"}}"#);
+    let app = spawn_with_openai(backend, &fake).await;
+    put_settings(
+        &app,
+        &app.test_key,
+        json!({ "enabled": true, "mode": "draft", "instructions": "Be brief." }),
+    )
+    .await
+    .expect(200);
+    let asked = inbound(&app, CUSTOMER, "Are you open today?").await;
+    fake.wait_for(1).await;
+    tokio::time::sleep(QUIET).await;
+    assert!(drafts(&app, &app.test_key, "").await.is_empty());
+
+    fake.reply("Yes, until 6");
+    let app = app.restart().await;
+    let draft = wait_for_draft(&app, &app.test_key, &id_of(&asked)).await;
+    assert_eq!(draft["content"], "Yes, until 6");
+    assert_eq!(draft["status"], "pending");
+    // Answered once: a second restart finds it drafted.
+    let app = app.restart().await;
+    tokio::time::sleep(QUIET).await;
+    assert_eq!(drafts(&app, &app.test_key, "").await.len(), 1);
+    assert_eq!(
+        fake.received().len(),
+        2,
+        "the provider was asked once per start"
+    );
 }
