@@ -269,13 +269,11 @@ impl Job {
         else {
             return Ok(None);
         };
-        let limits = &self.deps.settings.limits;
-        let window = i64::try_from(limits.new_workspace_window.as_millis()).unwrap_or(i64::MAX);
-        Ok(Some(NewWorkspaceLimit {
-            max: limits.new_workspace_messages,
-            window_starts_at: created_at,
-            window_ends_at: created_at.saturating_add(window),
-        }))
+        Ok(NewWorkspaceLimit::of(
+            &self.deps.settings.limits,
+            self.message.mode,
+            created_at,
+        ))
     }
 
     /// Asks an OpenAI-compatible chat-completions server for a reply to the conversation.

@@ -15,8 +15,8 @@ use super::messages::{
 };
 use super::schemas::{AiRule, AiSettingsEnvelope, DraftEnvelope, DraftPageEnvelope};
 use super::{
-    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id,
-    parse_json, query_param, required,
+    AppState, Caller, Endpoint, JsonBody, OptionalJsonBody, PageRequest, missing, page_response,
+    parse_id, query_param, required,
 };
 use crate::clock::format_ms;
 use crate::domain::ai::{AiMode, DraftStatus, Rule};
@@ -285,15 +285,11 @@ async fn send_draft(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<String>,
-    body: web::Bytes,
+    OptionalJsonBody(body): OptionalJsonBody<SendDraftIn>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, "draft")?;
     // The body may be left out (send the draft as it is).
-    let body: SendDraftIn = if body.iter().all(u8::is_ascii_whitespace) {
-        SendDraftIn::default()
-    } else {
-        parse_json(&body)?
-    };
+    let body = body.unwrap_or_default();
     let draft = ai::get(&state.db, caller.scope(), id)
         .await
         .map_err(missing("draft"))?;

@@ -161,39 +161,40 @@ fn render(body: &str, vars: &HashMap<String, String>, contact: Option<&Contact>)
 
 /// The stored form of one recipient: skipped, failed (its text cannot be sent) or pending.
 fn recipient(body: &str, wanted: &Wanted, contact: Option<&Contact>) -> NewRecipient {
-    let skipped = |reason: &str| NewRecipient {
+    let unsent = NewRecipient {
         to_number: wanted.to.as_str().to_string(),
         content: String::new(),
         segments: 0,
         encoding: String::new(),
         status: RecipientStatus::Skipped,
-        skip_reason: Some(reason.to_string()),
+        skip_reason: None,
         failure_reason: None,
     };
-    if wanted.to.is_premium_rate() {
-        return skipped(SKIPPED_PREMIUM_RATE);
-    }
-    if contact.is_some_and(|c| c.opted_out) {
-        return skipped(SKIPPED_OPTED_OUT);
+    let skip_reason = if wanted.to.is_premium_rate() {
+        Some(SKIPPED_PREMIUM_RATE)
+    } else if contact.is_some_and(|c| c.opted_out) {
+        Some(SKIPPED_OPTED_OUT)
+    } else {
+        None
+    };
+    if let Some(reason) = skip_reason {
+        return NewRecipient {
+            skip_reason: Some(reason.to_string()),
+            ..unsent
+        };
     }
     let rendered = render(body, &wanted.vars, contact);
     match SmsText::parse(rendered.clone()) {
         Ok(text) => NewRecipient {
-            to_number: wanted.to.as_str().to_string(),
             segments: text.segments(),
             encoding: text.encoding().as_str().to_string(),
             content: text.into_string(),
             status: RecipientStatus::Pending,
-            skip_reason: None,
-            failure_reason: None,
+            ..unsent
         },
         Err(err) => NewRecipient {
-            to_number: wanted.to.as_str().to_string(),
             content: rendered,
-            segments: 0,
-            encoding: String::new(),
             status: RecipientStatus::Failed,
-            skip_reason: None,
             failure_reason: Some(
                 match err {
                     ContentError::Empty => "content_empty",
@@ -201,6 +202,7 @@ fn recipient(body: &str, wanted: &Wanted, contact: Option<&Contact>) -> NewRecip
                 }
                 .to_string(),
             ),
+            ..unsent
         },
     }
 }
@@ -326,7 +328,7 @@ async fn create(
         launch,
         limit: new_workspace_limit(&state, &caller),
     };
-    let (campaign, _) = controlled(&state, state.writer.campaign(op).await?)?;
+    let campaign = controlled(&state, state.writer.campaign(op).await?)?;
     for status in RecipientStatus::ALL {
         let n = initial.iter().filter(|s| **s == status).count() as u64;
         crate::telemetry::count_campaign_recipients(status.as_str(), n);
@@ -343,7 +345,7 @@ async fn create(
 
 /// Turns the writer's answer into the campaign or the contract's error; the messages a pause or
 /// cancel took off their phones' queues are dropped from them.
-fn controlled(state: &AppState, outcome: CampaignOutcome) -> Result<(Campaign, usize), ApiError> {
+fn controlled(state: &AppState, outcome: CampaignOutcome) -> Result<Campaign, ApiError> {
     match outcome {
         CampaignOutcome::Done {
             campaign,
@@ -351,7 +353,6 @@ fn controlled(state: &AppState, outcome: CampaignOutcome) -> Result<(Campaign, u
             canceled_pending,
         } => {
             crate::telemetry::count_campaign_recipients("canceled", canceled_pending);
-            let n = dropped.len();
             for message in dropped {
                 state.registry.do_send(Cancel {
                     message_id: message.id,
@@ -360,7 +361,7 @@ fn controlled(state: &AppState, outcome: CampaignOutcome) -> Result<(Campaign, u
                     from_number: message.from_number,
                 });
             }
-            Ok((*campaign, n))
+            Ok(*campaign)
         }
         CampaignOutcome::NotFound => Err(ApiError::NotFound("campaign")),
         CampaignOutcome::InvalidState(status) => Err(ApiError::InvalidState {
@@ -393,7 +394,7 @@ async fn control(
         control,
         limit: new_workspace_limit(&state, &caller),
     };
-    let (campaign, _) = controlled(&state, state.writer.campaign(op).await?)?;
+    let campaign = controlled(&state, state.writer.campaign(op).await?)?;
     state.registry.do_send(Wake { id });
     let message = match campaign.status {
         CampaignStatus::Scheduled => "campaign scheduled",

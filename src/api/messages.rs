@@ -160,15 +160,11 @@ pub fn parse_timestamp(text: &str, field: &str) -> Result<DateTime<Utc>, ApiErro
 
 /// The new-workspace limit for this caller, when it still applies (live mode only).
 pub fn new_workspace_limit(state: &AppState, caller: &Caller) -> Option<NewWorkspaceLimit> {
-    if caller.mode == Mode::Test {
-        return None;
-    }
-    let window = i64::try_from(state.settings.limits.new_workspace_window.as_millis()).ok()?;
-    Some(NewWorkspaceLimit {
-        max: state.settings.limits.new_workspace_messages,
-        window_starts_at: caller.workspace_created_at,
-        window_ends_at: caller.workspace_created_at.saturating_add(window),
-    })
+    NewWorkspaceLimit::of(
+        &state.settings.limits,
+        caller.mode,
+        caller.workspace_created_at,
+    )
 }
 
 /// Where accepted messages go: a phone (live) or the simulated phone (test).

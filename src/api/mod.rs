@@ -204,45 +204,75 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
     type Future = LocalBoxFuture<'static, Result<JsonBody<T>, ApiError>>;
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        // Contract §3: `invalid_json` is for a body that is not JSON, whatever it was labelled.
-        // So a JSON body is read as JSON under any content type (curl's `-d` sends a form type),
-        // and only a multipart body, which cannot be JSON, is refused before reading it.
-        let content_type_ok = !matches!(
-            req.mime_type(),
-            Ok(Some(mime)) if mime.type_() == "multipart"
-        );
-        let declared_too_large = req
-            .headers()
-            .get(actix_web::http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<usize>().ok())
-            .is_some_and(|len| len > MAX_BODY_BYTES);
-        let mut payload = payload.take();
+        let body = read_body(req, payload);
+        Box::pin(async move { parse_json(&body.await?).map(JsonBody) })
+    }
+}
+
+/// A JSON body that may be left out: `None` for an empty (or blank) body, otherwise read and
+/// refused exactly like [`JsonBody`].
+pub struct OptionalJsonBody<T>(pub Option<T>);
+
+impl<T: DeserializeOwned + 'static> FromRequest for OptionalJsonBody<T> {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<OptionalJsonBody<T>, ApiError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let body = read_body(req, payload);
         Box::pin(async move {
-            if declared_too_large {
-                return Err(ApiError::PayloadTooLarge);
+            let body = body.await?;
+            if body.iter().all(u8::is_ascii_whitespace) {
+                return Ok(OptionalJsonBody(None));
             }
-            if !content_type_ok {
-                return Err(ApiError::InvalidJson {
-                    message: "the body must be JSON, not multipart".into(),
-                    field: None,
-                });
-            }
-            let mut body = web::BytesMut::new();
-            use futures_util::StreamExt;
-            while let Some(chunk) = payload.next().await {
-                let chunk = chunk.map_err(|_| ApiError::InvalidJson {
-                    message: "the request body could not be read".into(),
-                    field: None,
-                })?;
-                if body.len() + chunk.len() > MAX_BODY_BYTES {
-                    return Err(ApiError::PayloadTooLarge);
-                }
-                body.extend_from_slice(&chunk);
-            }
-            parse_json(&body).map(JsonBody)
+            parse_json(&body).map(|value| OptionalJsonBody(Some(value)))
         })
     }
+}
+
+/// Reads a request body for JSON parsing with the envelope's errors: 413 over 2 MiB (declared
+/// or read), and a multipart body refused unread.
+fn read_body(
+    req: &HttpRequest,
+    payload: &mut Payload,
+) -> LocalBoxFuture<'static, Result<web::BytesMut, ApiError>> {
+    // Contract §3: `invalid_json` is for a body that is not JSON, whatever it was labelled.
+    // So a JSON body is read as JSON under any content type (curl's `-d` sends a form type),
+    // and only a multipart body, which cannot be JSON, is refused before reading it.
+    let content_type_ok = !matches!(
+        req.mime_type(),
+        Ok(Some(mime)) if mime.type_() == "multipart"
+    );
+    let declared_too_large = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|len| len > MAX_BODY_BYTES);
+    let mut payload = payload.take();
+    Box::pin(async move {
+        if declared_too_large {
+            return Err(ApiError::PayloadTooLarge);
+        }
+        if !content_type_ok {
+            return Err(ApiError::InvalidJson {
+                message: "the body must be JSON, not multipart".into(),
+                field: None,
+            });
+        }
+        let mut body = web::BytesMut::new();
+        use futures_util::StreamExt;
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk.map_err(|_| ApiError::InvalidJson {
+                message: "the request body could not be read".into(),
+                field: None,
+            })?;
+            if body.len() + chunk.len() > MAX_BODY_BYTES {
+                return Err(ApiError::PayloadTooLarge);
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    })
 }
 
 /// Parses JSON, naming the offending field on a type error.

@@ -92,15 +92,13 @@ async fn to_portal() -> HttpResponse {
 /// Strong ETags of the assets (a hash of their bytes), in the order of [`ASSETS`].
 fn etags() -> &'static [String] {
     static ETAGS: OnceLock<Vec<String>> = OnceLock::new();
-    ETAGS.get_or_init(|| {
-        ASSETS
-            .iter()
-            .map(|asset| {
-                let digest = Sha256::digest(asset.body);
-                format!("\"{}\"", hex::encode(&digest[..12]))
-            })
-            .collect()
-    })
+    ETAGS.get_or_init(|| ASSETS.iter().map(|asset| etag_of(asset.body)).collect())
+}
+
+/// A strong ETag of `body`: a hash of its bytes.
+fn etag_of(body: &[u8]) -> String {
+    let digest = Sha256::digest(body);
+    format!("\"{}\"", hex::encode(&digest[..12]))
 }
 
 /// The page's placeholder for `server.public_url` (contract §1: used in pairing links).
@@ -136,10 +134,7 @@ fn serve(index: usize, req: &HttpRequest) -> HttpResponse {
         .then(|| page_with_public_url(asset.body, req))
         .flatten();
     // The filled page has its own ETag (the public URL is part of it).
-    let filled_etag = filled.as_ref().map(|body| {
-        let digest = Sha256::digest(body);
-        format!("\"{}\"", hex::encode(&digest[..12]))
-    });
+    let filled_etag = filled.as_deref().map(etag_of);
     let etag = filled_etag.as_ref().unwrap_or(etag);
     let current = req
         .headers()

@@ -371,22 +371,25 @@ pub async fn pending<C: ConnectionTrait>(
         .collect())
 }
 
+/// The message statuses that are not terminal (a campaign waits for its messages in them).
+fn open_statuses() -> impl Iterator<Item = &'static str> {
+    MessageStatus::ALL
+        .into_iter()
+        .filter(|s| !s.is_terminal())
+        .map(MessageStatus::as_str)
+}
+
 /// The campaign's messages that are not terminal yet, with their status.
 pub async fn open_messages(
     db: &DatabaseConnection,
     campaign_id: Uuid,
 ) -> Result<Vec<(Uuid, MessageStatus)>, StoreError> {
-    let open: Vec<&str> = MessageStatus::ALL
-        .iter()
-        .filter(|s| !s.is_terminal())
-        .map(|s| s.as_str())
-        .collect();
     let rows: Vec<(Uuid, String)> = messages::Entity::find()
         .select_only()
         .column(messages::Column::Id)
         .column(messages::Column::Status)
         .filter(messages::Column::CampaignId.eq(campaign_id))
-        .filter(messages::Column::Status.is_in(open))
+        .filter(messages::Column::Status.is_in(open_statuses()))
         .into_tuple()
         .all(db)
         .await?;
@@ -521,14 +524,9 @@ pub(crate) async fn has_open_messages<C: ConnectionTrait>(
     conn: &C,
     campaign_id: Uuid,
 ) -> Result<bool, StoreError> {
-    let open: Vec<&str> = MessageStatus::ALL
-        .iter()
-        .filter(|s| !s.is_terminal())
-        .map(|s| s.as_str())
-        .collect();
     Ok(messages::Entity::find()
         .filter(messages::Column::CampaignId.eq(campaign_id))
-        .filter(messages::Column::Status.is_in(open))
+        .filter(messages::Column::Status.is_in(open_statuses()))
         .count(conn)
         .await?
         > 0)

@@ -101,6 +101,25 @@ pub struct NewWorkspaceLimit {
     pub window_ends_at: i64,
 }
 
+impl NewWorkspaceLimit {
+    /// The limit of a workspace created at `created_at` (contract §8): live mode only.
+    pub fn of(
+        limits: &crate::config::LimitSettings,
+        mode: crate::domain::status::Mode,
+        created_at: i64,
+    ) -> Option<NewWorkspaceLimit> {
+        if mode.is_test() {
+            return None;
+        }
+        let window = i64::try_from(limits.new_workspace_window.as_millis()).ok()?;
+        Some(NewWorkspaceLimit {
+            max: limits.new_workspace_messages,
+            window_starts_at: created_at,
+            window_ends_at: created_at.saturating_add(window),
+        })
+    }
+}
+
 /// Store outbound messages after the checks of contract §3 that need the database, in order:
 /// idempotency, device availability, new-workspace limit.
 #[derive(Debug, Clone)]

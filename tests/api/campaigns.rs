@@ -276,6 +276,25 @@ async fn paced_campaign(backend: Backend, name: &str) -> PacedCampaign {
     }
 }
 
+/// The phone delivers `sends` (the two it had) while the paced campaign is paused: it stays
+/// paused, two delivered and three pending.
+async fn finish_while_paused(
+    app: &TestApp,
+    id: &str,
+    phone: &mut FakePhone,
+    sends: &[(Uuid, String, String)],
+) {
+    let ids: Vec<Uuid> = sends.iter().map(|(id, ..)| *id).collect();
+    report_delivered(phone, &ids).await;
+    let campaign =
+        wait_for_campaign(app, &app.live_key, id, |c| c["counts"]["delivered"] == 2).await;
+    assert_eq!(campaign["status"], "paused");
+    assert_eq!(
+        campaign["counts"],
+        counts(&[("total", 5), ("delivered", 2), ("pending", 3)])
+    );
+}
+
 /// The next `n` `send` frames: (message_id, to, content).
 async fn expect_sends(phone: &mut FakePhone, n: usize) -> Vec<(Uuid, String, String)> {
     let mut out = Vec::new();
@@ -1159,15 +1178,7 @@ async fn pause_withdraws_queued_messages_and_resume_sends_the_rest(backend: Back
     );
 
     // The two with the phone finish; the campaign stays paused.
-    let ids: Vec<Uuid> = first.iter().map(|(id, ..)| *id).collect();
-    report_delivered(&mut phone, &ids).await;
-    let campaign =
-        wait_for_campaign(&app, &app.live_key, &id, |c| c["counts"]["delivered"] == 2).await;
-    assert_eq!(campaign["status"], "paused");
-    assert_eq!(
-        campaign["counts"],
-        counts(&[("total", 5), ("delivered", 2), ("pending", 3)])
-    );
+    finish_while_paused(&app, &id, &mut phone, &first).await;
 
     let resumed = control(&app, &app.live_key, &id, "resume")
         .await
@@ -1241,15 +1252,7 @@ async fn pause_keeps_messages_a_phone_already_had(backend: Backend) {
         phone.next_frame_within(QUIET).await.is_none(),
         "a paused campaign feeds nothing more"
     );
-    let ids: Vec<Uuid> = again.iter().map(|(id, ..)| *id).collect();
-    report_delivered(&mut phone, &ids).await;
-    let campaign =
-        wait_for_campaign(&app, &app.live_key, &id, |c| c["counts"]["delivered"] == 2).await;
-    assert_eq!(campaign["status"], "paused");
-    assert_eq!(
-        campaign["counts"],
-        counts(&[("total", 5), ("delivered", 2), ("pending", 3)])
-    );
+    finish_while_paused(&app, &id, &mut phone, &again).await;
 }
 
 /// Cancel marks the pending recipients and the queued messages `canceled`; the messages
