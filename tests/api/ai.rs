@@ -1275,12 +1275,10 @@ async fn openai_provider_gets_instructions_and_the_conversation(backend: Backend
     fake.stop().await;
 }
 
-/// A provider answering 500 or something that is not a completion leaves no draft; an empty
-/// reply leaves none either; the inbound messages are stored all the same and each error is
-/// counted as `provider_error`.
-async fn openai_provider_errors_leave_no_draft_and_keep_the_message(backend: Backend) {
+/// An app in draft mode on the `openai` provider, whose fake server answers 500 with `error`.
+async fn failing_provider(backend: Backend, error: &str) -> (FakeOpenAi, TestApp) {
     let fake = FakeOpenAi::start().await;
-    fake.answer(500, r#"{"error":{"message":"boom"}}"#);
+    fake.answer(500, &json!({ "error": { "message": error } }).to_string());
     let app = spawn_with_openai(backend, &fake).await;
     put_settings(
         &app,
@@ -1289,6 +1287,14 @@ async fn openai_provider_errors_leave_no_draft_and_keep_the_message(backend: Bac
     )
     .await
     .expect(200);
+    (fake, app)
+}
+
+/// A provider answering 500 or something that is not a completion leaves no draft; an empty
+/// reply leaves none either; the inbound messages are stored all the same and each error is
+/// counted as `provider_error`.
+async fn openai_provider_errors_leave_no_draft_and_keep_the_message(backend: Backend) {
+    let (fake, app) = failing_provider(backend, "boom").await;
     let errors_before = ai_drafts_metric(&app, "provider_error").await;
 
     let failed = inbound(&app, CUSTOMER, "First question").await;
@@ -1334,16 +1340,7 @@ async fn openai_provider_errors_leave_no_draft_and_keep_the_message(backend: Bac
 /// A provider that failed (or a server stopped before the draft was stored) leaves an inbound
 /// message without a draft; a starting server answers the last minutes' such messages again.
 async fn messages_left_without_a_draft_are_answered_after_a_restart(backend: Backend) {
-    let fake = FakeOpenAi::start().await;
-    fake.answer(500, r#"{"error":{"message":"down"}}"#);
-    let app = spawn_with_openai(backend, &fake).await;
-    put_settings(
-        &app,
-        &app.test_key,
-        json!({ "enabled": true, "mode": "draft", "instructions": "Be brief." }),
-    )
-    .await
-    .expect(200);
+    let (fake, app) = failing_provider(backend, "down").await;
     let asked = inbound(&app, CUSTOMER, "Are you open today?").await;
     fake.wait_for(1).await;
     tokio::time::sleep(QUIET).await;
