@@ -18,8 +18,8 @@ use uuid::Uuid;
 use super::messages::{new_workspace_limit, parse_number, parse_timestamp};
 use super::schemas::{CampaignEnvelope, CampaignPageEnvelope, CampaignRecipientPageEnvelope};
 use super::{
-    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id,
-    query_param, required,
+    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, off_worker, page_response,
+    parse_id, query_param, required,
 };
 use crate::actors::campaign::Wake;
 use crate::actors::registry::Cancel;
@@ -160,6 +160,55 @@ fn render(body: &str, vars: &HashMap<String, String>, contact: Option<&Contact>)
 }
 
 /// The stored form of one recipient: skipped, failed (its text cannot be sent) or pending.
+/// The explicit recipients, each number parsed (the first invalid one is the error).
+fn parse_recipients(explicit: Vec<RecipientIn>) -> Result<Vec<Wanted>, ApiError> {
+    let mut wanted = Vec::with_capacity(explicit.len());
+    for (i, r) in explicit.into_iter().enumerate() {
+        let field = format!("recipients[{i}].to");
+        let to = required(r.to, &field)?;
+        wanted.push(Wanted {
+            to: parse_number(&to, &field)?,
+            vars: r.vars.unwrap_or_default(),
+        });
+    }
+    Ok(wanted)
+}
+
+/// Adds the tagged contacts not already wanted (in their order), refuses a campaign past its
+/// limit, and renders each recipient's text.
+fn expand(
+    wanted: &mut Vec<Wanted>,
+    mut seen: HashSet<String>,
+    tagged: Vec<Contact>,
+    mut by_number: HashMap<String, Contact>,
+    template: &str,
+) -> Result<Vec<NewRecipient>, ApiError> {
+    for contact in tagged {
+        if seen.contains(&contact.phone_number) {
+            continue;
+        }
+        let Ok(to) = PhoneNumber::parse(&contact.phone_number) else {
+            continue;
+        };
+        seen.insert(contact.phone_number.clone());
+        wanted.push(Wanted {
+            to,
+            vars: HashMap::new(),
+        });
+        by_number.insert(contact.phone_number.clone(), contact);
+        if wanted.len() > MAX_CAMPAIGN_RECIPIENTS {
+            return Err(ApiError::validation(
+                "contact_tags",
+                "with the tagged contacts the campaign has over 10,000 recipients",
+            ));
+        }
+    }
+    Ok(wanted
+        .iter()
+        .map(|w| recipient(template, w, by_number.get(w.to.as_str())))
+        .collect())
+}
+
 fn recipient(body: &str, wanted: &Wanted, contact: Option<&Contact>) -> NewRecipient {
     let unsent = NewRecipient {
         to_number: wanted.to.as_str().to_string(),
@@ -248,15 +297,10 @@ async fn create(
         ));
     }
     let from_number = parse_number(&from_text, "from_number")?;
-    let mut wanted = Vec::with_capacity(explicit.len());
-    for (i, r) in explicit.into_iter().enumerate() {
-        let field = format!("recipients[{i}].to");
-        let to = required(r.to, &field)?;
-        wanted.push(Wanted {
-            to: parse_number(&to, &field)?,
-            vars: r.vars.unwrap_or_default(),
-        });
-    }
+    // Parsing 10,000 numbers (and below, rendering 10,000 texts) is CPU work of a few hundred
+    // milliseconds: it runs on the blocking pool, not on the HTTP worker, whose other
+    // connections (phone sessions among them) would wait for it.
+    let mut wanted = off_worker(move || parse_recipients(explicit)).await?;
     for (i, tag) in tags.iter().enumerate() {
         if tag.trim().is_empty() {
             return Err(ApiError::validation(
@@ -286,32 +330,12 @@ async fn create(
     // Enough tagged contacts to fill the campaign past its limit even if each explicit number
     // is among them (then the request fails); more need not be read.
     let tagged_limit = (MAX_CAMPAIGN_RECIPIENTS + wanted.len() + 1) as u64;
-    let (tagged, mut by_number) =
+    let (tagged, by_number) =
         contacts::for_campaign(&state.db, caller.scope(), &numbers, &tags, tagged_limit).await?;
-    for contact in tagged {
-        if seen.contains(&contact.phone_number) {
-            continue;
-        }
-        let Ok(to) = PhoneNumber::parse(&contact.phone_number) else {
-            continue;
-        };
-        seen.insert(contact.phone_number.clone());
-        wanted.push(Wanted {
-            to,
-            vars: HashMap::new(),
-        });
-        by_number.insert(contact.phone_number.clone(), contact);
-        if wanted.len() > MAX_CAMPAIGN_RECIPIENTS {
-            return Err(ApiError::validation(
-                "contact_tags",
-                "with the tagged contacts the campaign has over 10,000 recipients",
-            ));
-        }
-    }
-    let recipients: Vec<NewRecipient> = wanted
-        .iter()
-        .map(|w| recipient(&template, w, by_number.get(w.to.as_str())))
-        .collect();
+    let (recipients, template) = off_worker(move || {
+        expand(&mut wanted, seen, tagged, by_number, &template).map(|r| (r, template))
+    })
+    .await?;
     let initial: Vec<RecipientStatus> = recipients.iter().map(|r| r.status).collect();
     let launch = body.launch_now.unwrap_or(false);
     let new = NewCampaign {

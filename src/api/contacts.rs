@@ -436,19 +436,7 @@ async fn import(
             format!("contacts must have 1 to {MAX_IMPORT_CONTACTS} entries"),
         ));
     }
-    let mut seen: HashMap<String, usize> = HashMap::with_capacity(items.len());
-    let mut fields = Vec::with_capacity(items.len());
-    for (i, item) in items.into_iter().enumerate() {
-        let parsed = parse_contact(item, &format!("contacts[{i}]."))?;
-        if let Some(first) = seen.insert(parsed.phone_number.clone(), i) {
-            let at = format!("contacts[{i}].phone_number");
-            return Err(ApiError::validation(
-                &at,
-                format!("{at} repeats the number of contacts[{first}]"),
-            ));
-        }
-        fields.push(parsed);
-    }
+    let fields = super::off_worker(move || parse_import(items)).await?;
     let outcome = crate::store::retry_busy(|| {
         contacts::import(
             &state.db,
@@ -463,4 +451,22 @@ async fn import(
         "contacts imported",
         json!({ "created": outcome.created, "updated": outcome.updated }),
     ))
+}
+
+/// Every contact of an import parsed, or the first error (a number given twice is one).
+fn parse_import(items: Vec<ContactIn>) -> Result<Vec<ContactFields>, ApiError> {
+    let mut seen: HashMap<String, usize> = HashMap::with_capacity(items.len());
+    let mut fields = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let parsed = parse_contact(item, &format!("contacts[{i}]."))?;
+        if let Some(first) = seen.insert(parsed.phone_number.clone(), i) {
+            let at = format!("contacts[{i}].phone_number");
+            return Err(ApiError::validation(
+                &at,
+                format!("{at} repeats the number of contacts[{first}]"),
+            ));
+        }
+        fields.push(parsed);
+    }
+    Ok(fields)
 }

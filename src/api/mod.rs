@@ -439,3 +439,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .configure(ops::routes)
     .configure(openapi::routes);
 }
+
+/// Runs CPU-heavy request work (parsing or rendering thousands of items) on actix's blocking
+/// thread pool. On the HTTP worker it would hold up every other connection of that worker,
+/// phone sessions among them, and a handler that keeps its worker busy past the keep-alive
+/// (5 s) also gets its connection closed right after the answer: actix-http measures the
+/// keep-alive from a clock that worker updates.
+pub async fn off_worker<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    web::block(work)
+        .await
+        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+}
