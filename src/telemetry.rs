@@ -33,6 +33,9 @@ const LATENCY_BUCKETS_SECONDS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// Buckets of the writer's batch-size histogram (jobs per transaction, up to its 512).
+const BATCH_JOBS_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
+
 /// Installs the process-wide Prometheus recorder once and returns its handle; every metric of
 /// [`names`] is described and exists (at zero) from the start.
 pub fn metrics_handle() -> Option<PrometheusHandle> {
@@ -40,6 +43,11 @@ pub fn metrics_handle() -> Option<PrometheusHandle> {
         .get_or_init(|| {
             let handle = PrometheusBuilder::new()
                 .set_buckets(LATENCY_BUCKETS_SECONDS)
+                .ok()?
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(names::WRITER_BATCH_JOBS.into()),
+                    BATCH_JOBS_BUCKETS,
+                )
                 .ok()?
                 .install_recorder()
                 .map_err(|e| tracing::warn!(error = %e, "metrics recorder not installed"))
@@ -75,6 +83,10 @@ pub mod names {
     pub const WEBHOOK_ATTEMPT_DURATION: &str = "smsgw_webhook_attempt_duration_seconds";
     /// Counter `{state}`: campaign recipients reaching a state.
     pub const CAMPAIGN_RECIPIENTS: &str = "smsgw_campaign_recipients_total";
+    /// Histogram: jobs (accepts, transitions, attempt records, …) per writer transaction.
+    pub const WRITER_BATCH_JOBS: &str = "smsgw_writer_batch_jobs";
+    /// Histogram, seconds: one writer transaction, from `BEGIN` to the end of its commit.
+    pub const WRITER_COMMIT_DURATION: &str = "smsgw_writer_commit_duration_seconds";
     /// Counter `{outcome}`: AI drafts by outcome.
     pub const AI_DRAFTS: &str = "smsgw_ai_drafts_total";
 
@@ -153,6 +165,16 @@ fn register_metrics() {
         "Campaign recipients reaching each state"
     );
     describe_counter!(names::AI_DRAFTS, "AI drafts by outcome");
+    describe_histogram!(
+        names::WRITER_BATCH_JOBS,
+        Unit::Count,
+        "Jobs committed per writer transaction"
+    );
+    describe_histogram!(
+        names::WRITER_COMMIT_DURATION,
+        Unit::Seconds,
+        "Writer transaction duration, BEGIN to commit"
+    );
     metrics::gauge!(names::PHONES_ONLINE).increment(0.0);
     for class in names::QUEUE_CLASSES {
         metrics::gauge!(names::QUEUE_DEPTH, "class" => class).increment(0.0);

@@ -430,7 +430,11 @@ impl WriterTask {
 
     async fn process(&mut self, jobs: Vec<Job>) {
         let mut results = Vec::with_capacity(jobs.len());
+        let started = std::time::Instant::now();
         let mut first = self.commit(jobs.iter().map(|j| &j.op)).await;
+        metrics::histogram!(crate::telemetry::names::WRITER_BATCH_JOBS).record(jobs.len() as f64);
+        metrics::histogram!(crate::telemetry::names::WRITER_COMMIT_DURATION)
+            .record(started.elapsed().as_secs_f64());
         let mut delay = std::time::Duration::from_millis(20);
         for _ in 0..5 {
             let Err(StoreError::Busy(detail)) = &first else {

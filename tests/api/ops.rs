@@ -379,6 +379,8 @@ async fn metrics_cover_requests_messages_phones_queues(backend: Backend) {
         "smsgw_campaign_recipients_total",
         "smsgw_ai_drafts_total",
         "smsgw_messages",
+        "smsgw_writer_batch_jobs",
+        "smsgw_writer_commit_duration_seconds",
     ] {
         assert!(
             text.contains(&format!("# HELP {name} ")),
@@ -388,6 +390,25 @@ async fn metrics_cover_requests_messages_phones_queues(backend: Backend) {
     assert!(
         !text.contains(&id.to_string()),
         "ids never become label values (the route pattern is used)"
+    );
+    // The writer's transactions: jobs per batch in buckets of its own (1 … 512), durations in
+    // the latency buckets. The send above committed at least one batch.
+    assert!(
+        sample(&text, "smsgw_writer_batch_jobs_bucket", &[r#"le="512""#]).is_some_and(|v| v >= 1.0),
+        "batch sizes counted in jobs:\n{text}"
+    );
+    assert!(
+        sample(&text, "smsgw_writer_batch_jobs_sum", &[]).is_some_and(|v| v >= 1.0),
+        "jobs summed:\n{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            "smsgw_writer_commit_duration_seconds_bucket",
+            &[r#"le="10""#]
+        )
+        .is_some_and(|v| v >= 1.0),
+        "commit durations counted:\n{text}"
     );
     for kind in ["queued", "sending", "sent", "delivered"] {
         assert!(
