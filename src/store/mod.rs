@@ -82,6 +82,11 @@ async fn open(url: &str, connections: u32) -> Result<DatabaseConnection, StoreEr
         .connect_timeout(Duration::from_secs(10))
         .acquire_timeout(Duration::from_secs(30))
         .sqlx_logging(false)
+        // sqlx pings a pooled connection before every acquire (a round trip to its worker
+        // thread on SQLite, to the server on PostgreSQL). A SQLite connection is a local file
+        // handle that cannot go stale; PostgreSQL keeps the ping, which finds a connection
+        // the server dropped before a query fails on it.
+        .test_before_acquire(!url.starts_with("sqlite:"))
         .map_sqlx_sqlite_opts(|opts| {
             // journal_mode is not set per connection: switching it needs an exclusive lock that
             // the busy timeout cannot wait for, so a connection opened while another process
