@@ -7,6 +7,7 @@ mod m20261123_000002_create_webhook_tables;
 mod m20261123_000003_create_contacts;
 mod m20261125_000004_create_campaigns;
 mod m20261125_000005_create_ai;
+mod m20261125_000006_drop_status_index;
 
 /// Every migration of the schema, oldest first.
 pub struct Migrator;
@@ -20,6 +21,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000003_create_contacts::Migration),
             Box::new(m20261125_000004_create_campaigns::Migration),
             Box::new(m20261125_000005_create_ai::Migration),
+            Box::new(m20261125_000006_drop_status_index::Migration),
         ]
     }
 }

@@ -1,0 +1,40 @@
+//! Drops `idx_messages_status (status)`: `idx_messages_status_updated (status, updated_at)`
+//! begins with the same column and serves every query by status, while each message insert
+//! and status move paid for keeping both (BENCHMARKS.md, "A redundant index").
+
+use sea_orm_migration::prelude::*;
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .drop_index(
+                Index::drop()
+                    .name("idx_messages_status")
+                    .table(Messages::Table)
+                    .to_owned(),
+            )
+            .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_index(
+                Index::create()
+                    .name("idx_messages_status")
+                    .table(Messages::Table)
+                    .col(Messages::Status)
+                    .to_owned(),
+            )
+            .await
+    }
+}
+
+#[derive(DeriveIden)]
+enum Messages {
+    Table,
+    Status,
+}
