@@ -258,12 +258,19 @@ impl ResponseError for ApiError {
 }
 
 /// The success envelope around `data`.
-pub fn success(status: StatusCode, message: &str, data: Value) -> HttpResponse {
-    HttpResponse::build(status).json(json!({
-        "status": "success",
-        "message": message,
-        "data": data,
-    }))
+pub fn success(status: StatusCode, message: &str, data: impl serde::Serialize) -> HttpResponse {
+    /// The success envelope, serialized straight from the handler's data.
+    #[derive(serde::Serialize)]
+    struct Envelope<'a, T> {
+        status: &'static str,
+        message: &'a str,
+        data: T,
+    }
+    HttpResponse::build(status).json(Envelope {
+        status: "success",
+        message,
+        data,
+    })
 }
 
 /// Last line of defence: an error response that some layer produced without the envelope

@@ -12,7 +12,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use actix::prelude::*;
-use serde_json::json;
 use uuid::Uuid;
 
 use super::Deps;
@@ -566,22 +565,39 @@ async fn subjects(
 
 /// The JSON body of one attempt, rebuilt from the current message record (the whole record,
 /// as the API shows it, contract §4).
-pub fn payload(delivery: &PendingDelivery, subject: &Subject) -> serde_json::Value {
-    let mut body = json!({
-        "event": delivery.event,
-        "event_id": delivery.event_id,
-        "message": subject.message.record(),
-        "timestamp": format_ms(delivery.created_at),
-    });
-    if delivery.event == AI_DRAFT_CREATED
-        && let (Some(draft), Some(object)) = (&subject.draft, body.as_object_mut())
-    {
-        object.insert(
-            "draft".into(),
-            json!({"id": draft.id, "content": draft.content}),
-        );
+pub fn payload<'a>(delivery: &'a PendingDelivery, subject: &'a Subject) -> Payload<'a> {
+    Payload {
+        event: &delivery.event,
+        event_id: delivery.event_id,
+        message: subject.message.view(),
+        timestamp: format_ms(delivery.created_at),
+        draft: subject
+            .draft
+            .as_ref()
+            .filter(|_| delivery.event == AI_DRAFT_CREATED)
+            .map(|d| DraftOut {
+                id: d.id,
+                content: &d.content,
+            }),
     }
-    body
+}
+
+/// A webhook body (contract §9), serialized straight to the bytes that are signed and sent.
+#[derive(Debug, serde::Serialize)]
+pub struct Payload<'a> {
+    event: &'a str,
+    event_id: Uuid,
+    message: messages::Record<'a>,
+    timestamp: String,
+    /// Only in `ai.draft.created`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    draft: Option<DraftOut<'a>>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct DraftOut<'a> {
+    id: Uuid,
+    content: &'a str,
 }
 
 /// What one attempt ended with, before the retry decision.

@@ -323,7 +323,7 @@ async fn send(
     Ok(success(
         StatusCode::ACCEPTED,
         "message queued",
-        message_out(&as_accepted),
+        as_accepted.view(),
     ))
 }
 

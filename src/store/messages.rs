@@ -75,30 +75,61 @@ impl Message {
     /// The message record as the API and webhooks show it (contract §4): every field, null
     /// where it does not apply (`expires_at` of an inbound message among them).
     pub fn record(&self) -> serde_json::Value {
-        use crate::clock::format_ms;
-        serde_json::json!({
-            "id": self.id,
-            "direction": self.direction.as_str(),
-            "status": self.status.as_str(),
-            "from_number": self.from_number,
-            "to_number": self.to_number,
-            "content": self.content,
-            "segments": self.segments,
-            "encoding": self.encoding,
-            "device_id": self.device_id,
-            "campaign_id": self.campaign_id,
-            "request_id": self.request_id,
-            "scheduled_for": self.scheduled_for.map(format_ms),
-            "expires_at": (self.direction == Direction::Outbound).then(|| format_ms(self.expires_at)),
-            "created_at": format_ms(self.created_at),
-            "sent_at": self.sent_at.map(format_ms),
-            "delivered_at": self.delivered_at.map(format_ms),
-            "failed_at": self.failed_at.map(format_ms),
-            "failure_reason": self.failure_reason,
-            "send_attempts": self.send_attempts,
-            "test_mode": self.mode.is_test(),
-        })
+        serde_json::to_value(self.view()).unwrap_or_default()
     }
+
+    /// [`Message::record`] as a borrowed view that serializes straight to JSON text (the send
+    /// reply and webhook bodies skip building a `Value` tree).
+    pub fn view(&self) -> Record<'_> {
+        use crate::clock::format_ms;
+        Record {
+            id: self.id,
+            direction: self.direction.as_str(),
+            status: self.status.as_str(),
+            from_number: &self.from_number,
+            to_number: &self.to_number,
+            content: &self.content,
+            segments: self.segments,
+            encoding: &self.encoding,
+            device_id: self.device_id,
+            campaign_id: self.campaign_id,
+            request_id: self.request_id.as_deref(),
+            scheduled_for: self.scheduled_for.map(format_ms),
+            expires_at: (self.direction == Direction::Outbound).then(|| format_ms(self.expires_at)),
+            created_at: format_ms(self.created_at),
+            sent_at: self.sent_at.map(format_ms),
+            delivered_at: self.delivered_at.map(format_ms),
+            failed_at: self.failed_at.map(format_ms),
+            failure_reason: self.failure_reason.as_deref(),
+            send_attempts: self.send_attempts,
+            test_mode: self.mode.is_test(),
+        }
+    }
+}
+
+/// The fields of a message record (contract §4), in the order they serialize.
+#[derive(Debug, serde::Serialize)]
+pub struct Record<'a> {
+    pub id: Uuid,
+    pub direction: &'static str,
+    pub status: &'static str,
+    pub from_number: &'a str,
+    pub to_number: &'a str,
+    pub content: &'a str,
+    pub segments: u32,
+    pub encoding: &'a str,
+    pub device_id: Option<Uuid>,
+    pub campaign_id: Option<Uuid>,
+    pub request_id: Option<&'a str>,
+    pub scheduled_for: Option<String>,
+    pub expires_at: Option<String>,
+    pub created_at: String,
+    pub sent_at: Option<String>,
+    pub delivered_at: Option<String>,
+    pub failed_at: Option<String>,
+    pub failure_reason: Option<&'a str>,
+    pub send_attempts: u32,
+    pub test_mode: bool,
 }
 
 /// One timeline entry.
