@@ -60,7 +60,7 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Opens the database with the settings each backend needs: WAL and a busy timeout on SQLite.
 pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnection, StoreError> {
-    open(url, max_connections.max(2)).await
+    open(url, max_connections.max(2), false).await
 }
 
 /// Opens the one connection the group-commit writer keeps for itself.
@@ -70,10 +70,35 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
 /// last transaction, and its own statement cache: each batch began with cold pages and statements
 /// to prepare again. One connection keeps both warm (see BENCHMARKS.md).
 pub async fn connect_writer(url: &str) -> Result<DatabaseConnection, StoreError> {
-    open(url, 1).await
+    let db = open(url, 1, true).await?;
+    if is_sqlite(&db) {
+        let checkpointer = open(url, 1, false).await?;
+        actix_web::rt::spawn(checkpoints(checkpointer));
+    }
+    Ok(db)
 }
 
-async fn open(url: &str, connections: u32) -> Result<DatabaseConnection, StoreError> {
+/// How often the WAL is copied back into the database file (SQLite).
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+
+/// Copies the WAL back into the database file, on a connection of its own. The writer's
+/// connection does not checkpoint (`wal_autocheckpoint = 0`): SQLite would otherwise run one
+/// inside the commit that crosses 1,000 pages of WAL, and every request in that batch would
+/// wait for it. A PASSIVE checkpoint runs beside the writer's commits.
+async fn checkpoints(db: DatabaseConnection) {
+    use sea_orm::ConnectionTrait;
+    loop {
+        tokio::time::sleep(CHECKPOINT_EVERY).await;
+        if let Err(err) = db
+            .execute_unprepared("PRAGMA wal_checkpoint(PASSIVE)")
+            .await
+        {
+            tracing::warn!(error = %err, "WAL checkpoint failed; retrying");
+        }
+    }
+}
+
+async fn open(url: &str, connections: u32, writer: bool) -> Result<DatabaseConnection, StoreError> {
     sqlite_memory::configure();
     let mut options = ConnectOptions::new(url.to_string());
     options
@@ -87,7 +112,7 @@ async fn open(url: &str, connections: u32) -> Result<DatabaseConnection, StoreEr
         // handle that cannot go stale; PostgreSQL keeps the ping, which finds a connection
         // the server dropped before a query fails on it.
         .test_before_acquire(!url.starts_with("sqlite:"))
-        .map_sqlx_sqlite_opts(|opts| {
+        .map_sqlx_sqlite_opts(move |opts| {
             // journal_mode is not set per connection: switching it needs an exclusive lock that
             // the busy timeout cannot wait for, so a connection opened while another process
             // writes would fail with "database is locked". WAL is set once below and persists
@@ -102,6 +127,7 @@ async fn open(url: &str, connections: u32) -> Result<DatabaseConnection, StoreEr
                 .row_buffer_size(1024)
                 .foreign_keys(false)
                 .create_if_missing(true)
+                .pragma("wal_autocheckpoint", if writer { "0" } else { "1000" })
         });
     let db = Database::connect(options).await?;
     if is_sqlite(&db) {

@@ -776,3 +776,52 @@ fn ending_the_runtime_mid_query_does_not_panic_postgres() {
         end_runtime_mid_query(Backend::Postgres);
     }
 }
+
+/// SQLite: the writer never checkpoints inside a commit; a connection of its own copies the
+/// WAL back into the database file beside it. Messages accepted through the API reach the
+/// database file itself (read here with `immutable=true`, which makes SQLite ignore the WAL)
+/// within a second or two, with no other write to trigger a checkpoint.
+#[test]
+fn wal_is_checkpointed_beside_the_writer() {
+    crate::helpers::run(async {
+        let app = spawn_app(Backend::Sqlite).await;
+        for i in 0..20 {
+            app.send_test(RECIPIENT, &format!("checkpointed {i}"))
+                .await
+                .expect(202);
+        }
+        let path = app
+            .database_url
+            .trim_start_matches("sqlite://")
+            .split('?')
+            .next()
+            .unwrap()
+            .to_string();
+        let file_only = format!("sqlite://{path}?mode=ro&immutable=true");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let db = sea_orm::Database::connect(&file_only).await.unwrap();
+            // Until the first checkpoint the file may not even hold the schema.
+            let stored: i64 = match db
+                .query_one_raw(sea_orm::Statement::from_string(
+                    sea_orm::DbBackend::Sqlite,
+                    "SELECT count(*) AS n FROM messages",
+                ))
+                .await
+            {
+                Ok(Some(row)) => row.try_get("", "n").unwrap(),
+                _ => 0,
+            };
+            db.close().await.unwrap();
+            if stored >= 20 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the database file holds {stored} of 20 messages after 10 s: the WAL is not checkpointed"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        drop(app);
+    });
+}
