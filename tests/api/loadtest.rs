@@ -20,6 +20,27 @@ fn assert_number(report: &Value, pointer: &str) -> f64 {
         .unwrap_or_else(|| panic!("{pointer} is a number in {report}"))
 }
 
+/// Runs `smsgw loadtest` with `args` plus `--json <temp file>`, asserts it exited 0 and that
+/// its report has every contract name; returns its stdout and the report.
+async fn loadtest_ok(args: &[&str]) -> (String, Value) {
+    let out = tempfile::tempdir().unwrap();
+    let path = out.path().join("report.json");
+    let mut all = vec!["loadtest"];
+    all.extend_from_slice(args);
+    all.extend(["--json", path.to_str().unwrap()]);
+    let output = run_cli(&all, &[]).await;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = read_report(&path);
+    assert_contract_names(&report);
+    (stdout, report)
+}
+
 /// Every name of contract §11 is present, whatever the scenario measures.
 fn assert_contract_names(report: &Value) {
     for key in [
@@ -45,39 +66,22 @@ fn assert_contract_names(report: &Value) {
 
 async fn send_scenario_delivers_every_accepted_message(backend: Backend) {
     let (database, _dir) = fresh_database(backend).await;
-    let out = tempfile::tempdir().unwrap();
-    let path = out.path().join("report.json");
-    let output = run_cli(
-        &[
-            "loadtest",
-            "--scenario",
-            "send",
-            "--count",
-            "40",
-            "--clients",
-            "4",
-            "--phones",
-            "2",
-            "--drain-timeout",
-            "20",
-            "--database",
-            &database,
-            "--json",
-            path.to_str().unwrap(),
-        ],
-        &[],
-    )
+    let (stdout, report) = loadtest_ok(&[
+        "--scenario",
+        "send",
+        "--count",
+        "40",
+        "--clients",
+        "4",
+        "--phones",
+        "2",
+        "--drain-timeout",
+        "20",
+        "--database",
+        &database,
+    ])
     .await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
     assert!(stdout.contains("accepted/s"), "{stdout}");
-    let report = read_report(&path);
-    assert_contract_names(&report);
     assert_eq!(report["scenario"], "send");
     assert_eq!(report["phones"], 2);
     assert_eq!(report["clients"], 4);
@@ -101,42 +105,26 @@ async fn inbound_scenario_stores_every_forwarded_sms(backend: Backend) {
     // A running server this time (--server), so both ways of targeting are exercised.
     // Its receiver is http on loopback: the server must allow insecure webhook targets.
     let app = spawn_app_with(backend, |s| s.webhooks.allow_insecure_targets = true).await;
-    let out = tempfile::tempdir().unwrap();
-    let path = out.path().join("report.json");
-    let output = run_cli(
-        &[
-            "loadtest",
-            "--scenario",
-            "inbound",
-            "--count",
-            "30",
-            "--clients",
-            "4",
-            "--phones",
-            "2",
-            "--drain-timeout",
-            "20",
-            "--server",
-            &app.address,
-            "--api-key",
-            &app.live_key,
-            "--server-pid",
-            &std::process::id().to_string(),
-            "--json",
-            path.to_str().unwrap(),
-        ],
-        &[],
-    )
+    let pid = std::process::id().to_string();
+    let (_, report) = loadtest_ok(&[
+        "--scenario",
+        "inbound",
+        "--count",
+        "30",
+        "--clients",
+        "4",
+        "--phones",
+        "2",
+        "--drain-timeout",
+        "20",
+        "--server",
+        &app.address,
+        "--api-key",
+        &app.live_key,
+        "--server-pid",
+        &pid,
+    ])
     .await;
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report = read_report(&path);
-    assert_contract_names(&report);
     assert_eq!(report["scenario"], "inbound");
     assert_eq!(report["accepted"], 30);
     assert_eq!(report["lost"], 0);
@@ -215,34 +203,17 @@ async fn missing_feature_exits_2() {
 
 async fn campaign_scenario_completes_the_campaign(backend: Backend) {
     let (database, _dir) = fresh_database(backend).await;
-    let out = tempfile::tempdir().unwrap();
-    let path = out.path().join("report.json");
-    let output = run_cli(
-        &[
-            "loadtest",
-            "--scenario",
-            "campaign",
-            "--recipients",
-            "120",
-            "--drain-timeout",
-            "20",
-            "--database",
-            &database,
-            "--json",
-            path.to_str().unwrap(),
-        ],
-        &[],
-    )
+    let (stdout, report) = loadtest_ok(&[
+        "--scenario",
+        "campaign",
+        "--recipients",
+        "120",
+        "--drain-timeout",
+        "20",
+        "--database",
+        &database,
+    ])
     .await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report = read_report(&path);
-    assert_contract_names(&report);
     assert_eq!(report["scenario"], "campaign");
     assert_eq!(report["accepted"], 120, "every recipient reached the phone");
     assert_eq!(report["lost"], 0);
