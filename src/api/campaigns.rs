@@ -159,7 +159,6 @@ fn render(body: &str, vars: &HashMap<String, String>, contact: Option<&Contact>)
     })
 }
 
-/// The stored form of one recipient: skipped, failed (its text cannot be sent) or pending.
 /// The explicit recipients, each number parsed (the first invalid one is the error).
 fn parse_recipients(explicit: Vec<RecipientIn>) -> Result<Vec<Wanted>, ApiError> {
     let mut wanted = Vec::with_capacity(explicit.len());
@@ -177,7 +176,7 @@ fn parse_recipients(explicit: Vec<RecipientIn>) -> Result<Vec<Wanted>, ApiError>
 /// Adds the tagged contacts not already wanted (in their order), refuses a campaign past its
 /// limit, and renders each recipient's text.
 fn expand(
-    wanted: &mut Vec<Wanted>,
+    mut wanted: Vec<Wanted>,
     mut seen: HashSet<String>,
     tagged: Vec<Contact>,
     mut by_number: HashMap<String, Contact>,
@@ -209,6 +208,7 @@ fn expand(
         .collect())
 }
 
+/// The stored form of one recipient: skipped, failed (its text cannot be sent) or pending.
 fn recipient(body: &str, wanted: &Wanted, contact: Option<&Contact>) -> NewRecipient {
     let unsent = NewRecipient {
         to_number: wanted.to.as_str().to_string(),
@@ -332,10 +332,8 @@ async fn create(
     let tagged_limit = (MAX_CAMPAIGN_RECIPIENTS + wanted.len() + 1) as u64;
     let (tagged, by_number) =
         contacts::for_campaign(&state.db, caller.scope(), &numbers, &tags, tagged_limit).await?;
-    let (recipients, template) = off_worker(move || {
-        expand(&mut wanted, seen, tagged, by_number, &template).map(|r| (r, template))
-    })
-    .await?;
+    let text = template.clone();
+    let recipients = off_worker(move || expand(wanted, seen, tagged, by_number, &text)).await?;
     let initial: Vec<RecipientStatus> = recipients.iter().map(|r| r.status).collect();
     let launch = body.launch_now.unwrap_or(false);
     let new = NewCampaign {
