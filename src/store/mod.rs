@@ -98,6 +98,8 @@ async fn checkpoints(db: DatabaseConnection) {
     }
 }
 
+/// A pool of `connections`; `writer` marks the writer's own connection, which on SQLite never
+/// checkpoints inside a commit (see [`checkpoints`]).
 async fn open(url: &str, connections: u32, writer: bool) -> Result<DatabaseConnection, StoreError> {
     sqlite_memory::configure();
     let mut options = ConnectOptions::new(url.to_string());
@@ -111,7 +113,7 @@ async fn open(url: &str, connections: u32, writer: bool) -> Result<DatabaseConne
         // thread on SQLite, to the server on PostgreSQL). A SQLite connection is a local file
         // handle that cannot go stale; PostgreSQL keeps the ping, which finds a connection
         // the server dropped before a query fails on it.
-        .test_before_acquire(!url.starts_with("sqlite:"))
+        .test_before_acquire(!DbBackend::Sqlite.is_prefix_of(url))
         .map_sqlx_sqlite_opts(move |opts| {
             // journal_mode is not set per connection: switching it needs an exclusive lock that
             // the busy timeout cannot wait for, so a connection opened while another process
