@@ -250,13 +250,7 @@ pub async fn spawn_app_with_resolver(
         workspace_id: keys.workspace_id,
         database_url: url,
         settings,
-        // Idle pooled connections are dropped after 3 s, before the server's 5 s keep-alive
-        // closes them: on a loaded machine a request waiting longer than that would otherwise
-        // go out on a connection the server had just closed (`Connect(Disconnected)`).
-        client: Client::builder()
-            .timeout(Duration::from_secs(30))
-            .connector(awc::Connector::new().conn_keep_alive(Duration::from_secs(3)))
-            .finish(),
+        client: Client::builder().timeout(Duration::from_secs(30)).finish(),
         handle,
         registry,
         resolver,
