@@ -47,15 +47,22 @@ pub fn http_client(connections: usize) -> Client {
         .finish()
 }
 
-/// Body of the i-th send: senders rotate over `from`, so every phone gets its share.
-pub fn send_body(from: &[String], i: u64) -> Value {
-    let sender = from
-        .get((i as usize) % from.len().max(1))
-        .cloned()
-        .unwrap_or_default();
+/// Distinct recipients the sends rotate over: as many as a business's customer list, so the
+/// server reads a new number on most sends (its per-worker cache of parsed numbers holds the
+/// few senders, not every recipient).
+pub const RECIPIENTS: usize = 10_000;
+
+/// Body of the i-th send: senders rotate over `from`, so every phone gets its share, and
+/// recipients over `to`.
+pub fn send_body(from: &[String], to: &[String], i: u64) -> Value {
+    let pick = |list: &[String]| {
+        list.get((i as usize) % list.len().max(1))
+            .cloned()
+            .unwrap_or_default()
+    };
     json!({
-        "from_number": sender,
-        "to_number": "+14155550123",
+        "from_number": pick(from),
+        "to_number": pick(to),
         "content": format!("loadtest message {i}"),
     })
 }
@@ -67,6 +74,7 @@ pub async fn run(
     url: &str,
     api_key: &str,
     from: &[String],
+    to: &[String],
     clients: usize,
     stop: Stop,
     progress: Progress,
@@ -82,6 +90,7 @@ pub async fn run(
     let started = Instant::now();
     let url = url.to_string();
     let from: Rc<[String]> = from.to_vec().into();
+    let to: Rc<[String]> = to.to_vec().into();
     let mut tasks = Vec::with_capacity(clients);
     for _ in 0..clients.max(1) {
         let client = client.clone();
@@ -91,6 +100,7 @@ pub async fn run(
         let issued = issued.clone();
         let progress = progress.clone();
         let from = from.clone();
+        let to = to.clone();
         tasks.push(actix_web::rt::spawn(async move {
             loop {
                 let i = issued.get();
@@ -102,7 +112,7 @@ pub async fn run(
                     break;
                 }
                 issued.set(i + 1);
-                let body = send_body(&from, i);
+                let body = send_body(&from, &to, i);
                 let sent = Instant::now();
                 let result = client
                     .post(url.as_str())

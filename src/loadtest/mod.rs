@@ -12,6 +12,7 @@ mod report;
 mod server;
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -384,6 +385,13 @@ async fn drive(
     url: &str,
     from: &[String],
 ) -> clients::ClientRun {
+    // Recipients: valid numbers that are none of the phones.
+    let senders: HashSet<&String> = from.iter().collect();
+    let to: Vec<String> = phones::numbers(from.len() + clients::RECIPIENTS)
+        .into_iter()
+        .filter(|n| !senders.contains(n))
+        .take(clients::RECIPIENTS)
+        .collect();
     let stop = stop_of(run.args);
     let total = match stop {
         Stop::Count(n) => n,
@@ -419,6 +427,7 @@ async fn drive(
             url,
             &run.target.api_key,
             from,
+            &to,
             run.args.clients,
             stop,
             progress.clone(),
