@@ -1,7 +1,9 @@
 //! Owns recipient phone numbers: strict E.164 parsing, validity and premium-rate classification.
 
+use std::cell::RefCell;
 use std::fmt;
 
+use hashlink::LruCache;
 use phonenumber::{Mode, Type, metadata::DATABASE};
 
 /// A phone number that libphonenumber accepts as valid, always held in E.164 form (`+14155550123`).
@@ -36,17 +38,13 @@ impl PhoneNumber {
         {
             return Err(InvalidPhoneNumber);
         }
-        let number = phonenumber::parse(None, input).map_err(|_| InvalidPhoneNumber)?;
-        // One classification answers both questions: libphonenumber's `is_valid` is exactly
-        // "the number's type is known", and computing the type runs the metadata's regexes
-        // (done twice, it was ~2.6 % of the server's CPU in the send scenario's profile).
-        let kind = number.number_type(&DATABASE);
-        if kind == Type::Unknown {
-            return Err(InvalidPhoneNumber);
-        }
-        Ok(PhoneNumber {
-            e164: number.format().mode(Mode::E164).to_string(),
-            premium_rate: kind == Type::PremiumRate,
+        PARSED.with_borrow_mut(|cache| {
+            if let Some(known) = cache.get(input) {
+                return known.clone();
+            }
+            let parsed = classify(input);
+            cache.insert(input.into(), parsed.clone());
+            parsed
         })
     }
 
@@ -64,6 +62,33 @@ impl PhoneNumber {
     pub fn is_premium_rate(&self) -> bool {
         self.premium_rate
     }
+}
+
+/// Parsed numbers, most recently used first, per thread: a business sends from a handful of
+/// numbers and often to the same customers, and libphonenumber's validity check costs several
+/// microseconds (its regex cache hashes each pattern per lookup). Parsing is a pure function of
+/// the input, so a cached answer is the answer; the bound keeps odd inputs from growing it.
+const PARSED_CAPACITY: usize = 1_024;
+
+thread_local! {
+    static PARSED: RefCell<LruCache<Box<str>, Result<PhoneNumber, InvalidPhoneNumber>>> =
+        RefCell::new(LruCache::new(PARSED_CAPACITY));
+}
+
+/// libphonenumber's verdict on input already shaped like E.164.
+fn classify(input: &str) -> Result<PhoneNumber, InvalidPhoneNumber> {
+    let number = phonenumber::parse(None, input).map_err(|_| InvalidPhoneNumber)?;
+    // One classification answers both questions: libphonenumber's `is_valid` is exactly
+    // "the number's type is known", and computing the type runs the metadata's regexes
+    // (done twice, it was ~2.6 % of the server's CPU in the send scenario's profile).
+    let kind = number.number_type(&DATABASE);
+    if kind == Type::Unknown {
+        return Err(InvalidPhoneNumber);
+    }
+    Ok(PhoneNumber {
+        e164: number.format().mode(Mode::E164).to_string(),
+        premium_rate: kind == Type::PremiumRate,
+    })
 }
 
 impl fmt::Display for PhoneNumber {
@@ -253,6 +278,26 @@ mod tests {
     fn trunk_prefix_after_country_code_is_normalised_away() {
         // "+44 (0)…" written without the parentheses; libphonenumber drops the trunk zero.
         assert_eq!(valid("+4407911123456").as_str(), "+447911123456");
+    }
+
+    #[test]
+    fn cached_answers_are_libphonenumbers_answers() {
+        // More distinct inputs than the cache holds, read twice: the second pass mixes
+        // evicted and cached entries; every answer, valid or not, premium or not, must match
+        // an uncached classification (a trunk zero normalised, an invalid number refused).
+        let mut inputs: Vec<String> = (0..PARSED_CAPACITY as u32 + 100)
+            .map(|n| format!("+1415555{n:04}"))
+            .collect();
+        inputs
+            .extend(["+4407911123456", "+19005550123", "+1555", "+10000000000"].map(String::from));
+        for _ in 0..2 {
+            for input in &inputs {
+                assert_eq!(PhoneNumber::parse(input), classify(input), "{input}");
+            }
+        }
+        assert_eq!(valid("+4407911123456").as_str(), "+447911123456");
+        assert!(valid("+19005550123").is_premium_rate());
+        assert_eq!(PhoneNumber::parse("+1555"), Err(InvalidPhoneNumber));
     }
 
     #[test]
