@@ -52,19 +52,28 @@ pub fn http_client(connections: usize) -> Client {
 /// few senders, not every recipient).
 pub const RECIPIENTS: usize = 10_000;
 
-/// Body of the i-th send: senders rotate over `from`, so every phone gets its share, and
-/// recipients over `to`.
-pub fn send_body(from: &[String], to: &[String], i: u64) -> Value {
-    let pick = |list: &[String]| {
-        list.get((i as usize) % list.len().max(1))
-            .cloned()
-            .unwrap_or_default()
-    };
-    json!({
-        "from_number": pick(from),
-        "to_number": pick(to),
-        "content": format!("loadtest message {i}"),
-    })
+/// The numbers the sends go between: senders rotate over `from`, so every phone gets its
+/// share, and recipients over `to`.
+#[derive(Clone)]
+pub struct Numbers {
+    pub from: Rc<[String]>,
+    pub to: Rc<[String]>,
+}
+
+impl Numbers {
+    /// Body of the i-th send.
+    pub fn send_body(&self, i: u64) -> Value {
+        let pick = |list: &[String]| {
+            list.get((i as usize) % list.len().max(1))
+                .cloned()
+                .unwrap_or_default()
+        };
+        json!({
+            "from_number": pick(&self.from),
+            "to_number": pick(&self.to),
+            "content": format!("loadtest message {i}"),
+        })
+    }
 }
 
 /// Runs `clients` concurrent senders against `url` (the API's send route, or the ceiling's);
@@ -73,8 +82,7 @@ pub async fn run(
     client: &Client,
     url: &str,
     api_key: &str,
-    from: &[String],
-    to: &[String],
+    numbers: &Numbers,
     clients: usize,
     stop: Stop,
     progress: Progress,
@@ -89,8 +97,6 @@ pub async fn run(
     let issued = Rc::new(Cell::new(0u64));
     let started = Instant::now();
     let url = url.to_string();
-    let from: Rc<[String]> = from.to_vec().into();
-    let to: Rc<[String]> = to.to_vec().into();
     let mut tasks = Vec::with_capacity(clients);
     for _ in 0..clients.max(1) {
         let client = client.clone();
@@ -99,8 +105,7 @@ pub async fn run(
         let shared = shared.clone();
         let issued = issued.clone();
         let progress = progress.clone();
-        let from = from.clone();
-        let to = to.clone();
+        let numbers = numbers.clone();
         tasks.push(actix_web::rt::spawn(async move {
             loop {
                 let i = issued.get();
@@ -112,7 +117,7 @@ pub async fn run(
                     break;
                 }
                 issued.set(i + 1);
-                let body = send_body(&from, &to, i);
+                let body = numbers.send_body(i);
                 let sent = Instant::now();
                 let result = client
                     .post(url.as_str())

@@ -387,11 +387,14 @@ async fn drive(
 ) -> clients::ClientRun {
     // Recipients: valid numbers that are none of the phones.
     let senders: HashSet<&String> = from.iter().collect();
-    let to: Vec<String> = phones::numbers(from.len() + clients::RECIPIENTS)
-        .into_iter()
-        .filter(|n| !senders.contains(n))
-        .take(clients::RECIPIENTS)
-        .collect();
+    let numbers = clients::Numbers {
+        from: from.into(),
+        to: phones::numbers(from.len() + clients::RECIPIENTS)
+            .into_iter()
+            .filter(|n| !senders.contains(n))
+            .take(clients::RECIPIENTS)
+            .collect(),
+    };
     let stop = stop_of(run.args);
     let total = match stop {
         Stop::Count(n) => n,
@@ -426,8 +429,7 @@ async fn drive(
             &run.client,
             url,
             &run.target.api_key,
-            from,
-            &to,
+            &numbers,
             run.args.clients,
             stop,
             progress.clone(),
