@@ -177,9 +177,13 @@ impl Application {
         });
         let subscriptions = Arc::new(Subscriptions::load(&db).await?);
         let fanout = Arc::new(WebhookFanout::new(subscriptions.clone()));
-        let writer_db = store::connect_writer(&settings.database.url).await?;
-        let writer =
-            Writer::start_with_hook(writer_db, clock.clone(), listener, Some(fanout.clone()));
+        let writer = Writer::connect(
+            &settings.database.url,
+            clock.clone(),
+            listener,
+            Some(fanout.clone()),
+        )
+        .await?;
         let webhooks = WebhookDeps {
             resolver: resolver.clone(),
             recorder: AttemptRecorder::new(writer.clone()),

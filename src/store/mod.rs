@@ -63,19 +63,22 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
     open(url, max_connections.max(2), false).await
 }
 
-/// Opens the one connection the group-commit writer keeps for itself.
+/// Opens the one connection the group-commit writer keeps for itself ([`writer::Writer::connect`]
+/// opens it on the writer's own thread on SQLite).
 ///
 /// Why: from a pool, each batch landed on whichever connection was free. On SQLite every
 /// connection has its own page cache, dropped whenever another connection has written since its
 /// last transaction, and its own statement cache: each batch began with cold pages and statements
 /// to prepare again. One connection keeps both warm (see BENCHMARKS.md).
-pub async fn connect_writer(url: &str) -> Result<DatabaseConnection, StoreError> {
-    let db = open(url, 1, true).await?;
-    if is_sqlite(&db) {
-        let checkpointer = open(url, 1, false).await?;
-        actix_web::rt::spawn(checkpoints(checkpointer));
-    }
-    Ok(db)
+async fn connect_writer(url: &str) -> Result<DatabaseConnection, StoreError> {
+    open(url, 1, true).await
+}
+
+/// Starts the WAL checkpoints beside the writer's connection (SQLite; see [`checkpoints`]).
+async fn start_checkpoints(url: &str) -> Result<(), StoreError> {
+    let checkpointer = open(url, 1, false).await?;
+    actix_web::rt::spawn(checkpoints(checkpointer));
+    Ok(())
 }
 
 /// How often the WAL is copied back into the database file (SQLite).
