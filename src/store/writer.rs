@@ -319,13 +319,7 @@ impl Writer {
                     };
                     tracing::debug!(?cpu, "writer started on its own thread");
                     let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-                    let task = WriterTask {
-                        db,
-                        clock,
-                        listener,
-                        hook,
-                        new_workspace_counts: HashMap::new(),
-                    };
+                    let task = WriterTask::new(db, clock, listener, hook);
                     if ready.send(Ok(Writer { tx })).is_ok() {
                         task.run(rx).await;
                     }
@@ -355,13 +349,7 @@ impl Writer {
         hook: Option<SharedCommitHook>,
     ) -> Writer {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-        let task = WriterTask {
-            db,
-            clock,
-            listener,
-            hook,
-            new_workspace_counts: HashMap::new(),
-        };
+        let task = WriterTask::new(db, clock, listener, hook);
         if super::is_sqlite(&task.db) {
             // SQLite's connection is a thread of sqlx's, not a socket of this runtime: the writer
             // can run on a thread of its own, away from the actors' queues.
@@ -520,6 +508,21 @@ fn share_one_cpu() -> Option<usize> {
 }
 
 impl WriterTask {
+    fn new(
+        db: DatabaseConnection,
+        clock: SharedClock,
+        listener: ChangeListener,
+        hook: Option<SharedCommitHook>,
+    ) -> WriterTask {
+        WriterTask {
+            db,
+            clock,
+            listener,
+            hook,
+            new_workspace_counts: HashMap::new(),
+        }
+    }
+
     async fn run(mut self, mut rx: mpsc::Receiver<Job>) {
         let mut jobs = Vec::with_capacity(MAX_BATCH);
         while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
