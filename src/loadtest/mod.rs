@@ -383,18 +383,8 @@ async fn drive(
     run: &Run<'_>,
     phase: &'static str,
     url: &str,
-    from: &[String],
+    numbers: &clients::Numbers,
 ) -> clients::ClientRun {
-    // Recipients: valid numbers that are none of the phones.
-    let senders: HashSet<&String> = from.iter().collect();
-    let numbers = clients::Numbers {
-        from: from.into(),
-        to: phones::numbers(from.len() + clients::RECIPIENTS)
-            .into_iter()
-            .filter(|n| !senders.contains(n))
-            .take(clients::RECIPIENTS)
-            .collect(),
-    };
     let stop = stop_of(run.args);
     let total = match stop {
         Stop::Count(n) => n,
@@ -429,7 +419,7 @@ async fn drive(
             &run.client,
             url,
             &run.target.api_key,
-            &numbers,
+            numbers,
             run.args.clients,
             stop,
             progress.clone(),
@@ -591,17 +581,27 @@ async fn send_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
     .await?;
     let (phones, observed) = connect_phones(&run, count).await?;
     let from: Vec<String> = phones.iter().map(|p| p.number.clone()).collect();
+    // Recipients: valid numbers that are none of the phones.
+    let senders: HashSet<&String> = from.iter().collect();
+    let numbers = clients::Numbers {
+        to: phones::numbers(from.len() + clients::RECIPIENTS)
+            .into_iter()
+            .filter(|n| !senders.contains(n))
+            .take(clients::RECIPIENTS)
+            .collect(),
+        from: from.into(),
+    };
     let mut report = base_report(&run, count);
     if !run.args.no_ceiling {
         let bare = ceiling::start(run.workers)?;
-        let bare_run = drive(&run, "ceiling", &bare.send_url.clone(), &from).await;
+        let bare_run = drive(&run, "ceiling", &bare.send_url.clone(), &numbers).await;
         drop(bare);
         report.ceiling_per_s =
             Some(bare_run.accepted.len() as f64 / bare_run.elapsed.as_secs_f64().max(0.001));
     }
     let load_start = Instant::now();
     let url = format!("{}/v1/messages/send", run.target.url);
-    let load = drive(&run, "sending", &url, &from).await;
+    let load = drive(&run, "sending", &url, &numbers).await;
     let accepted = load.accepted.len() as u64;
     let (rss_now, rss_peak) = rss(&run);
     drain(&run, accepted, || {
