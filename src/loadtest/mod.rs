@@ -447,6 +447,39 @@ fn rss(run: &Run<'_>) -> (Option<f64>, Option<f64>) {
     }
 }
 
+/// CPU time of the server and of this harness at one instant (see [`CpuUse::per_accepted`]).
+struct CpuUse {
+    server: Option<Duration>,
+    harness: Option<Duration>,
+}
+
+impl CpuUse {
+    fn now(run: &Run<'_>) -> CpuUse {
+        CpuUse {
+            server: run.target.pid.and_then(|pid| server::cpu_time(Some(pid))),
+            harness: server::cpu_time(None),
+        }
+    }
+
+    /// Fills the report's CPU figures: what each process used since `self`, per accepted
+    /// item, and the ratio of the ceiling the harness's share alone leaves possible.
+    fn per_accepted(self, run: &Run<'_>, report: &mut Report) {
+        let end = CpuUse::now(run);
+        let accepted = report.accepted;
+        let per = |start: Option<Duration>, end: Option<Duration>| {
+            let used = end?.checked_sub(start?)?;
+            (accepted > 0).then(|| used.as_micros() as f64 / accepted as f64)
+        };
+        report.server_cpu_us_per_accepted = per(self.server, end.server);
+        report.harness_cpu_us_per_accepted = per(self.harness, end.harness);
+        report.harness_bound_ratio = report
+            .harness_cpu_us_per_accepted
+            .filter(|us| *us > 0.0)
+            .zip(report.ceiling_per_s.filter(|c| *c > 0.0))
+            .map(|(us, ceiling)| report.machine.cores as f64 * 1_000_000.0 / us / ceiling);
+    }
+}
+
 fn base_report(run: &Run<'_>, phones: usize) -> Report {
     Report {
         scenario: run.args.scenario.name().into(),
@@ -471,6 +504,9 @@ fn base_report(run: &Run<'_>, phones: usize) -> Report {
         bad_signatures: 0,
         phones_connected: 0,
         inbound_ack_latency_ms: None,
+        server_cpu_us_per_accepted: None,
+        harness_cpu_us_per_accepted: None,
+        harness_bound_ratio: None,
         machine: Machine::detect(),
         notes: Vec::new(),
     }
@@ -600,6 +636,7 @@ async fn send_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
             Some(bare_run.accepted.len() as f64 / bare_run.elapsed.as_secs_f64().max(0.001));
     }
     let load_start = Instant::now();
+    let cpu = CpuUse::now(&run);
     let url = format!("{}/v1/messages/send", run.target.url);
     let load = drive(&run, "sending", &url, &numbers).await;
     let accepted = load.accepted.len() as u64;
@@ -643,6 +680,7 @@ async fn send_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
         .ceiling_per_s
         .filter(|c| *c > 0.0)
         .map(|c| report.accepted_per_s / c);
+    cpu.per_accepted(&run, &mut report);
     if let Some(hooks) = &hooks {
         let figures = hook_figures(hooks, &load.accepted, &SEND_EVENTS, load_start);
         report.webhooks_delivered = Some(figures.delivered);
@@ -744,6 +782,7 @@ async fn inbound_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
     };
     run.meter.phase("inbound", total);
     let started = Instant::now();
+    let cpu = CpuUse::now(&run);
     let mut injected: u64 = 0;
     let in_flight = run.args.clients.max(1) as u64;
     loop {
@@ -811,6 +850,7 @@ async fn inbound_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
     report.duration_s = elapsed.as_secs_f64();
     report.accepted = acked;
     report.accepted_per_s = acked as f64 / elapsed.as_secs_f64().max(0.001);
+    cpu.per_accepted(&run, &mut report);
     report.inbound_ack_latency_ms = percentiles(seen.inbound_acked.iter().copied());
     report.server_rss_mb = rss_now;
     report.server_peak_rss_mb = rss_peak;
@@ -865,6 +905,7 @@ async fn campaign_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
         "launch_now": true,
     });
     let started = Instant::now();
+    let cpu = CpuUse::now(&run);
     let (status, reply) = post(&run, "/v1/campaigns", &body).await?;
     let created_in = started.elapsed();
     if status != 201 {
@@ -907,6 +948,7 @@ async fn campaign_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
     report.duration_s = elapsed.as_secs_f64();
     report.accepted = dispatched;
     report.accepted_per_s = dispatched as f64 / elapsed.as_secs_f64().max(0.001);
+    cpu.per_accepted(&run, &mut report);
     report.api_latency_ms = Latency::of(&latency);
     report.server_rss_mb = rss_now;
     report.server_peak_rss_mb = rss_peak;

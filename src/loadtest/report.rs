@@ -83,6 +83,17 @@ pub struct Report {
     pub phones_connected: usize,
     /// Inbound scenario: `received` frame → server ack.
     pub inbound_ack_latency_ms: Option<Latency>,
+    /// CPU time (user + system) the server used per accepted item, from the start of the load
+    /// to the end of the drain; null when its process is not known (`--server` without
+    /// `--server-pid`).
+    pub server_cpu_us_per_accepted: Option<f64>,
+    /// The same for this harness (clients, phones and webhook receiver together).
+    pub harness_cpu_us_per_accepted: Option<f64>,
+    /// The highest `ceiling_ratio` this machine allows with the harness's own work alone:
+    /// all cores spent on the harness (`cores × 1 s ÷ harness_cpu_us_per_accepted` items per
+    /// second, the server costing nothing) over `ceiling_per_s`. The clients and receiver
+    /// share the machine with the server, so in a steady run `ceiling_ratio` stays below it.
+    pub harness_bound_ratio: Option<f64>,
     pub machine: Machine,
     pub notes: Vec<String>,
 }
@@ -101,6 +112,11 @@ impl Report {
         self.server_peak_rss_mb = self.server_peak_rss_mb.map(round);
         self.ceiling_per_s = self.ceiling_per_s.map(round);
         self.ceiling_ratio = self.ceiling_ratio.map(|r| (r * 1000.0).round() / 1000.0);
+        self.server_cpu_us_per_accepted = self.server_cpu_us_per_accepted.map(round);
+        self.harness_cpu_us_per_accepted = self.harness_cpu_us_per_accepted.map(round);
+        self.harness_bound_ratio = self
+            .harness_bound_ratio
+            .map(|r| (r * 1000.0).round() / 1000.0);
         self
     }
 
@@ -153,6 +169,21 @@ impl Report {
         );
         line("webhooks/s", opt(self.webhooks_per_s, ""));
         line("accept -> webhook", lat(&self.e2e_latency_ms));
+        line(
+            "cpu per accepted",
+            format!(
+                "server {}, harness {}",
+                opt(self.server_cpu_us_per_accepted, " us"),
+                opt(self.harness_cpu_us_per_accepted, " us")
+            ),
+        );
+        line(
+            "harness bound",
+            opt(
+                self.harness_bound_ratio.map(|r| r * 100.0),
+                " % of ceiling at most",
+            ),
+        );
         line("server rss", opt(self.server_rss_mb, " MB"));
         line("server peak rss", opt(self.server_peak_rss_mb, " MB"));
         line("api errors", self.api_errors.to_string());

@@ -99,6 +99,23 @@ async fn send_scenario_delivers_every_accepted_message(backend: Backend) {
     let d50 = assert_number(&report, "/dispatch_latency_ms/p50");
     assert!(d50 <= assert_number(&report, "/dispatch_latency_ms/p99"));
     assert!(assert_number(&report, "/server_rss_mb") > 1.0);
+    // CPU per accepted send of the server it started and of the harness itself, and the share
+    // of the ceiling the harness's own work leaves possible: every core on the harness alone.
+    let harness = assert_number(&report, "/harness_cpu_us_per_accepted");
+    assert!(
+        assert_number(&report, "/server_cpu_us_per_accepted") > 0.0,
+        "{report}"
+    );
+    assert!(harness > 0.0, "{report}");
+    let cores = assert_number(&report, "/machine/cores");
+    let ceiling = assert_number(&report, "/ceiling_per_s");
+    let bound = assert_number(&report, "/harness_bound_ratio");
+    let expected = cores * 1_000_000.0 / harness / ceiling;
+    assert!(
+        (bound - expected).abs() <= 0.001 + expected * 0.01,
+        "{bound} vs {expected}: {report}"
+    );
+    assert!(stdout.contains("harness bound"), "{stdout}");
 }
 
 async fn inbound_scenario_stores_every_forwarded_sms(backend: Backend) {
@@ -131,8 +148,14 @@ async fn inbound_scenario_stores_every_forwarded_sms(backend: Backend) {
     assert_eq!(report["duplicates"], 0);
     let p50 = assert_number(&report, "/inbound_ack_latency_ms/p50");
     assert!(p50 > 0.0 && p50 <= assert_number(&report, "/inbound_ack_latency_ms/p99"));
-    // --server-pid points at this test process: its memory is read.
+    // --server-pid points at this test process: its memory and CPU are read.
     assert!(assert_number(&report, "/server_rss_mb") > 1.0);
+    assert!(
+        assert_number(&report, "/server_cpu_us_per_accepted") > 0.0,
+        "{report}"
+    );
+    // No ceiling was measured (inbound has none), so no bound either.
+    assert!(report["harness_bound_ratio"].is_null(), "{report}");
     // The messages really are stored as inbound.
     let list = app
         .get("/v1/messages?limit=100", &app.live_key)
@@ -222,6 +245,14 @@ async fn campaign_scenario_completes_the_campaign(backend: Backend) {
     assert_eq!(
         report["webhooks_delivered"], 240,
         "sent and delivered of each"
+    );
+    assert!(
+        assert_number(&report, "/server_cpu_us_per_accepted") > 0.0,
+        "{report}"
+    );
+    assert!(
+        assert_number(&report, "/harness_cpu_us_per_accepted") > 0.0,
+        "{report}"
     );
     assert!(
         stdout.contains("campaign status completed with 120 of 120 delivered"),
