@@ -48,7 +48,7 @@ pub fn http_client(connections: usize) -> Client {
 }
 
 /// Distinct recipients the sends rotate over: as many as a business's customer list, so the
-/// server reads a new number on most sends (its per-worker cache of parsed numbers holds the
+/// server reads a new number on most sends (its per-thread cache of parsed numbers holds the
 /// few senders, not every recipient).
 pub const RECIPIENTS: usize = 10_000;
 

@@ -289,7 +289,7 @@ impl Writer {
     ) -> Result<Writer, StoreError> {
         if !sea_orm::DbBackend::Sqlite.is_prefix_of(url) {
             let db = super::connect_writer(url).await?;
-            return Ok(Writer::start_with_hook(db, clock, listener, hook));
+            return Ok(Writer::start_here(db, clock, listener, hook));
         }
         let (ready, opened) = oneshot::channel();
         let url_owned = url.to_string();
@@ -335,44 +335,16 @@ impl Writer {
         Ok(writer)
     }
 
-    /// Starts the writer on an open connection: on SQLite on a thread of its own, on
-    /// PostgreSQL as a task of the current runtime (its connection is a socket of that runtime).
-    pub fn start(db: DatabaseConnection, clock: SharedClock, listener: ChangeListener) -> Writer {
-        Writer::start_with_hook(db, clock, listener, None)
-    }
-
-    /// [`Writer::start`] with a hook that writes extra rows in each batch's transaction.
-    pub fn start_with_hook(
+    /// Starts the writer as a task of the current runtime (PostgreSQL: its connection is a
+    /// socket of that runtime).
+    fn start_here(
         db: DatabaseConnection,
         clock: SharedClock,
         listener: ChangeListener,
         hook: Option<SharedCommitHook>,
     ) -> Writer {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-        let task = WriterTask::new(db, clock, listener, hook);
-        if super::is_sqlite(&task.db) {
-            // SQLite's connection is a thread of sqlx's, not a socket of this runtime: the writer
-            // can run on a thread of its own, away from the actors' queues.
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build();
-            match runtime {
-                Ok(runtime) => {
-                    let spawned = std::thread::Builder::new()
-                        .name("smsgw-writer".into())
-                        .spawn(move || runtime.block_on(task.run(rx)));
-                    if let Err(err) = spawned {
-                        tracing::error!(error = %err, "cannot start the writer thread");
-                    }
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, "writer runtime failed; the writer shares this one");
-                    tokio::spawn(task.run(rx));
-                }
-            }
-        } else {
-            tokio::spawn(task.run(rx));
-        }
+        tokio::spawn(WriterTask::new(db, clock, listener, hook).run(rx));
         Writer { tx }
     }
 
@@ -1452,7 +1424,9 @@ mod tests {
                 let mut sink = sink.lock().unwrap();
                 sink.extend(changes.into_iter().map(|c| (c.message.id, c.kind)));
             });
-            let writer = Writer::start(db.clone(), Arc::new(SystemClock), listener);
+            let writer = Writer::connect(&url, Arc::new(SystemClock), listener, None)
+                .await
+                .unwrap();
             let scope = Scope {
                 workspace_id: Uuid::now_v7(),
                 mode: Mode::Live,
