@@ -18,6 +18,10 @@ pub enum ErrorCode {
     MissingApiKey,
     InvalidApiKey,
     PremiumRateBlocked,
+    /// The recipient texted STOP (or was opted out by hand): docs/api.md "Messages".
+    RecipientOptedOut,
+    /// The recipient turned AI replies off (STOP AI, or by hand): docs/api.md "AI reply drafts".
+    AiRepliesOff,
     TestModeOnly,
     NotFound,
     MethodNotAllowed,
@@ -36,12 +40,14 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in HTTP status order.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::InvalidJson,
         ErrorCode::BadRequest,
         ErrorCode::MissingApiKey,
         ErrorCode::InvalidApiKey,
         ErrorCode::PremiumRateBlocked,
+        ErrorCode::RecipientOptedOut,
+        ErrorCode::AiRepliesOff,
         ErrorCode::TestModeOnly,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
@@ -66,6 +72,8 @@ impl ErrorCode {
             ErrorCode::MissingApiKey => "missing_api_key",
             ErrorCode::InvalidApiKey => "invalid_api_key",
             ErrorCode::PremiumRateBlocked => "premium_rate_blocked",
+            ErrorCode::RecipientOptedOut => "recipient_opted_out",
+            ErrorCode::AiRepliesOff => "ai_replies_off",
             ErrorCode::TestModeOnly => "test_mode_only",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
@@ -88,7 +96,10 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidJson | ErrorCode::BadRequest => StatusCode::BAD_REQUEST,
             ErrorCode::MissingApiKey | ErrorCode::InvalidApiKey => StatusCode::UNAUTHORIZED,
-            ErrorCode::PremiumRateBlocked | ErrorCode::TestModeOnly => StatusCode::FORBIDDEN,
+            ErrorCode::PremiumRateBlocked
+            | ErrorCode::RecipientOptedOut
+            | ErrorCode::AiRepliesOff
+            | ErrorCode::TestModeOnly => StatusCode::FORBIDDEN,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::DuplicateRequest | ErrorCode::InvalidState | ErrorCode::AlreadyExists => {
@@ -119,6 +130,10 @@ pub enum ApiError {
     InvalidApiKey,
     #[error("{field} is a premium-rate number; sending to it is blocked")]
     PremiumRateBlocked { field: String },
+    #[error("{field} has opted out (STOP); nothing may be sent to it until it texts START")]
+    RecipientOptedOut { field: String },
+    #[error("{field} has turned AI replies off (STOP AI); a draft cannot be sent to it")]
+    AiRepliesOff { field: String },
     #[error("this operation is only available with a test key")]
     TestModeOnly,
     #[error("{0} not found")]
@@ -177,6 +192,8 @@ impl ApiError {
             ApiError::MissingApiKey => ErrorCode::MissingApiKey,
             ApiError::InvalidApiKey => ErrorCode::InvalidApiKey,
             ApiError::PremiumRateBlocked { .. } => ErrorCode::PremiumRateBlocked,
+            ApiError::RecipientOptedOut { .. } => ErrorCode::RecipientOptedOut,
+            ApiError::AiRepliesOff { .. } => ErrorCode::AiRepliesOff,
             ApiError::TestModeOnly => ErrorCode::TestModeOnly,
             ApiError::NotFound(_) => ErrorCode::NotFound,
             ApiError::DuplicateRequest { .. } => ErrorCode::DuplicateRequest,
@@ -201,6 +218,8 @@ impl ApiError {
                 field: Some(field), ..
             } => json!({ "field": field }),
             ApiError::PremiumRateBlocked { field }
+            | ApiError::RecipientOptedOut { field }
+            | ApiError::AiRepliesOff { field }
             | ApiError::InvalidPhoneNumber { field }
             | ApiError::Validation { field, .. } => json!({ "field": field }),
             ApiError::DuplicateRequest { id } => json!({ "id": id }),

@@ -115,13 +115,15 @@ pub mod names {
         "skipped",
     ];
     /// `outcome` values of [`AI_DRAFTS`]: stored pending; sent at once (auto mode); sent from a
-    /// draft; discarded; the provider failed (no draft).
-    pub const AI_DRAFT_OUTCOMES: [&str; 5] = [
+    /// draft; discarded; the provider failed (no draft); the sender texted STOP or STOP AI while
+    /// the provider answered (neither sent nor stored).
+    pub const AI_DRAFT_OUTCOMES: [&str; 6] = [
         "created",
         "auto_sent",
         "sent",
         "discarded",
         "provider_error",
+        "opted_out",
     ];
 }
 

@@ -117,10 +117,11 @@ impl AiResponder {
     fn answer(&mut self, messages: Vec<Message>, ctx: &mut Context<Self>) {
         for message in messages {
             if keywords::classify(&message.content).is_some()
-                || PhoneNumber::parse(&message.from_number).is_err()
+                || !PhoneNumber::parse(&message.from_number).is_ok_and(|n| !n.is_premium_rate())
             {
                 // Keyword messages never get a draft; a sender that is not a phone number (a
-                // short code, a name) cannot be answered.
+                // short code, a name) cannot be answered, and a premium-rate one must not be
+                // (a reply would be charged to the workspace: a toll-fraud path).
                 continue;
             }
             let job = Job {
@@ -141,6 +142,20 @@ impl AiResponder {
             );
         }
     }
+}
+
+/// The `smsgw_ai_drafts_total` outcome of a reply made for a sender who texted STOP or
+/// STOP AI while the provider answered: neither sent nor stored.
+const OPTED_OUT: &str = "opted_out";
+
+/// What became of an auto-mode reply.
+enum AutoReply {
+    /// Queued, its draft stored as sent.
+    Sent,
+    /// Its recipient opted out or turned AI replies off: nothing is sent or stored.
+    Refused,
+    /// It cannot go now: the draft is stored pending instead.
+    Later,
 }
 
 /// One inbound message to answer.
@@ -195,12 +210,23 @@ impl Job {
             content,
             status: DraftStatus::Pending,
         };
-        if settings.mode == AiMode::Auto && self.send_now(&draft).await? {
-            crate::telemetry::count_ai_draft("auto_sent");
-            return Ok(());
+        if settings.mode == AiMode::Auto {
+            match self.send_now(&draft).await? {
+                AutoReply::Sent => {
+                    crate::telemetry::count_ai_draft("auto_sent");
+                    return Ok(());
+                }
+                AutoReply::Refused => {
+                    crate::telemetry::count_ai_draft(OPTED_OUT);
+                    return Ok(());
+                }
+                AutoReply::Later => {}
+            }
         }
         match self.deps.writer.draft(draft).await {
-            Ok(()) => crate::telemetry::count_ai_draft("created"),
+            Ok(true) => crate::telemetry::count_ai_draft("created"),
+            // The sender texted STOP or STOP AI while the provider was answering.
+            Ok(false) => crate::telemetry::count_ai_draft(OPTED_OUT),
             // The message has a draft already (a repeat notification).
             Err(crate::store::StoreError::Conflict(_)) => {}
             Err(err) => return Err(err),
@@ -208,11 +234,12 @@ impl Job {
         Ok(())
     }
 
-    /// Auto mode: the reply is accepted with its draft stored as sent. False when it cannot go
-    /// now (no online phone, the new-workspace limit): the draft is then stored pending.
-    async fn send_now(&self, draft: &NewDraft) -> Result<bool, crate::store::StoreError> {
+    /// Auto mode: the reply is accepted with its draft stored as sent, unless the sender opted
+    /// out or turned AI replies off meanwhile (checked in the writer's transaction) or it cannot
+    /// go now (no online phone, the new-workspace limit: the draft is then stored pending).
+    async fn send_now(&self, draft: &NewDraft) -> Result<AutoReply, crate::store::StoreError> {
         let Ok(text) = SmsText::parse(draft.content.clone()) else {
-            return Ok(false);
+            return Ok(AutoReply::Later);
         };
         let scope = self.scope();
         let from = self.message.to_number.clone();
@@ -229,7 +256,7 @@ impl Job {
                 .await;
             match routed {
                 Ok(Ok(Some(routed))) => Some(routed.device_id),
-                _ => return Ok(false),
+                _ => return Ok(AutoReply::Later),
             }
         };
         let now = self.deps.clock.now_ms();
@@ -253,9 +280,10 @@ impl Job {
         match self.deps.writer.accept(accept).await? {
             AcceptOutcome::Accepted(messages) => {
                 self.registry.do_send(Enqueue { messages });
-                Ok(true)
+                Ok(AutoReply::Sent)
             }
-            _ => Ok(false),
+            AcceptOutcome::OptedOut { .. } | AcceptOutcome::AiRepliesOff => Ok(AutoReply::Refused),
+            _ => Ok(AutoReply::Later),
         }
     }
 

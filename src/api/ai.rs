@@ -47,6 +47,9 @@ pub fn endpoints() -> Vec<Endpoint> {
             ValidationFailed,
             ContentTooLong,
             InvalidState,
+            PremiumRateBlocked,
+            RecipientOptedOut,
+            AiRepliesOff,
             NoDeviceAvailable,
             NewAccountLimit,
         ]),
@@ -299,6 +302,12 @@ async fn send_draft(
     let text = parse_content(body.content.unwrap_or(draft.content), "content")?;
     let from_number = parse_number(&draft.to_number, "from_number")?;
     let to_number = parse_number(&draft.from_number, "to_number")?;
+    // Drafts are not made for premium-rate senders; one stored before that rule is refused.
+    if to_number.is_premium_rate() {
+        return Err(ApiError::PremiumRateBlocked {
+            field: "to_number".into(),
+        });
+    }
     let routing = route(&state, &caller, &from_number, None).await?;
     let now = state.clock.now_ms();
     let ttl = i64::try_from(state.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
@@ -319,7 +328,7 @@ async fn send_draft(
         draft: Some(DraftLink::Existing(id)),
     };
     let outcome = accept_and_hand_over(&state, accept, None).await?;
-    let stored = accepted(outcome, None, &from_number)?;
+    let stored = accepted(outcome, None, &from_number, |_| "to_number".into())?;
     let message = stored
         .first()
         .ok_or_else(|| ApiError::Internal("writer accepted no message".into()))?;

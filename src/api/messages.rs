@@ -44,6 +44,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         InvalidPhoneNumber,
         ContentTooLong,
         PremiumRateBlocked,
+        RecipientOptedOut,
         NoDeviceAvailable,
         NewAccountLimit,
     ];
@@ -310,7 +311,7 @@ async fn send(
         draft: None,
     };
     let outcome = accept_and_hand_over(&state, accept, reserved).await?;
-    let stored = accepted(outcome, device_id, &from_number)?;
+    let stored = accepted(outcome, device_id, &from_number, |_| "to_number".into())?;
     let message = stored
         .first()
         .ok_or_else(|| ApiError::Internal("writer accepted no message".into()))?;
@@ -398,14 +399,22 @@ async fn hand_to(
     }
 }
 
-/// Turns the writer's answer into the stored messages or the contract's error.
+/// Turns the writer's answer into the stored messages or the contract's error;
+/// `recipient_field` names the request field of the accept's `index`-th recipient.
 pub fn accepted(
     outcome: AcceptOutcome,
     device_id: Option<Uuid>,
     from_number: &PhoneNumber,
+    recipient_field: impl Fn(usize) -> String,
 ) -> Result<Vec<Message>, ApiError> {
     match outcome {
         AcceptOutcome::Accepted(messages) => Ok(messages),
+        AcceptOutcome::OptedOut { index } => Err(ApiError::RecipientOptedOut {
+            field: recipient_field(index),
+        }),
+        AcceptOutcome::AiRepliesOff => Err(ApiError::AiRepliesOff {
+            field: recipient_field(0),
+        }),
         AcceptOutcome::Duplicate(id) => Err(ApiError::DuplicateRequest { id }),
         AcceptOutcome::NoDevice => Err(no_device(device_id, from_number)),
         AcceptOutcome::LimitReached {
@@ -458,8 +467,18 @@ async fn bulk_send(
             field: format!("to_numbers[{i}]"),
         });
     }
+    // Duplicates are sent once; `places[i]` is where the i-th kept number is in the request.
     let mut seen = HashSet::new();
-    to_numbers.retain(|n| seen.insert(n.clone()));
+    let mut places = Vec::with_capacity(to_numbers.len());
+    let to_numbers: Vec<PhoneNumber> = to_numbers
+        .into_iter()
+        .enumerate()
+        .filter(|(_, n)| seen.insert(n.clone()))
+        .map(|(place, n)| {
+            places.push(place);
+            n
+        })
+        .collect();
     let routing = route(&state, &caller, &from_number, device_id).await?;
     let now = state.clock.now_ms();
     let messages = to_numbers
@@ -492,7 +511,9 @@ async fn bulk_send(
         draft: None,
     };
     let outcome = accept_and_hand_over(&state, accept, None).await?;
-    let stored = accepted(outcome, device_id, &from_number)?;
+    let stored = accepted(outcome, device_id, &from_number, |i| {
+        format!("to_numbers[{}]", places.get(i).copied().unwrap_or(i))
+    })?;
     let ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();
     Ok(success(
         StatusCode::ACCEPTED,

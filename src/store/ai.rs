@@ -188,6 +188,28 @@ pub async fn discard(
     Ok(result.rows_affected == 1)
 }
 
+/// Discards every pending draft answering `from_number` in this scope (inside the writer's
+/// transaction, when the number texts STOP or STOP AI); how many.
+pub(crate) async fn discard_pending_from<C: ConnectionTrait>(
+    conn: &C,
+    scope: Scope,
+    from_number: &str,
+    now: i64,
+) -> Result<u64, StoreError> {
+    let result = ai_drafts::Entity::update_many()
+        .col_expr(
+            ai_drafts::Column::Status,
+            Expr::value(DraftStatus::Discarded.as_str()),
+        )
+        .col_expr(ai_drafts::Column::UpdatedAt, Expr::value(now))
+        .filter(in_scope(scope))
+        .filter(ai_drafts::Column::FromNumber.eq(from_number))
+        .filter(ai_drafts::Column::Status.eq(DraftStatus::Pending.as_str()))
+        .exec(conn)
+        .await?;
+    Ok(result.rows_affected)
+}
+
 /// The drafts answering these inbound messages (the bodies of `ai.draft.created` attempts).
 pub async fn drafts_by_message(
     db: &DatabaseConnection,

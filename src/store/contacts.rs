@@ -587,14 +587,117 @@ pub async fn ai_replies_to(
     scope: Scope,
     phone_number: &str,
 ) -> Result<bool, StoreError> {
+    let key = ContactKey {
+        scope,
+        phone_number: phone_number.to_string(),
+    };
+    Ok(consent(db, &key).await?.allows_ai_replies())
+}
+
+/// What a contact lets the workspace send it. A number without a contact allows everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Consent {
+    /// False once it texted STOP (or was opted out by hand): no text of any kind.
+    pub texts: bool,
+    /// False once it texted STOP AI (or `ai_replies` was turned off): no AI reply.
+    pub ai_replies: bool,
+}
+
+impl Consent {
+    /// A number without a contact, or a contact that restricts nothing.
+    pub const ALL: Consent = Consent {
+        texts: true,
+        ai_replies: true,
+    };
+
+    /// Whether an AI reply (a draft or an auto reply) may go to it.
+    pub fn allows_ai_replies(self) -> bool {
+        self.texts && self.ai_replies
+    }
+}
+
+/// A contact's number in one scope: the key of [`restrictions`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ContactKey {
+    pub scope: Scope,
+    pub phone_number: String,
+}
+
+/// The numbers among `keys` whose contact restricts something (opted out, or AI replies off),
+/// with what they allow; a number not in the answer allows everything. One indexed lookup
+/// (`uq_contacts_number`) per scope and 512 numbers, the number list padded to a power of two so
+/// the statement comes in a few shapes (see [`super::id_list`]). Used by the writer inside its
+/// transaction, once per batch of sends.
+pub async fn restrictions<C: ConnectionTrait>(
+    conn: &C,
+    keys: &[ContactKey],
+) -> Result<HashMap<ContactKey, Consent>, StoreError> {
+    let mut by_scope: HashMap<Scope, Vec<&str>> = HashMap::new();
+    for key in keys {
+        by_scope
+            .entry(key.scope)
+            .or_default()
+            .push(key.phone_number.as_str());
+    }
+    let mut found = HashMap::new();
+    for (scope, mut numbers) in by_scope {
+        numbers.sort_unstable();
+        numbers.dedup();
+        for chunk in numbers.chunks(super::IDS_PER_STATEMENT) {
+            let mut padded = chunk.to_vec();
+            if let Some(&first) = chunk.first() {
+                padded.resize(chunk.len().next_power_of_two(), first);
+            }
+            let rows: Vec<(String, bool, bool)> = contacts::Entity::find()
+                .select_only()
+                .column(contacts::Column::PhoneNumber)
+                .column(contacts::Column::OptedOut)
+                .column(contacts::Column::AiReplies)
+                .filter(in_scope(scope))
+                .filter(contacts::Column::PhoneNumber.is_in(padded))
+                .filter(
+                    Condition::any()
+                        .add(contacts::Column::OptedOut.eq(true))
+                        .add(contacts::Column::AiReplies.eq(false)),
+                )
+                .into_tuple()
+                .all(conn)
+                .await?;
+            for (phone_number, opted_out, ai_replies) in rows {
+                found.insert(
+                    ContactKey {
+                        scope,
+                        phone_number,
+                    },
+                    Consent {
+                        texts: !opted_out,
+                        ai_replies,
+                    },
+                );
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// What the contact of `key` allows now ([`Consent::ALL`] without a contact).
+pub async fn consent<C: ConnectionTrait>(
+    conn: &C,
+    key: &ContactKey,
+) -> Result<Consent, StoreError> {
     let found: Option<(bool, bool)> = contacts::Entity::find()
         .select_only()
-        .column(contacts::Column::AiReplies)
         .column(contacts::Column::OptedOut)
-        .filter(in_scope(scope))
-        .filter(contacts::Column::PhoneNumber.eq(phone_number))
+        .column(contacts::Column::AiReplies)
+        .filter(in_scope(key.scope))
+        .filter(contacts::Column::PhoneNumber.eq(key.phone_number.as_str()))
         .into_tuple()
-        .one(db)
+        .one(conn)
         .await?;
-    Ok(found.is_none_or(|(ai_replies, opted_out)| ai_replies && !opted_out))
+    Ok(
+        found.map_or(Consent::ALL, |(opted_out, ai_replies)| Consent {
+            texts: !opted_out,
+            ai_replies,
+        }),
+    )
 }

@@ -72,6 +72,14 @@ impl From<messages::Model> for Message {
 }
 
 impl Message {
+    /// The workspace and mode the message belongs to.
+    pub fn scope(&self) -> Scope {
+        Scope {
+            workspace_id: self.workspace_id,
+            mode: self.mode,
+        }
+    }
+
     /// The message record as the API and webhooks show it (contract §4): every field, null
     /// where it does not apply (`expires_at` of an inbound message among them).
     pub fn record(&self) -> serde_json::Value {

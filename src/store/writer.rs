@@ -25,6 +25,7 @@ pub use campaign::{CampaignOp, CampaignOutcome};
 
 use super::StoreError;
 use super::ai::NewDraft;
+use super::contacts::{self, Consent, ContactKey};
 use super::messages::{Message, Scope};
 use super::webhooks::{self, AttemptRecord, PendingDelivery};
 use crate::clock::SharedClock;
@@ -121,7 +122,8 @@ impl NewWorkspaceLimit {
 }
 
 /// Store outbound messages after the checks of contract §3 that need the database, in order:
-/// idempotency, device availability, new-workspace limit.
+/// idempotency, the recipients' opt-outs (docs/api.md "Messages"; for an AI reply also its
+/// `ai_replies`), device availability, new-workspace limit.
 #[derive(Debug, Clone)]
 pub struct Accept {
     pub scope: Scope,
@@ -156,6 +158,12 @@ pub enum AcceptOutcome {
     },
     /// The draft to send is not pending: its status, or None when it does not exist.
     DraftNotPending(Option<DraftStatus>),
+    /// The recipient of `messages[index]` opted out (STOP): nothing was stored.
+    OptedOut {
+        index: usize,
+    },
+    /// The recipient of an AI reply turned AI replies off (STOP AI): nothing was stored.
+    AiRepliesOff,
 }
 
 /// Move a message to another status if its current status allows it.
@@ -251,7 +259,8 @@ enum OpResult {
     Inbound(InboundOutcome),
     Recorded(bool),
     Campaign(Box<CampaignOutcome>),
-    Drafted,
+    /// Whether the draft was stored (not when its sender opted out or turned AI replies off).
+    Drafted(bool),
 }
 
 /// The answer to storing an inbound message.
@@ -400,9 +409,11 @@ impl Writer {
     }
 
     /// Stores an AI draft (see [`Op::Draft`]); a second draft for one message is a `Conflict`.
-    pub async fn draft(&self, draft: NewDraft) -> Result<(), StoreError> {
+    /// False when it was not stored: its sender has opted out or turned AI replies off since
+    /// the provider was asked.
+    pub async fn draft(&self, draft: NewDraft) -> Result<bool, StoreError> {
         match self.submit(Op::Draft(Box::new(draft))).await? {
-            OpResult::Drafted => Ok(()),
+            OpResult::Drafted(stored) => Ok(stored),
             _ => Err(StoreError::WriterGone),
         }
     }
@@ -444,6 +455,22 @@ struct Batch {
     sent: HashSet<Uuid>,
     /// Webhook attempt rows of this batch.
     attempts: Vec<entity::webhook_attempts::ActiveModel>,
+    /// The recipients of this batch's sends and drafts whose contact restricts something, read
+    /// once before its ops and kept current by the opt-out keywords the batch applies.
+    restricted: HashMap<ContactKey, Consent>,
+}
+
+impl Batch {
+    /// What the recipient `phone_number` of `scope` allows, as of this point of the batch.
+    fn consent(&self, scope: Scope, phone_number: &str) -> Consent {
+        self.restricted
+            .get(&ContactKey {
+                scope,
+                phone_number: phone_number.to_string(),
+            })
+            .copied()
+            .unwrap_or(Consent::ALL)
+    }
 }
 
 /// Binds the calling thread to the CPU it runs on, when the process may use more than one;
@@ -601,6 +628,29 @@ impl WriterTask {
             })
             .collect();
         batch.stored_refs = stored_refs(&txn, &refs).await?;
+        let recipients: Vec<ContactKey> = ops
+            .clone()
+            .flat_map(|op| -> Vec<ContactKey> {
+                match op {
+                    Op::Accept(accept) => accept
+                        .messages
+                        .iter()
+                        .map(|m| ContactKey {
+                            scope: accept.scope,
+                            phone_number: m.to_number.clone(),
+                        })
+                        .collect(),
+                    Op::Draft(draft) => vec![ContactKey {
+                        scope: draft.message.scope(),
+                        phone_number: draft.message.from_number.clone(),
+                    }],
+                    _ => Vec::new(),
+                }
+            })
+            .collect();
+        if !recipients.is_empty() {
+            batch.restricted = contacts::restrictions(&txn, &recipients).await?;
+        }
         // Transitions and webhook attempts are gathered and written in grouped statements (one
         // round trip per group instead of per op); each op keeps its slot in `outcomes`.
         let mut outcomes: Vec<Option<OpResult>> = Vec::new();
@@ -638,14 +688,17 @@ impl WriterTask {
                     None
                 }
                 Op::Draft(draft) => {
-                    super::ai::insert(&txn, draft, now).await?;
-                    if draft.status == DraftStatus::Pending {
-                        batch.changes.push(Change {
-                            kind: crate::domain::webhook_event::DRAFT_CHANGE,
-                            message: draft.message.clone(),
-                        });
+                    let consent = batch.consent(draft.message.scope(), &draft.message.from_number);
+                    if consent.allows_ai_replies() {
+                        super::ai::insert(&txn, draft, now).await?;
+                        if draft.status == DraftStatus::Pending {
+                            batch.changes.push(Change {
+                                kind: crate::domain::webhook_event::DRAFT_CHANGE,
+                                message: draft.message.clone(),
+                            });
+                        }
                     }
-                    Some(OpResult::Drafted)
+                    Some(OpResult::Drafted(consent.allows_ai_replies()))
                 }
                 Op::Campaign(op) => {
                     // It reads and changes messages: the moves before it go first.
@@ -705,6 +758,9 @@ impl WriterTask {
             if let Some(id) = find_request_id(txn, scope, request_id).await? {
                 return Ok(AcceptOutcome::Duplicate(id));
             }
+        }
+        if let Some(refused) = refused_recipient(batch, accept) {
+            return Ok(refused);
         }
         if !accept.device_available {
             return Ok(AcceptOutcome::NoDevice);
@@ -780,6 +836,25 @@ impl WriterTask {
         *batch.count_deltas.entry(scope.workspace_id).or_insert(0) += n;
         Ok(true)
     }
+}
+
+/// The opt-out check of an accept: the first message whose recipient opted out; for an AI
+/// reply, also a recipient with AI replies off. Single and bulk sends refuse an opted-out
+/// recipient like Twilio's error 21610 (docs/api.md "Messages").
+fn refused_recipient(batch: &Batch, accept: &Accept) -> Option<AcceptOutcome> {
+    if batch.restricted.is_empty() {
+        return None;
+    }
+    for (index, message) in accept.messages.iter().enumerate() {
+        let consent = batch.consent(accept.scope, &message.to_number);
+        if !consent.texts {
+            return Some(AcceptOutcome::OptedOut { index });
+        }
+        if accept.draft.is_some() && !consent.ai_replies {
+            return Some(AcceptOutcome::AiRepliesOff);
+        }
+    }
+    None
 }
 
 /// Marks the draft a reply sends (or stores auto mode's draft as sent); the draft's status
@@ -1282,6 +1357,17 @@ async fn inbound(
         && PhoneNumber::parse(&new.from_number).is_ok()
     {
         super::contacts::apply_keyword(txn, scope, &new.from_number, keyword, now).await?;
+        // A sender who stops texts or AI replies gets none of its pending drafts; the sends
+        // and drafts later in this batch see its new consent.
+        if keyword != crate::domain::keywords::Keyword::OptIn {
+            super::ai::discard_pending_from(txn, scope, &new.from_number, now).await?;
+        }
+        let key = ContactKey {
+            scope,
+            phone_number: new.from_number.clone(),
+        };
+        let consent = contacts::consent(txn, &key).await?;
+        batch.restricted.insert(key, consent);
     }
     let message = to_message(new, scope, now);
     batch.rows.push(to_row(&message, new));

@@ -28,6 +28,11 @@ backend_tests!(
     openai_provider_gets_instructions_and_the_conversation,
     openai_provider_errors_leave_no_draft_and_keep_the_message,
     messages_left_without_a_draft_are_answered_after_a_restart,
+    premium_rate_senders_get_no_draft_and_no_auto_reply,
+    a_draft_to_a_premium_rate_number_is_refused,
+    stop_and_stop_ai_discard_pending_drafts,
+    drafts_of_a_contact_opted_out_by_hand_cannot_be_sent,
+    a_reply_made_while_the_contact_opted_out_is_neither_sent_nor_kept,
 );
 
 /// Someone texting the workspace's number.
@@ -248,6 +253,8 @@ struct FakeOpenAi {
     /// The base URL to configure as `ai.base_url` (ends in `/v1`).
     base_url: String,
     state: Arc<Mutex<ProviderScript>>,
+    /// Answers wait while this is false (see [`FakeOpenAi::hold`]).
+    gate: tokio::sync::watch::Sender<bool>,
     handle: actix_web::dev::ServerHandle,
 }
 
@@ -275,11 +282,15 @@ impl FakeOpenAi {
             received: Vec::new(),
         }));
         let shared = state.clone();
+        let (gate, _) = tokio::sync::watch::channel(true);
+        let opened = gate.clone();
         let server = actix_web::HttpServer::new(move || {
             let shared = shared.clone();
+            let opened = opened.clone();
             actix_web::App::new().default_service(actix_web::web::to(
                 move |req: actix_web::HttpRequest, body: actix_web::web::Bytes| {
                     let shared = shared.clone();
+                    let mut open = opened.subscribe();
                     async move {
                         // Record and pick the answer under one lock, so a test that saw the
                         // request arrive may change the script for the next one safely.
@@ -298,6 +309,8 @@ impl FakeOpenAi {
                             });
                             script.answer.clone()
                         };
+                        // A held provider answers once released (the request is recorded).
+                        let _ = open.wait_for(|open| *open).await;
                         actix_web::HttpResponse::build(
                             actix_web::http::StatusCode::from_u16(status).unwrap(),
                         )
@@ -319,8 +332,19 @@ impl FakeOpenAi {
         FakeOpenAi {
             base_url: format!("http://{address}/v1"),
             state,
+            gate,
             handle,
         }
+    }
+
+    /// Later answers wait until [`FakeOpenAi::release`].
+    fn hold(&self) {
+        self.gate.send_replace(false);
+    }
+
+    /// Lets every held and later answer go.
+    fn release(&self) {
+        self.gate.send_replace(true);
     }
 
     /// Answers every later request with this status and raw body.
@@ -1360,4 +1384,226 @@ async fn messages_left_without_a_draft_are_answered_after_a_restart(backend: Bac
         2,
         "the provider was asked once per start"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Premium-rate numbers and opt-outs (docs/api.md "AI reply drafts")
+// ---------------------------------------------------------------------------------------------
+
+/// A premium-rate number (US 900).
+const PREMIUM: &str = "+19005550123";
+
+/// Polls until `smsgw_ai_drafts_total{outcome=…}` reaches `at_least`.
+async fn wait_for_ai_metric(app: &TestApp, outcome: &str, at_least: f64) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let now = ai_drafts_metric(app, outcome).await;
+        if now >= at_least {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{outcome} stayed at {now}, expected {at_least}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Outbound messages of the key's mode to `number`.
+async fn texts_to(app: &TestApp, key: &str, number: &str) -> Vec<Value> {
+    messages(app, key, "direction=outbound")
+        .await
+        .into_iter()
+        .filter(|m| m["to_number"] == number)
+        .collect()
+}
+
+/// A premium-rate sender gets no draft in draft mode and no reply in auto mode (a toll-fraud
+/// path otherwise); an ordinary sender asked at the same time is answered.
+async fn premium_rate_senders_get_no_draft_and_no_auto_reply(backend: Backend) {
+    let app = spawn_app(backend).await;
+    for (mode, control) in [("draft", CUSTOMER), ("auto", OTHER)] {
+        enable(&app, &app.test_key, mode, json!([price_rule()])).await;
+        let premium = inbound(&app, PREMIUM, "What's the price?").await;
+        let asked = inbound(&app, control, "What's the price?").await;
+        wait_for_draft(&app, &app.test_key, &id_of(&asked)).await;
+        tokio::time::sleep(QUIET).await;
+        let all = drafts(&app, &app.test_key, "").await;
+        assert!(
+            all.iter().all(|d| d["message_id"] != premium["id"]),
+            "{mode}: no draft for a premium-rate sender: {all:?}"
+        );
+        assert!(
+            texts_to(&app, &app.test_key, PREMIUM).await.is_empty(),
+            "{mode}: nothing is sent to a premium-rate number"
+        );
+    }
+    assert_eq!(texts_to(&app, &app.test_key, OTHER).await.len(), 1);
+}
+
+/// A pending draft whose recipient is a premium-rate number (stored before such drafts were
+/// refused) cannot be sent: 403 `premium_rate_blocked`, field `to_number`, nothing sent, the
+/// draft stays pending.
+async fn a_draft_to_a_premium_rate_number_is_refused(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let [draft] = pending_drafts(&app, &[CUSTOMER]).await.try_into().unwrap();
+    // The draft of an older server: its sender is a premium-rate number.
+    let db = sea_orm::Database::connect(&app.database_url).await.unwrap();
+    use sea_orm::ConnectionTrait;
+    db.execute_unprepared(&format!("UPDATE ai_drafts SET from_number = '{PREMIUM}'"))
+        .await
+        .unwrap();
+    db.close().await.unwrap();
+
+    let refused = send_draft(&app, &app.test_key, &id_of(&draft), None)
+        .await
+        .expect_error(403, "premium_rate_blocked");
+    assert_eq!(refused.data()["field"], "to_number");
+    let kept = get_draft(&app, &app.test_key, &id_of(&draft)).await;
+    assert_eq!(kept["status"], "pending");
+    assert!(
+        messages(&app, &app.test_key, "direction=outbound")
+            .await
+            .is_empty()
+    );
+    // It can still be discarded.
+    discard_draft(&app, &app.test_key, &id_of(&draft))
+        .await
+        .expect(200);
+}
+
+/// STOP and STOP AI discard the sender's pending drafts in the transaction that applies them:
+/// the draft reads `discarded` and sending it is 409 `invalid_state`; nothing is sent. Another
+/// sender's draft is untouched.
+async fn stop_and_stop_ai_discard_pending_drafts(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let stopper = "+14155550221";
+    let no_ai = "+14155550222";
+    let [stopped, silenced, kept] = pending_drafts(&app, &[stopper, no_ai, OTHER])
+        .await
+        .try_into()
+        .unwrap();
+    inbound(&app, stopper, "stop").await;
+    inbound(&app, no_ai, "STOP  AI").await;
+
+    for draft in [&stopped, &silenced] {
+        assert_eq!(
+            get_draft(&app, &app.test_key, &id_of(draft)).await["status"],
+            "discarded"
+        );
+        let refused = send_draft(&app, &app.test_key, &id_of(draft), None)
+            .await
+            .expect_error(409, "invalid_state");
+        assert_eq!(refused.data()["status"], "discarded");
+    }
+    assert!(
+        messages(&app, &app.test_key, "direction=outbound")
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        get_draft(&app, &app.test_key, &id_of(&kept)).await["status"],
+        "pending"
+    );
+    send_draft(&app, &app.test_key, &id_of(&kept), None)
+        .await
+        .expect(202);
+}
+
+/// A contact opted out by hand (PATCH `opted_out`) or with AI replies turned off by hand keeps
+/// its pending draft, but sending it is refused (403 `recipient_opted_out` / `ai_replies_off`,
+/// field `to_number`) and nothing is sent; undone by hand, the draft can be sent.
+async fn drafts_of_a_contact_opted_out_by_hand_cannot_be_sent(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let [draft] = pending_drafts(&app, &[CUSTOMER]).await.try_into().unwrap();
+    let contact = app
+        .post(
+            "/v1/contacts",
+            &app.test_key,
+            json!({ "phone_number": CUSTOMER }),
+        )
+        .await
+        .expect(201);
+    let contact_path = format!("/v1/contacts/{}", id_of(contact.data()));
+    let patch = |body: Value| {
+        let (app, path) = (&app, contact_path.clone());
+        async move {
+            app.request("PATCH", &path, Some(&app.test_key), Some(body))
+                .await
+                .expect(200);
+        }
+    };
+
+    patch(json!({ "opted_out": true })).await;
+    let refused = send_draft(&app, &app.test_key, &id_of(&draft), None)
+        .await
+        .expect_error(403, "recipient_opted_out");
+    assert_eq!(refused.data()["field"], "to_number");
+
+    patch(json!({ "opted_out": false, "ai_replies": false })).await;
+    let refused = send_draft(
+        &app,
+        &app.test_key,
+        &id_of(&draft),
+        Some(json!({ "content": "Edited by a person" })),
+    )
+    .await
+    .expect_error(403, "ai_replies_off");
+    assert_eq!(refused.data()["field"], "to_number");
+    assert_eq!(
+        get_draft(&app, &app.test_key, &id_of(&draft)).await["status"],
+        "pending"
+    );
+    assert!(
+        messages(&app, &app.test_key, "direction=outbound")
+            .await
+            .is_empty()
+    );
+
+    patch(json!({ "ai_replies": true })).await;
+    send_draft(&app, &app.test_key, &id_of(&draft), None)
+        .await
+        .expect(202);
+}
+
+/// The provider is still thinking when the contact texts STOP (or STOP AI): in auto mode the
+/// reply is not sent, in draft mode no pending draft is kept; the outcome is counted as
+/// `smsgw_ai_drafts_total{outcome="opted_out"}`.
+async fn a_reply_made_while_the_contact_opted_out_is_neither_sent_nor_kept(backend: Backend) {
+    let fake = FakeOpenAi::start().await;
+    fake.reply("Sure, 10 EUR");
+    let app = spawn_with_openai(backend, &fake).await;
+    let cases = [
+        ("auto", "+14155550231", "STOP"),
+        ("auto", "+14155550232", "STOP AI"),
+        ("draft", "+14155550233", "STOP"),
+        ("draft", "+14155550234", "stop ai"),
+    ];
+    for (asked_so_far, (mode, sender, keyword)) in cases.into_iter().enumerate() {
+        enable(&app, &app.test_key, mode, json!([])).await;
+        let before = ai_drafts_metric(&app, "opted_out").await;
+        fake.hold();
+        let asked = inbound(&app, sender, "How much is it?").await;
+        fake.wait_for(asked_so_far + 1).await;
+        inbound(&app, sender, keyword).await;
+        fake.release();
+        wait_for_ai_metric(&app, "opted_out", before + 1.0).await;
+        tokio::time::sleep(QUIET).await;
+        let all = drafts(&app, &app.test_key, "").await;
+        assert!(
+            all.iter().all(|d| d["message_id"] != asked["id"]),
+            "{mode} {keyword}: no draft kept: {all:?}"
+        );
+        assert!(
+            texts_to(&app, &app.test_key, sender).await.is_empty(),
+            "{mode} {keyword}: nothing sent"
+        );
+    }
+    // Control: a sender who did not opt out is answered.
+    enable(&app, &app.test_key, "auto", json!([])).await;
+    let asked = inbound(&app, CUSTOMER, "How much is it?").await;
+    let draft = wait_for_draft(&app, &app.test_key, &id_of(&asked)).await;
+    assert_eq!(draft["status"], "sent");
+    assert_eq!(texts_to(&app, &app.test_key, CUSTOMER).await.len(), 1);
+    fake.stop().await;
 }

@@ -230,6 +230,147 @@ async fn premium_rate_destinations_are_blocked(backend: Backend) {
     );
 }
 
+/// A number that texted STOP, in the key's mode.
+async fn opt_out(app: &TestApp, key: &str, number: &str) {
+    app.post(
+        "/v1/test/inbound",
+        key,
+        json!({ "from_number": number, "to_number": SENDER, "content": "STOP" }),
+    )
+    .await
+    .expect(201);
+}
+
+/// docs/api.md "Messages": a single send to a number that opted out (STOP, or `opted_out` set
+/// by hand) is 403 `recipient_opted_out` (field `to_number`) and stores nothing; the opt-out is
+/// per mode; START sends again.
+async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let stopped = "+14155550301";
+    let by_hand = "+14155550302";
+    opt_out(&app, &app.test_key, stopped).await;
+    let contact = app
+        .post(
+            "/v1/contacts",
+            &app.test_key,
+            json!({ "phone_number": by_hand }),
+        )
+        .await
+        .expect(201);
+    let contact_id = contact.data()["id"].as_str().unwrap().to_string();
+    app.request(
+        "PATCH",
+        &format!("/v1/contacts/{contact_id}"),
+        Some(&app.test_key),
+        Some(json!({ "opted_out": true })),
+    )
+    .await
+    .expect(200);
+
+    for number in [stopped, by_hand] {
+        let refused = app
+            .post(
+                "/v1/messages/send",
+                &app.test_key,
+                send_body(SENDER, number, "Hello again"),
+            )
+            .await
+            .expect_error(403, "recipient_opted_out");
+        assert_eq!(refused.data()["field"], "to_number");
+    }
+    let outbound = app
+        .get("/v1/messages?direction=outbound", &app.test_key)
+        .await
+        .expect(200);
+    assert!(
+        outbound.data()["messages"].as_array().unwrap().is_empty(),
+        "nothing written: {}",
+        outbound.body
+    );
+    // A retried keyed send whose first attempt was refused is refused again, not a repeat.
+    let keyed = json!({ "from_number": SENDER, "to_number": stopped, "content": "x",
+                        "request_id": "after-stop" });
+    for _ in 0..2 {
+        app.post("/v1/messages/send", &app.test_key, keyed.clone())
+            .await
+            .expect_error(403, "recipient_opted_out");
+    }
+
+    // START opts back in; a hand opt-out is undone by hand.
+    app.post(
+        "/v1/test/inbound",
+        &app.test_key,
+        json!({ "from_number": stopped, "to_number": SENDER, "content": "START" }),
+    )
+    .await
+    .expect(201);
+    app.request(
+        "PATCH",
+        &format!("/v1/contacts/{contact_id}"),
+        Some(&app.test_key),
+        Some(json!({ "opted_out": false })),
+    )
+    .await
+    .expect(200);
+    for number in [stopped, by_hand] {
+        app.post(
+            "/v1/messages/send",
+            &app.test_key,
+            send_body(SENDER, number, "Welcome back"),
+        )
+        .await
+        .expect(202);
+    }
+}
+
+/// docs/api.md "Messages": one opted-out number rejects a whole bulk send (403
+/// `recipient_opted_out`, field `to_numbers[i]` of its first place in the request), like a
+/// premium-rate number; nothing is written. Another mode's opt-out does not count.
+async fn bulk_send_with_an_opted_out_number_is_refused_whole(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let stopped = "+14155550303";
+    opt_out(&app, &app.test_key, stopped).await;
+    let refused = app
+        .post(
+            "/v1/messages/bulk-send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "content": "Sale!",
+                    "to_numbers": [RECIPIENT, RECIPIENT, stopped, stopped] }),
+        )
+        .await
+        .expect_error(403, "recipient_opted_out");
+    assert_eq!(refused.data()["field"], "to_numbers[2]");
+    let outbound = app
+        .get("/v1/messages?direction=outbound", &app.test_key)
+        .await
+        .expect(200);
+    assert!(
+        outbound.data()["messages"].as_array().unwrap().is_empty(),
+        "atomic: nothing written: {}",
+        outbound.body
+    );
+    // The opt-out belongs to the test mode: a live bulk send to the number gets as far as
+    // routing (no phone is paired).
+    app.post(
+        "/v1/messages/bulk-send",
+        &app.live_key,
+        json!({ "from_number": SENDER, "content": "Sale!", "to_numbers": [stopped] }),
+    )
+    .await
+    .expect_error(503, "no_device_available");
+    // Without the opted-out number the same bulk send goes out.
+    let sent = app
+        .post(
+            "/v1/messages/bulk-send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "content": "Sale!",
+                    "to_numbers": [RECIPIENT, "+14155550304"] }),
+        )
+        .await
+        .expect(202);
+    assert_eq!(sent.data()["count"], 2);
+}
+
 async fn request_id_is_idempotent_under_concurrency(backend: Backend) {
     let app = spawn_app(backend).await;
     let body = json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "once",
@@ -656,6 +797,8 @@ backend_tests!(
     content_length_boundaries,
     invalid_numbers_name_their_field,
     premium_rate_destinations_are_blocked,
+    single_send_to_an_opted_out_number_is_refused,
+    bulk_send_with_an_opted_out_number_is_refused_whole,
     request_id_is_idempotent_under_concurrency,
     bulk_send_bounds_and_duplicates,
     batch_status_bounds,

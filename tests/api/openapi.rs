@@ -139,6 +139,8 @@ async fn document_is_openapi_3_1_with_every_route(backend: Backend) {
         "missing_api_key",
         "invalid_api_key",
         "premium_rate_blocked",
+        "recipient_opted_out",
+        "ai_replies_off",
         "test_mode_only",
         "not_found",
         "duplicate_request",
