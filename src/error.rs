@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use crate::store::StoreError;
 
 /// The `error_code` of every error answer: contract §3's codes, plus `method_not_allowed` and
-/// `bad_request` of the HTTP layer. Each code has exactly one HTTP status.
+/// `bad_request` of the HTTP layer and the opt-out refusals `recipient_opted_out` and
+/// `ai_replies_off` (docs/api.md "Errors"). Each code has exactly one HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
