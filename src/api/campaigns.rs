@@ -45,7 +45,7 @@ pub const MAX_CAMPAIGN_RECIPIENTS: usize = 10_000;
 const MAX_NAME_CHARS: usize = 120;
 /// Longest campaign body, in characters: the 1,530 of a text of 10 segments with room for
 /// its tokens (docs/api.md "Campaigns", limits).
-pub const MAX_BODY_CHARS: usize = 4_096;
+const MAX_BODY_CHARS: usize = 4_096;
 /// Most vars of one recipient, and the longest name, in characters (the limits of a contact's
 /// custom fields).
 const MAX_VARS: usize = 50;

@@ -592,7 +592,7 @@ mod tests {
         best[costs.len()]
     }
 
-    /// Segments by the contract's rule, from first principles.
+    /// Segments by the rule of docs/api.md "Messages", from first principles.
     fn reference_segments(text: &str) -> u32 {
         let (costs, single, part): (Vec<usize>, usize, usize) =
             match text.chars().map(gsm7_units).collect::<Option<Vec<_>>>() {
