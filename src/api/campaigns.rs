@@ -6,7 +6,7 @@
 //! (atomic, and counted against the new-workspace limit when launched). Sending is the
 //! campaign actor's job (`actors::campaign`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
@@ -26,7 +26,7 @@ use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
 use crate::domain::campaign::{CampaignStatus, Control, RecipientStatus};
 use crate::domain::phone_number::PhoneNumber;
-use crate::domain::sms::{ContentError, SmsText};
+use crate::domain::sms::{self, ContentError, MAX_SEGMENTS, SmsText, SmsTextBuilder};
 use crate::domain::status::Mode;
 use crate::domain::template;
 use crate::error::{ApiError, ErrorCode, success};
@@ -43,6 +43,16 @@ use crate::store::writer::{CampaignOp, CampaignOutcome};
 pub const MAX_CAMPAIGN_RECIPIENTS: usize = 10_000;
 /// Longest campaign name (service-spec §8).
 const MAX_NAME_CHARS: usize = 120;
+/// Longest campaign body, in characters: the 1,530 of a text of 10 segments with room for
+/// its tokens (docs/api.md "Campaigns", limits).
+const MAX_BODY_CHARS: usize = 4_096;
+/// Most vars of one recipient, and the longest name, in characters (the limits of a contact's
+/// custom fields).
+const MAX_VARS: usize = 50;
+const MAX_VAR_NAME_CHARS: usize = 64;
+/// Longest var value, in characters: 10 segments of GSM-7; a text holding a longer value
+/// cannot be sent.
+const MAX_VAR_VALUE_CHARS: usize = 1_530;
 
 /// The campaign operations (route registry, see `super::endpoints`).
 pub fn endpoints() -> Vec<Endpoint> {
@@ -51,6 +61,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         Endpoint::of::<__path_create>(|| web::to(create)).errors(&[
             ValidationFailed,
             InvalidPhoneNumber,
+            ContentTooLong,
             NewAccountLimit,
         ]),
         Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
@@ -69,8 +80,9 @@ pub struct RecipientIn {
     /// E.164.
     #[schema(required = true, nullable = false)]
     pub to: Option<String>,
-    /// Template variables for this recipient; they win over the contact's fields.
-    pub vars: Option<HashMap<String, String>>,
+    /// Template variables for this recipient; they win over the contact's fields. At most 50,
+    /// names of 1 to 64 characters, values of at most 1,530.
+    pub vars: Option<BTreeMap<String, String>>,
 }
 
 /// Body of `POST /v1/campaigns`.
@@ -82,7 +94,8 @@ pub struct CreateCampaignIn {
     /// E.164; with a live key, the number of one of your phones.
     #[schema(required = true, nullable = false)]
     pub from_number: Option<String>,
-    /// The text, with `{{variable}}` tokens.
+    /// The text, with `{{variable}}` tokens; at most 4,096 characters, and its text outside
+    /// the tokens at most 10 segments.
     #[schema(required = true, nullable = false)]
     pub body: Option<String>,
     pub recipients: Option<Vec<RecipientIn>>,
@@ -140,35 +153,106 @@ async fn with_counts(state: &AppState, campaign: &Campaign) -> Result<Value, Api
 /// A recipient before expansion: the explicit ones keep their vars.
 struct Wanted {
     to: PhoneNumber,
-    vars: HashMap<String, String>,
+    vars: BTreeMap<String, String>,
 }
 
 /// Renders a recipient's text: its vars first, then its contact's fields; missing → "".
-fn render(body: &str, vars: &HashMap<String, String>, contact: Option<&Contact>) -> String {
-    template::render(body, |name| {
+/// Rendering stops as soon as the text cannot fit in 10 segments, so a recipient costs at most
+/// that much memory and work, whatever the body's tokens and the values.
+fn render(
+    body: &str,
+    vars: &BTreeMap<String, String>,
+    contact: Option<&Contact>,
+) -> Result<SmsText, ContentError> {
+    let mut text = SmsTextBuilder::new();
+    let lookup = |name: &str| {
         if let Some(value) = vars.get(name) {
-            return Some(value.clone());
+            return Some(value.as_str());
         }
         let contact = contact?;
         match name {
-            "first_name" => contact.first_name.clone(),
-            "last_name" => contact.last_name.clone(),
-            "email" => contact.email.clone(),
-            other => contact.custom_fields.get(other).cloned(),
+            "first_name" => contact.first_name.as_deref(),
+            "last_name" => contact.last_name.as_deref(),
+            "email" => contact.email.as_deref(),
+            other => contact.custom_fields.get(other).map(String::as_str),
         }
-    })
+    };
+    // A break only means the text is too long; `finish` says so.
+    let _ = template::render_into(body, lookup, |piece| text.push_str(piece));
+    text.finish()
 }
 
-/// The explicit recipients, each number parsed (the first invalid one is the error).
+/// Checks a campaign body: at most [`MAX_BODY_CHARS`], and its own text (the tokens left
+/// empty) within 10 segments, since rendering only adds to it.
+fn parse_body(body: &str) -> Result<(), ApiError> {
+    if body.trim().is_empty() {
+        return Err(ApiError::validation("body", "body must not be empty"));
+    }
+    if body.chars().count() > MAX_BODY_CHARS {
+        return Err(ApiError::validation(
+            "body",
+            format!("body must be at most {MAX_BODY_CHARS} characters"),
+        ));
+    }
+    let mut literal = String::with_capacity(body.len());
+    let _ = template::render_into(
+        body,
+        |_| None,
+        |piece| {
+            literal.push_str(piece);
+            std::ops::ControlFlow::Continue(())
+        },
+    );
+    let measure = sms::measure(&literal);
+    if measure.segments > MAX_SEGMENTS {
+        return Err(ApiError::ContentTooLong {
+            field: "body".to_string(),
+            segments: measure.segments,
+            encoding: measure.encoding.as_str(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks one recipient's vars (`field` is `recipients[i].vars`): how many, their names and
+/// the length of each value, the first offending name in order being the one named.
+fn parse_vars(vars: &BTreeMap<String, String>, field: &str) -> Result<(), ApiError> {
+    if vars.len() > MAX_VARS {
+        return Err(ApiError::validation(
+            field,
+            format!("{field} may have at most {MAX_VARS} entries"),
+        ));
+    }
+    for (name, value) in vars {
+        let name_chars = name.chars().count();
+        if name_chars == 0 || name_chars > MAX_VAR_NAME_CHARS {
+            return Err(ApiError::validation(
+                field,
+                format!("{field} names must be 1 to {MAX_VAR_NAME_CHARS} characters"),
+            ));
+        }
+        if value.chars().count() > MAX_VAR_VALUE_CHARS {
+            let at = format!("{field}.{name}");
+            return Err(ApiError::validation(
+                &at,
+                format!("{at} must be at most {MAX_VAR_VALUE_CHARS} characters"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The explicit recipients, each number and its vars parsed (the first invalid one is the
+/// error).
 fn parse_recipients(explicit: Vec<RecipientIn>) -> Result<Vec<Wanted>, ApiError> {
     let mut wanted = Vec::with_capacity(explicit.len());
     for (i, r) in explicit.into_iter().enumerate() {
         let field = format!("recipients[{i}].to");
         let to = required(r.to, &field)?;
-        wanted.push(Wanted {
-            to: parse_number(&to, &field)?,
-            vars: r.vars.unwrap_or_default(),
-        });
+        let to = parse_number(&to, &field)?;
+        let vars = r.vars.unwrap_or_default();
+        parse_vars(&vars, &format!("recipients[{i}].vars"))?;
+        wanted.push(Wanted { to, vars });
     }
     Ok(wanted)
 }
@@ -192,7 +276,7 @@ fn expand(
         seen.insert(contact.phone_number.clone());
         wanted.push(Wanted {
             to,
-            vars: HashMap::new(),
+            vars: BTreeMap::new(),
         });
         by_number.insert(contact.phone_number.clone(), contact);
         if wanted.len() > MAX_CAMPAIGN_RECIPIENTS {
@@ -208,7 +292,8 @@ fn expand(
         .collect())
 }
 
-/// The stored form of one recipient: skipped, failed (its text cannot be sent) or pending.
+/// The stored form of one recipient: skipped, failed (its text cannot be sent: no text is
+/// stored) or pending.
 fn recipient(body: &str, wanted: &Wanted, contact: Option<&Contact>) -> NewRecipient {
     let unsent = NewRecipient {
         to_number: wanted.to.as_str().to_string(),
@@ -232,8 +317,7 @@ fn recipient(body: &str, wanted: &Wanted, contact: Option<&Contact>) -> NewRecip
             ..unsent
         };
     }
-    let rendered = render(body, &wanted.vars, contact);
-    match SmsText::parse(rendered.clone()) {
+    match render(body, &wanted.vars, contact) {
         Ok(text) => NewRecipient {
             segments: text.segments(),
             encoding: text.encoding().as_str().to_string(),
@@ -242,7 +326,6 @@ fn recipient(body: &str, wanted: &Wanted, contact: Option<&Contact>) -> NewRecip
             ..unsent
         },
         Err(err) => NewRecipient {
-            content: rendered,
             status: RecipientStatus::Failed,
             failure_reason: Some(
                 match err {
@@ -279,9 +362,7 @@ async fn create(
     }
     let from_text = required(body.from_number, "from_number")?;
     let template = required(body.body, "body")?;
-    if template.trim().is_empty() {
-        return Err(ApiError::validation("body", "body must not be empty"));
-    }
+    parse_body(&template)?;
     let explicit = body.recipients.unwrap_or_default();
     let tags = body.contact_tags.unwrap_or_default();
     if explicit.is_empty() && tags.is_empty() {

@@ -1,26 +1,30 @@
 //! Campaign templating: `{{name}}` / `{{ name }}` tokens replaced with per-recipient values.
 
+use std::ops::ControlFlow;
+
 /// A piece of a template body: literal text or the name inside a well-formed token.
 enum Segment<'a> {
     Text(&'a str),
     Token(&'a str),
 }
 
-/// Replaces every token with `lookup(name)`, or "" when it returns `None`. Text that is not a
-/// well-formed token (e.g. `{{`, `{{ }}`, `{{a b}}`) is left as is.
-pub fn render(body: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
-    let mut out = String::with_capacity(body.len());
+/// Renders `body` piece by piece into `push`: its text as is, every token as `lookup(name)`, or
+/// nothing when that is `None`. Text that is not a well-formed token (e.g. `{{`, `{{ }}`,
+/// `{{a b}}`) is left as is. Stops as soon as `push` answers `Break` and returns it, so a sink
+/// that refuses to grow past a bound bounds the work too, however many tokens the body has.
+pub fn render_into<'v>(
+    body: &str,
+    lookup: impl Fn(&str) -> Option<&'v str>,
+    mut push: impl FnMut(&str) -> ControlFlow<()>,
+) -> ControlFlow<()> {
     for segment in segments(body) {
-        match segment {
-            Segment::Text(text) => out.push_str(text),
-            Segment::Token(name) => {
-                if let Some(value) = lookup(name) {
-                    out.push_str(&value);
-                }
-            }
-        }
+        let piece = match segment {
+            Segment::Text(text) => text,
+            Segment::Token(name) => lookup(name).unwrap_or(""),
+        };
+        push(piece)?;
     }
-    out
+    ControlFlow::Continue(())
 }
 
 /// Names of tokens in the body, in order of first appearance, deduplicated.
@@ -101,13 +105,24 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn vars(name: &str) -> Option<String> {
+    /// The whole rendering, into a String that takes everything.
+    fn render<'v>(body: &str, lookup: impl Fn(&str) -> Option<&'v str>) -> String {
+        let mut out = String::new();
+        let flow = render_into(body, lookup, |piece| {
+            out.push_str(piece);
+            ControlFlow::Continue(())
+        });
+        assert_eq!(flow, ControlFlow::Continue(()));
+        out
+    }
+
+    fn vars(name: &str) -> Option<&'static str> {
         match name {
-            "name" => Some("Ada".to_owned()),
-            "contact.city" => Some("Zürich".to_owned()),
-            "x" => Some("1".to_owned()),
-            "y" => Some("2".to_owned()),
-            "a-b_c" => Some("ok".to_owned()),
+            "name" => Some("Ada"),
+            "contact.city" => Some("Zürich"),
+            "x" => Some("1"),
+            "y" => Some("2"),
+            "a-b_c" => Some("ok"),
             _ => None,
         }
     }
@@ -158,22 +173,47 @@ mod tests {
 
     #[test]
     fn lookup_receives_trimmed_name() {
-        let out = render("{{  first_name  }}", |n| Some(format!("<{n}>")));
-        assert_eq!(out, "<first_name>");
+        let out = render("{{  first_name  }}", |n| {
+            (n == "first_name").then_some("<ok>")
+        });
+        assert_eq!(out, "<ok>");
+    }
+
+    #[test]
+    fn rendering_stops_when_the_sink_breaks() {
+        let body = "{{a}}".repeat(1000);
+        let (mut pieces, mut lookups) = (0, std::cell::Cell::new(0));
+        let flow = render_into(
+            &body,
+            |_| {
+                lookups.set(lookups.get() + 1);
+                Some("value")
+            },
+            |_| {
+                pieces += 1;
+                if pieces == 3 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            },
+        );
+        assert_eq!(flow, ControlFlow::Break(()));
+        assert_eq!((pieces, *lookups.get_mut()), (3, 3));
     }
 
     proptest! {
         #[test]
         fn text_without_open_braces_is_unchanged(body in any::<String>().prop_filter("no {{", |s| !s.contains("{{"))) {
-            prop_assert_eq!(render(&body, |_| Some("X".to_owned())), body.clone());
+            prop_assert_eq!(render(&body, |_| Some("X")), body.clone());
             prop_assert!(variables(&body).is_empty());
         }
 
         #[test]
         fn token_round_trip(prefix in "[^{]*", name in "[A-Za-z0-9_.-]{1,12}", suffix in "[^{]*") {
             let body = format!("{prefix}{{{{ {name} }}}}{suffix}");
-            let out = render(&body, |n| Some(format!("[{n}]")));
-            prop_assert_eq!(out, format!("{prefix}[{name}]{suffix}"));
+            let out = render(&body, |n| (n == name).then_some("[value]"));
+            prop_assert_eq!(out, format!("{prefix}[value]{suffix}"));
             prop_assert_eq!(variables(&body), vec![name]);
         }
     }

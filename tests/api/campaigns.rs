@@ -546,6 +546,59 @@ async fn invalid_campaigns_are_refused_and_write_nothing(backend: Backend) {
             "body",
         ),
         (
+            "body of 4,097 characters",
+            with("body", json!(format!("{}xx", "{{a}}".repeat(819)))),
+            422,
+            "validation_failed",
+            "body",
+        ),
+        (
+            "body whose own text is over 10 segments",
+            with("body", json!(format!("{{{{name}}}}{}", "a".repeat(1531)))),
+            422,
+            "content_too_long",
+            "body",
+        ),
+        (
+            "var value of 1,531 characters",
+            with(
+                "recipients",
+                json!([{ "to": to[0] }, { "to": to[1], "vars": { "name": "a".repeat(1531) } }]),
+            ),
+            422,
+            "validation_failed",
+            "recipients[1].vars.name",
+        ),
+        (
+            "51 vars",
+            with(
+                "recipients",
+                json!([{ "to": to[0], "vars": (0..51)
+                    .map(|i| (format!("v{i}"), json!("x")))
+                    .collect::<serde_json::Map<_, _>>() }]),
+            ),
+            422,
+            "validation_failed",
+            "recipients[0].vars",
+        ),
+        (
+            "var name of 65 characters",
+            with(
+                "recipients",
+                json!([{ "to": to[0], "vars": { "n".repeat(65): "x" } }]),
+            ),
+            422,
+            "validation_failed",
+            "recipients[0].vars",
+        ),
+        (
+            "empty var name",
+            with("recipients", json!([{ "to": to[0], "vars": { "": "x" } }])),
+            422,
+            "validation_failed",
+            "recipients[0].vars",
+        ),
+        (
             "no recipients and no tags",
             without("recipients"),
             422,
@@ -655,6 +708,17 @@ async fn invalid_campaigns_are_refused_and_write_nothing(backend: Backend) {
     assert_eq!(live["status"], "draft");
     assert_eq!(live["name"].as_str().unwrap().chars().count(), 120);
     assert_eq!(campaigns(&app, &app.live_key).await.len(), 1);
+    let mut widest = with("body", json!(format!("{}x", "{{a}}".repeat(819))));
+    let fifty: serde_json::Map<String, Value> = (0..49)
+        .map(|i| (format!("v{i}"), json!("x")))
+        .chain([("n".repeat(64), json!("a".repeat(1530)))])
+        .collect();
+    widest["recipients"] = json!([{ "to": to[0], "vars": fifty }]);
+    let widest = create(&app, &app.live_key, widest).await;
+    assert_eq!(widest["body"].as_str().unwrap().chars().count(), 4096);
+    let literal_of_ten_segments = with("body", json!(format!("{{{{a}}}}{}", "a".repeat(1530))));
+    create(&app, &app.live_key, literal_of_ten_segments).await;
+    assert_eq!(campaigns(&app, &app.live_key).await.len(), 3);
     assert!(
         campaigns(&app, &app.test_key).await.is_empty(),
         "the mode scopes the list"
@@ -855,10 +919,10 @@ async fn rendered_text_too_long_fails_that_recipient(backend: Backend) {
         json!({
             "name": "Long",
             "from_number": SENDER,
-            "body": "{{text}}",
+            "body": "a{{text}}",
             "recipients": [
-                { "to": to[0], "vars": { "text": "a".repeat(1531) } },
-                { "to": to[1], "vars": { "text": "a".repeat(1530) } },
+                { "to": to[0], "vars": { "text": "a".repeat(1530) } },
+                { "to": to[1], "vars": { "text": "a".repeat(1529) } },
             ],
             "launch_now": true,
         }),
@@ -882,6 +946,150 @@ async fn rendered_text_too_long_fails_that_recipient(backend: Backend) {
         .await
         .expect(200);
     assert_eq!(message.data()["segments"], 10);
+}
+
+/// What a request stored, read from the database itself: recipient rows, characters of
+/// recipient texts and of campaign bodies, and the database's size in bytes.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+struct Stored {
+    recipients: i64,
+    recipient_chars: i64,
+    body_chars: i64,
+    bytes: i64,
+}
+
+async fn stored(db: &sea_orm::DatabaseConnection) -> Stored {
+    use sea_orm::ConnectionTrait;
+    let backend = db.get_database_backend();
+    let number = |sql: &str| {
+        let statement = sea_orm::Statement::from_string(backend, sql.to_string());
+        async move {
+            let row = db.query_one_raw(statement).await.unwrap().unwrap();
+            row.try_get::<i64>("", "n").unwrap()
+        }
+    };
+    let bytes =
+        match backend {
+            sea_orm::DbBackend::Postgres => {
+                number("SELECT pg_database_size(current_database()) AS n").await
+            }
+            _ => number(
+                "SELECT page_count * page_size AS n FROM pragma_page_count(), pragma_page_size()",
+            )
+            .await,
+        };
+    Stored {
+        recipients: number("SELECT count(*) AS n FROM campaign_recipients").await,
+        recipient_chars: number(
+            "SELECT COALESCE(SUM(LENGTH(content)), 0) AS n FROM campaign_recipients",
+        )
+        .await,
+        body_chars: number("SELECT COALESCE(SUM(LENGTH(body)), 0) AS n FROM campaigns").await,
+        bytes,
+    }
+}
+
+/// The hardening issue's hostile campaigns (docs/api.md "Campaigns", limits): a body of a
+/// thousand `{{a}}` with a 100,000-character var used to render 100 MB per recipient and store
+/// it. Now such a request is refused and writes nothing, and the widest request allowed (a
+/// 4,096-character body of 819 tokens, 1,530-character vars, contacts with 500-character custom
+/// fields) stores one body and, per recipient, at most the 10 segments it can send: nothing for
+/// a recipient refused as too long.
+async fn hostile_templates_store_bounded_text(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let db = sea_orm::Database::connect(&app.database_url).await.unwrap();
+    let to = numbers(80);
+    let contacts: Vec<Value> = to[20..]
+        .iter()
+        .map(|n| json!({ "phone_number": n, "tags": ["all"], "custom_fields": { "a": "a".repeat(500) } }))
+        .collect();
+    app.post(
+        "/v1/contacts/import",
+        &app.test_key,
+        json!({ "contacts": contacts }),
+    )
+    .await
+    .expect(200);
+    let empty = stored(&db).await;
+    assert_eq!(
+        (empty.recipients, empty.recipient_chars, empty.body_chars),
+        (0, 0, 0)
+    );
+
+    let hostile = |body: String, vars: Value| {
+        json!({
+            "name": "Hostile",
+            "from_number": SENDER,
+            "body": body,
+            "recipients": [{ "to": to[0], "vars": vars }],
+            "contact_tags": ["all"],
+            "launch_now": true,
+        })
+    };
+    for (body, vars, field) in [
+        ("{{a}}".repeat(1000), json!({ "a": "a" }), "body"),
+        (
+            "{{a}}".repeat(819),
+            json!({ "a": "a".repeat(100_000) }),
+            "recipients[0].vars.a",
+        ),
+    ] {
+        let reply = app
+            .post("/v1/campaigns", &app.test_key, hostile(body, vars))
+            .await
+            .expect_error(422, "validation_failed");
+        assert_field(&reply, field);
+        assert_eq!(stored(&db).await, empty, "a refused request writes nothing");
+    }
+    assert!(campaigns(&app, &app.test_key).await.is_empty());
+
+    // The widest request allowed: every var and custom field makes the text far too long,
+    // except the first recipient's (820 characters).
+    let explicit: Vec<Value> = to[..20]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let value = if i == 0 {
+                "a".to_string()
+            } else {
+                "a".repeat(1530)
+            };
+            json!({ "to": n, "vars": { "a": value } })
+        })
+        .collect();
+    let mut widest = hostile(format!("{}x", "{{a}}".repeat(819)), json!({}));
+    widest["recipients"] = Value::Array(explicit);
+    widest["launch_now"] = json!(false);
+    let created = create(&app, &app.test_key, widest).await;
+    assert_eq!(created["counts"]["total"], 80);
+    assert_eq!(created["counts"]["pending"], 1);
+    assert_eq!(created["counts"]["failed"], 79);
+    let after = stored(&db).await;
+    assert_eq!(after.recipients, 80);
+    assert_eq!(
+        after.recipient_chars, 820,
+        "no text is stored for a refused recipient"
+    );
+    assert_eq!(after.body_chars, 4096);
+    let growth = after.bytes - empty.bytes;
+    assert!(growth <= 1 << 20, "the database grew by {growth} bytes");
+    let list = recipients(&app, &app.test_key, &id_of(&created)).await;
+    assert!(
+        list[1..]
+            .iter()
+            .all(|r| r["status"] == "failed" && r["failure_reason"] == "content_too_long")
+    );
+
+    // A list row carries the (bounded) body once, nothing per recipient.
+    let page = app
+        .get("/v1/campaigns?limit=100", &app.test_key)
+        .await
+        .expect(200);
+    let row_bytes = page.body.to_string().len();
+    assert!(
+        row_bytes < 8 * 1024,
+        "a list of one campaign is {row_bytes} bytes"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1590,6 +1798,7 @@ backend_tests!(
     premium_rate_and_opted_out_recipients_are_skipped,
     opt_out_after_creation_is_honoured_when_queued,
     rendered_text_too_long_fails_that_recipient,
+    hostile_templates_store_bounded_text,
     contact_tags_expand_to_tagged_contacts,
     scheduled_pause_resume_cancel,
     scheduled_campaign_starts_on_time,

@@ -123,7 +123,7 @@ async fn content_length_boundaries(backend: Backend) {
         ("€".repeat(81), 2, "GSM-7"),
         ("ж".repeat(70), 1, "UCS-2"),
         ("ж".repeat(71), 2, "UCS-2"),
-        ("😀".repeat(335), 10, "UCS-2"),
+        ("😀".repeat(330), 10, "UCS-2"),
     ];
     for (content, segments, encoding) in cases {
         let reply = send_content(&app, &content).await.expect(202);
@@ -138,7 +138,7 @@ async fn content_length_boundaries(backend: Backend) {
     for (content, encoding) in [
         ("a".repeat(1531), "GSM-7"),
         ("€".repeat(766), "GSM-7"),
-        (format!("{}a", "😀".repeat(335)), "UCS-2"),
+        ("😀".repeat(331), "UCS-2"),
     ] {
         let reply = send_content(&app, &content)
             .await
@@ -791,10 +791,54 @@ async fn new_workspace_limit_counts_live_sends(backend: Backend) {
     let (_, _, _, _) = phone.expect_send().await;
 }
 
+/// A phone never splits an extension character (ESC + character) or an emoji (a surrogate
+/// pair) across two parts (docs/api.md "Messages"): at a part boundary it moves whole to the
+/// next part, so the text needs one part more than the ceiling of its length, and a text that
+/// just fits 10 parts by length needs 11 and is refused.
+async fn escape_or_emoji_at_a_part_boundary_needs_a_part_more(backend: Backend) {
+    let app = spawn_app(backend).await;
+    // 306 septets, ceil(306 / 153) = 2, but `€` would take septets 153 and 154.
+    let straddling = format!("{}€{}", "a".repeat(152), "a".repeat(152));
+    let reply = send_content(&app, &straddling).await.expect(202);
+    assert_eq!(reply.data()["segments"], 3);
+    assert_eq!(reply.data()["encoding"], "GSM-7");
+    // The same characters with `€` one septet earlier fit in 2.
+    let inside = format!("{}€{}", "a".repeat(151), "a".repeat(153));
+    let reply = send_content(&app, &inside).await.expect(202);
+    assert_eq!(reply.data()["segments"], 2);
+    // 134 code units, ceil(134 / 67) = 2, but the 34th emoji would take units 67 and 68.
+    let reply = send_content(&app, &"😀".repeat(67)).await.expect(202);
+    assert_eq!(reply.data()["segments"], 3);
+    assert_eq!(reply.data()["encoding"], "UCS-2");
+
+    // 1,530 septets, and 670 code units: 10 parts by length, 11 as a phone packs them.
+    for (content, encoding) in [
+        (format!("{}€{}", "a".repeat(152), "a".repeat(1376)), "GSM-7"),
+        ("😀".repeat(335), "UCS-2"),
+    ] {
+        let reply = send_content(&app, &content)
+            .await
+            .expect_error(422, "content_too_long");
+        assert_eq!(reply.data()["field"], "content");
+        assert_eq!(reply.data()["segments"], 11);
+        assert_eq!(reply.data()["encoding"], encoding);
+    }
+    let list = app
+        .get("/v1/messages?limit=100", &app.test_key)
+        .await
+        .expect(200);
+    assert_eq!(
+        list.data()["messages"].as_array().unwrap().len(),
+        3,
+        "refused sends write nothing"
+    );
+}
+
 backend_tests!(
     test_send_is_delivered_with_full_timeline,
     magic_recipients_fail_or_never_deliver,
     content_length_boundaries,
+    escape_or_emoji_at_a_part_boundary_needs_a_part_more,
     invalid_numbers_name_their_field,
     premium_rate_destinations_are_blocked,
     single_send_to_an_opted_out_number_is_refused,
