@@ -6,6 +6,7 @@ pub mod keys;
 pub mod keywords;
 pub mod pace;
 pub mod phone_number;
+pub mod phone_queue;
 pub mod protocol;
 pub mod signing;
 pub mod sms;
