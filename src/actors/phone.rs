@@ -19,6 +19,7 @@ use crate::domain::pace::{Pace, PaceLog, THIRTY_MINUTE_WINDOW};
 use crate::domain::phone_queue::{DepthGauge, PhoneQueue, QueuedMessage};
 use crate::domain::protocol::{PaceOut, PhoneFrame, ServerFrame};
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
+use crate::domain::status_report::{self, ReportDecision, ReportedMessage, StatusReport};
 use crate::store::messages::{self, Message, Scope};
 use crate::store::writer::{InboundOutcome, NewMessage, Transition};
 
@@ -366,11 +367,13 @@ impl Phone {
         }
     }
 
+    /// Applies a phone's report on an outbound message: the decision is
+    /// [`status_report::decide`]'s, this performs its write and then acks, refuses, and settles
+    /// or requeues the message in the queue.
     fn status_report(
         &mut self,
         message_id: Uuid,
-        to: MessageStatus,
-        error: Option<String>,
+        report: StatusReport,
         reference: Option<String>,
         ctx: &mut Context<Self>,
     ) {
@@ -379,10 +382,11 @@ impl Phone {
         let max_attempts = self.deps.settings.messages.max_send_attempts;
         ctx.spawn(
             async move {
-                // The common path (`sent`, `delivered`) is one guarded write; the read below
-                // only tells a stale report (acked) from a stranger's (refused), and gives a
-                // failure its attempt count.
-                if to != MessageStatus::Failed {
+                // The common path (`sent`, `delivered`) is one guarded write whose guard is the
+                // rule of `decide`; the read below only tells a stale report (acked) from a
+                // stranger's (refused), and gives a failure its attempt count.
+                let moves_to = report.moves_to();
+                if let Some(to) = moves_to {
                     let transition = Transition {
                         expect_device: device,
                         reported: true,
@@ -392,49 +396,37 @@ impl Phone {
                         return Ok(ReportOutcome::Moved(Box::new(row)));
                     }
                 }
-                // Only messages handed to this phone at least once may be reported on.
-                let current = messages::get(&deps.db, message_id).await?.filter(|m| {
-                    m.direction == Direction::Outbound
-                        && m.send_attempts > 0
-                        && (device.is_none() || m.device_id == device)
-                });
-                let Some(current) = current else {
-                    return Ok::<_, crate::store::StoreError>(ReportOutcome::NotYours);
-                };
-                if to != MessageStatus::Failed {
-                    return Ok(ReportOutcome::Ignored);
-                }
-                let transition = match (to, error) {
-                    (MessageStatus::Failed, Some(error)) => match current.status {
-                        MessageStatus::Sending if current.send_attempts < max_attempts => {
-                            Transition {
-                                expect_device: device,
-                                event_kind: Some("attempt_failed"),
-                                failure_reason: Some(error.clone()),
-                                detail: Some(format!(
-                                    "attempt {} of {max_attempts} failed: {error}; queued again",
-                                    current.send_attempts
-                                )),
-                                ..Transition::to(message_id, MessageStatus::Queued)
-                            }
-                        }
-                        // A late failure of an earlier attempt: the message is queued for another.
-                        MessageStatus::Queued if current.send_attempts < max_attempts => {
-                            return Ok(ReportOutcome::Ignored);
-                        }
-                        _ => Transition {
-                            expect_device: device,
-                            failure_reason: Some(error.clone()),
-                            detail: Some(format!(
-                                "attempt {} of {max_attempts} failed: {error}",
-                                current.send_attempts
-                            )),
-                            ..Transition::to(message_id, MessageStatus::Failed)
-                        },
-                    },
-                    (to, _) => Transition {
+                let current = messages::get(&deps.db, message_id)
+                    .await?
+                    .map(|m| ReportedMessage {
+                        status: m.status,
+                        send_attempts: m.send_attempts,
+                        outbound: m.direction == Direction::Outbound,
+                        on_this_phone: device.is_none() || m.device_id == device,
+                    });
+                let decision = status_report::decide(&report, current.as_ref(), max_attempts);
+                let detail = decision.failure_detail();
+                let transition = match decision {
+                    ReportDecision::NotYours => {
+                        return Ok::<_, crate::store::StoreError>(ReportOutcome::NotYours);
+                    }
+                    // The guarded write of a `sent` or `delivered` report was refused: a move
+                    // the re-read now allows came after it, so this report is stale.
+                    ReportDecision::Ignore | ReportDecision::Advance(_) => {
+                        return Ok(ReportOutcome::Ignored);
+                    }
+                    ReportDecision::RetryLater { reason, .. } => Transition {
                         expect_device: device,
-                        ..Transition::to(message_id, to)
+                        event_kind: Some("attempt_failed"),
+                        failure_reason: Some(reason),
+                        detail,
+                        ..Transition::to(message_id, MessageStatus::Queued)
+                    },
+                    ReportDecision::FailedFinal { reason, .. } => Transition {
+                        expect_device: device,
+                        failure_reason: Some(reason),
+                        detail,
+                        ..Transition::to(message_id, MessageStatus::Failed)
                     },
                 };
                 Ok(match deps.writer.transition(transition).await? {
@@ -753,19 +745,18 @@ impl Handler<Report> for Phone {
             PhoneFrame::Sent {
                 message_id,
                 reference,
-            } => self.status_report(message_id, MessageStatus::Sent, None, reference, ctx),
+            } => self.status_report(message_id, StatusReport::Sent, reference, ctx),
             PhoneFrame::Delivered {
                 message_id,
                 reference,
-            } => self.status_report(message_id, MessageStatus::Delivered, None, reference, ctx),
+            } => self.status_report(message_id, StatusReport::Delivered, reference, ctx),
             PhoneFrame::Failed {
                 message_id,
                 error,
                 reference,
             } => self.status_report(
                 message_id,
-                MessageStatus::Failed,
-                Some(error),
+                StatusReport::Failed { reason: error },
                 reference,
                 ctx,
             ),

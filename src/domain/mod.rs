@@ -12,5 +12,6 @@ pub mod signing;
 pub mod sms;
 pub mod ssrf;
 pub mod status;
+pub mod status_report;
 pub mod template;
 pub mod webhook_event;

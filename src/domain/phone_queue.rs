@@ -4,7 +4,7 @@
 //!
 //! A message is in at most one place: a class FIFO, the held set, or in flight. Waiting
 //! messages (FIFOs and held) count in the depth, by class; in-flight ones do not. Classes are
-//! served in priority order, FIFO inside a class (`docs/api.md`, "Queueing and pace").
+//! served in priority order, FIFO inside a class (`docs/architecture.md`, "Phones").
 //!
 //! Time is always passed in (milliseconds since the epoch); this module never reads a clock and
 //! does no I/O: the depth goes to a [`DepthGauge`] the owner provides.
