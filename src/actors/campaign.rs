@@ -525,36 +525,3 @@ impl CampaignActors {
         ));
     }
 }
-
-impl Handler<Wake> for Registry {
-    type Result = ();
-
-    fn handle(&mut self, msg: Wake, ctx: &mut Self::Context) {
-        self.wake_campaign(ctx, msg.id);
-    }
-}
-
-impl Handler<CampaignChanges> for Registry {
-    type Result = ();
-
-    fn handle(&mut self, msg: CampaignChanges, _: &mut Self::Context) {
-        self.campaigns.changed(msg.0);
-    }
-}
-
-impl Handler<Finished> for Registry {
-    type Result = ();
-
-    fn handle(&mut self, msg: Finished, _: &mut Self::Context) {
-        self.campaigns.finished(msg.id);
-    }
-}
-
-impl Registry {
-    /// Starts the campaign's actor if needed and makes it read the campaign again.
-    pub(crate) fn wake_campaign(&mut self, ctx: &mut Context<Self>, id: Uuid) {
-        let deps = self.deps().clone();
-        let addr = self.campaigns.addr(&deps, ctx.address(), id);
-        addr.do_send(Reload);
-    }
-}

@@ -141,6 +141,20 @@ impl EndpointActors {
         addr
     }
 
+    /// Makes the endpoint's actor, if it runs, read its endpoint again.
+    pub fn reload(&self, endpoint_id: Uuid) {
+        if let Some(addr) = self.actors.get(&endpoint_id) {
+            addr.do_send(Reload);
+        }
+    }
+
+    /// Stops the endpoint's actor, if it runs (the endpoint was deleted).
+    pub fn stop(&mut self, endpoint_id: Uuid) {
+        if let Some(addr) = self.actors.remove(&endpoint_id) {
+            addr.do_send(Stop);
+        }
+    }
+
     /// Stops every endpoint actor.
     pub fn stop_all(&mut self) {
         for (_, addr) in self.actors.drain() {
@@ -164,55 +178,6 @@ impl EndpointActors {
                 }
             }),
         );
-    }
-}
-
-impl Handler<DeliveriesCreated> for Registry {
-    type Result = ();
-
-    fn handle(&mut self, msg: DeliveriesCreated, _: &mut Self::Context) {
-        let mut per_endpoint: HashMap<Uuid, Vec<PendingDelivery>> = HashMap::new();
-        for d in msg.deliveries {
-            per_endpoint.entry(d.endpoint_id).or_default().push(d);
-        }
-        let deps = self.deps().clone();
-        for (endpoint_id, deliveries) in per_endpoint {
-            self.webhooks
-                .addr(&deps, endpoint_id)
-                .do_send(Deliver { deliveries });
-        }
-    }
-}
-
-impl Handler<EndpointChanged> for Registry {
-    type Result = ();
-
-    fn handle(&mut self, msg: EndpointChanged, _: &mut Self::Context) {
-        let deps = self.deps().clone();
-        match msg.retry {
-            Some(delivery) => {
-                let addr = self.webhooks.addr(&deps, msg.endpoint_id);
-                addr.do_send(Reload);
-                addr.do_send(Deliver {
-                    deliveries: vec![delivery],
-                });
-            }
-            None => {
-                if let Some(addr) = self.webhooks.actors.get(&msg.endpoint_id) {
-                    addr.do_send(Reload);
-                }
-            }
-        }
-    }
-}
-
-impl Handler<EndpointDeleted> for Registry {
-    type Result = ();
-
-    fn handle(&mut self, msg: EndpointDeleted, _: &mut Self::Context) {
-        if let Some(addr) = self.webhooks.actors.remove(&msg.endpoint_id) {
-            addr.do_send(Stop);
-        }
     }
 }
 

@@ -5,8 +5,13 @@
 //! `HandBack`; the immediate hand-over `Reserve` → `Handed` or `Release`; the event `Report`
 //! (a frame from the phone). The actor never holds a database connection while it waits: every
 //! write is a future spawned on its context.
+//!
+//! Its decisions are plain types it holds: the queue (`domain::phone_queue`), the pace log
+//! (`domain::pace`) and the outcome of a status report (`domain::status_report`). This file
+//! declares the messages and the actor and does the I/O and timers; `handlers.rs` holds the
+//! handlers.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -16,10 +21,14 @@ use super::Deps;
 use super::phone_session::Link;
 use crate::clock::from_ms;
 use crate::domain::pace::{Pace, PaceLog, THIRTY_MINUTE_WINDOW};
+use crate::domain::phone_queue::{DepthGauge, PhoneQueue, QueuedMessage};
 use crate::domain::protocol::{PaceOut, PhoneFrame, ServerFrame};
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
+use crate::domain::status_report::{self, ReportDecision, ReportedMessage, StatusReport};
 use crate::store::messages::{self, Message, Scope};
 use crate::store::writer::{InboundOutcome, NewMessage, Transition};
+
+mod handlers;
 
 /// Close code for a session whose phone was unpaired or whose token was rotated.
 pub const CLOSE_UNPAIRED: u16 = 4001;
@@ -150,11 +159,7 @@ pub struct GetQueueDepth;
 
 /// Queue depth by class.
 #[derive(Debug, Clone, Copy, Default, MessageResponse)]
-pub struct QueueDepth {
-    pub by_class: [usize; 3],
-    pub held: usize,
-    pub in_flight: usize,
-}
+pub struct QueueDepth(pub crate::domain::phone_queue::QueueDepth);
 
 /// Who this actor sends for.
 #[derive(Debug, Clone)]
@@ -165,22 +170,9 @@ pub struct PhoneIdentity {
     pub number: String,
 }
 
-#[derive(Debug, Clone)]
-struct Queued {
-    id: Uuid,
-    to: String,
-    content: String,
-    segments: u32,
-    encoding: String,
-    class: QueueClass,
-    expires_at: i64,
-    scheduled_for: Option<i64>,
-    pinned: bool,
-}
-
-impl From<&Message> for Queued {
+impl From<&Message> for QueuedMessage {
     fn from(m: &Message) -> Self {
-        Queued {
+        QueuedMessage {
             id: m.id,
             to: m.to_number.clone(),
             content: m.content.clone(),
@@ -200,11 +192,8 @@ pub struct Phone {
     identity: PhoneIdentity,
     pace: Option<Pace>,
     log: PaceLog,
-    queues: [VecDeque<Queued>; 3],
-    held: BTreeMap<(i64, Uuid), Queued>,
-    /// Ids in `queues` or `held`, so repeats are ignored and cancels are cheap.
-    waiting: HashSet<Uuid>,
-    in_flight: HashMap<Uuid, Queued>,
+    /// Waiting and handed-over messages, and the queue-depth gauge.
+    queue: PhoneQueue<QueueGauge>,
     /// When each hand-over still being recorded took its pace slot.
     paced_at: HashMap<Uuid, chrono::DateTime<chrono::Utc>>,
     /// Hand-overs in the order they were decided, with their write outcome once known.
@@ -226,10 +215,7 @@ impl Phone {
             identity,
             pace,
             log: PaceLog::new(),
-            queues: Default::default(),
-            held: BTreeMap::new(),
-            waiting: HashSet::new(),
-            in_flight: HashMap::new(),
+            queue: PhoneQueue::new(QueueGauge),
             paced_at: HashMap::new(),
             handovers: VecDeque::new(),
             link: None,
@@ -240,51 +226,6 @@ impl Phone {
         }
     }
 
-    fn push(&mut self, item: Queued, front: bool, now: i64) {
-        if self.in_flight.contains_key(&item.id) || !self.waiting.insert(item.id) {
-            return;
-        }
-        queue_gauge(item.class, 1.0);
-        match item.scheduled_for {
-            Some(at) if at > now => {
-                self.held.insert((at, item.id), item);
-            }
-            _ => {
-                let queue = &mut self.queues[item.class as usize];
-                if front {
-                    queue.push_front(item);
-                } else {
-                    queue.push_back(item);
-                }
-            }
-        }
-    }
-
-    fn release_held(&mut self, now: i64) {
-        while let Some(entry) = self.held.first_entry() {
-            if entry.key().0 > now {
-                break;
-            }
-            let item = entry.remove();
-            self.queues[item.class as usize].push_back(item);
-        }
-    }
-
-    fn pop(&mut self) -> Option<Queued> {
-        for queue in &mut self.queues {
-            if let Some(item) = queue.pop_front() {
-                self.waiting.remove(&item.id);
-                queue_gauge(item.class, -1.0);
-                return Some(item);
-            }
-        }
-        None
-    }
-
-    fn has_ready_work(&self) -> bool {
-        self.queues.iter().any(|q| !q.is_empty())
-    }
-
     /// Hands messages to the transport while the pace allows; otherwise sleeps until it does.
     fn dispatch(&mut self, ctx: &mut Context<Self>) {
         if !self.ready {
@@ -292,9 +233,9 @@ impl Phone {
         }
         let now = self.deps.clock.now();
         let now_ms = now.timestamp_millis();
-        self.release_held(now_ms);
-        let mut next_wake: Option<i64> = self.held.first_key_value().map(|(k, _)| k.0);
-        while self.link.is_some() && self.has_ready_work() {
+        self.queue.release_due(now_ms);
+        let mut next_wake: Option<i64> = self.queue.next_due();
+        while self.link.is_some() && self.queue.has_ready() {
             if let Some(pace) = self.pace
                 && let Some(at) = self.log.next_allowed(pace, now)
             {
@@ -302,16 +243,16 @@ impl Phone {
                 next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
                 break;
             }
-            let Some(item) = self.pop() else { break };
-            if item.expires_at <= now_ms {
-                // The expiry sweep moves it to `expired` and fires message.failed.
-                continue;
-            }
+            // An expired message is dropped here: the expiry sweep moves it to `expired` and
+            // fires message.failed.
+            let Some(id) = self.queue.hand_over_next(now_ms) else {
+                break;
+            };
             if self.pace.is_some() {
                 self.log.record(now);
-                self.paced_at.insert(item.id, now);
+                self.paced_at.insert(id, now);
             }
-            self.hand_over(item, ctx);
+            self.hand_over(id, ctx);
         }
         self.schedule_wake(next_wake, ctx);
     }
@@ -337,9 +278,7 @@ impl Phone {
     /// Records the hand-over (status `sending`) and only then sends the frame, so a message
     /// cancelled or expired in between is never sent. Frames leave in hand-over order even
     /// though the writes complete as separate futures.
-    fn hand_over(&mut self, item: Queued, ctx: &mut Context<Self>) {
-        let id = item.id;
-        self.in_flight.insert(id, item);
+    fn hand_over(&mut self, id: Uuid, ctx: &mut Context<Self>) {
         self.handovers.push_back((id, None));
         let transition = Transition {
             set_device: self.identity.device_id,
@@ -376,7 +315,7 @@ impl Phone {
             match outcome {
                 HandoverOutcome::Recorded(attempt) => {
                     self.paced_at.remove(&id);
-                    let Some(item) = self.in_flight.get(&id) else {
+                    let Some(item) = self.queue.in_flight(id) else {
                         continue;
                     };
                     let frame = ServerFrame::Send {
@@ -395,13 +334,13 @@ impl Phone {
                     // Nothing was sent (cancelled, expired, withdrawn by a campaign's pause):
                     // the pace slot it took is given back.
                     self.give_back_pace(id);
-                    self.in_flight.remove(&id);
+                    self.queue.settle(id);
                 }
                 HandoverOutcome::Failed => {
                     self.give_back_pace(id);
-                    if let Some(item) = self.in_flight.remove(&id) {
+                    if let Some(item) = self.queue.settle(id) {
                         let now = self.deps.clock.now_ms();
-                        self.push(item, true, now);
+                        self.queue.retry_first(item, now);
                         requeued = true;
                     }
                 }
@@ -435,11 +374,13 @@ impl Phone {
         }
     }
 
+    /// Applies a phone's report on an outbound message: the decision is
+    /// [`status_report::decide`]'s, this performs its write and then acks, refuses, and settles
+    /// or requeues the message in the queue.
     fn status_report(
         &mut self,
         message_id: Uuid,
-        to: MessageStatus,
-        error: Option<String>,
+        report: StatusReport,
         reference: Option<String>,
         ctx: &mut Context<Self>,
     ) {
@@ -448,10 +389,11 @@ impl Phone {
         let max_attempts = self.deps.settings.messages.max_send_attempts;
         ctx.spawn(
             async move {
-                // The common path (`sent`, `delivered`) is one guarded write; the read below
-                // only tells a stale report (acked) from a stranger's (refused), and gives a
-                // failure its attempt count.
-                if to != MessageStatus::Failed {
+                // The common path (`sent`, `delivered`) is one guarded write whose guard is the
+                // rule of `decide`; the read below only tells a stale report (acked) from a
+                // stranger's (refused), and gives a failure its attempt count.
+                let moves_to = report.moves_to();
+                if let Some(to) = moves_to {
                     let transition = Transition {
                         expect_device: device,
                         reported: true,
@@ -461,49 +403,37 @@ impl Phone {
                         return Ok(ReportOutcome::Moved(Box::new(row)));
                     }
                 }
-                // Only messages handed to this phone at least once may be reported on.
-                let current = messages::get(&deps.db, message_id).await?.filter(|m| {
-                    m.direction == Direction::Outbound
-                        && m.send_attempts > 0
-                        && (device.is_none() || m.device_id == device)
-                });
-                let Some(current) = current else {
-                    return Ok::<_, crate::store::StoreError>(ReportOutcome::NotYours);
-                };
-                if to != MessageStatus::Failed {
-                    return Ok(ReportOutcome::Ignored);
-                }
-                let transition = match (to, error) {
-                    (MessageStatus::Failed, Some(error)) => match current.status {
-                        MessageStatus::Sending if current.send_attempts < max_attempts => {
-                            Transition {
-                                expect_device: device,
-                                event_kind: Some("attempt_failed"),
-                                failure_reason: Some(error.clone()),
-                                detail: Some(format!(
-                                    "attempt {} of {max_attempts} failed: {error}; queued again",
-                                    current.send_attempts
-                                )),
-                                ..Transition::to(message_id, MessageStatus::Queued)
-                            }
-                        }
-                        // A late failure of an earlier attempt: the message is queued for another.
-                        MessageStatus::Queued if current.send_attempts < max_attempts => {
-                            return Ok(ReportOutcome::Ignored);
-                        }
-                        _ => Transition {
-                            expect_device: device,
-                            failure_reason: Some(error.clone()),
-                            detail: Some(format!(
-                                "attempt {} of {max_attempts} failed: {error}",
-                                current.send_attempts
-                            )),
-                            ..Transition::to(message_id, MessageStatus::Failed)
-                        },
-                    },
-                    (to, _) => Transition {
+                let current = messages::get(&deps.db, message_id)
+                    .await?
+                    .map(|m| ReportedMessage {
+                        status: m.status,
+                        send_attempts: m.send_attempts,
+                        outbound: m.direction == Direction::Outbound,
+                        on_this_phone: device.is_none() || m.device_id == device,
+                    });
+                let decision = status_report::decide(&report, current.as_ref(), max_attempts);
+                let detail = decision.failure_detail();
+                let transition = match decision {
+                    ReportDecision::NotYours => {
+                        return Ok::<_, crate::store::StoreError>(ReportOutcome::NotYours);
+                    }
+                    // The guarded write of a `sent` or `delivered` report was refused: a move
+                    // the re-read now allows came after it, so this report is stale.
+                    ReportDecision::Ignore | ReportDecision::Advance(_) => {
+                        return Ok(ReportOutcome::Ignored);
+                    }
+                    ReportDecision::RetryLater { reason, .. } => Transition {
                         expect_device: device,
-                        ..Transition::to(message_id, to)
+                        event_kind: Some("attempt_failed"),
+                        failure_reason: Some(reason),
+                        detail,
+                        ..Transition::to(message_id, MessageStatus::Queued)
+                    },
+                    ReportDecision::FailedFinal { reason, .. } => Transition {
+                        expect_device: device,
+                        failure_reason: Some(reason),
+                        detail,
+                        ..Transition::to(message_id, MessageStatus::Failed)
                     },
                 };
                 Ok(match deps.writer.transition(transition).await? {
@@ -517,12 +447,12 @@ impl Phone {
                     act.ack(reference);
                     if row.status.is_terminal() || row.status == MessageStatus::Sent {
                         // A late report can settle a message that waits for another attempt.
-                        act.drop_waiting(row.id);
+                        act.queue.remove_waiting(row.id);
                     }
                     if row.status != MessageStatus::Sending {
-                        let item = act.in_flight.remove(&row.id);
+                        let item = act.queue.settle(row.id);
                         if row.status == MessageStatus::Queued {
-                            let item = item.unwrap_or_else(|| Queued::from(row.as_ref()));
+                            let item = item.unwrap_or_else(|| QueuedMessage::from(row.as_ref()));
                             act.retry_first(item, ctx);
                         }
                     }
@@ -591,15 +521,14 @@ impl Phone {
 
     /// Returns handed-over messages to the queue: their phone went away.
     fn requeue_in_flight(&mut self, ctx: &mut Context<Self>, reason: &'static str) {
-        let items: Vec<Queued> = self.in_flight.drain().map(|(_, v)| v).collect();
-        for item in items {
+        for item in self.queue.drain_in_flight() {
             self.requeue(item, reason, ctx);
         }
     }
 
     /// Moves one message that is `sending` on this phone back to `queued` and, once that is
     /// written, to the front of its queue.
-    fn requeue(&mut self, item: Queued, reason: &'static str, ctx: &mut Context<Self>) {
+    fn requeue(&mut self, item: QueuedMessage, reason: &'static str, ctx: &mut Context<Self>) {
         let transition = Transition {
             detail: Some(reason.into()),
             ..Transition::to(item.id, MessageStatus::Queued)
@@ -618,16 +547,9 @@ impl Phone {
 
     /// Puts a message that is `queued` again (its attempt failed or was interrupted) at the
     /// front of its queue, due now, and dispatches.
-    fn retry_first(&mut self, item: Queued, ctx: &mut Context<Self>) {
+    fn retry_first(&mut self, item: QueuedMessage, ctx: &mut Context<Self>) {
         let now = self.deps.clock.now_ms();
-        self.push(
-            Queued {
-                scheduled_for: None,
-                ..item
-            },
-            true,
-            now,
-        );
+        self.queue.retry_first(item, now);
         self.dispatch(ctx);
     }
 
@@ -658,10 +580,18 @@ impl Phone {
     }
 }
 
-/// Messages waiting in phone queues (held ones included), by class.
-fn queue_gauge(class: QueueClass, delta: f64) {
-    metrics::gauge!(crate::telemetry::names::QUEUE_DEPTH, "class" => class.as_str())
-        .increment(delta);
+/// Messages waiting in phone queues (held ones included), by class: the sum over every
+/// phone's [`PhoneQueue`].
+struct QueueGauge;
+
+impl DepthGauge for QueueGauge {
+    fn add(&mut self, class: QueueClass, delta: i64) {
+        // Depths are far below 2^52: the conversion is exact.
+        #[allow(clippy::cast_precision_loss)]
+        let delta = delta as f64;
+        metrics::gauge!(crate::telemetry::names::QUEUE_DEPTH, "class" => class.as_str())
+            .increment(delta);
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -703,300 +633,5 @@ impl Supervised for Phone {
         self.ready = false;
         self.wake = None;
         self.wake_at = None;
-    }
-}
-
-impl Handler<Enqueue> for Phone {
-    type Result = ();
-
-    fn handle(&mut self, msg: Enqueue, ctx: &mut Self::Context) {
-        let now = self.deps.clock.now_ms();
-        for message in &msg.messages {
-            self.push(Queued::from(message), false, now);
-        }
-        self.dispatch(ctx);
-    }
-}
-
-impl Handler<Reserve> for Phone {
-    type Result = Option<Ticket>;
-
-    fn handle(&mut self, _: Reserve, _: &mut Self::Context) -> Option<Ticket> {
-        let link = self.link.as_ref()?;
-        let pace = self.pace?;
-        if !self.ready || !self.queues[QueueClass::Single as usize].is_empty() {
-            return None;
-        }
-        let now = self.deps.clock.now();
-        if self.log.next_allowed(pace, now).is_some() {
-            return None;
-        }
-        self.log.record(now);
-        Some(Ticket {
-            link: link.clone(),
-            at: now,
-        })
-    }
-}
-
-impl Handler<Handed> for Phone {
-    type Result = ();
-
-    fn handle(&mut self, msg: Handed, ctx: &mut Self::Context) {
-        let item = Queued::from(&msg.message);
-        let current = self
-            .link
-            .as_ref()
-            .is_some_and(|link| link.session_id == msg.ticket.link.session_id);
-        if msg.frame_queued && current {
-            self.in_flight.insert(item.id, item);
-        } else {
-            // The session it was reserved on ended (or stalled) before the frame could leave:
-            // queued again like any message a disconnect interrupted (the phone dedupes by
-            // message id; the pace slot stays spent, which errs on the safe side).
-            self.requeue(
-                item,
-                "phone disconnected before the message was sent; queued again",
-                ctx,
-            );
-        }
-    }
-}
-
-impl Handler<Release> for Phone {
-    type Result = ();
-
-    fn handle(&mut self, msg: Release, ctx: &mut Self::Context) {
-        if self.log.unrecord(msg.ticket.at) {
-            self.dispatch(ctx);
-        }
-    }
-}
-
-impl Handler<Attach> for Phone {
-    type Result = ();
-
-    fn handle(&mut self, msg: Attach, ctx: &mut Self::Context) {
-        if let Some(old) = self.link.replace(msg.link) {
-            old.close(
-                crate::domain::protocol::CLOSE_REPLACED,
-                "replaced by a newer session",
-            );
-            self.requeue_in_flight(ctx, "phone reconnected before reporting; sent again");
-        }
-        if let (Some(device), Some(link)) = (self.identity.device_id, &self.link) {
-            let pace = self.pace.unwrap_or_default();
-            link.send(ServerFrame::Hello {
-                device_id: device,
-                phone_number: self.identity.number.clone(),
-                pace: PaceOut {
-                    per_minute: pace.per_minute,
-                    per_30_minutes: pace.per_30_minutes,
-                },
-            });
-        }
-        self.dispatch(ctx);
-    }
-}
-
-impl Handler<Detach> for Phone {
-    type Result = ();
-
-    fn handle(&mut self, msg: Detach, ctx: &mut Self::Context) {
-        if self
-            .link
-            .as_ref()
-            .is_some_and(|l| l.session_id == msg.session_id)
-        {
-            self.link = None;
-            self.requeue_in_flight(ctx, "phone disconnected before reporting; queued again");
-        }
-    }
-}
-
-impl Handler<Report> for Phone {
-    type Result = ();
-
-    fn handle(&mut self, msg: Report, ctx: &mut Self::Context) {
-        match msg.frame {
-            PhoneFrame::Sent {
-                message_id,
-                reference,
-            } => self.status_report(message_id, MessageStatus::Sent, None, reference, ctx),
-            PhoneFrame::Delivered {
-                message_id,
-                reference,
-            } => self.status_report(message_id, MessageStatus::Delivered, None, reference, ctx),
-            PhoneFrame::Failed {
-                message_id,
-                error,
-                reference,
-            } => self.status_report(
-                message_id,
-                MessageStatus::Failed,
-                Some(error),
-                reference,
-                ctx,
-            ),
-            PhoneFrame::Received {
-                reference,
-                from,
-                content,
-                received_at: _,
-            } => self.inbound(reference, from, content, ctx),
-            PhoneFrame::Heartbeat { .. } => {}
-        }
-    }
-}
-
-impl Handler<Forget> for Phone {
-    type Result = ();
-
-    fn handle(&mut self, msg: Forget, _ctx: &mut Self::Context) {
-        self.drop_waiting(msg.message_id);
-    }
-}
-
-impl Phone {
-    /// Removes a message from the queues and held set, if it waits there.
-    fn drop_waiting(&mut self, message_id: Uuid) {
-        let msg = Forget { message_id };
-        if self.waiting.remove(&msg.message_id) {
-            for queue in &mut self.queues {
-                queue.retain(|q| {
-                    let keep = q.id != msg.message_id;
-                    if !keep {
-                        queue_gauge(q.class, -1.0);
-                    }
-                    keep
-                });
-            }
-            self.held.retain(|(_, id), q| {
-                let keep = *id != msg.message_id;
-                if !keep {
-                    queue_gauge(q.class, -1.0);
-                }
-                keep
-            });
-        }
-    }
-}
-
-impl Handler<SetPace> for Phone {
-    type Result = ();
-
-    fn handle(&mut self, msg: SetPace, ctx: &mut Self::Context) {
-        self.pace = msg.pace;
-        if let Some(handle) = self.wake.take() {
-            ctx.cancel_future(handle);
-            self.wake_at = None;
-        }
-        self.dispatch(ctx);
-    }
-}
-
-impl Handler<Unpair> for Phone {
-    type Result = ();
-
-    fn handle(&mut self, msg: Unpair, ctx: &mut Self::Context) {
-        if let Some(link) = self.link.take() {
-            link.close(CLOSE_UNPAIRED, "phone unpaired or token rotated");
-        }
-        if !msg.stop {
-            self.requeue_in_flight(ctx, "phone token rotated before reporting; queued again");
-            return;
-        }
-        self.stopping = true;
-        let mut ids: Vec<Uuid> = self.in_flight.drain().map(|(id, _)| id).collect();
-        while let Some(item) = self.pop() {
-            ids.push(item.id);
-        }
-        ids.extend(std::mem::take(&mut self.held).into_values().map(|q| {
-            queue_gauge(q.class, -1.0);
-            q.id
-        }));
-        let writer = self.deps.writer.clone();
-        ctx.wait(
-            async move {
-                for id in ids {
-                    let transition = Transition {
-                        failure_reason: Some("phone_unpaired".into()),
-                        detail: Some("the phone was unpaired".into()),
-                        ..Transition::to(id, MessageStatus::Failed)
-                    };
-                    if let Err(err) = writer.transition(transition).await {
-                        tracing::error!(message_id = %id, error = %err, "could not fail message of unpaired phone");
-                    }
-                }
-            }
-            .into_actor(self)
-            .map(|_, _, ctx| ctx.stop()),
-        );
-    }
-}
-
-impl Handler<GetQueueDepth> for Phone {
-    type Result = QueueDepth;
-
-    fn handle(&mut self, _: GetQueueDepth, _: &mut Self::Context) -> QueueDepth {
-        QueueDepth {
-            by_class: [
-                self.queues[0].len(),
-                self.queues[1].len(),
-                self.queues[2].len(),
-            ],
-            held: self.held.len(),
-            in_flight: self.in_flight.len(),
-        }
-    }
-}
-
-impl Handler<Stop> for Phone {
-    type Result = ();
-
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
-        if let Some(link) = self.link.take() {
-            link.close(CLOSE_GOING_AWAY, "server is stopping");
-        }
-        for queue in &self.queues {
-            for item in queue {
-                queue_gauge(item.class, -1.0);
-            }
-        }
-        for item in self.held.values() {
-            queue_gauge(item.class, -1.0);
-        }
-        self.stopping = true;
-        ctx.stop();
-    }
-}
-
-impl Handler<HandBack> for Phone {
-    type Result = MessageResult<HandBack>;
-
-    fn handle(&mut self, _: HandBack, _: &mut Self::Context) -> Self::Result {
-        let mut ids = Vec::new();
-        for queue in &mut self.queues {
-            queue.retain(|q| {
-                if q.pinned {
-                    return true;
-                }
-                ids.push(q.id);
-                queue_gauge(q.class, -1.0);
-                false
-            });
-        }
-        self.held.retain(|_, q| {
-            if q.pinned {
-                return true;
-            }
-            ids.push(q.id);
-            queue_gauge(q.class, -1.0);
-            false
-        });
-        for id in &ids {
-            self.waiting.remove(id);
-        }
-        MessageResult(ids)
     }
 }

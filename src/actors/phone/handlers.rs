@@ -1,0 +1,233 @@
+//! The Phone actor's message handlers: each turns a command, query or event (declared in
+//! `mod.rs`) into calls on the queue, the pace log and the link, and the writes they need.
+
+use actix::prelude::*;
+
+use super::*;
+
+impl Handler<Enqueue> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Enqueue, ctx: &mut Self::Context) {
+        let now = self.deps.clock.now_ms();
+        for message in &msg.messages {
+            self.queue.enqueue(QueuedMessage::from(message), now);
+        }
+        self.dispatch(ctx);
+    }
+}
+
+impl Handler<Reserve> for Phone {
+    type Result = Option<Ticket>;
+
+    fn handle(&mut self, _: Reserve, _: &mut Self::Context) -> Option<Ticket> {
+        let link = self.link.as_ref()?;
+        let pace = self.pace?;
+        if !self.ready || self.queue.ready_len(QueueClass::Single) > 0 {
+            return None;
+        }
+        let now = self.deps.clock.now();
+        if self.log.next_allowed(pace, now).is_some() {
+            return None;
+        }
+        self.log.record(now);
+        Some(Ticket {
+            link: link.clone(),
+            at: now,
+        })
+    }
+}
+
+impl Handler<Handed> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Handed, ctx: &mut Self::Context) {
+        let item = QueuedMessage::from(&msg.message);
+        let current = self
+            .link
+            .as_ref()
+            .is_some_and(|link| link.session_id == msg.ticket.link.session_id);
+        if msg.frame_queued && current {
+            self.queue.track_in_flight(item);
+        } else {
+            // The session it was reserved on ended (or stalled) before the frame could leave:
+            // queued again like any message a disconnect interrupted (the phone dedupes by
+            // message id; the pace slot stays spent, which errs on the safe side).
+            self.requeue(
+                item,
+                "phone disconnected before the message was sent; queued again",
+                ctx,
+            );
+        }
+    }
+}
+
+impl Handler<Release> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Release, ctx: &mut Self::Context) {
+        if self.log.unrecord(msg.ticket.at) {
+            self.dispatch(ctx);
+        }
+    }
+}
+
+impl Handler<Attach> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Attach, ctx: &mut Self::Context) {
+        if let Some(old) = self.link.replace(msg.link) {
+            old.close(
+                crate::domain::protocol::CLOSE_REPLACED,
+                "replaced by a newer session",
+            );
+            self.requeue_in_flight(ctx, "phone reconnected before reporting; sent again");
+        }
+        if let (Some(device), Some(link)) = (self.identity.device_id, &self.link) {
+            let pace = self.pace.unwrap_or_default();
+            link.send(ServerFrame::Hello {
+                device_id: device,
+                phone_number: self.identity.number.clone(),
+                pace: PaceOut {
+                    per_minute: pace.per_minute,
+                    per_30_minutes: pace.per_30_minutes,
+                },
+            });
+        }
+        self.dispatch(ctx);
+    }
+}
+
+impl Handler<Detach> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Detach, ctx: &mut Self::Context) {
+        if self
+            .link
+            .as_ref()
+            .is_some_and(|l| l.session_id == msg.session_id)
+        {
+            self.link = None;
+            self.requeue_in_flight(ctx, "phone disconnected before reporting; queued again");
+        }
+    }
+}
+
+impl Handler<Report> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Report, ctx: &mut Self::Context) {
+        match msg.frame {
+            PhoneFrame::Sent {
+                message_id,
+                reference,
+            } => self.status_report(message_id, StatusReport::Sent, reference, ctx),
+            PhoneFrame::Delivered {
+                message_id,
+                reference,
+            } => self.status_report(message_id, StatusReport::Delivered, reference, ctx),
+            PhoneFrame::Failed {
+                message_id,
+                error,
+                reference,
+            } => self.status_report(
+                message_id,
+                StatusReport::Failed { reason: error },
+                reference,
+                ctx,
+            ),
+            PhoneFrame::Received {
+                reference,
+                from,
+                content,
+                received_at: _,
+            } => self.inbound(reference, from, content, ctx),
+            PhoneFrame::Heartbeat { .. } => {}
+        }
+    }
+}
+
+impl Handler<Forget> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Forget, _ctx: &mut Self::Context) {
+        self.queue.remove_waiting(msg.message_id);
+    }
+}
+
+impl Handler<SetPace> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: SetPace, ctx: &mut Self::Context) {
+        self.pace = msg.pace;
+        if let Some(handle) = self.wake.take() {
+            ctx.cancel_future(handle);
+            self.wake_at = None;
+        }
+        self.dispatch(ctx);
+    }
+}
+
+impl Handler<Unpair> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unpair, ctx: &mut Self::Context) {
+        if let Some(link) = self.link.take() {
+            link.close(CLOSE_UNPAIRED, "phone unpaired or token rotated");
+        }
+        if !msg.stop {
+            self.requeue_in_flight(ctx, "phone token rotated before reporting; queued again");
+            return;
+        }
+        self.stopping = true;
+        let ids = self.queue.drain_all();
+        let writer = self.deps.writer.clone();
+        ctx.wait(
+            async move {
+                for id in ids {
+                    let transition = Transition {
+                        failure_reason: Some("phone_unpaired".into()),
+                        detail: Some("the phone was unpaired".into()),
+                        ..Transition::to(id, MessageStatus::Failed)
+                    };
+                    if let Err(err) = writer.transition(transition).await {
+                        tracing::error!(message_id = %id, error = %err, "could not fail message of unpaired phone");
+                    }
+                }
+            }
+            .into_actor(self)
+            .map(|_, _, ctx| ctx.stop()),
+        );
+    }
+}
+
+impl Handler<GetQueueDepth> for Phone {
+    type Result = QueueDepth;
+
+    fn handle(&mut self, _: GetQueueDepth, _: &mut Self::Context) -> QueueDepth {
+        QueueDepth(self.queue.depth())
+    }
+}
+
+impl Handler<Stop> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        if let Some(link) = self.link.take() {
+            link.close(CLOSE_GOING_AWAY, "server is stopping");
+        }
+        // Nothing is lost: the queue is rebuilt from the database at the next start.
+        self.queue.drain_all();
+        self.stopping = true;
+        ctx.stop();
+    }
+}
+
+impl Handler<HandBack> for Phone {
+    type Result = MessageResult<HandBack>;
+
+    fn handle(&mut self, _: HandBack, _: &mut Self::Context) -> Self::Result {
+        let ids = self.queue.hand_back();
+        MessageResult(ids)
+    }
+}

@@ -1,0 +1,345 @@
+//! The Registry's message handlers, all of them: its own messages (declared in `mod.rs`), and
+//! those declared beside the actors they concern: `campaign::{Wake, CampaignChanges,
+//! Finished}` and `webhook_endpoint::{DeliveriesCreated, EndpointChanged, EndpointDeleted}`.
+
+use std::collections::HashMap;
+
+use actix::prelude::*;
+use uuid::Uuid;
+
+use super::*;
+use crate::actors::campaign::{self, CampaignChanges, Finished, Wake};
+use crate::actors::webhook_endpoint::{
+    self, Deliver, DeliveriesCreated, EndpointChanged, EndpointDeleted,
+};
+use crate::store::webhooks::PendingDelivery;
+
+impl Handler<Route> for Registry {
+    type Result = Result<Option<Routed>, RouteError>;
+
+    fn handle(&mut self, msg: Route, _: &mut Self::Context) -> Self::Result {
+        let online = match msg.device_id {
+            Some(device) => {
+                let entry = self.phones.get(&device).ok_or(RouteError::UnknownDevice)?;
+                if entry.record.workspace_id != msg.scope.workspace_id
+                    || entry.record.mode != msg.scope.mode
+                {
+                    return Err(RouteError::UnknownDevice);
+                }
+                if entry.record.phone_number != msg.from_number {
+                    return Err(RouteError::NumberMismatch);
+                }
+                entry.session.map(|_| device)
+            }
+            None if msg.scope.mode == Mode::Test => None,
+            None => self.online_for(msg.scope, &msg.from_number),
+        };
+        Ok(online.and_then(|device_id| {
+            self.phone_addr(device_id)
+                .map(|phone| Routed { device_id, phone })
+        }))
+    }
+}
+
+impl Handler<Enqueue> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Enqueue, _: &mut Self::Context) {
+        self.deliver(msg.messages);
+    }
+}
+
+impl Handler<Cancel> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Cancel, _: &mut Self::Context) {
+        self.forget(msg.message_id, msg.device_id, msg.scope, &msg.from_number);
+    }
+}
+
+impl Handler<Connected> for Registry {
+    type Result = Option<Addr<Phone>>;
+
+    fn handle(&mut self, msg: Connected, _: &mut Self::Context) -> Self::Result {
+        let addr = self.phone_addr(msg.phone_id)?;
+        let now = self.deps.clock.now_ms();
+        let entry = self.phones.get_mut(&msg.phone_id)?;
+        entry.session = Some(msg.link.session_id);
+        entry.last_seen_at = Some(now);
+        addr.do_send(phone::Attach { link: msg.link });
+        Some(addr)
+    }
+}
+
+impl Handler<Disconnected> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Disconnected, ctx: &mut Self::Context) {
+        let now = self.deps.clock.now_ms();
+        let Some(entry) = self.phones.get_mut(&msg.phone_id) else {
+            return;
+        };
+        if entry.session == Some(msg.session_id) {
+            entry.session = None;
+        }
+        entry.last_seen_at = Some(now);
+        let went_offline = entry.session.is_none();
+        let addr = entry.addr.clone();
+        let (scope, number) = (entry.record.scope(), entry.record.phone_number.clone());
+        if let Some(addr) = &addr {
+            addr.do_send(phone::Detach {
+                session_id: msg.session_id,
+            });
+        }
+        if went_offline && let Some(addr) = addr {
+            let online: Vec<Uuid> = self
+                .alternatives(scope, &number, msg.phone_id)
+                .into_iter()
+                .filter(|id| self.phones.get(id).is_some_and(|e| e.session.is_some()))
+                .collect();
+            if !online.is_empty() {
+                self.reroute_from(ctx, addr, msg.phone_id, online, false);
+            }
+        }
+        let db = self.deps.db.clone();
+        let id = msg.phone_id;
+        actix::spawn(async move {
+            if let Err(err) = phones::touch(&db, id, now).await {
+                tracing::warn!(phone_id = %id, error = %err, "last_seen_at not stored");
+            }
+        });
+    }
+}
+
+impl Handler<Paired> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Paired, _: &mut Self::Context) {
+        self.insert(msg.phone);
+    }
+}
+
+impl Handler<PaceChanged> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: PaceChanged, _: &mut Self::Context) {
+        let Some(entry) = self.phones.get_mut(&msg.phone_id) else {
+            return;
+        };
+        entry.record.pace = msg.pace;
+        let pace = self
+            .phones
+            .get(&msg.phone_id)
+            .map(|e| self.pace_of(&e.record));
+        if let Some(entry) = self.phones.get(&msg.phone_id)
+            && let Some(addr) = &entry.addr
+        {
+            addr.do_send(phone::SetPace { pace });
+        }
+    }
+}
+
+impl Handler<Unpaired> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unpaired, ctx: &mut Self::Context) {
+        let Some(entry) = self.phones.remove(&msg.phone_id) else {
+            return;
+        };
+        let key = Self::number_key(entry.record.scope(), &entry.record.phone_number);
+        if let Some(ids) = self.by_number.get_mut(&key) {
+            ids.retain(|id| *id != msg.phone_id);
+        }
+        match entry.addr {
+            Some(addr) => {
+                // Unpinned messages move to another phone with the number; pinned ones fail.
+                let targets = self.alternatives(
+                    entry.record.scope(),
+                    &entry.record.phone_number,
+                    msg.phone_id,
+                );
+                if !targets.is_empty() {
+                    self.reroute_from(ctx, addr.clone(), msg.phone_id, targets, true);
+                }
+                addr.do_send(phone::Unpair { stop: true });
+            }
+            None => {
+                // No actor: fail its queued messages straight from the database.
+                let deps = self.deps.clone();
+                let phone_id = msg.phone_id;
+                actix::spawn(async move {
+                    let Ok(pending) = messages::unfinished_outbound(&deps.db).await else {
+                        return;
+                    };
+                    for m in pending
+                        .into_iter()
+                        .filter(|m| m.device_id == Some(phone_id))
+                    {
+                        let transition = Transition {
+                            failure_reason: Some("phone_unpaired".into()),
+                            detail: Some("the phone was unpaired".into()),
+                            ..Transition::to(m.id, MessageStatus::Failed)
+                        };
+                        let _ = deps.writer.transition(transition).await;
+                    }
+                });
+            }
+        }
+    }
+}
+
+impl Handler<TokenRotated> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: TokenRotated, _: &mut Self::Context) {
+        if let Some(entry) = self.phones.get_mut(&msg.phone_id) {
+            entry.session = None;
+            if let Some(addr) = &entry.addr {
+                addr.do_send(phone::Unpair { stop: false });
+            }
+        }
+    }
+}
+
+impl Handler<GetPhoneStates> for Registry {
+    type Result = MessageResult<GetPhoneStates>;
+
+    fn handle(&mut self, msg: GetPhoneStates, _: &mut Self::Context) -> Self::Result {
+        MessageResult(
+            msg.ids
+                .into_iter()
+                .filter_map(|id| {
+                    self.phones.get(&id).map(|e| {
+                        (
+                            id,
+                            PhoneState {
+                                online: e.session.is_some(),
+                                last_seen_at: e.last_seen_at,
+                            },
+                        )
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Handler<CountOnline> for Registry {
+    type Result = usize;
+
+    fn handle(&mut self, _: CountOnline, _: &mut Self::Context) -> usize {
+        self.phones.values().filter(|e| e.session.is_some()).count()
+    }
+}
+
+impl Handler<Shutdown> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
+        for (_, entry) in self.phones.drain() {
+            if let Some(addr) = entry.addr {
+                addr.do_send(phone::Stop);
+            }
+        }
+        for (_, addr) in self.simulated.drain() {
+            addr.do_send(phone::Stop);
+        }
+        self.by_number.clear();
+        self.webhooks.stop_all();
+        self.campaigns.stop_all();
+        ctx.stop();
+    }
+}
+
+impl Handler<Seen> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Seen, _: &mut Self::Context) {
+        let now = self.deps.clock.now_ms();
+        if let Some(entry) = self.phones.get_mut(&msg.phone_id) {
+            entry.last_seen_at = Some(now);
+        }
+    }
+}
+
+// Campaigns.
+
+impl Handler<Wake> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Wake, ctx: &mut Self::Context) {
+        self.wake_campaign(ctx, msg.id);
+    }
+}
+
+impl Handler<CampaignChanges> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: CampaignChanges, _: &mut Self::Context) {
+        self.campaigns.changed(msg.0);
+    }
+}
+
+impl Handler<Finished> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Finished, _: &mut Self::Context) {
+        self.campaigns.finished(msg.id);
+    }
+}
+
+impl Registry {
+    /// Starts the campaign's actor if needed and makes it read the campaign again.
+    pub(crate) fn wake_campaign(&mut self, ctx: &mut Context<Self>, id: Uuid) {
+        let deps = self.deps().clone();
+        let addr = self.campaigns.addr(&deps, ctx.address(), id);
+        addr.do_send(campaign::Reload);
+    }
+}
+
+// Webhook endpoints.
+
+impl Handler<DeliveriesCreated> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: DeliveriesCreated, _: &mut Self::Context) {
+        let mut per_endpoint: HashMap<Uuid, Vec<PendingDelivery>> = HashMap::new();
+        for d in msg.deliveries {
+            per_endpoint.entry(d.endpoint_id).or_default().push(d);
+        }
+        let deps = self.deps().clone();
+        for (endpoint_id, deliveries) in per_endpoint {
+            self.webhooks
+                .addr(&deps, endpoint_id)
+                .do_send(Deliver { deliveries });
+        }
+    }
+}
+
+impl Handler<EndpointChanged> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: EndpointChanged, _: &mut Self::Context) {
+        let deps = self.deps().clone();
+        match msg.retry {
+            Some(delivery) => {
+                let addr = self.webhooks.addr(&deps, msg.endpoint_id);
+                addr.do_send(webhook_endpoint::Reload);
+                addr.do_send(Deliver {
+                    deliveries: vec![delivery],
+                });
+            }
+            None => {
+                self.webhooks.reload(msg.endpoint_id);
+            }
+        }
+    }
+}
+
+impl Handler<EndpointDeleted> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: EndpointDeleted, _: &mut Self::Context) {
+        self.webhooks.stop(msg.endpoint_id);
+    }
+}
