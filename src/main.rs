@@ -80,6 +80,11 @@ enum KeyCommand {
         #[arg(long, value_parser = ["live", "test"])]
         mode: String,
     },
+    /// Revoke a key, given as printed (`sk_live_…`): a running server refuses it within a second.
+    Revoke {
+        /// The key itself, as whoever holds a leaked key has it.
+        key: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -151,7 +156,40 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
                     store::StoreError::NotFound => format!("no workspace {workspace}"),
                     other => other.to_string(),
                 })?;
-            println!("{} key: {key}", mode.as_str());
+            println!("{} key: {}", mode.as_str(), key.secret);
+        }
+        Command::Key {
+            command: KeyCommand::Revoke { key },
+        } => {
+            let key = key.trim();
+            if smsgw::domain::keys::api_key_mode(key).is_none() {
+                return Err("not an API key: expected sk_live_… or sk_test_… as printed".into());
+            }
+            let db = store::connect(&settings.database.url, 2).await?;
+            store::migrate(&db).await?;
+            let which = workspaces::KeyToRevoke::Hash(smsgw::domain::keys::hash_secret(key));
+            let revoked = store::retry_busy(|| workspaces::revoke_key(&db, which.clone(), now))
+                .await
+                .map_err(|e| match e {
+                    store::StoreError::NotFound => "no such API key".to_string(),
+                    other => other.to_string(),
+                })?;
+            let record = &revoked.record;
+            let at = record
+                .revoked_at
+                .map(smsgw::clock::format_ms)
+                .unwrap_or_default();
+            let what = if revoked.newly {
+                "revoked"
+            } else {
+                "already revoked"
+            };
+            println!(
+                "{what}: {} key {} ({}…) at {at}",
+                record.mode.as_str(),
+                record.id,
+                record.prefix
+            );
         }
         Command::PhoneSim(args) => {
             if let Err(err) = smsgw::phone_sim::run(args).await {

@@ -6,6 +6,7 @@
 mod helpers;
 
 mod ai;
+mod api_keys;
 mod auth;
 mod campaigns;
 mod contacts;
