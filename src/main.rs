@@ -56,6 +56,11 @@ enum Command {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// The secrets key that seals webhook signing keys at rest.
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCommand,
+    },
     /// A simulated phone over the real WebSocket protocol.
     PhoneSim(smsgw::phone_sim::SimArgs),
     /// Load test: simulated phones, concurrent API clients, a webhook receiver (contract §11).
@@ -68,6 +73,17 @@ enum WorkspaceCommand {
     Create {
         #[arg(long)]
         name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum SecretsCommand {
+    /// Seal every stored signing key again under a new key (servers stopped); then configure
+    /// the new key (secrets.key, or the key file) before the next start.
+    Rotate {
+        /// The new key: standard base64 of 32 bytes.
+        #[arg(long)]
+        new_key: String,
     },
 }
 
@@ -189,6 +205,23 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
                 record.mode.as_str(),
                 record.id,
                 record.prefix
+            );
+        }
+        Command::Secrets {
+            command: SecretsCommand::Rotate { new_key },
+        } => {
+            let new = smsgw::domain::secrets::SecretBox::from_base64(&new_key)
+                .map_err(|e| format!("--new-key: {e}"))?;
+            let (current, source) = smsgw::startup::load_secrets_key(&settings)?;
+            let db = store::connect(&settings.database.url, 2).await?;
+            store::migrate(&db).await?;
+            let report =
+                store::retry_busy(|| store::webhooks::seal_signing_keys(&db, &current, Some(&new)))
+                    .await
+                    .map_err(|e| format!("{e}; is {source} the key they were sealed with?"))?;
+            println!(
+                "sealed {} signing keys under the new key; now replace {source} with it",
+                report.opened + report.sealed
             );
         }
         Command::PhoneSim(args) => {
