@@ -177,7 +177,7 @@ impl AppState {
                 Ok(state.value)
             }
             Err(err) => {
-                // The next request reads again; meanwhile nothing cached is trusted.
+                // Not claimed any more: the next request reads again.
                 state.checked_at = None;
                 tracing::debug!(known, "key generation read failed");
                 Err(err.into())
