@@ -10,7 +10,7 @@ use smsgw::domain::signing;
 use smsgw::startup::Application;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, RECIPIENT, TestApp, WebhookReceiver, spawn_app_with};
+use crate::helpers::{Backend, RECIPIENT, TestApp, WebhookReceiver, run_cli, spawn_app_with};
 
 /// The stored signing_key column of every endpoint.
 async fn stored_keys(db: &DatabaseConnection) -> Vec<String> {
@@ -114,4 +114,52 @@ async fn signing_keys_are_sealed_at_rest(backend: Backend) {
     receiver.stop().await;
 }
 
-backend_tests!(signing_keys_are_sealed_at_rest);
+async fn the_secrets_key_rotates_with_the_cli(backend: Backend) {
+    let app = spawn_app_with(backend, |s| s.webhooks.allow_insecure_targets = true).await;
+    let receiver = WebhookReceiver::start().await;
+    let created = app
+        .post(
+            "/v1/webhooks",
+            &app.test_key,
+            json!({ "url": receiver.url, "events": ["message.sent"] }),
+        )
+        .await
+        .expect(201);
+    let key = created.data()["signing_key"].as_str().unwrap().to_string();
+    let db = Database::connect(&app.database_url).await.unwrap();
+    let before = stored_keys(&db).await;
+
+    let new_key = smsgw::domain::secrets::SecretBox::generate_key();
+    let mut env = vec![("SMSGW_DATABASE__URL", app.database_url.as_str())];
+    if let Some(current) = &app.settings.secrets.key {
+        env.push(("SMSGW_SECRETS__KEY", current.as_str()));
+    }
+    let output = run_cli(&["secrets", "rotate", "--new-key", &new_key], &env).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("sealed 1 signing keys"));
+    let after = stored_keys(&db).await;
+    assert_ne!(after, before);
+    assert!(after[0].starts_with("v1:"));
+
+    // A bad new key changes nothing.
+    let output = run_cli(&["secrets", "rotate", "--new-key", "short"], &env).await;
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--new-key"));
+    assert_eq!(stored_keys(&db).await, after);
+
+    // Started with the new key, the endpoint signs with the key shown at creation.
+    let app = app
+        .restart_with(|s| s.secrets.key = Some(new_key.clone()))
+        .await;
+    delivery_verifies(&app, &receiver, 1, &key).await;
+    receiver.stop().await;
+}
+
+backend_tests!(
+    signing_keys_are_sealed_at_rest,
+    the_secrets_key_rotates_with_the_cli,
+);
