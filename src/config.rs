@@ -21,6 +21,31 @@ pub struct Settings {
     pub test_mode: TestModeSettings,
     pub ai: AiSettings,
     pub log: LogSettings,
+    pub secrets: SecretsSettings,
+}
+
+/// The secrets key that seals webhook signing keys at rest (docs/api.md, "Secrets at rest").
+/// `key` wins over `key_file`; with neither, the key file beside the SQLite database (or
+/// `smsgw.secrets.key` in the working directory on PostgreSQL), generated on first start.
+#[derive(Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecretsSettings {
+    /// Standard base64 of 32 bytes (`SMSGW_SECRETS__KEY`).
+    #[serde(deserialize_with = "lenient_opt_string")]
+    pub key: Option<String>,
+    /// A file holding the key in that form; created with a new key when missing.
+    #[serde(deserialize_with = "lenient_opt_string")]
+    pub key_file: Option<String>,
+}
+
+impl std::fmt::Debug for SecretsSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key itself is never printed.
+        f.debug_struct("SecretsSettings")
+            .field("key", &self.key.as_ref().map(|_| ".."))
+            .field("key_file", &self.key_file)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -56,6 +56,11 @@ enum Command {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// The secrets key that seals webhook signing keys at rest.
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCommand,
+    },
     /// A simulated phone over the real WebSocket protocol.
     PhoneSim(smsgw::phone_sim::SimArgs),
     /// Load test: simulated phones, concurrent API clients, a webhook receiver (contract §11).
@@ -72,6 +77,17 @@ enum WorkspaceCommand {
 }
 
 #[derive(Subcommand)]
+enum SecretsCommand {
+    /// Seal every stored signing key again under a new key (servers stopped); then configure
+    /// the new key (secrets.key, or the key file) before the next start.
+    Rotate {
+        /// The new key: standard base64 of 32 bytes.
+        #[arg(long)]
+        new_key: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum KeyCommand {
     /// Create one more key for a workspace and print it.
     Create {
@@ -79,6 +95,11 @@ enum KeyCommand {
         workspace: uuid::Uuid,
         #[arg(long, value_parser = ["live", "test"])]
         mode: String,
+    },
+    /// Revoke a key, given as printed (`sk_live_…`): a running server refuses it within a second.
+    Revoke {
+        /// The key itself, as whoever holds a leaked key has it.
+        key: String,
     },
 }
 
@@ -151,7 +172,57 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
                     store::StoreError::NotFound => format!("no workspace {workspace}"),
                     other => other.to_string(),
                 })?;
-            println!("{} key: {key}", mode.as_str());
+            println!("{} key: {}", mode.as_str(), key.secret);
+        }
+        Command::Key {
+            command: KeyCommand::Revoke { key },
+        } => {
+            let key = key.trim();
+            if smsgw::domain::keys::api_key_mode(key).is_none() {
+                return Err("not an API key: expected sk_live_… or sk_test_… as printed".into());
+            }
+            let db = store::connect(&settings.database.url, 2).await?;
+            store::migrate(&db).await?;
+            let which = workspaces::KeyToRevoke::Hash(smsgw::domain::keys::hash_secret(key));
+            let revoked = store::retry_busy(|| workspaces::revoke_key(&db, which.clone(), now))
+                .await
+                .map_err(|e| match e {
+                    store::StoreError::NotFound => "no such API key".to_string(),
+                    other => other.to_string(),
+                })?;
+            let record = &revoked.record;
+            let at = record
+                .revoked_at
+                .map(smsgw::clock::format_ms)
+                .unwrap_or_default();
+            let what = if revoked.newly {
+                "revoked"
+            } else {
+                "already revoked"
+            };
+            println!(
+                "{what}: {} key {} ({}…) at {at}",
+                record.mode.as_str(),
+                record.id,
+                record.prefix
+            );
+        }
+        Command::Secrets {
+            command: SecretsCommand::Rotate { new_key },
+        } => {
+            let new = smsgw::domain::secrets::SecretBox::from_base64(&new_key)
+                .map_err(|e| format!("--new-key: {e}"))?;
+            let (current, source) = smsgw::startup::load_secrets_key(&settings)?;
+            let db = store::connect(&settings.database.url, 2).await?;
+            store::migrate(&db).await?;
+            let report =
+                store::retry_busy(|| store::webhooks::seal_signing_keys(&db, &current, Some(&new)))
+                    .await
+                    .map_err(|e| format!("{e}; is {source} the key they were sealed with?"))?;
+            println!(
+                "sealed {} signing keys under the new key; now replace {source} with it",
+                report.opened + report.sealed
+            );
         }
         Command::PhoneSim(args) => {
             if let Err(err) = smsgw::phone_sim::run(args).await {

@@ -22,6 +22,7 @@ use crate::actors::webhook_target::{SharedResolver, SystemResolver};
 use crate::api::{self, AppState};
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
+use crate::domain::secrets::SecretBox;
 use crate::domain::webhook_event::DRAFT_CHANGE;
 use crate::store::webhooks::{AttemptRecorder, Subscriptions};
 use crate::store::writer::{Change, Writer};
@@ -37,6 +38,95 @@ pub enum StartupError {
         bind: String,
         source: std::io::Error,
     },
+    /// The secrets key could not be read, created or used (the message names its source).
+    #[error("{0}")]
+    Secrets(String),
+}
+
+/// Where the secrets key comes from (docs/api.md, "Secrets at rest").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretsKeySource {
+    /// `secrets.key` (`SMSGW_SECRETS__KEY`).
+    Setting,
+    /// A key file: `secrets.key_file`, or the default one.
+    File(std::path::PathBuf),
+}
+
+impl std::fmt::Display for SecretsKeySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretsKeySource::Setting => f.write_str("secrets.key (SMSGW_SECRETS__KEY)"),
+            SecretsKeySource::File(path) => write!(f, "the key file {}", path.display()),
+        }
+    }
+}
+
+/// The key file used when neither `secrets.key` nor `secrets.key_file` is set: beside the
+/// SQLite database file (`<db file>.key`), else `smsgw.secrets.key` in the working directory
+/// (PostgreSQL, or an in-memory SQLite database).
+pub fn default_key_file(database_url: &str) -> std::path::PathBuf {
+    let file = database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| database_url.strip_prefix("sqlite:"))
+        .map(|rest| rest.split('?').next().unwrap_or_default())
+        .filter(|path| !path.is_empty() && !path.starts_with(":memory:"));
+    match file {
+        Some(path) => std::path::PathBuf::from(format!("{path}.key")),
+        None => std::path::PathBuf::from("smsgw.secrets.key"),
+    }
+}
+
+/// Reads the secrets key from the settings, or from its key file, which is created (mode 0600,
+/// a new random key) when it does not exist yet.
+pub fn load_secrets_key(
+    settings: &Settings,
+) -> Result<(SecretBox, SecretsKeySource), StartupError> {
+    if let Some(key) = &settings.secrets.key {
+        let secret_box = SecretBox::from_base64(key)
+            .map_err(|e| StartupError::Secrets(format!("secrets.key (SMSGW_SECRETS__KEY): {e}")))?;
+        return Ok((secret_box, SecretsKeySource::Setting));
+    }
+    let path = match &settings.secrets.key_file {
+        Some(path) => std::path::PathBuf::from(path),
+        None => default_key_file(&settings.database.url),
+    };
+    let source = SecretsKeySource::File(path.clone());
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => create_key_file(&path)
+            .map_err(|e| StartupError::Secrets(format!("cannot create {source}: {e}")))?,
+        Err(err) => {
+            return Err(StartupError::Secrets(format!(
+                "cannot read {source}: {err}"
+            )));
+        }
+    };
+    let secret_box = SecretBox::from_base64(&text)
+        .map_err(|e| StartupError::Secrets(format!("{source}: {e}")))?;
+    Ok((secret_box, source))
+}
+
+/// Writes a new key file readable by its owner only; when another process created it first,
+/// its key is used.
+fn create_key_file(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(mut file) => {
+            let key = SecretBox::generate_key();
+            file.write_all(format!("{key}\n").as_bytes())?;
+            file.sync_all()?;
+            tracing::warn!(path = %path.display(), "generated a new secrets key; keep this file (and back it up) or webhook signing keys cannot be read");
+            Ok(key)
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::read_to_string(path)
+        }
+        Err(err) => Err(err),
+    }
 }
 
 /// Runs `future` to completion on a fresh actix System and tears the System down inside a
@@ -124,6 +214,22 @@ impl Application {
         let settings = Arc::new(settings);
         let db = store::connect(&settings.database.url, settings.database.max_connections).await?;
         store::migrate(&db).await?;
+        let (secrets, secrets_source) = load_secrets_key(&settings)?;
+        let sealed = store::webhooks::seal_signing_keys(&db, &secrets, None)
+            .await
+            .map_err(|e| match e {
+                StoreError::Secret { .. } => StartupError::Secrets(format!(
+                    "{e}; is {secrets_source} the key they were sealed with?"
+                )),
+                other => StartupError::Store(other),
+            })?;
+        if sealed.sealed > 0 {
+            tracing::info!(
+                count = sealed.sealed,
+                "sealed webhook signing keys stored in clear"
+            );
+        }
+        let secrets = Arc::new(secrets);
         let initial_keys = if workspaces::count(&db).await? == 0 {
             let created = workspaces::create(&db, "default", clock.now_ms()).await?;
             Some(InitialKeys {
@@ -188,6 +294,7 @@ impl Application {
             resolver: resolver.clone(),
             recorder: AttemptRecorder::new(writer.clone()),
             subscriptions: subscriptions.clone(),
+            secrets: secrets.clone(),
         };
         let deps = Deps {
             db: db.clone(),
@@ -212,6 +319,7 @@ impl Application {
         let webhook_api = web::Data::new(api::webhooks::WebhookApi {
             resolver,
             subscriptions,
+            secrets,
         });
         let state = web::Data::new(AppState::new(
             db.clone(),

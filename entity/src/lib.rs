@@ -5,6 +5,7 @@
 
 pub mod ai_drafts;
 pub mod ai_settings;
+pub mod api_key_generation;
 pub mod api_keys;
 pub mod campaign_recipients;
 pub mod campaigns;

@@ -9,6 +9,7 @@ mod m20261125_000004_create_campaigns;
 mod m20261125_000005_create_ai;
 mod m20261125_000006_drop_status_index;
 mod m20261125_000007_index_ai_drafts_sender;
+mod m20261125_000008_add_key_generation;
 
 /// Every migration of the schema, oldest first.
 pub struct Migrator;
@@ -24,6 +25,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000005_create_ai::Migration),
             Box::new(m20261125_000006_drop_status_index::Migration),
             Box::new(m20261125_000007_index_ai_drafts_sender::Migration),
+            Box::new(m20261125_000008_add_key_generation::Migration),
         ]
     }
 }

@@ -44,6 +44,8 @@ pub struct WebhookDeps {
     pub resolver: SharedResolver,
     pub recorder: AttemptRecorder,
     pub subscriptions: Arc<Subscriptions>,
+    /// Opens the endpoints' sealed signing keys (docs/api.md, "Secrets at rest").
+    pub secrets: Arc<crate::domain::secrets::SecretBox>,
 }
 
 /// New deliveries for this endpoint, already stored.
@@ -685,7 +687,23 @@ async fn send(
     };
     let event_id = delivery.event_id.to_string();
     let timestamp = deps.clock.now().timestamp();
-    let signed = signing::sign(&endpoint.signing_key, &event_id, timestamp, &body);
+    // Opened per attempt, so the clear key lives only for the request. Start-up checked that
+    // every stored key opens; a failure here means the row changed under a running server.
+    let signing_key = match deps
+        .webhooks
+        .secrets
+        .open(&endpoint.sealed_signing_key, endpoint.id.as_bytes())
+    {
+        Ok(key) => key,
+        Err(err) => {
+            return Answer {
+                status_code: None,
+                error: Some(AttemptError::Connect),
+                detail: Some(format!("signing key not opened: {err}")),
+            };
+        }
+    };
+    let signed = signing::sign(&signing_key, &event_id, timestamp, &body);
     let mut request = client
         .post(&endpoint.url)
         .insert_header(("content-type", "application/json"))

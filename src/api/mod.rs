@@ -1,6 +1,7 @@
 //! The HTTP API: routes, authentication, body and paging extractors shared by every resource.
 
 pub mod ai;
+pub mod api_keys;
 pub mod campaigns;
 pub mod contacts;
 pub mod messages;
@@ -44,8 +45,27 @@ use crate::store::writer::Writer;
 
 /// Largest accepted request body (contract §3).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
-/// How long a resolved API key is trusted without asking the database again.
+/// How long a resolved API key is trusted without asking the database again (a revocation
+/// ends that trust sooner: see [`KEY_GENERATION_CHECK`]).
 const KEY_CACHE_TTL: Duration = Duration::from_secs(60);
+/// How often a process reads the key generation; a key revoked by another process (or by
+/// `smsgw key revoke`) is refused at most this long after its revocation committed, plus one
+/// read (docs/api.md, "API keys").
+const KEY_GENERATION_CHECK: Duration = Duration::from_millis(500);
+
+/// A resolved key in the cache, with when and under which key generation it was read.
+struct CachedKey {
+    grant: KeyGrant,
+    read_at: Instant,
+    generation: i64,
+}
+
+/// The key generation this process last read, and when it claimed the next read.
+#[derive(Default)]
+struct KnownGeneration {
+    value: i64,
+    checked_at: Option<Instant>,
+}
 
 /// Everything a handler may need, shared by all workers.
 pub struct AppState {
@@ -56,7 +76,8 @@ pub struct AppState {
     pub clock: SharedClock,
     /// The phone sessions running (see `phone_session::LiveSessions`).
     pub sessions: Arc<crate::actors::phone_session::LiveSessions>,
-    keys: RwLock<HashMap<String, (KeyGrant, Instant)>>,
+    keys: RwLock<HashMap<String, CachedKey>>,
+    generation: std::sync::Mutex<KnownGeneration>,
     limiter: Option<DefaultKeyedRateLimiter<Uuid>>,
     /// When `/metrics` last counted the stored messages by status.
     pub(crate) messages_counted_at: std::sync::Mutex<Option<Instant>>,
@@ -83,32 +104,96 @@ impl AppState {
             clock,
             sessions: Arc::default(),
             keys: RwLock::new(HashMap::new()),
+            generation: std::sync::Mutex::new(KnownGeneration::default()),
             limiter,
             messages_counted_at: std::sync::Mutex::new(None),
         }
     }
 
     /// Resolves an API key through the cache; misses ask the database (never cached negative,
-    /// so a key created by the CLI works at once).
+    /// so a key created by the CLI works at once). A cached key counts only while the key
+    /// generation it was read under is the current one, so a revocation anywhere ends it.
     async fn resolve_key(&self, key: &str) -> Result<KeyGrant, ApiError> {
         if keys::api_key_mode(key).is_none() {
             return Err(ApiError::InvalidApiKey);
         }
         let hash = keys::hash_secret(key);
+        let generation = self.key_generation().await?;
         if let Ok(cache) = self.keys.read()
-            && let Some((grant, at)) = cache.get(&hash)
-            && at.elapsed() < KEY_CACHE_TTL
-            && keys::hashes_equal(&grant.key_hash, &hash)
+            && let Some(cached) = cache.get(&hash)
+            && cached.generation == generation
+            && cached.read_at.elapsed() < KEY_CACHE_TTL
+            && keys::hashes_equal(&cached.grant.key_hash, &hash)
         {
-            return Ok(grant.clone());
+            return Ok(cached.grant.clone());
         }
         let grant = workspaces::find_key(&self.db, &hash)
             .await?
             .ok_or(ApiError::InvalidApiKey)?;
         if let Ok(mut cache) = self.keys.write() {
-            cache.insert(hash, (grant.clone(), Instant::now()));
+            let cached = CachedKey {
+                grant: grant.clone(),
+                read_at: Instant::now(),
+                generation,
+            };
+            cache.insert(hash, cached);
         }
         Ok(grant)
+    }
+
+    /// The current key generation, read from the database at most every
+    /// [`KEY_GENERATION_CHECK`] (one request claims the read; the others meanwhile use the
+    /// value known). A changed generation empties the key cache.
+    async fn key_generation(&self) -> Result<i64, ApiError> {
+        let known = {
+            let mut known = self
+                .generation
+                .lock()
+                .map_err(|_| ApiError::Internal("key generation lock poisoned".into()))?;
+            if known
+                .checked_at
+                .is_some_and(|at| at.elapsed() < KEY_GENERATION_CHECK)
+            {
+                return Ok(known.value);
+            }
+            known.checked_at = Some(Instant::now());
+            known.value
+        };
+        let read = workspaces::key_generation(&self.db).await;
+        let mut state = self
+            .generation
+            .lock()
+            .map_err(|_| ApiError::Internal("key generation lock poisoned".into()))?;
+        match read {
+            Ok(value) => {
+                // The generation only grows: a read that started before another and ends after
+                // it must not bring an older value back.
+                if value > state.value {
+                    state.value = value;
+                    if let Ok(mut cache) = self.keys.write() {
+                        cache.clear();
+                    }
+                }
+                Ok(state.value)
+            }
+            Err(err) => {
+                // Not claimed any more: the next request reads again.
+                state.checked_at = None;
+                tracing::debug!(known, "key generation read failed");
+                Err(err.into())
+            }
+        }
+    }
+
+    /// Forgets every cached key and the known generation: called after this process revokes a
+    /// key, so the revocation is in force here at once.
+    pub fn forget_keys(&self) {
+        if let Ok(mut known) = self.generation.lock() {
+            known.checked_at = None;
+        }
+        if let Ok(mut cache) = self.keys.write() {
+            cache.clear();
+        }
     }
 
     fn throttle(&self, key_id: Uuid) -> Result<(), ApiError> {
@@ -426,6 +511,7 @@ pub fn endpoints() -> Vec<Endpoint> {
     all.extend(ai::endpoints());
     all.extend(test_mode::endpoints());
     all.extend(webhooks::endpoints());
+    all.extend(api_keys::endpoints());
     all
 }
 

@@ -258,6 +258,45 @@ pub struct DeletedOut {
 }
 envelope!(DeletedEnvelope, DeletedOut, "The id of what was removed.");
 
+/// An API key as listed (never the secret nor its hash).
+#[derive(Serialize, ToSchema)]
+pub struct ApiKeyOut {
+    pub id: Uuid,
+    /// `live` or `test`: the caller's own mode.
+    pub mode: String,
+    /// The first 12 characters of the key (`sk_live_` and 4 more), to tell keys apart.
+    pub prefix: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// When the key was revoked; null while it works.
+    #[schema(format = DateTime)]
+    pub revoked_at: Option<String>,
+}
+envelope!(ApiKeyEnvelope, ApiKeyOut, "One API key.");
+
+/// A new API key with its secret, shown only at creation.
+#[derive(Serialize, ToSchema)]
+pub struct ApiKeyWithSecretOut {
+    #[serde(flatten)]
+    pub api_key: ApiKeyOut,
+    /// `sk_live_…` / `sk_test_…`: the `x-api-key` value. Only its hash is stored.
+    pub key: String,
+}
+envelope!(
+    ApiKeyWithSecretEnvelope,
+    ApiKeyWithSecretOut,
+    "A new API key and its secret."
+);
+
+/// A page of API keys, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct ApiKeyPage {
+    pub keys: Vec<ApiKeyOut>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+envelope!(ApiKeyPageEnvelope, ApiKeyPage, "A page of API keys.");
+
 /// A contact (contract §10).
 #[derive(Serialize, ToSchema)]
 pub struct ContactOut {

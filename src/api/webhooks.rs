@@ -21,6 +21,7 @@ use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted};
 use crate::actors::webhook_target::{self, SharedResolver, TargetError};
 use crate::api::messages::parse_number;
 use crate::clock::format_ms;
+use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
 use crate::domain::webhook_event::{EVENT_KINDS, is_event_kind};
 use crate::error::{ApiError, success};
@@ -39,6 +40,8 @@ const MAX_PHONE_NUMBERS: usize = 1000;
 pub struct WebhookApi {
     pub resolver: SharedResolver,
     pub subscriptions: std::sync::Arc<Subscriptions>,
+    /// Seals new signing keys before they are stored (docs/api.md, "Secrets at rest").
+    pub secrets: std::sync::Arc<SecretBox>,
 }
 
 /// The webhook operations (route registry, see `super::endpoints`).
@@ -99,12 +102,23 @@ pub fn endpoint_out(e: &WebhookEndpoint) -> Value {
     })
 }
 
-fn with_key(e: &WebhookEndpoint) -> Value {
+/// An endpoint with its clear signing key, shown once (the store holds it sealed only).
+fn with_key(e: &WebhookEndpoint, signing_key: String) -> Value {
     let mut out = endpoint_out(e);
     if let Some(obj) = out.as_object_mut() {
-        obj.insert("signing_key".into(), Value::String(e.signing_key.clone()));
+        obj.insert("signing_key".into(), Value::String(signing_key));
     }
     out
+}
+
+/// A new signing key for endpoint `id`: the clear key to show once, and its sealed form to store.
+fn new_signing_key(api: &WebhookApi, id: Uuid) -> Result<(String, String), ApiError> {
+    let clear = signing::generate_signing_key();
+    let sealed = api
+        .secrets
+        .seal(&clear, id.as_bytes())
+        .map_err(|e| ApiError::Internal(format!("signing key not sealed: {e}")))?;
+    Ok((clear, sealed))
 }
 
 /// One attempt of the deliveries log.
@@ -220,19 +234,22 @@ async fn create(
     let events = parse_events(events)?;
     let phone_numbers = parse_phone_numbers(body.phone_numbers.unwrap_or_default())?;
     let url = parse_url(&api, &state, &url_text).await?;
+    let id = Uuid::now_v7();
+    let (signing_key, sealed_signing_key) = new_signing_key(&api, id)?;
     let new = NewEndpoint {
+        id,
         url,
         events,
         phone_numbers,
         enabled: body.enabled.unwrap_or(true),
-        signing_key: signing::generate_signing_key(),
+        sealed_signing_key,
     };
     let endpoint = webhooks::create(&state.db, caller.scope(), new, state.clock.now_ms()).await?;
     api.subscriptions.upsert(&endpoint);
     Ok(success(
         StatusCode::CREATED,
         "webhook endpoint created; the signing key is shown only now",
-        with_key(&endpoint),
+        with_key(&endpoint, signing_key),
     ))
 }
 
@@ -318,7 +335,7 @@ async fn update(
         events,
         phone_numbers,
         enabled: body.enabled,
-        signing_key: None,
+        sealed_signing_key: None,
     };
     let endpoint = webhooks::update(&state.db, caller.scope(), id, changes, state.clock.now_ms())
         .await
@@ -374,12 +391,14 @@ async fn delete(
 #[tracing::instrument(skip_all, fields(webhook_id = %path))]
 async fn rotate_key(
     state: web::Data<AppState>,
+    api: web::Data<WebhookApi>,
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, "webhook")?;
+    let (signing_key, sealed_signing_key) = new_signing_key(&api, id)?;
     let changes = EndpointChanges {
-        signing_key: Some(signing::generate_signing_key()),
+        sealed_signing_key: Some(sealed_signing_key),
         ..EndpointChanges::default()
     };
     let endpoint = webhooks::update(&state.db, caller.scope(), id, changes, state.clock.now_ms())
@@ -392,7 +411,7 @@ async fn rotate_key(
     Ok(success(
         StatusCode::OK,
         "signing key rotated; the new key is shown only now and signs every later attempt",
-        with_key(&endpoint),
+        with_key(&endpoint, signing_key),
     ))
 }
 

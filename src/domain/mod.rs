@@ -8,6 +8,7 @@ pub mod pace;
 pub mod phone_number;
 pub mod phone_queue;
 pub mod protocol;
+pub mod secrets;
 pub mod signing;
 pub mod sms;
 pub mod ssrf;

@@ -41,6 +41,12 @@ pub enum StoreError {
     Busy(String),
     #[error("database error: {0}")]
     Db(DbErr),
+    /// A stored secret does not open under the secrets key (docs/api.md, "Secrets at rest").
+    #[error("the signing key of webhook endpoint {endpoint_id}: {error}")]
+    Secret {
+        endpoint_id: uuid::Uuid,
+        error: crate::domain::secrets::SecretsError,
+    },
 }
 
 impl From<DbErr> for StoreError {

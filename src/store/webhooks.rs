@@ -16,6 +16,7 @@ use uuid::Uuid;
 use super::StoreError;
 use super::messages::{Message, Position, Scope};
 use super::writer::Change;
+use crate::domain::secrets::{self, SecretBox};
 use crate::domain::status::{Direction, Mode};
 use crate::domain::webhook_event::event_for_change;
 
@@ -52,7 +53,9 @@ pub struct Endpoint {
     /// E.164 numbers; empty: every phone.
     pub phone_numbers: Vec<String>,
     pub enabled: bool,
-    pub signing_key: String,
+    /// The signing key as stored: sealed under the secrets key (`domain::secrets`, the
+    /// endpoint's id as context). Only the delivering actor opens it.
+    pub sealed_signing_key: String,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -67,7 +70,7 @@ impl From<webhook_endpoints::Model> for Endpoint {
             events: serde_json::from_str(&m.events).unwrap_or_default(),
             phone_numbers: serde_json::from_str(&m.phone_numbers).unwrap_or_default(),
             enabled: m.enabled,
-            signing_key: m.signing_key,
+            sealed_signing_key: m.signing_key,
             created_at: m.created_at,
             updated_at: m.updated_at,
         }
@@ -77,11 +80,14 @@ impl From<webhook_endpoints::Model> for Endpoint {
 /// A validated endpoint to create.
 #[derive(Debug, Clone)]
 pub struct NewEndpoint {
+    /// Chosen by the caller: the sealed signing key is bound to it.
+    pub id: Uuid,
     pub url: String,
     pub events: Vec<String>,
     pub phone_numbers: Vec<String>,
     pub enabled: bool,
-    pub signing_key: String,
+    /// Sealed with `SecretBox::seal(key, id)`.
+    pub sealed_signing_key: String,
 }
 
 /// Validated changes of an endpoint; None leaves a field as it is.
@@ -91,7 +97,8 @@ pub struct EndpointChanges {
     pub events: Option<Vec<String>>,
     pub phone_numbers: Option<Vec<String>>,
     pub enabled: Option<bool>,
-    pub signing_key: Option<String>,
+    /// A new signing key, sealed with `SecretBox::seal(key, id)`.
+    pub sealed_signing_key: Option<String>,
 }
 
 fn in_scope(scope: Scope) -> Condition {
@@ -113,14 +120,14 @@ pub async fn create(
     now_ms: i64,
 ) -> Result<Endpoint, StoreError> {
     let model = webhook_endpoints::ActiveModel {
-        id: Set(Uuid::now_v7()),
+        id: Set(new.id),
         workspace_id: Set(scope.workspace_id),
         test_mode: Set(scope.mode.is_test()),
         url: Set(new.url),
         events: Set(json_list(&new.events)),
         phone_numbers: Set(json_list(&new.phone_numbers)),
         enabled: Set(new.enabled),
-        signing_key: Set(new.signing_key),
+        signing_key: Set(new.sealed_signing_key),
         created_at: Set(now_ms),
         updated_at: Set(now_ms),
     }
@@ -204,7 +211,7 @@ pub async fn update(
     if let Some(enabled) = changes.enabled {
         active.enabled = Set(enabled);
     }
-    if let Some(key) = changes.signing_key {
+    if let Some(key) = changes.sealed_signing_key {
         active.signing_key = Set(key);
     }
     active.updated_at = Set(now_ms);
@@ -232,6 +239,62 @@ pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(
         .await?;
     txn.commit().await?;
     Ok(())
+}
+
+/// What [`seal_signing_keys`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SealReport {
+    /// Clear values (from before encryption at rest) now sealed.
+    pub sealed: u64,
+    /// Sealed values opened (and, on rotation, sealed again under the new key).
+    pub opened: u64,
+}
+
+/// Checks every stored signing key against the secrets key `current` and seals the clear ones
+/// (from before encryption at rest), in one transaction. With `rotate_to`, every key is sealed
+/// again under that key instead (`smsgw secrets rotate`). A value `current` does not open
+/// fails the whole step, naming the endpoint, and changes nothing.
+#[tracing::instrument(skip_all)]
+pub async fn seal_signing_keys(
+    db: &DatabaseConnection,
+    current: &SecretBox,
+    rotate_to: Option<&SecretBox>,
+) -> Result<SealReport, StoreError> {
+    let txn = super::begin_write(db).await?;
+    let rows = webhook_endpoints::Entity::find().all(&txn).await?;
+    let target = rotate_to.unwrap_or(current);
+    let mut report = SealReport::default();
+    for row in rows {
+        let context = row.id.as_bytes().to_vec();
+        let clear = if secrets::is_sealed(&row.signing_key) {
+            report.opened += 1;
+            let clear =
+                current
+                    .open(&row.signing_key, &context)
+                    .map_err(|error| StoreError::Secret {
+                        endpoint_id: row.id,
+                        error,
+                    })?;
+            if rotate_to.is_none() {
+                continue;
+            }
+            clear
+        } else {
+            report.sealed += 1;
+            row.signing_key.clone()
+        };
+        let sealed = target
+            .seal(&clear, &context)
+            .map_err(|error| StoreError::Secret {
+                endpoint_id: row.id,
+                error,
+            })?;
+        let mut active = row.into_active_model();
+        active.signing_key = Set(sealed);
+        active.update(&txn).await?;
+    }
+    txn.commit().await?;
+    Ok(report)
 }
 
 /// What the fan-out needs to know of an endpoint.

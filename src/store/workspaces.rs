@@ -1,6 +1,8 @@
-//! Workspaces and their API keys.
+//! Workspaces and their API keys: creation, listing, revocation, and the key generation that
+//! tells every server process a key was revoked (docs/api.md, "API keys").
 
-use entity::{api_keys, workspaces};
+use entity::{api_key_generation, api_keys, workspaces};
+use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
     Set,
@@ -8,8 +10,12 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::StoreError;
+use super::messages::{Position, Scope};
 use crate::domain::keys;
 use crate::domain::status::Mode;
+
+/// The id of the one row of `api_key_generation`.
+const GENERATION_ROW: i32 = 1;
 
 /// A workspace as the layers above see it.
 #[derive(Debug, Clone)]
@@ -37,6 +43,44 @@ pub struct KeyGrant {
     pub mode: Mode,
 }
 
+/// An API key as listings show it: never the secret nor its hash.
+#[derive(Debug, Clone)]
+pub struct KeyRecord {
+    pub id: Uuid,
+    pub mode: Mode,
+    /// The first 12 characters of the secret (`sk_live_` and 4 more).
+    pub prefix: String,
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+impl From<api_keys::Model> for KeyRecord {
+    fn from(key: api_keys::Model) -> KeyRecord {
+        KeyRecord {
+            id: key.id,
+            mode: Mode::from_test_flag(key.test_mode),
+            prefix: key.key_prefix,
+            created_at: key.created_at,
+            revoked_at: key.revoked_at,
+        }
+    }
+}
+
+/// A freshly issued key: the secret, shown once, and its record.
+#[derive(Debug, Clone)]
+pub struct IssuedKey {
+    pub secret: String,
+    pub record: KeyRecord,
+}
+
+/// What a revocation did.
+#[derive(Debug, Clone)]
+pub struct Revoked {
+    pub record: KeyRecord,
+    /// False when the key had been revoked before (its `revoked_at` is the first revocation's).
+    pub newly: bool,
+}
+
 /// Number of workspaces (an empty database gets the `default` one at first start).
 pub async fn count(db: &DatabaseConnection) -> Result<u64, StoreError> {
     Ok(workspaces::Entity::find().count(db).await?)
@@ -57,8 +101,12 @@ pub async fn create(
     }
     .insert(&txn)
     .await?;
-    let live_key = insert_key(&txn, workspace.id, Mode::Live, now_ms).await?;
-    let test_key = insert_key(&txn, workspace.id, Mode::Test, now_ms).await?;
+    let live_key = insert_key(&txn, workspace.id, Mode::Live, now_ms)
+        .await?
+        .secret;
+    let test_key = insert_key(&txn, workspace.id, Mode::Test, now_ms)
+        .await?
+        .secret;
     txn.commit().await?;
     Ok(CreatedWorkspace {
         workspace: Workspace {
@@ -71,14 +119,14 @@ pub async fn create(
     })
 }
 
-/// Issues a new key for an existing workspace; returns the secret, shown once.
+/// Issues a new key for an existing workspace; the secret is shown once.
 #[tracing::instrument(skip_all, fields(workspace_id = %workspace_id))]
 pub async fn create_key(
     db: &DatabaseConnection,
     workspace_id: Uuid,
     mode: Mode,
     now_ms: i64,
-) -> Result<String, StoreError> {
+) -> Result<IssuedKey, StoreError> {
     let txn = super::begin_write(db).await?;
     if workspaces::Entity::find_by_id(workspace_id)
         .one(&txn)
@@ -97,9 +145,9 @@ async fn insert_key<C: sea_orm::ConnectionTrait>(
     workspace_id: Uuid,
     mode: Mode,
     now_ms: i64,
-) -> Result<String, StoreError> {
+) -> Result<IssuedKey, StoreError> {
     let secret = keys::generate_api_key(mode);
-    api_keys::ActiveModel {
+    let model = api_keys::ActiveModel {
         id: Set(Uuid::now_v7()),
         workspace_id: Set(workspace_id),
         test_mode: Set(mode.is_test()),
@@ -110,7 +158,89 @@ async fn insert_key<C: sea_orm::ConnectionTrait>(
     }
     .insert(conn)
     .await?;
-    Ok(secret)
+    Ok(IssuedKey {
+        secret,
+        record: model.into(),
+    })
+}
+
+/// One page of the keys of a workspace in one mode, newest first, revoked ones included.
+pub async fn list_keys(
+    db: &DatabaseConnection,
+    scope: Scope,
+    after: Option<Position>,
+    limit: u64,
+) -> Result<(Vec<KeyRecord>, bool), StoreError> {
+    let (rows, has_more) = super::newest_first(
+        db,
+        api_keys::Entity::find()
+            .filter(api_keys::Column::WorkspaceId.eq(scope.workspace_id))
+            .filter(api_keys::Column::TestMode.eq(scope.mode.is_test())),
+        (api_keys::Column::CreatedAt, api_keys::Column::Id),
+        after,
+        limit,
+    )
+    .await?;
+    Ok((rows.into_iter().map(KeyRecord::from).collect(), has_more))
+}
+
+/// Which key to revoke: by id within a caller's scope (the API), or by its secret (the CLI,
+/// for whoever holds a leaked key).
+#[derive(Debug, Clone)]
+pub enum KeyToRevoke {
+    Id { scope: Scope, id: Uuid },
+    Hash(String),
+}
+
+/// Revokes a key and raises the key generation in the same transaction, so every server
+/// process stops accepting it at its next generation check. Revoking a revoked key changes
+/// nothing. Unknown (or out of scope): [`StoreError::NotFound`].
+#[tracing::instrument(skip_all)]
+pub async fn revoke_key(
+    db: &DatabaseConnection,
+    which: KeyToRevoke,
+    now_ms: i64,
+) -> Result<Revoked, StoreError> {
+    let txn = super::begin_write(db).await?;
+    let query = match &which {
+        KeyToRevoke::Id { scope, id } => api_keys::Entity::find_by_id(*id)
+            .filter(api_keys::Column::WorkspaceId.eq(scope.workspace_id))
+            .filter(api_keys::Column::TestMode.eq(scope.mode.is_test())),
+        KeyToRevoke::Hash(hash) => {
+            api_keys::Entity::find().filter(api_keys::Column::KeyHash.eq(hash))
+        }
+    };
+    let key = query.one(&txn).await?.ok_or(StoreError::NotFound)?;
+    if key.revoked_at.is_some() {
+        return Ok(Revoked {
+            record: key.into(),
+            newly: false,
+        });
+    }
+    let mut active: api_keys::ActiveModel = key.into();
+    active.revoked_at = Set(Some(now_ms));
+    let key = active.update(&txn).await?;
+    api_key_generation::Entity::update_many()
+        .col_expr(
+            api_key_generation::Column::Generation,
+            Expr::col(api_key_generation::Column::Generation).add(1),
+        )
+        .filter(api_key_generation::Column::Id.eq(GENERATION_ROW))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(Revoked {
+        record: key.into(),
+        newly: true,
+    })
+}
+
+/// The key generation: raised by every revocation (0 before the first).
+pub async fn key_generation(db: &DatabaseConnection) -> Result<i64, StoreError> {
+    Ok(api_key_generation::Entity::find_by_id(GENERATION_ROW)
+        .one(db)
+        .await?
+        .map_or(0, |row| row.generation))
 }
 
 /// Finds the live (unrevoked) key with this hash and its workspace.

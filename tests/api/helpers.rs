@@ -20,6 +20,10 @@ use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
 use smsgw::startup::{Application, Hooks};
 use uuid::Uuid;
 
+/// The secrets key of PostgreSQL test servers (SQLite ones generate a key file beside the
+/// database, as a first start does).
+pub const POSTGRES_SECRETS_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
 /// Which database a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -231,6 +235,10 @@ pub async fn spawn_app_with_resolver(
     let (url, dir) = fresh_database(backend).await;
     let mut settings = test_settings();
     settings.database.url = url.clone();
+    if backend == Backend::Postgres {
+        // No database file to put the key file beside: a key as a deployment would set it.
+        settings.secrets.key = Some(POSTGRES_SECRETS_KEY.into());
+    }
     configure(&mut settings);
     let app = Application::build_with(settings.clone(), hooks_for(&resolver))
         .await

@@ -6,6 +6,7 @@
 mod helpers;
 
 mod ai;
+mod api_keys;
 mod auth;
 mod campaigns;
 mod contacts;
@@ -18,4 +19,5 @@ mod phone_sim;
 mod phones;
 mod portal;
 mod retention;
+mod secrets;
 mod webhooks;

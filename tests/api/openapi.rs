@@ -72,6 +72,9 @@ async fn document_is_openapi_3_1_with_every_route(backend: Backend) {
         ("patch", "/v1/phones/{id}"),
         ("delete", "/v1/phones/{id}"),
         ("post", "/v1/phones/{id}/rotate-token"),
+        ("get", "/v1/keys"),
+        ("post", "/v1/keys"),
+        ("delete", "/v1/keys/{id}"),
     ] {
         assert!(
             ops.contains(&(method.to_string(), path.to_string())),
@@ -951,6 +954,30 @@ async fn real_answers_match_the_document(backend: Backend) {
     )
     .await
     .expect(200);
+
+    // API keys.
+    call(&app, &doc, "get", "/v1/keys", "/v1/keys", key, None)
+        .await
+        .expect(200);
+    let created = call(&app, &doc, "post", "/v1/keys", "/v1/keys", key, None)
+        .await
+        .expect(201);
+    let key_path = format!("/v1/keys/{}", created.data()["id"].as_str().unwrap());
+    call(&app, &doc, "delete", "/v1/keys/{id}", &key_path, key, None)
+        .await
+        .expect(200);
+    let missing_key = format!("/v1/keys/{}", Uuid::now_v7());
+    let missing = call(
+        &app,
+        &doc,
+        "delete",
+        "/v1/keys/{id}",
+        &missing_key,
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(missing.code(), "not_found");
 
     // Contacts.
     let contact = call(&app, &doc, "post", "/v1/contacts", "/v1/contacts", key,

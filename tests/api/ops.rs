@@ -108,6 +108,9 @@ fn start_server_with(
         .env("SMSGW_TEST_MODE__DELIVER_AFTER", "50ms")
         .env("SMSGW_LIMITS__API_PER_SECOND", "0")
         .env("SMSGW_LOG__LEVEL", "warn");
+    if database_url.starts_with("postgres") {
+        command.env("SMSGW_SECRETS__KEY", crate::helpers::POSTGRES_SECRETS_KEY);
+    }
     for (key, value) in env {
         command.env(key, value);
     }

@@ -1,0 +1,125 @@
+//! API keys of the caller's workspace and mode: list, create (secret shown once), revoke
+//! (in force at once in this process, and in every other within the key generation check;
+//! docs/api.md, "API keys").
+
+use std::collections::HashMap;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+use serde_json::{Value, json};
+
+use super::registry::Endpoint;
+use super::schemas::{ApiKeyEnvelope, ApiKeyPageEnvelope, ApiKeyWithSecretEnvelope, ErrorCode};
+use super::{AppState, Caller, PageRequest, missing, page_response, parse_id};
+use crate::clock::format_ms;
+use crate::error::{ApiError, success};
+use crate::store::messages::Position;
+use crate::store::workspaces::{self, KeyRecord, KeyToRevoke};
+
+/// The key operations (route registry, see `super::endpoints`).
+pub fn endpoints() -> Vec<Endpoint> {
+    use ErrorCode::*;
+    vec![
+        Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
+        Endpoint::of::<__path_create>(|| web::to(create)),
+        Endpoint::of::<__path_revoke>(|| web::to(revoke)),
+    ]
+}
+
+/// A key as the API shows it: never the secret nor its hash.
+pub fn key_out(key: &KeyRecord) -> Value {
+    json!({
+        "id": key.id,
+        "mode": key.mode.as_str(),
+        "prefix": key.prefix,
+        "created_at": format_ms(key.created_at),
+        "revoked_at": key.revoked_at.map(format_ms),
+    })
+}
+
+/// Lists the keys of the caller's workspace in the caller's mode, revoked ones included.
+#[utoipa::path(
+    get,
+    path = "/v1/keys",
+    tag = "keys",
+    params(
+        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+    ),
+    responses((status = 200, description = "A page of API keys, newest first.", body = ApiKeyPageEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    let page = PageRequest::parse(&query)?;
+    let (rows, has_more) =
+        workspaces::list_keys(&state.db, caller.scope(), page.after, page.limit).await?;
+    let last = rows.last().map(|k| Position {
+        created_at: k.created_at,
+        id: k.id,
+    });
+    let items = rows.iter().map(key_out).collect();
+    Ok(page_response("keys", items, has_more, last))
+}
+
+/// Issues one more key in the caller's mode; its secret is shown only in this answer.
+#[utoipa::path(
+    post,
+    path = "/v1/keys",
+    tag = "keys",
+    responses((status = 201, description = "Created, with the secret.", body = ApiKeyWithSecretEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn create(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse, ApiError> {
+    let issued = workspaces::create_key(
+        &state.db,
+        caller.workspace_id,
+        caller.mode,
+        state.clock.now_ms(),
+    )
+    .await?;
+    let mut out = key_out(&issued.record);
+    if let Some(obj) = out.as_object_mut() {
+        obj.insert("key".into(), Value::String(issued.secret));
+    }
+    Ok(success(
+        StatusCode::CREATED,
+        "API key created; the key is shown only now",
+        out,
+    ))
+}
+
+/// Revokes a key of the caller's workspace and mode (the calling key included); it is refused
+/// from the next request on. Revoking a revoked key answers the same record again.
+#[utoipa::path(
+    delete,
+    path = "/v1/keys/{id}",
+    tag = "keys",
+    params(("id" = Uuid, Path, description = "API key id")),
+    responses((status = 200, description = "The revoked key.", body = ApiKeyEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(key_id = %path))]
+async fn revoke(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&path, "API key")?;
+    let which = KeyToRevoke::Id {
+        scope: caller.scope(),
+        id,
+    };
+    let revoked = workspaces::revoke_key(&state.db, which, state.clock.now_ms())
+        .await
+        .map_err(missing("API key"))?;
+    state.forget_keys();
+    let message = if revoked.newly {
+        "API key revoked"
+    } else {
+        "API key was already revoked"
+    };
+    Ok(success(StatusCode::OK, message, key_out(&revoked.record)))
+}
