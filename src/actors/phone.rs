@@ -341,12 +341,7 @@ impl Phone {
         let id = item.id;
         self.in_flight.insert(id, item);
         self.handovers.push_back((id, None));
-        let transition = Transition {
-            set_device: self.identity.device_id,
-            count_attempt: true,
-            detail: Some(messages::handover_detail(self.identity.device_id)),
-            ..Transition::to(id, MessageStatus::Sending)
-        };
+        let transition = Transition::hand_over(id, self.identity.device_id);
         let writer = self.deps.writer.clone();
         ctx.spawn(
             async move { writer.transition(transition).await }
@@ -452,11 +447,7 @@ impl Phone {
                 // only tells a stale report (acked) from a stranger's (refused), and gives a
                 // failure its attempt count.
                 if to != MessageStatus::Failed {
-                    let transition = Transition {
-                        expect_device: device,
-                        reported: true,
-                        ..Transition::to(message_id, to)
-                    };
+                    let transition = Transition::report(message_id, device, to);
                     if let Some(row) = deps.writer.transition(transition).await? {
                         return Ok(ReportOutcome::Moved(Box::new(row)));
                     }
@@ -473,38 +464,34 @@ impl Phone {
                 if to != MessageStatus::Failed {
                     return Ok(ReportOutcome::Ignored);
                 }
-                let transition = match (to, error) {
-                    (MessageStatus::Failed, Some(error)) => match current.status {
+                // `to` is `failed` from here on.
+                let transition = match error {
+                    Some(error) => match current.status {
                         MessageStatus::Sending if current.send_attempts < max_attempts => {
-                            Transition {
-                                expect_device: device,
-                                event_kind: Some("attempt_failed"),
-                                failure_reason: Some(error.clone()),
-                                detail: Some(format!(
-                                    "attempt {} of {max_attempts} failed: {error}; queued again",
-                                    current.send_attempts
-                                )),
-                                ..Transition::to(message_id, MessageStatus::Queued)
-                            }
+                            let detail = format!(
+                                "attempt {} of {max_attempts} failed: {error}; queued again",
+                                current.send_attempts
+                            );
+                            Transition::failed_attempt(message_id, device, error, detail)
                         }
                         // A late failure of an earlier attempt: the message is queued for another.
                         MessageStatus::Queued if current.send_attempts < max_attempts => {
                             return Ok(ReportOutcome::Ignored);
                         }
-                        _ => Transition {
-                            expect_device: device,
-                            failure_reason: Some(error.clone()),
-                            detail: Some(format!(
+                        _ => {
+                            let detail = format!(
                                 "attempt {} of {max_attempts} failed: {error}",
                                 current.send_attempts
-                            )),
-                            ..Transition::to(message_id, MessageStatus::Failed)
-                        },
+                            );
+                            Transition::failed_on_phone(
+                                message_id,
+                                device,
+                                Some(error),
+                                Some(detail),
+                            )
+                        }
                     },
-                    (to, _) => Transition {
-                        expect_device: device,
-                        ..Transition::to(message_id, to)
-                    },
+                    None => Transition::failed_on_phone(message_id, device, None, None),
                 };
                 Ok(match deps.writer.transition(transition).await? {
                     Some(row) => ReportOutcome::Moved(Box::new(row)),
@@ -600,10 +587,7 @@ impl Phone {
     /// Moves one message that is `sending` on this phone back to `queued` and, once that is
     /// written, to the front of its queue.
     fn requeue(&mut self, item: Queued, reason: &'static str, ctx: &mut Context<Self>) {
-        let transition = Transition {
-            detail: Some(reason.into()),
-            ..Transition::to(item.id, MessageStatus::Queued)
-        };
+        let transition = Transition::requeue(item.id, reason);
         let writer = self.deps.writer.clone();
         ctx.spawn(
             async move { writer.transition(transition).await }
@@ -919,11 +903,7 @@ impl Handler<Unpair> for Phone {
         ctx.wait(
             async move {
                 for id in ids {
-                    let transition = Transition {
-                        failure_reason: Some("phone_unpaired".into()),
-                        detail: Some("the phone was unpaired".into()),
-                        ..Transition::to(id, MessageStatus::Failed)
-                    };
+                    let transition = Transition::unpair(id).with_detail("the phone was unpaired");
                     if let Err(err) = writer.transition(transition).await {
                         tracing::error!(message_id = %id, error = %err, "could not fail message of unpaired phone");
                     }
