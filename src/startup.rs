@@ -22,8 +22,8 @@ use crate::actors::webhook_target::{SharedResolver, SystemResolver};
 use crate::api::{self, AppState};
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
+use crate::domain::change::ChangeKind;
 use crate::domain::secrets::SecretBox;
-use crate::domain::webhook_event::DRAFT_CHANGE;
 use crate::store::webhooks::{AttemptRecorder, Subscriptions};
 use crate::store::writer::{Change, Writer};
 use crate::store::{self, StoreError, workspaces};
@@ -255,17 +255,17 @@ impl Application {
                 let mut of_campaigns = Vec::new();
                 let mut received = Vec::new();
                 for change in changes {
-                    if change.kind == DRAFT_CHANGE {
+                    if change.kind == ChangeKind::AiDraft {
                         continue;
                     }
-                    metrics::counter!(crate::telemetry::names::MESSAGE_TRANSITIONS, "kind" => change.kind)
+                    metrics::counter!(crate::telemetry::names::MESSAGE_TRANSITIONS, "kind" => change.kind.as_str())
                         .increment(1);
-                    tracing::debug!(message_id = %change.message.id, kind = change.kind, "message changed");
+                    tracing::debug!(message_id = %change.message.id, kind = change.kind.as_str(), "message changed");
                     if let Some(campaign) = change.message.campaign_id {
                         crate::telemetry::count_campaign_message(change.kind);
                         of_campaigns.push((campaign, change.message.id, change.message.status));
                     }
-                    if change.kind == "received" {
+                    if change.kind == ChangeKind::Received {
                         received.push(change.message);
                     }
                 }

@@ -205,16 +205,18 @@ pub fn count_campaign_recipients(state: &'static str, count: u64) {
 
 /// Counts a campaign recipient whose message changed (`kind` of the writer's change): the
 /// moves that take a recipient to a state of [`names::CAMPAIGN_RECIPIENT_STATES`].
-pub fn count_campaign_message(kind: &str) {
-    let state = match kind {
-        "queued" => "queued",
-        "sent" => "sent",
-        "delivered" => "delivered",
-        "failed" | "expired" => "failed",
-        "canceled" => "canceled",
-        _ => return,
+pub fn count_campaign_message(kind: crate::domain::change::ChangeKind) {
+    use crate::domain::status::MessageStatus;
+    let crate::domain::change::ChangeKind::Moved(status) = kind else {
+        return;
     };
-    count_campaign_recipients(state, 1);
+    let state = match status {
+        MessageStatus::Queued | MessageStatus::Sent | MessageStatus::Delivered => status,
+        MessageStatus::Failed | MessageStatus::Expired => MessageStatus::Failed,
+        MessageStatus::Canceled => MessageStatus::Canceled,
+        MessageStatus::Sending => return,
+    };
+    count_campaign_recipients(state.as_str(), 1);
 }
 
 /// How often a scrape may count the stored messages by status (a grouped count over the

@@ -384,10 +384,10 @@ async fn hand_to(
     if phone.try_send(handed).is_ok() {
         return;
     }
-    let back = Transition {
-        detail: Some("the phone's actor stopped before the message was sent; queued again".into()),
-        ..Transition::to(id, MessageStatus::Queued)
-    };
+    let back = Transition::requeue(
+        id,
+        "the phone's actor stopped before the message was sent; queued again",
+    );
     match writer.transition(back).await {
         Ok(Some(queued)) => registry.do_send(Enqueue {
             messages: vec![queued],
@@ -668,8 +668,7 @@ async fn cancel(
     let (current, _) = messages::get_with_events(&state.db, caller.scope(), id)
         .await
         .map_err(missing("message"))?;
-    let mut transition = Transition::to(id, MessageStatus::Canceled);
-    transition.detail = Some("canceled through the API".into());
+    let transition = Transition::cancel(id, "canceled through the API");
     match state.writer.transition(transition).await? {
         Some(message) => {
             state.registry.do_send(Cancel {

@@ -2,6 +2,7 @@
 
 pub mod ai;
 pub mod campaign;
+pub mod change;
 pub mod keys;
 pub mod keywords;
 pub mod pace;

@@ -1,5 +1,8 @@
 //! Webhook event kinds (service-spec §6) and which message change fires which event.
 
+use crate::domain::change::ChangeKind;
+use crate::domain::status::MessageStatus;
+
 /// Every event kind an endpoint may subscribe to.
 pub const EVENT_KINDS: &[&str] = &[
     MESSAGE_RECEIVED,
@@ -15,27 +18,23 @@ pub const MESSAGE_DELIVERED: &str = "message.delivered";
 pub const MESSAGE_FAILED: &str = "message.failed";
 pub const AI_DRAFT_CREATED: &str = "ai.draft.created";
 
-/// The writer's change kind of a pending AI draft stored for an inbound message (the change
-/// carries that message); it fires [`AI_DRAFT_CREATED`].
-pub const DRAFT_CHANGE: &str = "ai_draft";
-
 /// True for a kind of [`EVENT_KINDS`].
 pub fn is_event_kind(kind: &str) -> bool {
     EVENT_KINDS.contains(&kind)
 }
 
-/// The event a committed message change fires, if any: the writer's change kinds `sent`,
-/// `delivered`, `failed` and `expired` (outbound), `received` (inbound) and [`DRAFT_CHANGE`].
+/// The event a committed message change fires, if any: `sent`, `delivered`, `failed` and
+/// `expired` (outbound), `received` (inbound) and a pending AI draft.
 /// Queued, requeued and retention changes fire nothing.
-pub fn event_for_change(change_kind: &str) -> Option<&'static str> {
-    match change_kind {
-        "sent" => Some(MESSAGE_SENT),
-        "delivered" => Some(MESSAGE_DELIVERED),
+pub fn event_for_change(kind: ChangeKind) -> Option<&'static str> {
+    match kind {
+        ChangeKind::Moved(MessageStatus::Sent) => Some(MESSAGE_SENT),
+        ChangeKind::Moved(MessageStatus::Delivered) => Some(MESSAGE_DELIVERED),
         // Contract §4: an expired message (never handed to a phone in time) fires
         // message.failed too.
-        "failed" | "expired" => Some(MESSAGE_FAILED),
-        "received" => Some(MESSAGE_RECEIVED),
-        DRAFT_CHANGE => Some(AI_DRAFT_CREATED),
+        ChangeKind::Moved(MessageStatus::Failed | MessageStatus::Expired) => Some(MESSAGE_FAILED),
+        ChangeKind::Received => Some(MESSAGE_RECEIVED),
+        ChangeKind::AiDraft => Some(AI_DRAFT_CREATED),
         _ => None,
     }
 }
@@ -46,11 +45,25 @@ mod tests {
 
     #[test]
     fn changes_map_to_events() {
-        assert_eq!(event_for_change("sent"), Some("message.sent"));
-        assert_eq!(event_for_change("received"), Some("message.received"));
-        assert_eq!(event_for_change("queued"), None);
-        assert_eq!(event_for_change("expired"), Some("message.failed"));
-        assert_eq!(event_for_change("attempt_failed"), None);
+        let moved = ChangeKind::Moved;
+        assert_eq!(
+            event_for_change(moved(MessageStatus::Sent)),
+            Some("message.sent")
+        );
+        assert_eq!(
+            event_for_change(ChangeKind::Received),
+            Some("message.received")
+        );
+        assert_eq!(event_for_change(moved(MessageStatus::Queued)), None);
+        assert_eq!(
+            event_for_change(moved(MessageStatus::Expired)),
+            Some("message.failed")
+        );
+        assert_eq!(event_for_change(ChangeKind::AttemptFailed), None);
+        assert_eq!(
+            event_for_change(ChangeKind::AiDraft),
+            Some("ai.draft.created")
+        );
         assert!(is_event_kind("ai.draft.created"));
         assert!(!is_event_kind("message.bounced"));
     }

@@ -11,6 +11,7 @@ use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QuerySe
 use uuid::Uuid;
 
 use super::StoreError;
+use crate::domain::change::ChangeKind;
 use crate::domain::status::{Direction, MessageStatus};
 
 /// Rows touched per statement (and per transaction).
@@ -86,7 +87,7 @@ pub async fn remove_contents_batch(
         .iter()
         .map(|row| message_events::ActiveModel {
             message_id: Set(row.id),
-            kind: Set("content_removed".into()),
+            kind: Set(ChangeKind::ContentRemoved.as_str().to_string()),
             status: Set(row.status.clone()),
             at: Set(now_ms),
             detail: Set(None),

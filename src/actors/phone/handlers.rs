@@ -185,11 +185,7 @@ impl Handler<Unpair> for Phone {
         ctx.wait(
             async move {
                 for id in ids {
-                    let transition = Transition {
-                        failure_reason: Some("phone_unpaired".into()),
-                        detail: Some("the phone was unpaired".into()),
-                        ..Transition::to(id, MessageStatus::Failed)
-                    };
+                    let transition = Transition::unpair(id).with_detail("the phone was unpaired");
                     if let Err(err) = writer.transition(transition).await {
                         tracing::error!(message_id = %id, error = %err, "could not fail message of unpaired phone");
                     }

@@ -280,12 +280,7 @@ impl Phone {
     /// though the writes complete as separate futures.
     fn hand_over(&mut self, id: Uuid, ctx: &mut Context<Self>) {
         self.handovers.push_back((id, None));
-        let transition = Transition {
-            set_device: self.identity.device_id,
-            count_attempt: true,
-            detail: Some(messages::handover_detail(self.identity.device_id)),
-            ..Transition::to(id, MessageStatus::Sending)
-        };
+        let transition = Transition::hand_over(id, self.identity.device_id);
         let writer = self.deps.writer.clone();
         ctx.spawn(
             async move { writer.transition(transition).await }
@@ -394,11 +389,7 @@ impl Phone {
                 // stranger's (refused), and gives a failure its attempt count.
                 let moves_to = report.moves_to();
                 if let Some(to) = moves_to {
-                    let transition = Transition {
-                        expect_device: device,
-                        reported: true,
-                        ..Transition::to(message_id, to)
-                    };
+                    let transition = Transition::report(message_id, device, to);
                     if let Some(row) = deps.writer.transition(transition).await? {
                         return Ok(ReportOutcome::Moved(Box::new(row)));
                     }
@@ -422,19 +413,15 @@ impl Phone {
                     ReportDecision::Ignore | ReportDecision::Advance(_) => {
                         return Ok(ReportOutcome::Ignored);
                     }
-                    ReportDecision::RetryLater { reason, .. } => Transition {
-                        expect_device: device,
-                        event_kind: Some("attempt_failed"),
-                        failure_reason: Some(reason),
-                        detail,
-                        ..Transition::to(message_id, MessageStatus::Queued)
-                    },
-                    ReportDecision::FailedFinal { reason, .. } => Transition {
-                        expect_device: device,
-                        failure_reason: Some(reason),
-                        detail,
-                        ..Transition::to(message_id, MessageStatus::Failed)
-                    },
+                    ReportDecision::RetryLater { reason, .. } => Transition::failed_attempt(
+                        message_id,
+                        device,
+                        reason,
+                        detail.unwrap_or_default(),
+                    ),
+                    ReportDecision::FailedFinal { reason, .. } => {
+                        Transition::failed_on_phone(message_id, device, Some(reason), detail)
+                    }
                 };
                 Ok(match deps.writer.transition(transition).await? {
                     Some(row) => ReportOutcome::Moved(Box::new(row)),
@@ -529,10 +516,7 @@ impl Phone {
     /// Moves one message that is `sending` on this phone back to `queued` and, once that is
     /// written, to the front of its queue.
     fn requeue(&mut self, item: QueuedMessage, reason: &'static str, ctx: &mut Context<Self>) {
-        let transition = Transition {
-            detail: Some(reason.into()),
-            ..Transition::to(item.id, MessageStatus::Queued)
-        };
+        let transition = Transition::requeue(item.id, reason);
         let writer = self.deps.writer.clone();
         ctx.spawn(
             async move { writer.transition(transition).await }

@@ -175,11 +175,7 @@ impl Handler<Unpaired> for Registry {
                         .into_iter()
                         .filter(|m| m.device_id == Some(phone_id))
                     {
-                        let transition = Transition {
-                            failure_reason: Some("phone_unpaired".into()),
-                            detail: Some("the phone was unpaired".into()),
-                            ..Transition::to(m.id, MessageStatus::Failed)
-                        };
+                        let transition = Transition::unpair(m.id).with_detail("the phone was unpaired");
                         let _ = deps.writer.transition(transition).await;
                     }
                 });

@@ -305,7 +305,7 @@ impl Registry {
                 None => {
                     // The phone was unpaired meanwhile.
                     for m in messages {
-                        self.fail(m.id, "phone_unpaired");
+                        self.fail_unpaired(m.id);
                     }
                 }
             }
@@ -377,20 +377,17 @@ impl Registry {
                 // stays queued for it in the database and is rebuilt when its actor restarts.
                 if fail_leftovers {
                     for id in stuck {
-                        act.fail(id, "phone_unpaired");
+                        act.fail_unpaired(id);
                     }
                 }
             }),
         );
     }
 
-    fn fail(&self, id: Uuid, reason: &'static str) {
+    fn fail_unpaired(&self, id: Uuid) {
         let writer = self.deps.writer.clone();
         actix::spawn(async move {
-            let transition = Transition {
-                failure_reason: Some(reason.into()),
-                ..Transition::to(id, MessageStatus::Failed)
-            };
+            let transition = Transition::unpair(id);
             if let Err(err) = writer.transition(transition).await {
                 tracing::error!(message_id = %id, error = %err, "could not fail message");
             }
@@ -443,12 +440,10 @@ impl Registry {
                     .iter_mut()
                     .filter(|m| m.status == MessageStatus::Sending)
                 {
-                    let transition = Transition {
-                        detail: Some(
-                            "server restarted before the phone reported; queued again".into(),
-                        ),
-                        ..Transition::to(message.id, MessageStatus::Queued)
-                    };
+                    let transition = Transition::requeue(
+                        message.id,
+                        "server restarted before the phone reported; queued again",
+                    );
                     if let Some(row) = deps.writer.transition(transition).await? {
                         *message = row;
                     }
@@ -491,11 +486,7 @@ impl Registry {
                 let ids = messages::expired_candidates(&deps.db, now, EXPIRY_BATCH).await?;
                 let mut expired = Vec::new();
                 for id in ids {
-                    let transition = Transition {
-                        failure_reason: Some("expired".into()),
-                        detail: Some("not handed to a phone before expires_at".into()),
-                        ..Transition::to(id, MessageStatus::Expired)
-                    };
+                    let transition = Transition::expire(id);
                     if let Some(row) = deps.writer.transition(transition).await? {
                         expired.push(row);
                     }

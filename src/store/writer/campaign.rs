@@ -8,7 +8,10 @@
 use sea_orm::DatabaseTransaction;
 use uuid::Uuid;
 
-use super::{Batch, NewMessage, NewWorkspaceLimit, OpResult, Transition, WriterTask};
+use super::NewMessage;
+use super::accept::{LimitCheck, NewWorkspaceLimit};
+use super::task::{Batch, WriterTask, flush_inserts};
+use super::transition::{self, Move, Transition};
 use crate::domain::campaign::{CampaignStatus, Control};
 use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
@@ -78,8 +81,8 @@ impl WriterTask {
         batch: &mut Batch,
         op: &CampaignOp,
         now: i64,
-    ) -> Result<OpResult, StoreError> {
-        super::flush_inserts(txn, batch).await?;
+    ) -> Result<CampaignOutcome, StoreError> {
+        flush_inserts(txn, batch).await?;
         let outcome = match op {
             CampaignOp::Create {
                 campaign,
@@ -106,7 +109,7 @@ impl WriterTask {
             } => feed(txn, batch, *id, *scope, messages, now).await?,
             CampaignOp::Complete { id } => complete(txn, *id, now).await?,
         };
-        Ok(OpResult::Campaign(Box::new(outcome)))
+        Ok(outcome)
     }
 
     async fn create(
@@ -193,7 +196,10 @@ impl WriterTask {
         now: i64,
     ) -> Result<Option<CampaignOutcome>, StoreError> {
         match limit {
-            Some(limit) if !self.within_limit(txn, batch, scope, limit, n, now).await? => {
+            Some(limit)
+                if self.counts.check(txn, batch, scope, limit, n, now).await?
+                    == LimitCheck::Reached =>
+            {
                 Ok(Some(CampaignOutcome::LimitReached {
                     limit: limit.max,
                     window_ends_at: limit.window_ends_at,
@@ -309,10 +315,10 @@ async fn feed(
             canceled.push(*recipient);
             continue;
         }
-        queued.push(super::stage(batch, new, scope, now));
+        queued.push(batch.stage(new, scope, now));
         pairs.push((*recipient, new.id));
     }
-    super::flush_inserts(txn, batch).await?;
+    flush_inserts(txn, batch).await?;
     campaigns::mark_queued(txn, &pairs).await?;
     campaigns::mark_opted_out(txn, id, &canceled, now).await?;
     Ok(CampaignOutcome::Fed {
@@ -344,25 +350,14 @@ async fn cancel_queued(
     let queued = campaigns::messages_in(txn, id, MessageStatus::Queued, false).await?;
     let moves: Vec<Transition> = queued
         .iter()
-        .map(|m| Transition {
-            detail: Some("the campaign was canceled".into()),
-            ..Transition::to(m.id, MessageStatus::Canceled)
-        })
+        .map(|m| Transition::cancel(m.id, "the campaign was canceled"))
         .collect();
-    let mut outcomes: Vec<Option<OpResult>> = moves.iter().map(|_| None).collect();
-    super::apply_moves(
-        txn,
-        batch,
-        &mut outcomes,
-        moves.iter().enumerate().collect(),
-        now,
-    )
-    .await?;
-    Ok(outcomes
-        .into_iter()
-        .filter_map(|o| match o {
-            Some(OpResult::Transition(Some(message))) => Some(*message),
-            _ => None,
-        })
-        .collect())
+    let mut answers: Vec<Option<Option<Message>>> = vec![None; moves.len()];
+    let batch_moves = moves
+        .iter()
+        .zip(answers.iter_mut())
+        .map(|(transition, answer)| Move { transition, answer })
+        .collect();
+    transition::apply_moves(txn, batch, batch_moves, now).await?;
+    Ok(answers.into_iter().flatten().flatten().collect())
 }

@@ -1,0 +1,188 @@
+//! The group-commit writer's handle and the requests it takes: every message write of the hot
+//! path goes through one task that batches concurrent requests into one transaction and answers
+//! each once its batch commits.
+//!
+//! Why: one commit per request tops out at a few thousand rows/s on SQLite, while one
+//! transaction for many rows reaches tens of thousands. The writer is also the only inserter
+//! of messages, which makes the new-workspace count exact. Idempotency still rests on the
+//! unique index: a batch that fails as a whole is replayed job by job, so one bad job never
+//! fails its neighbours.
+//!
+//! The files: [`task`] runs the writer (its thread, the batching loop, the replay); [`accept`],
+//! [`transition`], [`inbound`] and [`campaign`] apply one kind of request each inside a batch;
+//! [`sql`] builds the statements; [`rows`] maps between requests, rows and [`Message`]s.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+mod accept;
+mod campaign;
+mod inbound;
+mod rows;
+mod sql;
+mod task;
+mod transition;
+
+pub use accept::{Accept, AcceptOutcome, DraftLink, NewWorkspaceLimit};
+pub use campaign::{CampaignOp, CampaignOutcome};
+pub use inbound::InboundOutcome;
+pub use transition::{Reroute, Transition};
+
+use super::StoreError;
+use super::ai::NewDraft;
+use super::messages::{Message, Scope};
+use super::webhooks::{AttemptRecord, PendingDelivery};
+use crate::clock::SharedClock;
+use crate::domain::change::ChangeKind;
+use crate::domain::status::{Direction, MessageStatus, QueueClass};
+use task::{Request, Submitted};
+
+/// A message ready to be stored (already validated by the domain layer).
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub id: Uuid,
+    pub direction: Direction,
+    pub status: MessageStatus,
+    pub class: QueueClass,
+    pub from_number: String,
+    pub to_number: String,
+    pub content: String,
+    pub segments: u32,
+    pub encoding: String,
+    pub device_id: Option<Uuid>,
+    pub pinned: bool,
+    pub campaign_id: Option<Uuid>,
+    pub request_id: Option<String>,
+    pub inbound_ref: Option<String>,
+    pub scheduled_for: Option<i64>,
+    pub expires_at: i64,
+}
+
+impl NewMessage {
+    /// A single outbound message of `class`, queued now: the replies of AI drafts and the
+    /// like (no campaign, no idempotency key, no schedule, not pinned to its phone).
+    pub fn outbound(
+        class: QueueClass,
+        from_number: String,
+        to_number: String,
+        text: crate::domain::sms::SmsText,
+        device_id: Option<Uuid>,
+        expires_at: i64,
+    ) -> NewMessage {
+        NewMessage {
+            id: Uuid::now_v7(),
+            direction: Direction::Outbound,
+            status: MessageStatus::Queued,
+            class,
+            from_number,
+            to_number,
+            segments: text.segments(),
+            encoding: text.encoding().as_str().to_string(),
+            content: text.into_string(),
+            device_id,
+            pinned: false,
+            campaign_id: None,
+            request_id: None,
+            inbound_ref: None,
+            scheduled_for: None,
+            expires_at,
+        }
+    }
+}
+
+/// A committed change, published after its batch commits (the webhook fan-out listens).
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub kind: ChangeKind,
+    pub message: Message,
+}
+
+/// Called with every committed change, in commit order.
+pub type ChangeListener = Arc<dyn Fn(Vec<Change>) + Send + Sync>;
+
+/// Writes webhook deliveries in the same transaction as the changes that fire them, so an
+/// event is never lost even if the process dies right after the commit.
+pub trait CommitHook: Send + Sync {
+    /// The deliveries a batch's changes fire (no I/O: called inside the write transaction).
+    fn stage(&self, changes: &[Change], now_ms: i64) -> Vec<PendingDelivery>;
+    /// Called after the commit with what [`CommitHook::stage`] returned.
+    fn committed(&self, deliveries: Vec<PendingDelivery>);
+}
+
+/// The commit hook in use, if any.
+pub type SharedCommitHook = Arc<dyn CommitHook>;
+
+/// Handle to the writer task; cheap to clone.
+#[derive(Clone)]
+pub struct Writer {
+    tx: tokio::sync::mpsc::Sender<task::Job>,
+}
+
+impl Writer {
+    /// Opens the writer's own connection to `url` and starts the writer on it: on SQLite on a
+    /// thread of its own that shares one CPU with its connection (see [`task::start`]), on
+    /// PostgreSQL as a task of the current runtime.
+    pub async fn connect(
+        url: &str,
+        clock: SharedClock,
+        listener: ChangeListener,
+        hook: Option<SharedCommitHook>,
+    ) -> Result<Writer, StoreError> {
+        let tx = task::start(url, clock, listener, hook).await?;
+        Ok(Writer { tx })
+    }
+
+    /// Queues `request` and waits for its answer; `WriterGone` only when the writer stopped.
+    async fn submit<R: Request>(&self, request: R) -> Result<R::Answer, StoreError> {
+        let (job, answer) = Submitted::job(request);
+        self.tx
+            .send(job)
+            .await
+            .map_err(|_| StoreError::WriterGone)?;
+        answer.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Stores outbound messages (send, bulk send, campaign, AI reply); see [`Accept`].
+    pub async fn accept(&self, accept: Accept) -> Result<AcceptOutcome, StoreError> {
+        self.submit(accept).await
+    }
+
+    /// Applies a transition; `None` when the message is unknown or its status does not allow it.
+    pub async fn transition(&self, transition: Transition) -> Result<Option<Message>, StoreError> {
+        self.submit(transition).await
+    }
+
+    /// Reassigns a queued, unpinned message to another phone; `None` when it is no longer
+    /// queued on `from_device`.
+    pub async fn reroute(&self, reroute: Reroute) -> Result<Option<Message>, StoreError> {
+        self.submit(reroute).await
+    }
+
+    /// Records a finished webhook attempt and its delivery's new state; false when the delivery
+    /// had moved on (deleted, or this attempt number was recorded already).
+    pub async fn record_attempt(&self, record: AttemptRecord) -> Result<bool, StoreError> {
+        self.submit(record).await
+    }
+
+    /// Runs a campaign operation (create, control, start, feed, complete).
+    pub async fn campaign(&self, op: CampaignOp) -> Result<CampaignOutcome, StoreError> {
+        self.submit(op).await
+    }
+
+    /// Stores an AI draft (pending: with its `ai.draft.created` deliveries); a second draft for
+    /// one message is a `Conflict`. False when it was not stored: its sender has opted out or
+    /// turned AI replies off since the provider was asked.
+    pub async fn draft(&self, draft: NewDraft) -> Result<bool, StoreError> {
+        self.submit(draft).await
+    }
+
+    /// Stores an inbound message once per (phone, ref).
+    pub async fn inbound(
+        &self,
+        message: NewMessage,
+        scope: Scope,
+    ) -> Result<InboundOutcome, StoreError> {
+        self.submit(inbound::Inbound { message, scope }).await
+    }
+}
