@@ -462,7 +462,8 @@ impl CpuUse {
     }
 
     /// Fills the report's CPU figures: what each process used since `self`, per accepted
-    /// item, and the ratio of the ceiling the harness's share alone leaves possible.
+    /// item, the ratio of the ceiling the harness's share alone leaves possible, and the
+    /// server's CPU per item in bare-route requests.
     fn per_accepted(self, run: &Run<'_>, report: &mut Report) {
         let end = CpuUse::now(run);
         let accepted = report.accepted;
@@ -477,6 +478,10 @@ impl CpuUse {
             .filter(|us| *us > 0.0)
             .zip(report.ceiling_per_s.filter(|c| *c > 0.0))
             .map(|(us, ceiling)| report.machine.cores as f64 * 1_000_000.0 / us / ceiling);
+        report.server_cpu_per_send_bare = report
+            .server_cpu_us_per_accepted
+            .zip(report.ceiling_per_s.filter(|c| *c > 0.0))
+            .map(|(us, ceiling)| us / (report.machine.cores as f64 * 1_000_000.0 / ceiling));
     }
 }
 
@@ -507,6 +512,7 @@ fn base_report(run: &Run<'_>, phones: usize) -> Report {
         server_cpu_us_per_accepted: None,
         harness_cpu_us_per_accepted: None,
         harness_bound_ratio: None,
+        server_cpu_per_send_bare: None,
         machine: Machine::detect(),
         notes: Vec::new(),
     }
