@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-/// Everything the server can be configured with (contract §1).
+/// Everything the server can be configured with (docs/api.md, CLI; docs/smsgw.example.toml).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {

@@ -89,7 +89,7 @@ fn gsm7_units(c: char) -> Option<usize> {
     }
 }
 
-/// Segments for `units` of `encoding`, following the contract's simple ceiling rule.
+/// Segments for `units` of `encoding`, following the simple ceiling rule of docs/api.md, Messages.
 fn segments_for(encoding: Encoding, units: usize) -> u32 {
     let segments = if units == 0 {
         0

@@ -1,4 +1,4 @@
-//! Webhook event kinds (service-spec §6) and which message change fires which event.
+//! Webhook event kinds (docs/api.md, Webhooks) and which message change fires which event.
 
 /// Every event kind an endpoint may subscribe to.
 pub const EVENT_KINDS: &[&str] = &[
@@ -31,7 +31,7 @@ pub fn event_for_change(change_kind: &str) -> Option<&'static str> {
     match change_kind {
         "sent" => Some(MESSAGE_SENT),
         "delivered" => Some(MESSAGE_DELIVERED),
-        // Contract §4: an expired message (never handed to a phone in time) fires
+        // docs/api.md, Webhooks: an expired message (never handed to a phone in time) fires
         // message.failed too.
         "failed" | "expired" => Some(MESSAGE_FAILED),
         "received" => Some(MESSAGE_RECEIVED),

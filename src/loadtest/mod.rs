@@ -1,8 +1,8 @@
-//! `smsgw loadtest` (contract §11): drives a server (started here as a child process, or one
-//! already running) with N simulated phones over real WebSockets, K concurrent API clients and a
-//! local webhook receiver that verifies every signature; measures a bare actix-web route as the
-//! ceiling in the same run; checks that every accepted message reached a phone and every event
-//! its receiver; prints the figures and writes them as JSON.
+//! `smsgw loadtest` (docs/api.md, `smsgw loadtest`): drives a server (started here as a child
+//! process, or one already running) with N simulated phones over real WebSockets, K concurrent API
+//! clients and a local webhook receiver that verifies every signature; measures a bare actix-web
+//! route as the ceiling in the same run; checks that every accepted message reached a phone and
+//! every event its receiver; prints the figures and writes them as JSON.
 
 mod ceiling;
 mod clients;
@@ -30,7 +30,7 @@ use server::Target;
 /// Exit status when the server lacks a feature a scenario needs (the route answers 404).
 pub const EXIT_MISSING_FEATURE: u8 = 2;
 
-/// The scenarios of contract §11.
+/// The scenarios of docs/api.md, `smsgw loadtest`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scenario {
     /// Single sends from K clients, pace lifted.

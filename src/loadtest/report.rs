@@ -1,5 +1,5 @@
-//! The report of a run (stdout and `--json PATH`, contract §11 names) and the progress display
-//! (a bar on a terminal, a plain line every few seconds otherwise).
+//! The report of a run (stdout and `--json PATH`, names of docs/api.md, `smsgw loadtest`) and the
+//! progress display (a bar on a terminal, a plain line every few seconds otherwise).
 
 use std::cell::Cell;
 use std::io::IsTerminal;

@@ -72,8 +72,8 @@ impl From<messages::Model> for Message {
 }
 
 impl Message {
-    /// The message record as the API and webhooks show it (contract §4): every field, null
-    /// where it does not apply (`expires_at` of an inbound message among them).
+    /// The message record as the API and webhooks show it (docs/api.md, Messages): every field,
+    /// null where it does not apply (`expires_at` of an inbound message among them).
     pub fn record(&self) -> serde_json::Value {
         serde_json::to_value(self.view()).unwrap_or_default()
     }
@@ -107,7 +107,7 @@ impl Message {
     }
 }
 
-/// The fields of a message record (contract §4), in the order they serialize.
+/// The fields of a message record (docs/api.md, Messages), in the order they serialize.
 #[derive(Debug, serde::Serialize)]
 pub struct Record<'a> {
     pub id: Uuid,

@@ -102,7 +102,7 @@ pub struct NewWorkspaceLimit {
 }
 
 impl NewWorkspaceLimit {
-    /// The limit of a workspace created at `created_at` (contract §8): live mode only.
+    /// The limit of a workspace created at `created_at` (docs/api.md, Messages): live mode only.
     pub fn of(
         limits: &crate::config::LimitSettings,
         mode: crate::domain::status::Mode,
@@ -120,8 +120,8 @@ impl NewWorkspaceLimit {
     }
 }
 
-/// Store outbound messages after the checks of contract §3 that need the database, in order:
-/// idempotency, device availability, new-workspace limit.
+/// Store outbound messages after the checks of docs/api.md, Messages, that need the database, in
+/// order: idempotency, device availability, new-workspace limit.
 #[derive(Debug, Clone)]
 pub struct Accept {
     pub scope: Scope,
@@ -278,9 +278,9 @@ impl Writer {
     /// connection is opened on the writer's thread, which first binds itself to the CPU it
     /// runs on: the connection's thread (sqlx starts one per SQLite connection) inherits that
     /// CPU, and the two hand every statement and every returned row back and forth without a
-    /// wake-up crossing CPUs (an inter-processor interrupt, a VM exit under KVM: +8–17 %
-    /// sends/s in the send scenario, BENCHMARKS.md). The scheduler moves the other threads off
-    /// that CPU.
+    /// wake-up crossing CPUs (an inter-processor interrupt, a VM exit under KVM;
+    /// docs/performance.md, "The writer on its own thread, bound to one CPU"). The scheduler
+    /// moves the other threads off that CPU.
     pub async fn connect(
         url: &str,
         clock: SharedClock,

@@ -1,5 +1,5 @@
-//! `smsgw loadtest` (contract §11): tiny runs through the CLI, checking the JSON report's names
-//! and that nothing is lost; a server without a scenario's feature makes it exit 2.
+//! `smsgw loadtest` (docs/api.md, `smsgw loadtest`): tiny runs through the CLI, checking the JSON
+//! report's names and that nothing is lost; a server without a scenario's feature makes it exit 2.
 
 use actix_web::{App, HttpResponse, HttpServer};
 use serde_json::{Value, json};
@@ -21,7 +21,7 @@ fn assert_number(report: &Value, pointer: &str) -> f64 {
 }
 
 /// Runs `smsgw loadtest` with `args` plus `--json <temp file>`, asserts it exited 0 and that
-/// its report has every contract name; returns its stdout and the report.
+/// its report has every documented name; returns its stdout and the report.
 async fn loadtest_ok(args: &[&str]) -> (String, Value) {
     let out = tempfile::tempdir().unwrap();
     let path = out.path().join("report.json");
@@ -41,7 +41,7 @@ async fn loadtest_ok(args: &[&str]) -> (String, Value) {
     (stdout, report)
 }
 
-/// Every name of contract §11 is present, whatever the scenario measures.
+/// Every report name of docs/api.md, `smsgw loadtest`, is present, whatever the scenario measures.
 fn assert_contract_names(report: &Value) {
     for key in [
         "scenario",
