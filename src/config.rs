@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-/// Everything the server can be configured with (contract §1).
+/// Everything the server can be configured with (docs/api.md, CLI; docs/smsgw.example.toml).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
@@ -470,6 +470,62 @@ mod tests {
         );
         assert_eq!(s.server.bind, "127.0.0.1:0");
         assert_eq!(s.ai.api_key.as_deref(), Some("12345"));
+    }
+
+    /// The `(section, key)` pairs of `settings`, read from its pretty `Debug` form: a section
+    /// is a field of `Settings` (indented 4), a key a field of a section (indented 8).
+    fn keys_of(settings: &Settings) -> std::collections::BTreeSet<(String, String)> {
+        let mut keys = std::collections::BTreeSet::new();
+        let mut section = String::new();
+        for line in format!("{settings:#?}").lines() {
+            let indent = line.len() - line.trim_start().len();
+            let Some((name, _)) = line.trim_start().split_once(": ") else {
+                continue;
+            };
+            match indent {
+                4 => section = name.to_string(),
+                8 => {
+                    keys.insert((section.clone(), name.to_string()));
+                }
+                _ => {}
+            }
+        }
+        keys
+    }
+
+    /// docs/smsgw.example.toml lists every key, set ones and commented-out unset ones (`# key =
+    /// …`), and loading it yields exactly the defaults: a key added without its line, or a
+    /// default changed in one place only, fails here.
+    #[test]
+    fn the_example_config_is_every_key_at_its_default() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/smsgw.example.toml");
+        let loaded =
+            Settings::from_sources(Some(read_toml(&path).unwrap()), &HashMap::new()).unwrap();
+        let defaults = Settings::default();
+        assert_eq!(format!("{loaded:#?}"), format!("{defaults:#?}"));
+
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut listed = std::collections::BTreeSet::new();
+        let mut section = String::new();
+        for line in text.lines() {
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                section = name.to_string();
+            } else if let Some((key, _)) = line.trim_start_matches("# ").split_once(" = ")
+                && !section.is_empty()
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            {
+                listed.insert((section.clone(), key.to_string()));
+            }
+        }
+        let accepted = keys_of(&defaults);
+        let missing: Vec<_> = accepted.difference(&listed).collect();
+        let unknown: Vec<_> = listed.difference(&accepted).collect();
+        assert!(
+            missing.is_empty() && unknown.is_empty(),
+            "docs/smsgw.example.toml lacks {missing:?} and lists keys the config refuses: {unknown:?}"
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The API's one error type: every failure a client can see, rendered as the spec's envelope
-//! with a stable `error_code` (contract §3).
+//! The API's one error type: every failure a client can see, rendered as the envelope with a
+//! stable `error_code` (docs/api.md, Errors).
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::store::StoreError;
 
-/// The `error_code` of every error answer: contract §3's codes, plus `method_not_allowed` and
+/// The `error_code` of every error answer: the codes of docs/api.md, Errors, plus `method_not_allowed` and
 /// `bad_request` of the HTTP layer and the opt-out refusals `recipient_opted_out` and
 /// `ai_replies_off` (docs/api.md "Errors"). Each code has exactly one HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
@@ -186,7 +186,7 @@ impl ApiError {
         self.error_code().as_str()
     }
 
-    /// The error code of contract §3 this error is answered with.
+    /// The error code (docs/api.md, Errors) this error is answered with.
     pub fn error_code(&self) -> ErrorCode {
         match self {
             ApiError::InvalidJson { .. } => ErrorCode::InvalidJson,

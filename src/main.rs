@@ -15,9 +15,9 @@ use smsgw::store::{self, workspaces};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Turns transparent huge pages off for this process. mimalloc asks for huge pages on its
-/// arenas (`madvise`), and a 2 MiB page stays resident while any object in it lives: 10,000 idle
-/// phones held 216 MB resident with them and 122 MB without (`smsgw loadtest --scenario fleet`,
-/// BENCHMARKS.md), while the live heap was ~80 MB either way. Linux only; elsewhere a no-op.
+/// arenas (`madvise`), and a 2 MiB page stays resident while any object in it lives, so idle
+/// phones held far more resident memory than their live heap (docs/performance.md,
+/// "Transparent huge pages off"). Linux only; elsewhere a no-op.
 fn disable_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
     // SAFETY: PR_SET_THP_DISABLE takes plain integers and only sets a flag of this process.
@@ -63,7 +63,7 @@ enum Command {
     },
     /// A simulated phone over the real WebSocket protocol.
     PhoneSim(smsgw::phone_sim::SimArgs),
-    /// Load test: simulated phones, concurrent API clients, a webhook receiver (contract §11).
+    /// Load test: simulated phones, concurrent API clients, a webhook receiver.
     Loadtest(smsgw::loadtest::LoadtestArgs),
 }
 

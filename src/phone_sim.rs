@@ -1,4 +1,5 @@
-//! `smsgw phone-sim`: a simulated phone over the real WebSocket protocol (contract §6).
+//! `smsgw phone-sim`: a simulated phone over the real WebSocket protocol (docs/api.md,
+//! Phone WebSocket).
 //!
 //! It is a developer tool and the building block of the load-test harness: it reconnects with
 //! backoff, re-sends every report the server has not acked on the new session, dedupes `send`

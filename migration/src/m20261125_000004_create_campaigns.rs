@@ -1,4 +1,4 @@
-//! Campaigns and their recipients (contract §7), plus the index that finds a campaign's
+//! Campaigns and their recipients (docs/api.md, Campaigns), plus the index that finds a campaign's
 //! messages.
 
 use sea_orm_migration::prelude::*;

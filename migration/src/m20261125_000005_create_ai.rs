@@ -1,4 +1,5 @@
-//! AI reply drafts (contract §10): the settings of each workspace and mode, and the drafts.
+//! AI reply drafts (docs/api.md, AI reply drafts): the settings of each workspace and mode,
+//! and the drafts.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;

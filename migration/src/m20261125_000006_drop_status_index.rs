@@ -1,6 +1,6 @@
 //! Drops `idx_messages_status (status)`: `idx_messages_status_updated (status, updated_at)`
 //! begins with the same column and serves every query by status, while each message insert
-//! and status move paid for keeping both (BENCHMARKS.md, "A redundant index").
+//! and status move paid for keeping both (docs/performance.md, "Indexes").
 
 use sea_orm_migration::prelude::*;
 

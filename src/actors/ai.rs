@@ -287,7 +287,7 @@ impl Job {
         }
     }
 
-    /// The new-workspace limit of a live workspace (AI sends count, contract §8).
+    /// The new-workspace limit of a live workspace (AI sends count, docs/api.md, Messages).
     async fn limit(&self) -> Result<Option<NewWorkspaceLimit>, crate::store::StoreError> {
         if self.message.mode == Mode::Test {
             return Ok(None);

@@ -1,5 +1,5 @@
-//! A phone's WebSocket session (contract §6): a transport that carries frames between the
-//! socket and the phone's [`Phone`] actor, and watches for silence.
+//! A phone's WebSocket session (docs/api.md, Phone WebSocket): a transport that carries frames
+//! between the socket and the phone's [`Phone`] actor, and watches for silence.
 //!
 //! The session reads and writes the bare TCP connection with actix-http's RFC 6455 codec and
 //! holds no buffer while the phone is idle (bytes are read only once the socket is readable, and

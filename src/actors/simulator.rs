@@ -1,5 +1,5 @@
 //! The test-mode phone: a transport that "sends" after `test_mode.deliver_after` and
-//! "delivers" after it again (contract §2), with the magic recipients of test mode.
+//! "delivers" after it again (docs/api.md, Test mode), with the magic recipients of test mode.
 
 use std::time::Duration;
 

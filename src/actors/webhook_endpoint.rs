@@ -35,7 +35,7 @@ const READ_AHEAD: usize = 4 * MAX_IN_FLIGHT;
 const MAX_RECORDING: usize = 512;
 /// Largest response body read (and discarded) so the connection can be reused, in bytes.
 const MAX_RESPONSE_BYTES: usize = 64 * 1024;
-/// The User-Agent of every delivery (contract §9).
+/// The User-Agent of every delivery (docs/api.md, Webhooks).
 const USER_AGENT: &str = "smsgw-webhooks";
 
 /// What the webhook actors share: the resolver, the attempt recorder, the subscription index.
@@ -454,7 +454,8 @@ impl Handler<Deliver> for WebhookEndpoint {
             // A manual retry of a delivery waiting for its next timer: due at the new time. The
             // waiting entry is found by its key (`known` holds its due time), not by a scan of
             // the queue: a hanging endpoint's queue holds tens of thousands, and the scan per
-            // new delivery took the actor thread (BENCHMARKS.md, webhooks scenario).
+            // new delivery took the actor thread (docs/performance.md, "A webhook endpoint's queue
+            // found by key").
             let Some(held) = self.known.get_mut(&d.id) else {
                 continue;
             };
@@ -531,7 +532,7 @@ async fn subjects(
 }
 
 /// The JSON body of one attempt, rebuilt from the current message record (the whole record,
-/// as the API shows it, contract §4).
+/// as the API shows it, docs/api.md, Messages).
 pub fn payload<'a>(delivery: &'a PendingDelivery, subject: &'a Subject) -> Payload<'a> {
     Payload {
         event: &delivery.event,
@@ -549,7 +550,8 @@ pub fn payload<'a>(delivery: &'a PendingDelivery, subject: &'a Subject) -> Paylo
     }
 }
 
-/// A webhook body (contract §9), serialized straight to the bytes that are signed and sent.
+/// A webhook body (docs/api.md, Webhooks), serialized straight to the bytes that are
+/// signed and sent.
 #[derive(Debug, serde::Serialize)]
 pub struct Payload<'a> {
     event: &'a str,

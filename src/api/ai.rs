@@ -1,5 +1,5 @@
-//! AI reply drafts API (contract §10): the settings of the key's workspace and mode, and the
-//! drafts (list, read, send, discard). Drafts are made by `actors::ai`.
+//! AI reply drafts API (docs/api.md, AI reply drafts): the settings of the key's workspace and
+//! mode, and the drafts (list, read, send, discard). Drafts are made by `actors::ai`.
 
 use std::collections::HashMap;
 

@@ -1,5 +1,5 @@
-//! Campaigns API (contract §7): create (draft or launched), launch, pause, resume, cancel,
-//! read with progress counts, list, and the recipients with their statuses.
+//! Campaigns API (docs/api.md, Campaigns): create (draft or launched), launch, pause, resume,
+//! cancel, read with progress counts, list, and the recipients with their statuses.
 //!
 //! Creation validates everything first, expands `contact_tags`, renders each recipient's text
 //! and decides who is skipped, then stores the campaign and its recipients in one writer job
@@ -39,9 +39,9 @@ use crate::store::messages::Position;
 use crate::store::phones;
 use crate::store::writer::{CampaignOp, CampaignOutcome};
 
-/// Most recipients of one campaign, explicit and from tags together (service-spec §8).
+/// Most recipients of one campaign, explicit and from tags together (docs/api.md, Campaigns).
 pub const MAX_CAMPAIGN_RECIPIENTS: usize = 10_000;
-/// Longest campaign name (service-spec §8).
+/// Longest campaign name (docs/api.md, Campaigns).
 const MAX_NAME_CHARS: usize = 120;
 /// Longest campaign body, in characters: the 1,530 of a text of 10 segments with room for
 /// its tokens (docs/api.md "Campaigns", limits).
@@ -446,8 +446,8 @@ async fn create(
     ))
 }
 
-/// Turns the writer's answer into the campaign or the contract's error; the messages a pause or
-/// cancel took off their phones' queues are dropped from them.
+/// Turns the writer's answer into the campaign or the error docs/api.md, Campaigns, names; the
+/// messages a pause or cancel took off their phones' queues are dropped from them.
 fn controlled(state: &AppState, outcome: CampaignOutcome) -> Result<Campaign, ApiError> {
     match outcome {
         CampaignOutcome::Done {

@@ -1,4 +1,4 @@
-//! Contacts API (contract §10): create, get, update, delete, list with `tag` / `opted_out`
+//! Contacts API (docs/api.md, Contacts): create, get, update, delete, list with `tag` / `opted_out`
 //! filters, and bulk import upserting up to 10,000 contacts by phone number.
 
 use std::collections::{BTreeMap, HashMap};

@@ -107,7 +107,7 @@ pub struct BatchStatusIn {
     pub message_ids: Option<Vec<String>>,
 }
 
-/// A message as every API response and webhook shows it (contract §4).
+/// A message as every API response and webhook shows it (docs/api.md, Messages).
 pub fn message_out(m: &Message) -> Value {
     m.record()
 }
@@ -177,8 +177,8 @@ pub struct Routing {
     pub phone: Option<Addr<Phone>>,
 }
 
-/// Finds the phone for a send from `from_number`, or learns there is none (contract §3 order:
-/// this runs before the writer checks idempotency, but its answer is applied after).
+/// Finds the phone for a send from `from_number`, or learns there is none (docs/api.md, Messages,
+/// check order: this runs before the writer checks idempotency, but its answer is applied after).
 pub async fn route(
     state: &AppState,
     caller: &Caller,
@@ -315,7 +315,7 @@ async fn send(
     let message = stored
         .first()
         .ok_or_else(|| ApiError::Internal("writer accepted no message".into()))?;
-    // Contract §4: the reply reads `queued` even when a phone took the message at once.
+    // docs/api.md, Messages: the reply reads `queued` even when a phone took the message at once.
     let as_accepted = Message {
         status: MessageStatus::Queued,
         send_attempts: 0,
@@ -399,7 +399,7 @@ async fn hand_to(
     }
 }
 
-/// Turns the writer's answer into the stored messages or the contract's error;
+/// Turns the writer's answer into the stored messages or the error docs/api.md, Messages, names;
 /// `recipient_field` names the request field of the accept's `index`-th recipient.
 pub fn accepted(
     outcome: AcceptOutcome,

@@ -43,7 +43,7 @@ use crate::store::messages::{Position, Scope};
 use crate::store::workspaces::{self, KeyGrant};
 use crate::store::writer::Writer;
 
-/// Largest accepted request body (contract §3).
+/// Largest accepted request body (docs/api.md, Errors).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 /// How long a resolved API key is trusted without asking the database again (a revocation
 /// ends that trust sooner: see [`KEY_GENERATION_CHECK`]).
@@ -320,7 +320,7 @@ fn read_body(
     req: &HttpRequest,
     payload: &mut Payload,
 ) -> LocalBoxFuture<'static, Result<web::BytesMut, ApiError>> {
-    // Contract §3: `invalid_json` is for a body that is not JSON, whatever it was labelled.
+    // docs/api.md, Errors: `invalid_json` is for a body that is not JSON, whatever it was labelled.
     // So a JSON body is read as JSON under any content type (curl's `-d` sends a form type),
     // and only a multipart body, which cannot be JSON, is refused before reading it.
     let content_type_ok = !matches!(

@@ -1,4 +1,4 @@
-//! `GET /v1/phones/connect`: the phone's WebSocket (contract §6).
+//! `GET /v1/phones/connect`: the phone's WebSocket (docs/api.md, Phone WebSocket).
 //!
 //! The HTTP server hands every `Upgrade: websocket` request to [`upgrade`] together with the
 //! raw connection (actix-http's upgrade hook, wired in `startup.rs`). It checks the device token
@@ -35,7 +35,7 @@ pub const CONNECT_PATH: &str = "/v1/phones/connect";
     get,
     path = "/v1/phones/connect",
     tag = "phones",
-    description = "The phone's WebSocket (contract §6). Authenticates with \
+    description = "The phone's WebSocket (docs/api.md, Phone WebSocket). Authenticates with \
         `Authorization: Bearer <device_token>`, checked before the upgrade; text frames are JSON \
         objects with a `type` (`hello`, `send`, `ack`, `error` from the server; `sent`, \
         `delivered`, `failed`, `received`, `heartbeat` from the phone).",

@@ -26,7 +26,8 @@ macro_rules! envelope {
     };
 }
 
-/// The error envelope (contract §3): `status` is `error` exactly when the HTTP status is ≥ 400.
+/// The error envelope (docs/api.md, Errors): `status` is `error` exactly when the HTTP
+/// status is ≥ 400.
 #[derive(Serialize, ToSchema)]
 pub struct ErrorEnvelope {
     /// Always `error`.
@@ -38,7 +39,7 @@ pub struct ErrorEnvelope {
     pub error_code: ErrorCode,
 }
 
-/// Details of an error; which keys appear depends on `error_code` (contract §3).
+/// Details of an error; which keys appear depends on `error_code` (docs/api.md, Errors).
 #[derive(Serialize, ToSchema)]
 pub struct ErrorData {
     /// The offending field, e.g. `to_number`, `to_numbers[3]`, `pace.per_minute`.
@@ -83,7 +84,7 @@ pub enum Direction {
     Inbound,
 }
 
-/// Message status (contract §4); terminal: delivered, failed, expired, canceled.
+/// Message status (docs/api.md, Messages); terminal: delivered, failed, expired, canceled.
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageStatus {
@@ -105,7 +106,7 @@ pub enum Encoding {
     Ucs2,
 }
 
-/// A message record (contract §4); timestamps are RFC 3339 with milliseconds.
+/// A message record (docs/api.md, Messages); timestamps are RFC 3339 with milliseconds.
 #[derive(Serialize, ToSchema)]
 pub struct MessageOut {
     pub id: Uuid,
@@ -212,7 +213,7 @@ pub struct PaceOut {
     pub per_30_minutes: u32,
 }
 
-/// A paired phone; its `id` is the spec's `device_id`.
+/// A paired phone; its `id` is the `device_id` of docs/api.md, Phones.
 #[derive(Serialize, ToSchema)]
 pub struct PhoneOut {
     pub id: Uuid,
@@ -297,7 +298,7 @@ pub struct ApiKeyPage {
 }
 envelope!(ApiKeyPageEnvelope, ApiKeyPage, "A page of API keys.");
 
-/// A contact (contract §10).
+/// A contact (docs/api.md, Contacts).
 #[derive(Serialize, ToSchema)]
 pub struct ContactOut {
     pub id: Uuid,
@@ -343,7 +344,7 @@ envelope!(
     "Counts of an import."
 );
 
-/// A webhook endpoint (contract §9); the signing key is never shown here.
+/// A webhook endpoint (docs/api.md, Webhooks); the signing key is never shown here.
 #[derive(Serialize, ToSchema)]
 pub struct WebhookOut {
     pub id: Uuid,
@@ -482,7 +483,7 @@ pub enum CampaignStatusOut {
     Canceled,
 }
 
-/// A campaign (contract §7).
+/// A campaign (docs/api.md, Campaigns).
 #[derive(Serialize, ToSchema)]
 pub struct CampaignOut {
     pub id: Uuid,

@@ -1,5 +1,5 @@
-//! Webhooks API (contract §9): endpoints (create with a signing key shown once, list, get,
-//! update, delete, rotate-key), the per-endpoint deliveries log, and manual retry.
+//! Webhooks API (docs/api.md, Webhooks): endpoints (create with a signing key shown once, list,
+//! get, update, delete, rotate-key), the per-endpoint deliveries log, and manual retry.
 
 use std::collections::HashMap;
 

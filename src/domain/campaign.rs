@@ -1,5 +1,5 @@
-//! Campaign statuses, the moves between them (contract §7), and how a recipient's status is
-//! read from its message.
+//! Campaign statuses, the moves between them (docs/api.md, Campaigns), and how a recipient's status
+//! is read from its message.
 
 use super::status::MessageStatus;
 
@@ -55,7 +55,8 @@ impl CampaignStatus {
         matches!(self, CampaignStatus::Scheduled | CampaignStatus::Running)
     }
 
-    /// The status `control` leads to from `self`, or None when the contract does not allow it.
+    /// The status `control` leads to from `self`, or None when docs/api.md, Campaigns, does not
+    /// allow it.
     /// `starts_later`: scheduled_for is still ahead (launch and resume then wait for it).
     pub fn after(self, control: Control, starts_later: bool) -> Option<CampaignStatus> {
         use CampaignStatus::*;

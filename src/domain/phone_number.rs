@@ -29,8 +29,9 @@ impl PhoneNumber {
     /// Parses strict E.164 input: a `+` then at most 15 digits, nothing else (not even
     /// surrounding whitespace), which libphonenumber's metadata must consider a valid number.
     pub fn parse(input: &str) -> Result<PhoneNumber, InvalidPhoneNumber> {
-        // libphonenumber is lenient (spaces, dashes, letters, national prefixes); the API
-        // contract is strict E.164, so the shape is checked before the metadata is consulted.
+        // libphonenumber is lenient (spaces, dashes, letters, national prefixes); the API takes
+        // strict E.164 only (docs/api.md, Messages), so the shape is checked before the
+        // metadata is consulted.
         let digits = input.strip_prefix('+').ok_or(InvalidPhoneNumber)?;
         if digits.is_empty()
             || digits.len() > MAX_DIGITS
@@ -80,7 +81,8 @@ fn classify(input: &str) -> Result<PhoneNumber, InvalidPhoneNumber> {
     let number = phonenumber::parse(None, input).map_err(|_| InvalidPhoneNumber)?;
     // One classification answers both questions: libphonenumber's `is_valid` is exactly
     // "the number's type is known", and computing the type runs the metadata's regexes
-    // (done twice, it was ~2.6 % of the server's CPU in the send scenario's profile).
+    // (done twice, it showed in the send scenario's profile; docs/performance.md, "The
+    // parsed-number cache").
     let kind = number.number_type(&DATABASE);
     if kind == Type::Unknown {
         return Err(InvalidPhoneNumber);

@@ -1,4 +1,5 @@
-//! The phone WebSocket protocol (contract §6): the JSON text frames exchanged with a paired phone.
+//! The phone WebSocket protocol (docs/api.md, Phone WebSocket): the JSON text frames exchanged with
+//! a paired phone.
 //!
 //! Both the server's session and `smsgw phone-sim` speak through these types, so the two
 //! cannot drift apart.

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-/// Where a message is in its life (contract §4).
+/// Where a message is in its life (docs/api.md, Messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageStatus {
@@ -118,7 +118,7 @@ impl Direction {
     }
 }
 
-/// A phone's queue is served class by class, FIFO inside a class (contract §4).
+/// A phone's queue is served class by class, FIFO inside a class (docs/api.md, Messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum QueueClass {
     /// Single sends and AI draft replies.

@@ -1,4 +1,4 @@
-//! Webhook event kinds (service-spec §6) and which message change fires which event.
+//! Webhook event kinds (docs/api.md, Webhooks) and which message change fires which event.
 
 use crate::domain::change::ChangeKind;
 use crate::domain::status::MessageStatus;
@@ -30,7 +30,7 @@ pub fn event_for_change(kind: ChangeKind) -> Option<&'static str> {
     match kind {
         ChangeKind::Moved(MessageStatus::Sent) => Some(MESSAGE_SENT),
         ChangeKind::Moved(MessageStatus::Delivered) => Some(MESSAGE_DELIVERED),
-        // Contract §4: an expired message (never handed to a phone in time) fires
+        // docs/api.md, Webhooks: an expired message (never handed to a phone in time) fires
         // message.failed too.
         ChangeKind::Moved(MessageStatus::Failed | MessageStatus::Expired) => Some(MESSAGE_FAILED),
         ChangeKind::Received => Some(MESSAGE_RECEIVED),

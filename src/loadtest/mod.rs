@@ -1,8 +1,8 @@
-//! `smsgw loadtest` (contract §11): drives a server (started here as a child process, or one
-//! already running) with N simulated phones over real WebSockets, K concurrent API clients and a
-//! local webhook receiver that verifies every signature; measures a bare actix-web route as the
-//! ceiling in the same run; checks that every accepted message reached a phone and every event
-//! its receiver; prints the figures and writes them as JSON.
+//! `smsgw loadtest` (docs/api.md, `smsgw loadtest`): drives a server (started here as a child
+//! process, or one already running) with N simulated phones over real WebSockets, K concurrent API
+//! clients and a local webhook receiver that verifies every signature; measures a bare actix-web
+//! route as the ceiling in the same run; checks that every accepted message reached a phone and
+//! every event its receiver; prints the figures and writes them as JSON.
 
 mod ceiling;
 mod clients;
@@ -30,7 +30,7 @@ use server::Target;
 /// Exit status when the server lacks a feature a scenario needs (the route answers 404).
 pub const EXIT_MISSING_FEATURE: u8 = 2;
 
-/// The scenarios of contract §11.
+/// The scenarios of docs/api.md, `smsgw loadtest`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scenario {
     /// Single sends from K clients, pace lifted.
@@ -462,7 +462,8 @@ impl CpuUse {
     }
 
     /// Fills the report's CPU figures: what each process used since `self`, per accepted
-    /// item, and the ratio of the ceiling the harness's share alone leaves possible.
+    /// item, the ratio of the ceiling the harness's share alone leaves possible, and the
+    /// server's CPU per item in bare-route requests.
     fn per_accepted(self, run: &Run<'_>, report: &mut Report) {
         let end = CpuUse::now(run);
         let accepted = report.accepted;
@@ -477,6 +478,10 @@ impl CpuUse {
             .filter(|us| *us > 0.0)
             .zip(report.ceiling_per_s.filter(|c| *c > 0.0))
             .map(|(us, ceiling)| report.machine.cores as f64 * 1_000_000.0 / us / ceiling);
+        report.server_cpu_per_send_bare = report
+            .server_cpu_us_per_accepted
+            .zip(report.ceiling_per_s.filter(|c| *c > 0.0))
+            .map(|(us, ceiling)| us / (report.machine.cores as f64 * 1_000_000.0 / ceiling));
     }
 }
 
@@ -507,6 +512,7 @@ fn base_report(run: &Run<'_>, phones: usize) -> Report {
         server_cpu_us_per_accepted: None,
         harness_cpu_us_per_accepted: None,
         harness_bound_ratio: None,
+        server_cpu_per_send_bare: None,
         machine: Machine::detect(),
         notes: Vec::new(),
     }

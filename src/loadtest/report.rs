@@ -1,5 +1,5 @@
-//! The report of a run (stdout and `--json PATH`, contract §11 names) and the progress display
-//! (a bar on a terminal, a plain line every few seconds otherwise).
+//! The report of a run (stdout and `--json PATH`, names of docs/api.md, `smsgw loadtest`) and the
+//! progress display (a bar on a terminal, a plain line every few seconds otherwise).
 
 use std::cell::Cell;
 use std::io::IsTerminal;
@@ -94,9 +94,17 @@ pub struct Report {
     /// second, the server costing nothing) over `ceiling_per_s`. The clients and receiver
     /// share the machine with the server, so in a steady run `ceiling_ratio` stays below it.
     pub harness_bound_ratio: Option<f64>,
+    /// The figure the server's work is steered by: `server_cpu_us_per_accepted` in units of the
+    /// CPU one bare-route request costs in the same run (`cores × 1 s ÷ ceiling_per_s`), so
+    /// machines of different speeds compare. Null when the server's CPU or the ceiling is
+    /// unknown. The goal is [`CPU_PER_SEND_GOAL`] or less.
+    pub server_cpu_per_send_bare: Option<f64>,
     pub machine: Machine,
     pub notes: Vec<String>,
 }
+
+/// The goal for `server_cpu_per_send_bare`, in bare-route requests (docs/api.md, `smsgw loadtest`).
+pub const CPU_PER_SEND_GOAL: f64 = 4.0;
 
 fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
@@ -117,6 +125,7 @@ impl Report {
         self.harness_bound_ratio = self
             .harness_bound_ratio
             .map(|r| (r * 1000.0).round() / 1000.0);
+        self.server_cpu_per_send_bare = self.server_cpu_per_send_bare.map(round);
         self
     }
 
@@ -136,6 +145,13 @@ impl Report {
         let mut out = String::new();
         let mut line = |k: &str, v: String| out.push_str(&format!("{k:<26} {v}\n"));
         line("scenario", self.scenario.clone());
+        line(
+            "server CPU per send",
+            match self.server_cpu_per_send_bare {
+                Some(n) => format!("{n:.1} bare requests (goal ≤ {CPU_PER_SEND_GOAL})"),
+                None => "n/a".into(),
+            },
+        );
         line(
             "machine",
             format!(

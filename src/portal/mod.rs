@@ -101,7 +101,7 @@ fn etag_of(body: &[u8]) -> String {
     format!("\"{}\"", hex::encode(&digest[..12]))
 }
 
-/// The page's placeholder for `server.public_url` (contract §1: used in pairing links).
+/// The page's placeholder for `server.public_url` (docs/api.md, CLI: used in pairing links).
 const PUBLIC_URL_META: &str = r#"<meta name="smsgw-public-url" content="">"#;
 
 /// The page with `server.public_url` in its meta tag (HTML-escaped), when one is configured:

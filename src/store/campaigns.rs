@@ -160,7 +160,7 @@ pub struct PendingRecipient {
     pub encoding: String,
 }
 
-/// Skip reasons (contract §7 and docs/api.md).
+/// Skip reasons (docs/api.md, Campaigns).
 pub const SKIPPED_OPTED_OUT: &str = "opted_out";
 pub const SKIPPED_PREMIUM_RATE: &str = "premium_rate";
 

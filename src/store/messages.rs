@@ -80,7 +80,7 @@ impl Message {
         }
     }
 
-    /// The message record as the API and webhooks show it (contract §4): every field, null
+    /// The message record as the API and webhooks show it (docs/api.md, Messages): every field, null
     /// where it does not apply (`expires_at` of an inbound message among them).
     pub fn record(&self) -> serde_json::Value {
         serde_json::to_value(self.view()).unwrap_or_default()
@@ -115,7 +115,7 @@ impl Message {
     }
 }
 
-/// The fields of a message record (contract §4), in the order they serialize.
+/// The fields of a message record (docs/api.md, Messages), in the order they serialize.
 #[derive(Debug, serde::Serialize)]
 pub struct Record<'a> {
     pub id: Uuid,

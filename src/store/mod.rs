@@ -75,7 +75,8 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
 /// Why: from a pool, each batch landed on whichever connection was free. On SQLite every
 /// connection has its own page cache, dropped whenever another connection has written since its
 /// last transaction, and its own statement cache: each batch began with cold pages and statements
-/// to prepare again. One connection keeps both warm (see BENCHMARKS.md).
+/// to prepare again. One connection keeps both warm (docs/performance.md, "The writer's own
+/// connection").
 async fn connect_writer(url: &str) -> Result<DatabaseConnection, StoreError> {
     open(url, 1, true).await
 }
@@ -134,7 +135,8 @@ async fn open(url: &str, connections: u32, writer: bool) -> Result<DatabaseConne
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 // Rows a query's worker thread may hand over before waiting for the reader
-                // (sqlx: 50). The writer's grouped UPDATEs return hundreds: +7 % sends/s.
+                // (sqlx: 50). The writer's grouped UPDATEs return hundreds (docs/performance.md,
+                // "sqlx's row buffer and pool ping").
                 .row_buffer_size(1024)
                 .foreign_keys(false)
                 .create_if_missing(true)
@@ -232,8 +234,9 @@ pub(crate) fn id_list(ids: &[uuid::Uuid]) -> Vec<uuid::Uuid> {
 
 /// `rows` cut into chunks whose lengths are powers of two, largest first, none over `max` (37
 /// rows: 32, 4, 1). For multi-row INSERTs, which cannot be padded like [`id_list`]: each row
-/// count is its own SQL text, and preparing a new one for every batch cost the SQLite thread an
-/// eighth of its time; this way a table has a handful of shapes, all cached.
+/// count is its own SQL text, and preparing a new one for every batch cost the SQLite thread a
+/// noticeable share of its time; this way a table has a handful of shapes, all cached
+/// (docs/performance.md, "Statements keep their shape").
 pub(crate) fn shaped_chunks<T>(rows: &[T], max: usize) -> impl Iterator<Item = &[T]> {
     let mut rest = rows;
     std::iter::from_fn(move || {

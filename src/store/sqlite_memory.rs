@@ -2,9 +2,10 @@
 //!
 //! Why: SQLite allocates for every page it reads into a statement's temporary b-trees
 //! (`RETURNING`, `IN (…)` lists) and for every value sqlx copies out of a row. Through glibc's
-//! malloc that cost the SQLite worker thread — the one thread every write waits for — about a
-//! fifth of its time in the send scenario (`malloc_consolidate`, arena locks, and the global
-//! mutex SQLite takes around each call to keep its statistics). See BENCHMARKS.md.
+//! malloc that cost the SQLite worker thread — the one thread every write waits for — a large
+//! share of its time in the send scenario (`malloc_consolidate`, arena locks, and the global
+//! mutex SQLite takes around each call to keep its statistics). See docs/performance.md,
+//! "SQLite's allocator hooks".
 //!
 //! SQLite only accepts this before its first connection is opened; [`configure`] runs once, before
 //! the first connection [`super::connect`] or [`super::connect_writer`] opens, and leaves SQLite's

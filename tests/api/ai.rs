@@ -1,4 +1,4 @@
-//! AI reply drafts (contract §10, docs/api.md "AI reply drafts"): settings and their
+//! AI reply drafts (docs/api.md, AI reply drafts): settings and their
 //! validation, when a draft is made (rules provider, opt-out keywords, `ai_replies`), sending and
 //! discarding drafts, auto mode and its fallbacks, and the `openai` provider against a fake
 //! OpenAI-compatible server on loopback.

@@ -1,4 +1,5 @@
-//! Authentication, modes and the envelope of every error (contract §2, §3).
+//! Authentication, modes and the envelope of every error (docs/api.md, Authentication and
+//! modes; Errors).
 
 use serde_json::json;
 

@@ -1,4 +1,4 @@
-//! Campaigns (contract §7, service-spec §4 `POST /v1/campaigns`, docs/api.md "Campaigns"):
+//! Campaigns (docs/api.md, Campaigns):
 //! creation and validation, rendering, skips, contact tags, the state machine, feeding a live
 //! phone at its pace, pause and cancel, restarts, the new-workspace limit, scoping and paging.
 
@@ -421,7 +421,7 @@ async fn test_mode_campaign_renders_sends_and_completes(backend: Backend) {
 }
 
 /// A draft queues nothing until launched; launching twice is refused with the current status.
-/// A message sent but never delivered keeps the campaign `running` (contract §4).
+/// A message sent but never delivered keeps the campaign `running` (docs/api.md, Campaigns).
 async fn draft_waits_for_launch(backend: Backend) {
     let app = spawn_app(backend).await;
     let to = [RECIPIENT.to_string(), NEVER_DELIVERED.to_string()];
@@ -1178,8 +1178,8 @@ async fn contact_tags_expand_to_tagged_contacts(backend: Backend) {
 // State machine.
 // ---------------------------------------------------------------------------------------------
 
-/// The moves of contract §7 on a campaign scheduled an hour ahead (so nothing sends), and the
-/// 409 `invalid_state` of every other move.
+/// The moves of docs/api.md, Campaigns, on a campaign scheduled an hour ahead (so nothing sends),
+/// and the 409 `invalid_state` of every other move.
 async fn scheduled_pause_resume_cancel(backend: Backend) {
     let app = spawn_app(backend).await;
     let key = &app.test_key;

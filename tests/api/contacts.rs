@@ -1,5 +1,5 @@
-//! Contacts (contract §10): CRUD, duplicate numbers, filters and cursor paging, bulk import,
-//! and validation errors that change nothing.
+//! Contacts (docs/api.md, Contacts): CRUD, duplicate numbers, filters and cursor paging, bulk
+//! import, and validation errors that change nothing.
 
 use std::collections::HashSet;
 

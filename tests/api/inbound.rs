@@ -1,5 +1,5 @@
 //! Inbound SMS: a phone's `received` frames and `POST /v1/test/inbound`, listing and reading
-//! inbound messages, and the opt-out keywords (contract §2, §6, §10).
+//! inbound messages, and the opt-out keywords (docs/api.md, Inbound messages; Opt-out keywords).
 
 use serde_json::{Value, json};
 

@@ -1,5 +1,5 @@
-//! `smsgw loadtest` (contract §11): tiny runs through the CLI, checking the JSON report's names
-//! and that nothing is lost; a server without a scenario's feature makes it exit 2.
+//! `smsgw loadtest` (docs/api.md, `smsgw loadtest`): tiny runs through the CLI, checking the JSON
+//! report's names and that nothing is lost; a server without a scenario's feature makes it exit 2.
 
 use actix_web::{App, HttpResponse, HttpServer};
 use serde_json::{Value, json};
@@ -21,7 +21,7 @@ fn assert_number(report: &Value, pointer: &str) -> f64 {
 }
 
 /// Runs `smsgw loadtest` with `args` plus `--json <temp file>`, asserts it exited 0 and that
-/// its report has every contract name; returns its stdout and the report.
+/// its report has every documented name; returns its stdout and the report.
 async fn loadtest_ok(args: &[&str]) -> (String, Value) {
     let out = tempfile::tempdir().unwrap();
     let path = out.path().join("report.json");
@@ -41,7 +41,7 @@ async fn loadtest_ok(args: &[&str]) -> (String, Value) {
     (stdout, report)
 }
 
-/// Every name of contract §11 is present, whatever the scenario measures.
+/// Every report name of docs/api.md, `smsgw loadtest`, is present, whatever the scenario measures.
 fn assert_contract_names(report: &Value) {
     for key in [
         "scenario",
@@ -116,6 +116,19 @@ async fn send_scenario_delivers_every_accepted_message(backend: Backend) {
         "{bound} vs {expected}: {report}"
     );
     assert!(stdout.contains("harness bound"), "{stdout}");
+    // The figure we steer by: the server's CPU per send in units of one bare-route request
+    // (cores × 10⁶ ÷ ceiling µs), from the other reported numbers.
+    let server = assert_number(&report, "/server_cpu_us_per_accepted");
+    let per_send = assert_number(&report, "/server_cpu_per_send_bare");
+    let expected = server / (cores * 1_000_000.0 / ceiling);
+    assert!(
+        (per_send - expected).abs() <= 0.01 + expected * 0.01,
+        "{per_send} vs {expected}: {report}"
+    );
+    assert!(
+        stdout.contains(&format!("{per_send:.1} bare requests (goal ≤ 4)")),
+        "{stdout}"
+    );
 }
 
 async fn inbound_scenario_stores_every_forwarded_sms(backend: Backend) {
@@ -154,8 +167,9 @@ async fn inbound_scenario_stores_every_forwarded_sms(backend: Backend) {
         assert_number(&report, "/server_cpu_us_per_accepted") > 0.0,
         "{report}"
     );
-    // No ceiling was measured (inbound has none), so no bound either.
+    // No ceiling was measured (inbound has none), so no bound and no CPU in bare requests.
     assert!(report["harness_bound_ratio"].is_null(), "{report}");
+    assert!(report["server_cpu_per_send_bare"].is_null(), "{report}");
     // The messages really are stored as inbound.
     let list = app
         .get("/v1/messages?limit=100", &app.live_key)

@@ -1,4 +1,4 @@
-//! The messages API (service-spec §4, contract §3–4) in test mode and at its boundaries.
+//! The messages API (docs/api.md, Messages and Errors) in test mode and at its boundaries.
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -57,7 +57,7 @@ async fn document_is_openapi_3_1_with_every_route(backend: Backend) {
         doc["openapi"]
     );
     let ops = operations(&doc);
-    // The routes of the contract that exist so far are all documented.
+    // The routes of docs/api.md that exist so far are all documented.
     for (method, path) in [
         ("post", "/v1/messages/send"),
         ("post", "/v1/messages/bulk-send"),
@@ -135,7 +135,7 @@ async fn document_is_openapi_3_1_with_every_route(backend: Backend) {
             }
         }
     }
-    // Every error code of contract §3 is in the schema.
+    // Every error code of docs/api.md, Errors, is in the schema.
     let codes = &doc["components"]["schemas"]["ErrorCode"]["enum"];
     for code in [
         "invalid_json",

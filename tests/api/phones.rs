@@ -1,5 +1,5 @@
 //! Phones: pairing, the WebSocket protocol, pace, priority, retries, expiry and restarts
-//! (contract §4–6, §8).
+//! (docs/api.md, Messages, Phones and Phone WebSocket).
 
 use std::time::Duration;
 
@@ -798,8 +798,9 @@ async fn bytes_behind_the_upgrade_request_are_read(backend: Backend) {
 backend_tests!(bytes_behind_the_upgrade_request_are_read);
 
 /// A send to an idle online phone is handed over in the accept's own commit: the reply still
-/// reads `queued` (contract §4), the timeline reads queued then sending, and a request that is
-/// refused after the phone reserved its pace slot (a reused request_id) gives the slot back.
+/// reads `queued` (docs/api.md, Messages), the timeline reads queued then sending, and a request
+/// that is refused after the phone reserved its pace slot (a reused request_id) gives the slot
+/// back.
 async fn immediate_hand_over_keeps_the_contract_and_the_pace(backend: Backend) {
     let app = spawn_app(backend).await;
     let (phone_id, token) = app.pair_phone(SENDER).await;

@@ -1,7 +1,7 @@
-//! The web portal (contract §11): `GET /` leads to `/portal/`, the page links every section and
-//! is served with a strict Content-Security-Policy, every file it names is served by the binary
-//! with its content type, its scripts call only documented `/v1` routes, and `/portal/qr.svg`
-//! draws the QR code of a pairing token.
+//! The web portal (docs/api.md, Operations): `GET /` leads to `/portal/`, the page links every
+//! section and is served with a strict Content-Security-Policy, every file it names is served by
+//! the binary with its content type, its scripts call only documented `/v1` routes, and
+//! `/portal/qr.svg` draws the QR code of a pairing token.
 
 use std::collections::BTreeSet;
 
@@ -449,8 +449,8 @@ async fn qr_route_draws_the_code_of_its_data(backend: Backend) {
     }
 }
 
-/// Contract §1: `server.public_url` is used in pairing links: the page carries it (escaped) for
-/// the pairing view, with an ETag of its own; without it the page leaves it empty (the view
+/// docs/api.md, CLI: `server.public_url` is used in pairing links: the page carries it (escaped)
+/// for the pairing view, with an ETag of its own; without it the page leaves it empty (the view
 /// then shows the page's own origin).
 async fn the_page_carries_the_configured_public_url(backend: Backend) {
     let plain = spawn_app(backend).await;

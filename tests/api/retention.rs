@@ -1,5 +1,5 @@
-//! Retention (contract §11) with short configured windows: content emptied, then the record
-//! and its timeline gone; a queued message is never touched.
+//! Retention (docs/api.md, Retention) with short configured windows: content emptied, then the
+//! record and its timeline gone; a queued message is never touched.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Webhooks (service-spec §4 POST /v1/webhooks, §5.2, §6; contract §9): endpoint API, signed
+//! Webhooks (docs/api.md, Webhooks): endpoint API, signed
 //! deliveries to a real local receiver, retries, filters, SSRF refusals, isolation.
 
 use std::sync::Arc;
@@ -264,7 +264,7 @@ async fn deliveries_are_signed_by_both_rules(backend: Backend) {
         assert_eq!(r.header("user-agent"), "smsgw-webhooks");
         let timestamp: i64 = r.header("x-timestamp").parse().unwrap();
         assert!((now - timestamp).abs() < 60);
-        // The spec's rule: lowercase hex HMAC-SHA256 of the exact body, keyed with the key.
+        // docs/api.md, Webhooks: lowercase hex HMAC-SHA256 of the exact body, keyed with the key.
         let signature = r.header("x-signature");
         assert_eq!(signature, signature.to_lowercase());
         signing::verify(&key, &r.body, signature, timestamp, now).expect("X-Signature verifies");
@@ -749,7 +749,7 @@ async fn inbound_messages_fire_message_received(backend: Backend) {
     receiver.stop().await;
 }
 
-/// Contract §4: a message not handed to a phone by expires_at becomes `expired` and fires
+/// docs/api.md, Webhooks: a message not handed to a phone by expires_at becomes `expired` and fires
 /// message.failed.
 async fn an_expired_message_fires_message_failed(backend: Backend) {
     let app = spawn_app_with(backend, |s| {
@@ -788,7 +788,7 @@ async fn an_expired_message_fires_message_failed(backend: Backend) {
     assert_eq!(body["event"], "message.failed");
     assert_eq!(body["message"]["id"], waiting_id);
     assert_eq!(body["message"]["status"], "expired");
-    // The whole record, as the API shows it (contract §4).
+    // The whole record, as the API shows it (docs/api.md, Messages).
     let record = app
         .get(&format!("/v1/messages/{waiting_id}"), &app.live_key)
         .await

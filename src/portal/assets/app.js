@@ -10,7 +10,7 @@
   const value = (form, name) => (field(form, name).value || '').trim();
 
   const SECTIONS = ['inbox', 'send', 'phones', 'contacts', 'campaigns', 'webhooks', 'drafts'];
-  // The inbox and running campaigns are read again this often (service-spec §1: 15 s).
+  // The inbox and running campaigns are read again this often (docs/api.md, Operations: 15 s).
   const REFRESH_MS = 15000;
   // Sections whose lists were loaded with the current key.
   const loaded = new Set();
@@ -555,7 +555,7 @@
     campaigns.reset();
   });
 
-  // The control operations of contract §7, by the statuses they apply to.
+  // The control operations of docs/api.md, Campaigns, by the statuses they apply to.
   const CAMPAIGN_ACTIONS = [
     ['Launch', ['draft'], (id) => api('POST', `/v1/campaigns/${enc(id)}/launch`)],
     ['Pause', ['scheduled', 'running'], (id) => api('POST', `/v1/campaigns/${enc(id)}/pause`)],

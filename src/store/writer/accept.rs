@@ -25,7 +25,7 @@ pub struct NewWorkspaceLimit {
 }
 
 impl NewWorkspaceLimit {
-    /// The limit of a workspace created at `created_at` (contract §8): live mode only.
+    /// The limit of a workspace created at `created_at` (docs/api.md, Messages): live mode only.
     pub fn of(
         limits: &crate::config::LimitSettings,
         mode: crate::domain::status::Mode,
@@ -43,7 +43,7 @@ impl NewWorkspaceLimit {
     }
 }
 
-/// Store outbound messages after the checks of contract §3 that need the database, in order:
+/// Store outbound messages after the checks of docs/api.md, Messages, that need the database, in order:
 /// idempotency, the recipients' opt-outs (docs/api.md "Messages"; for an AI reply also its
 /// `ai_replies`), device availability, new-workspace limit.
 #[derive(Debug, Clone)]
