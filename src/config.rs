@@ -1,5 +1,5 @@
 //! Settings: defaults, the TOML file, and `SMSGW_<SECTION>__<KEY>` environment overrides
-//! (docs/api.md, "Configuration"), merged by figment.
+//! (docs/api.md, "CLI"), merged by figment.
 //!
 //! Each default is written once: a section's `Default` (or, for the pace, `Pace::DEFAULT`), which
 //! `#[serde(default)]` fills in for every key neither the file nor the environment sets.
