@@ -24,7 +24,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
 use crate::domain::webhook_event::DRAFT_CHANGE;
 use crate::store::webhooks::{AttemptRecorder, Subscriptions};
-use crate::store::writer::{Change, Writer};
+use crate::store::writer::{Change, MessageQuotas, Writer};
 use crate::store::{self, StoreError, workspaces};
 
 /// Why the server could not start.
@@ -182,6 +182,7 @@ impl Application {
             clock.clone(),
             listener,
             Some(fanout.clone()),
+            MessageQuotas::of(&settings.quotas),
         )
         .await?;
         let webhooks = WebhookDeps {

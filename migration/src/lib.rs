@@ -8,6 +8,7 @@ mod m20261123_000003_create_contacts;
 mod m20261125_000004_create_campaigns;
 mod m20261125_000005_create_ai;
 mod m20261125_000006_drop_status_index;
+mod m20261125_000007_create_queued_index;
 
 /// Every migration of the schema, oldest first.
 pub struct Migrator;
@@ -22,6 +23,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000004_create_campaigns::Migration),
             Box::new(m20261125_000005_create_ai::Migration),
             Box::new(m20261125_000006_drop_status_index::Migration),
+            Box::new(m20261125_000007_create_queued_index::Migration),
         ]
     }
 }

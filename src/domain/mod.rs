@@ -7,6 +7,7 @@ pub mod keywords;
 pub mod pace;
 pub mod phone_number;
 pub mod protocol;
+pub mod quota;
 pub mod signing;
 pub mod sms;
 pub mod ssrf;

@@ -30,6 +30,7 @@ use super::webhooks::{self, AttemptRecord, PendingDelivery};
 use crate::clock::SharedClock;
 use crate::domain::ai::DraftStatus;
 use crate::domain::phone_number::PhoneNumber;
+use crate::domain::quota::{self, CountQuota, Quota};
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
 
 /// Jobs waiting for the writer; senders wait (backpressure) when it is full.
@@ -39,6 +40,10 @@ const MAX_BATCH: usize = 512;
 /// Most rows per multi-row INSERT (SQLite binds at most 32,766 parameters per statement); a
 /// power of two, see [`super::shaped_chunks`].
 const ROWS_PER_INSERT: usize = 256;
+
+/// The WHERE of the partial index `idx_messages_queued`, written as literals: a planner uses a
+/// partial index only when the query's terms match its own, and a bound parameter does not.
+const QUEUED_OUTBOUND: &str = "status = 'queued' AND direction = 'outbound'";
 
 /// A message ready to be stored (already validated by the domain layer).
 #[derive(Debug, Clone)]
@@ -120,8 +125,41 @@ impl NewWorkspaceLimit {
     }
 }
 
+/// The message quotas the writer enforces on every accept (docs/api.md, "Quotas").
+#[derive(Debug, Clone, Copy)]
+pub struct MessageQuotas {
+    /// Outbound messages `queued` per scope.
+    pub queued: CountQuota,
+    /// Test-mode outbound messages accepted per workspace and UTC day.
+    pub test_per_day: CountQuota,
+}
+
+impl MessageQuotas {
+    /// The message quotas as configured.
+    pub fn of(quotas: &crate::config::QuotaSettings) -> MessageQuotas {
+        MessageQuotas {
+            queued: quotas.count(Quota::QueuedMessages),
+            test_per_day: quotas.count(Quota::TestMessagesPerDay),
+        }
+    }
+
+    /// No quota (unit tests and tools).
+    pub fn none() -> MessageQuotas {
+        MessageQuotas {
+            queued: CountQuota {
+                quota: Quota::QueuedMessages,
+                limit: 0,
+            },
+            test_per_day: CountQuota {
+                quota: Quota::TestMessagesPerDay,
+                limit: 0,
+            },
+        }
+    }
+}
+
 /// Store outbound messages after the checks of contract §3 that need the database, in order:
-/// idempotency, device availability, new-workspace limit.
+/// idempotency, device availability, the message quotas, new-workspace limit.
 #[derive(Debug, Clone)]
 pub struct Accept {
     pub scope: Scope,
@@ -153,6 +191,13 @@ pub enum AcceptOutcome {
     LimitReached {
         limit: u32,
         window_ends_at: i64,
+    },
+    /// A message quota would be passed; a daily one resets at `resets_at`, in
+    /// `retry_after_secs`.
+    QuotaExceeded {
+        quota: CountQuota,
+        resets_at: Option<i64>,
+        retry_after_secs: u64,
     },
     /// The draft to send is not pending: its status, or None when it does not exist.
     DraftNotPending(Option<DraftStatus>),
@@ -230,6 +275,8 @@ struct Committed {
     outcomes: Vec<OpResult>,
     changes: Vec<Change>,
     deltas: HashMap<Uuid, u64>,
+    /// Outbound messages stored per scope.
+    staged: HashMap<Scope, u64>,
     deliveries: Vec<PendingDelivery>,
 }
 
@@ -286,10 +333,12 @@ impl Writer {
         clock: SharedClock,
         listener: ChangeListener,
         hook: Option<SharedCommitHook>,
+        quotas: MessageQuotas,
     ) -> Result<Writer, StoreError> {
         if !sea_orm::DbBackend::Sqlite.is_prefix_of(url) {
             let db = super::connect_writer(url).await?;
-            return Ok(Writer::start_here(db, clock, listener, hook));
+            let task = WriterTask::new(db, clock, listener, hook, quotas);
+            return Ok(Writer::start_here(task));
         }
         let (ready, opened) = oneshot::channel();
         let url_owned = url.to_string();
@@ -319,7 +368,7 @@ impl Writer {
                     };
                     tracing::debug!(?cpu, "writer started on its own thread");
                     let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-                    let task = WriterTask::new(db, clock, listener, hook);
+                    let task = WriterTask::new(db, clock, listener, hook, quotas);
                     if ready.send(Ok(Writer { tx })).is_ok() {
                         task.run(rx).await;
                     }
@@ -337,14 +386,9 @@ impl Writer {
 
     /// Starts the writer as a task of the current runtime (PostgreSQL: its connection is a
     /// socket of that runtime).
-    fn start_here(
-        db: DatabaseConnection,
-        clock: SharedClock,
-        listener: ChangeListener,
-        hook: Option<SharedCommitHook>,
-    ) -> Writer {
+    fn start_here(task: WriterTask) -> Writer {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-        tokio::spawn(WriterTask::new(db, clock, listener, hook).run(rx));
+        tokio::spawn(task.run(rx));
         Writer { tx }
     }
 
@@ -427,6 +471,13 @@ struct WriterTask {
     hook: Option<SharedCommitHook>,
     /// Live outbound messages counted per workspace still inside its first window.
     new_workspace_counts: HashMap<Uuid, u64>,
+    quotas: MessageQuotas,
+    /// Per scope, at least the number of its committed `queued` outbound messages (kept up by
+    /// every commit; moves out of `queued` are not subtracted, so it only errs high, and a
+    /// send it would refuse counts again first). Only scopes that came near their quota.
+    queued_counts: HashMap<Scope, u64>,
+    /// Per test-mode workspace: the UTC day counted and its outbound messages stored that day.
+    test_day_counts: HashMap<Uuid, (i64, u64)>,
 }
 
 /// What one batch will write and answer once it commits.
@@ -440,6 +491,8 @@ struct Batch {
     /// The (phone, ref) pairs of this batch's inbound messages already stored before it.
     stored_refs: HashSet<(Uuid, String)>,
     count_deltas: HashMap<Uuid, u64>,
+    /// Outbound messages staged per scope in this batch.
+    staged: HashMap<Scope, u64>,
     /// Messages moved to `sent` in this batch.
     sent: HashSet<Uuid>,
     /// Webhook attempt rows of this batch.
@@ -485,6 +538,7 @@ impl WriterTask {
         clock: SharedClock,
         listener: ChangeListener,
         hook: Option<SharedCommitHook>,
+        quotas: MessageQuotas,
     ) -> WriterTask {
         WriterTask {
             db,
@@ -492,6 +546,9 @@ impl WriterTask {
             listener,
             hook,
             new_workspace_counts: HashMap::new(),
+            quotas,
+            queued_counts: HashMap::new(),
+            test_day_counts: HashMap::new(),
         }
     }
 
@@ -559,6 +616,7 @@ impl WriterTask {
     /// Publishes a committed batch (counts, listener, hook) and returns its outcomes.
     fn published(&mut self, committed: Committed) -> Vec<OpResult> {
         self.apply_deltas(committed.deltas);
+        self.count_queued(&committed.staged, &committed.changes);
         (self.listener)(committed.changes);
         if let Some(hook) = &self.hook
             && !committed.deliveries.is_empty()
@@ -572,6 +630,33 @@ impl WriterTask {
         for (workspace, delta) in deltas {
             if let Some(count) = self.new_workspace_counts.get_mut(&workspace) {
                 *count += delta;
+            }
+        }
+    }
+
+    /// Adds a commit's stored messages to the test-mode day counts, and its moves into
+    /// `queued` (new messages, and ones back from a phone) to the queued counts.
+    fn count_queued(&mut self, staged: &HashMap<Scope, u64>, changes: &[Change]) {
+        for (scope, n) in staged {
+            if let Some((_, count)) = self.test_day_counts.get_mut(&scope.workspace_id)
+                && scope.mode.is_test()
+            {
+                *count += n;
+            }
+        }
+        if self.queued_counts.is_empty() {
+            return;
+        }
+        for change in changes {
+            let message = &change.message;
+            if change.kind == MessageStatus::Queued.as_str()
+                && message.direction == Direction::Outbound
+                && let Some(count) = self.queued_counts.get_mut(&Scope {
+                    workspace_id: message.workspace_id,
+                    mode: message.mode,
+                })
+            {
+                *count += 1;
             }
         }
     }
@@ -685,6 +770,7 @@ impl WriterTask {
             outcomes,
             changes: batch.changes,
             deltas: batch.count_deltas,
+            staged: batch.staged,
             deliveries,
         })
     }
@@ -710,6 +796,9 @@ impl WriterTask {
             return Ok(AcceptOutcome::NoDevice);
         }
         let counted = accept.messages.len() as u64;
+        if let Some(refused) = self.within_quotas(txn, batch, scope, counted, now).await? {
+            return Ok(refused);
+        }
         if let Some(limit) = accept.limit
             && !self
                 .within_limit(txn, batch, scope, limit, counted, now)
@@ -745,6 +834,78 @@ impl WriterTask {
             .map(|new| stage(batch, new, scope, now))
             .collect();
         Ok(AcceptOutcome::Accepted(stored))
+    }
+
+    /// Whether `n` more outbound messages of this scope fit its message quotas: None when they
+    /// do, else the refusal. Exact and race-free: the writer stores every message, so the
+    /// counts of this task plus this batch's staged messages are all there is; a stored count
+    /// is read (bounded by the quota) only when the kept count says the quota is full.
+    async fn within_quotas(
+        &mut self,
+        txn: &DatabaseTransaction,
+        batch: &mut Batch,
+        scope: Scope,
+        n: u64,
+        now: i64,
+    ) -> Result<Option<AcceptOutcome>, StoreError> {
+        let staged = batch.staged.get(&scope).copied().unwrap_or(0);
+        let daily = self.quotas.test_per_day;
+        if scope.mode.is_test() && daily.limit > 0 {
+            let day = quota::day_start(now);
+            let counted = match self.test_day_counts.get(&scope.workspace_id) {
+                Some((counted_day, count)) if *counted_day == day => *count,
+                _ => {
+                    flush_inserts(txn, batch).await?;
+                    let stored = messages::Entity::find()
+                        .filter(messages::Column::WorkspaceId.eq(scope.workspace_id))
+                        .filter(messages::Column::TestMode.eq(true))
+                        .filter(messages::Column::CreatedAt.gte(day))
+                        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()));
+                    let bound = u64::from(daily.limit);
+                    let in_txn = super::quotas::bounded_count(txn, stored, bound).await?;
+                    let committed = in_txn.saturating_sub(staged);
+                    self.test_day_counts
+                        .insert(scope.workspace_id, (day, committed));
+                    committed
+                }
+            };
+            if !daily.allows(counted + staged, n) {
+                let resets_at = quota::next_day_start(now);
+                let wait_ms = u64::try_from(resets_at.saturating_sub(now)).unwrap_or(0);
+                return Ok(Some(AcceptOutcome::QuotaExceeded {
+                    quota: daily,
+                    resets_at: Some(resets_at),
+                    retry_after_secs: wait_ms.div_ceil(1000),
+                }));
+            }
+        }
+        let queued = self.quotas.queued;
+        if queued.limit == 0 {
+            return Ok(None);
+        }
+        if let Some(kept) = self.queued_counts.get(&scope)
+            && queued.allows(kept + staged, n)
+        {
+            return Ok(None);
+        }
+        // Not counted yet, or the kept count says full and may be high (messages left
+        // `queued` since): count them.
+        flush_inserts(txn, batch).await?;
+        let stored = messages::Entity::find()
+            .filter(messages::Column::WorkspaceId.eq(scope.workspace_id))
+            .filter(messages::Column::TestMode.eq(scope.mode.is_test()))
+            .filter(Expr::cust(QUEUED_OUTBOUND));
+        let in_txn = super::quotas::bounded_count(txn, stored, u64::from(queued.limit)).await?;
+        self.queued_counts
+            .insert(scope, in_txn.saturating_sub(staged));
+        if queued.allows(in_txn, n) {
+            return Ok(None);
+        }
+        Ok(Some(AcceptOutcome::QuotaExceeded {
+            quota: queued,
+            resets_at: None,
+            retry_after_secs: 0,
+        }))
     }
 
     /// Whether `n` more live outbound messages of this workspace fit its new-workspace limit;
@@ -810,6 +971,9 @@ async fn link_draft(
 /// `sending`'s, for a reserved hand-over).
 fn stage(batch: &mut Batch, new: &NewMessage, scope: Scope, now: i64) -> Message {
     let message = to_message(new, scope, now);
+    if new.direction == Direction::Outbound {
+        *batch.staged.entry(scope).or_insert(0) += 1;
+    }
     batch.rows.push(to_row(&message, new));
     batch.events.push(event_row(
         message.id,
@@ -1424,9 +1588,15 @@ mod tests {
                 let mut sink = sink.lock().unwrap();
                 sink.extend(changes.into_iter().map(|c| (c.message.id, c.kind)));
             });
-            let writer = Writer::connect(&url, Arc::new(SystemClock), listener, None)
-                .await
-                .unwrap();
+            let writer = Writer::connect(
+                &url,
+                Arc::new(SystemClock),
+                listener,
+                None,
+                MessageQuotas::none(),
+            )
+            .await
+            .unwrap();
             let scope = Scope {
                 workspace_id: Uuid::now_v7(),
                 mode: Mode::Live,

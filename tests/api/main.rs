@@ -17,5 +17,6 @@ mod ops;
 mod phone_sim;
 mod phones;
 mod portal;
+mod quotas;
 mod retention;
 mod webhooks;
