@@ -17,7 +17,7 @@ use crate::actors::ai::{AiResponder, Received};
 use crate::actors::campaign::CampaignChanges;
 use crate::actors::registry::Registry;
 use crate::actors::retention::Retention;
-use crate::actors::webhook_endpoint::{WebhookDeps, WebhookFanout};
+use crate::actors::webhook_endpoint::{DeliveryBudgets, WebhookDeps, WebhookFanout};
 use crate::actors::webhook_target::{SharedResolver, SystemResolver};
 use crate::api::{self, AppState};
 use crate::clock::{SharedClock, SystemClock};
@@ -189,6 +189,7 @@ impl Application {
             resolver: resolver.clone(),
             recorder: AttemptRecorder::new(writer.clone()),
             subscriptions: subscriptions.clone(),
+            budgets: Arc::new(DeliveryBudgets::new(&settings.quotas)),
         };
         let deps = Deps {
             db: db.clone(),

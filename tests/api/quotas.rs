@@ -310,5 +310,5 @@ backend_tests!(
     queued_message_quota_counts_held_messages,
     concurrent_sends_never_pass_the_queued_quota,
     test_mode_messages_per_day_are_capped,
-    // webhook_budget_delays_deliveries_and_loses_none,
+    webhook_budget_delays_deliveries_and_loses_none,
 );
