@@ -634,8 +634,8 @@ impl WriterTask {
         }
     }
 
-    /// Adds a commit's stored messages to the test-mode day counts, and its moves into
-    /// `queued` (new messages, and ones back from a phone) to the queued counts.
+    /// Adds a commit's stored messages to the test-mode day counts, and its changes that leave
+    /// a message `queued` to the queued counts.
     fn count_queued(&mut self, staged: &HashMap<Scope, u64>, changes: &[Change]) {
         for (scope, n) in staged {
             if let Some((_, count)) = self.test_day_counts.get_mut(&scope.workspace_id)
@@ -649,7 +649,9 @@ impl WriterTask {
         }
         for change in changes {
             let message = &change.message;
-            if change.kind == MessageStatus::Queued.as_str()
+            // Every change that leaves a message `queued` (stored, back from a phone after a
+            // failed attempt or a disconnect, rerouted): counted, erring high.
+            if message.status == MessageStatus::Queued
                 && message.direction == Direction::Outbound
                 && let Some(count) = self.queued_counts.get_mut(&Scope {
                     workspace_id: message.workspace_id,
@@ -1571,6 +1573,17 @@ mod tests {
             reported: true,
             ..Transition::to(id, to)
         }
+    }
+
+    /// The literal WHERE of the queued count is the partial index's, spelled from the enums.
+    #[test]
+    fn the_queued_count_matches_its_partial_index() {
+        let expected = format!(
+            "status = '{}' AND direction = '{}'",
+            MessageStatus::Queued.as_str(),
+            Direction::Outbound.as_str()
+        );
+        assert_eq!(QUEUED_OUTBOUND, expected);
     }
 
     /// Moves submitted together land in one batch and its grouped UPDATEs: each keeps its own
