@@ -286,24 +286,33 @@ async fn webhook_budget_delays_deliveries_and_loses_none(backend: Backend) {
     receiver.wait_for(expected, Duration::from_secs(30)).await;
     // When each attempt started, as the server recorded it (the receiver's arrival times
     // bunch up when the machine is busy).
+    // An attempt is recorded just after its answer: poll until every one is.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut started = Vec::new();
-    for id in &endpoints {
-        let attempts = app
-            .get(
-                &format!("/v1/webhooks/{id}/deliveries?limit=100"),
-                &app.test_key,
-            )
-            .await
-            .expect(200);
-        for attempt in attempts.data()["deliveries"].as_array().unwrap() {
-            assert_eq!(attempt["state"], "succeeded", "{attempt}");
-            let at = attempt["attempted_at"].as_str().unwrap();
-            started.push(
-                chrono::DateTime::parse_from_rfc3339(at)
-                    .unwrap()
-                    .timestamp_millis(),
-            );
+    loop {
+        started.clear();
+        for id in &endpoints {
+            let attempts = app
+                .get(
+                    &format!("/v1/webhooks/{id}/deliveries?limit=100"),
+                    &app.test_key,
+                )
+                .await
+                .expect(200);
+            for attempt in attempts.data()["deliveries"].as_array().unwrap() {
+                assert_eq!(attempt["state"], "succeeded", "{attempt}");
+                let at = attempt["attempted_at"].as_str().unwrap();
+                started.push(
+                    chrono::DateTime::parse_from_rfc3339(at)
+                        .unwrap()
+                        .timestamp_millis(),
+                );
+            }
         }
+        if started.len() >= expected || tokio::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(started.len(), expected, "one attempt per delivery");
     started.sort();
