@@ -344,7 +344,13 @@ mod tests {
                 let mut sink = sink.lock().unwrap();
                 sink.extend(changes.into_iter().map(|c| (c.message.id, c.kind.as_str())));
             });
-            let writer = Writer::connect(&url, Arc::new(SystemClock), listener, None)
+            let writer = Writer::connect(
+                &url,
+                Arc::new(SystemClock),
+                listener,
+                None,
+                super::super::MessageQuotas::none(),
+            )
                 .await
                 .unwrap();
             let scope = Scope {
