@@ -41,6 +41,10 @@ pub struct ServerSettings {
     pub public_url: Option<String>,
     /// HTTP worker threads; 0 means one per core.
     pub workers: usize,
+    /// Longest time a request body may take to arrive, from when the handler starts reading
+    /// it (docs/api.md "Errors"): a slower body is answered 408 and its connection closed.
+    #[serde(deserialize_with = "duration")]
+    pub body_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -143,6 +147,7 @@ impl Default for ServerSettings {
             bind: "127.0.0.1:8080".into(),
             public_url: None,
             workers: 0,
+            body_timeout: Duration::from_secs(30),
         }
     }
 }

@@ -44,6 +44,8 @@ use crate::store::writer::Writer;
 
 /// Largest accepted request body (contract §3).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+/// Whole-body deadline when no settings are at hand (`server.body_timeout`'s default).
+const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a resolved API key is trusted without asking the database again.
 const KEY_CACHE_TTL: Duration = Duration::from_secs(60);
 
@@ -248,6 +250,10 @@ fn read_body(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok())
         .is_some_and(|len| len > MAX_BODY_BYTES);
+    // The default applies to an app built without the state (none in the server).
+    let body_timeout = req
+        .app_data::<web::Data<AppState>>()
+        .map_or(DEFAULT_BODY_TIMEOUT, |state| state.settings.server.body_timeout);
     let mut payload = payload.take();
     Box::pin(async move {
         if declared_too_large {
@@ -259,26 +265,36 @@ fn read_body(
                 field: None,
             });
         }
-        let mut body = web::BytesMut::new();
-        use futures_util::StreamExt;
-        while let Some(chunk) = payload.next().await {
-            let chunk = chunk.map_err(|_| ApiError::InvalidJson {
-                message: "the request body could not be read".into(),
-                field: None,
-            })?;
-            if body.len() + chunk.len() > MAX_BODY_BYTES {
-                return Err(ApiError::PayloadTooLarge);
+        let read = async {
+            let mut body = web::BytesMut::new();
+            use futures_util::StreamExt;
+            while let Some(chunk) = payload.next().await {
+                let chunk = chunk.map_err(|_| ApiError::InvalidJson {
+                    message: "the request body could not be read".into(),
+                    field: None,
+                })?;
+                if body.len() + chunk.len() > MAX_BODY_BYTES {
+                    return Err(ApiError::PayloadTooLarge);
+                }
+                body.extend_from_slice(&chunk);
             }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
+            Ok(body)
+        };
+        // A whole-body deadline (docs/api.md "Errors"): a client trickling its body holds a
+        // connection and a buffer for no longer than this. actix-http's own request timeout
+        // covers the head only.
+        actix_web::rt::time::timeout(body_timeout, read)
+            .await
+            .map_err(|_| ApiError::RequestTimeout {
+                secs: body_timeout.as_secs(),
+            })?
     })
 }
 
 /// Parses JSON, naming the offending field on a type error.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let deserializer = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(deserializer).map_err(|err| {
+    let value = serde_path_to_error::deserialize(&mut *deserializer).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
         // A syntax error has no field (serde_path_to_error reports its position as `?`).
@@ -294,7 +310,13 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             }
         };
         ApiError::InvalidJson { message, field }
-    })
+    })?;
+    // Only whitespace may follow the value: `{…} xx` is not a JSON text.
+    deserializer.end().map_err(|err| ApiError::InvalidJson {
+        message: format!("the request body is not valid JSON: {err}"),
+        field: None,
+    })?;
+    Ok(value)
 }
 
 /// `limit` and `cursor` of every list operation.

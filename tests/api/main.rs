@@ -9,6 +9,7 @@ mod ai;
 mod auth;
 mod campaigns;
 mod contacts;
+mod hardening;
 mod inbound;
 mod loadtest;
 mod messages;
