@@ -235,14 +235,27 @@ pub fn count_ai_draft(outcome: &'static str) {
     metrics::counter!(names::AI_DRAFTS, "outcome" => outcome).increment(1);
 }
 
-/// The request's id: its `x-request-id` header when it has a usable one, else a new one.
+/// Longest `x-request-id` a client may choose, in characters.
+pub const REQUEST_ID_MAX_CHARS: usize = 64;
+
+/// The request's id: its `x-request-id` header when it is 1–64 characters of
+/// `[A-Za-z0-9._:-]`, else a new one. The id goes into every log line of the request, so a
+/// client must not be able to forge log fields or lines with it (quotes, `=`, spaces).
 pub fn request_id(headers: &actix_web::http::header::HeaderMap) -> String {
     headers
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .filter(|v| is_request_id(v))
         .map(str::to_string)
         .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string())
+}
+
+/// Whether a client's request id may be used as it is.
+fn is_request_id(id: &str) -> bool {
+    (1..=REQUEST_ID_MAX_CHARS).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
 /// Echoes the request id on a response (`x-request-id`).

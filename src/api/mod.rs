@@ -15,6 +15,7 @@ pub mod webhooks;
 
 use std::collections::HashMap;
 use std::future::{Ready, ready};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::num::NonZeroU32;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -59,7 +60,12 @@ pub struct AppState {
     /// The phone sessions running (see `phone_session::LiveSessions`).
     pub sessions: Arc<crate::actors::phone_session::LiveSessions>,
     keys: RwLock<HashMap<String, (KeyGrant, Instant)>>,
+    /// Hashes of well-formed keys the database did not know, answered 401 without asking it
+    /// again for a few seconds.
+    unknown_keys: UnknownKeys,
     limiter: Option<DefaultKeyedRateLimiter<Uuid>>,
+    /// Per client address: database look-ups of keys not in either cache.
+    key_lookups: Option<DefaultKeyedRateLimiter<IpAddr>>,
     /// When `/metrics` last counted the stored messages by status.
     pub(crate) messages_counted_at: std::sync::Mutex<Option<Instant>>,
 }
@@ -73,10 +79,14 @@ impl AppState {
         settings: Arc<Settings>,
         clock: SharedClock,
     ) -> AppState {
-        let limiter = NonZeroU32::new(settings.limits.api_per_second).map(|rate| {
+        let keyed = |rate: NonZeroU32| {
             let burst = rate.saturating_mul(NonZeroU32::MIN.saturating_add(1));
-            RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
-        });
+            Quota::per_second(rate).allow_burst(burst)
+        };
+        let limiter =
+            NonZeroU32::new(settings.limits.api_per_second).map(|r| RateLimiter::keyed(keyed(r)));
+        let key_lookups = NonZeroU32::new(settings.limits.key_lookups_per_second)
+            .map(|r| RateLimiter::keyed(keyed(r)));
         AppState {
             db,
             writer,
@@ -85,14 +95,18 @@ impl AppState {
             clock,
             sessions: Arc::default(),
             keys: RwLock::new(HashMap::new()),
+            unknown_keys: UnknownKeys::default(),
             limiter,
+            key_lookups,
             messages_counted_at: std::sync::Mutex::new(None),
         }
     }
 
-    /// Resolves an API key through the cache; misses ask the database (never cached negative,
-    /// so a key created by the CLI works at once).
-    async fn resolve_key(&self, key: &str) -> Result<KeyGrant, ApiError> {
+    /// Resolves an API key through the cache; misses ask the database, within the client
+    /// address's look-up budget. A key the database does not know is answered 401 from memory
+    /// for [`UNKNOWN_KEY_TTL`]; a key created by the CLI still works at once, as its hash was
+    /// never presented before it existed (docs/api.md "Authentication and modes").
+    async fn resolve_key(&self, key: &str, client: Option<IpAddr>) -> Result<KeyGrant, ApiError> {
         if keys::api_key_mode(key).is_none() {
             return Err(ApiError::InvalidApiKey);
         }
@@ -104,13 +118,45 @@ impl AppState {
         {
             return Ok(grant.clone());
         }
-        let grant = workspaces::find_key(&self.db, &hash)
-            .await?
-            .ok_or(ApiError::InvalidApiKey)?;
+        if self.unknown_keys.contains(&hash) {
+            return Err(ApiError::InvalidApiKey);
+        }
+        self.budget_lookup(client)?;
+        let Some(grant) = workspaces::find_key(&self.db, &hash).await? else {
+            self.unknown_keys.insert(hash);
+            return Err(ApiError::InvalidApiKey);
+        };
         if let Ok(mut cache) = self.keys.write() {
             cache.insert(hash, (grant.clone(), Instant::now()));
         }
         Ok(grant)
+    }
+
+    /// Spends one database key look-up of the client's address (an IPv6 client counts by its
+    /// /64, which one host can fill); 429 when its budget is spent.
+    fn budget_lookup(&self, client: Option<IpAddr>) -> Result<(), ApiError> {
+        let Some(limiter) = &self.key_lookups else {
+            return Ok(());
+        };
+        let address = match client {
+            Some(IpAddr::V6(v6)) => {
+                IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (u128::MAX << 64)))
+            }
+            Some(v4) => v4,
+            None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        };
+        let checked = limiter.check_key(&address);
+        if limiter.len() > MAX_TRACKED_ADDRESSES {
+            limiter.retain_recent();
+        }
+        checked.map_err(|not_until| {
+            let wait = not_until.wait_time_from(governor::clock::Clock::now(
+                &governor::clock::DefaultClock::default(),
+            ));
+            ApiError::RateLimited {
+                retry_after_secs: wait.as_secs().max(1),
+            }
+        })
     }
 
     fn throttle(&self, key_id: Uuid) -> Result<(), ApiError> {
@@ -125,6 +171,43 @@ impl AppState {
                 retry_after_secs: wait.as_secs().max(1),
             }
         })
+    }
+}
+
+/// How long a key the database did not know is refused without asking it again.
+const UNKNOWN_KEY_TTL: Duration = Duration::from_secs(5);
+/// Unknown key hashes remembered at most (about 1 MiB).
+const MAX_UNKNOWN_KEYS: usize = 10_000;
+/// Client addresses the look-up budget tracks before it forgets the idle ones.
+const MAX_TRACKED_ADDRESSES: usize = 100_000;
+
+/// A bounded, short-lived memory of key hashes the database did not know.
+#[derive(Default)]
+struct UnknownKeys {
+    seen: std::sync::Mutex<HashMap<String, Instant>>,
+}
+
+impl UnknownKeys {
+    /// Whether `hash` was unknown less than [`UNKNOWN_KEY_TTL`] ago.
+    fn contains(&self, hash: &str) -> bool {
+        self.seen
+            .lock()
+            .is_ok_and(|seen| seen.get(hash).is_some_and(|at| at.elapsed() < UNKNOWN_KEY_TTL))
+    }
+
+    /// Remembers `hash` as unknown; when full, expired entries go first, then all of them
+    /// (the memory stays bounded whatever a client sends).
+    fn insert(&self, hash: String) {
+        let Ok(mut seen) = self.seen.lock() else {
+            return;
+        };
+        if seen.len() >= MAX_UNKNOWN_KEYS {
+            seen.retain(|_, at| at.elapsed() < UNKNOWN_KEY_TTL);
+            if seen.len() >= MAX_UNKNOWN_KEYS {
+                seen.clear();
+            }
+        }
+        seen.insert(hash, Instant::now());
     }
 }
 
@@ -186,7 +269,8 @@ pub async fn authenticate(
         if key.is_empty() {
             return Err(ApiError::MissingApiKey.into());
         }
-        let grant = state.resolve_key(&key).await?;
+        let client = req.peer_addr().map(|addr| addr.ip());
+        let grant = state.resolve_key(&key, client).await?;
         state.throttle(grant.key_id)?;
         req.extensions_mut().insert(Caller {
             workspace_id: grant.workspace_id,
