@@ -367,12 +367,33 @@ fn read_body(
         // A whole-body deadline (docs/api.md "Errors"): a client trickling its body holds a
         // connection and a buffer for no longer than this. actix-http's own request timeout
         // covers the head only.
-        actix_web::rt::time::timeout(body_timeout, read)
-            .await
-            .map_err(|_| ApiError::RequestTimeout {
-                secs: body_timeout.as_secs(),
-            })?
+        let outcome = actix_web::rt::time::timeout(body_timeout, read).await;
+        match outcome {
+            Ok(body) => body,
+            Err(_) => {
+                hold_until_closed(payload);
+                Err(ApiError::RequestTimeout {
+                    secs: body_timeout.as_secs(),
+                })
+            }
+        }
     })
+}
+
+/// Longest time an abandoned body is held (see [`hold_until_closed`]), in seconds.
+const ABANDONED_BODY_HOLD: Duration = Duration::from_secs(5);
+
+/// Keeps an unfinished body alive, unread, until its connection is gone. actix-http closes a
+/// connection whose answer leaves a body unfinished, unless the body was dropped and is
+/// chunked: then it reads the rest first, for as long as the client trickles it.
+fn hold_until_closed(mut payload: Payload) {
+    actix_web::rt::spawn(async move {
+        use futures_util::StreamExt;
+        let _ = actix_web::rt::time::timeout(ABANDONED_BODY_HOLD, async {
+            while let Some(Ok(_)) = payload.next().await {}
+        })
+        .await;
+    });
 }
 
 /// Parses JSON, naming the offending field on a type error.

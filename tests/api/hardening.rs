@@ -18,31 +18,46 @@ async fn connect(app: &TestApp) -> tokio::net::TcpStream {
 /// A body that trickles in (one byte every 200 ms of a declared 1,000,000) is answered 408
 /// `request_timeout` once `server.body_timeout` has passed, and the connection is closed.
 async fn a_slow_body_is_cut_off_with_408(backend: Backend) {
+    slow_body_is_cut_off(backend, false).await;
+}
+
+/// The same for a chunked body (one 1-byte chunk every 200 ms), which actix-http would
+/// otherwise go on reading after the answer.
+async fn a_slow_chunked_body_is_cut_off_with_408(backend: Backend) {
+    slow_body_is_cut_off(backend, true).await;
+}
+
+async fn slow_body_is_cut_off(backend: Backend, chunked: bool) {
     let app = spawn_app_with(backend, |s| s.server.body_timeout = Duration::from_secs(1)).await;
     let stream = connect(&app).await;
     let (mut read, mut write) = stream.into_split();
+    let (framing, first, each): (&str, &[u8], &[u8]) = if chunked {
+        ("Transfer-Encoding: chunked", b"1\r\n{\r\n", b"1\r\n \r\n")
+    } else {
+        ("Content-Length: 1000000", b"{", b" ")
+    };
     let head = format!(
         "POST /v1/messages/send HTTP/1.1\r\nHost: localhost\r\nx-api-key: {}\r\n\
-         Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{{",
+         Content-Type: application/json\r\n{framing}\r\n\r\n",
         app.test_key
     );
     write.write_all(head.as_bytes()).await.unwrap();
+    write.write_all(first).await.unwrap();
     let started = Instant::now();
     // The trickle goes on until the server closes the connection (or 20 s, far past the test).
     let trickle = tokio::spawn(async move {
         for _ in 0..100 {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            if write.write_all(b" ").await.is_err() {
+            if write.write_all(each).await.is_err() {
                 break;
             }
         }
     });
     let mut response = Vec::new();
-    let closed = tokio::time::timeout(Duration::from_secs(5), read.read_to_end(&mut response))
+    // Read until the server closes (a reset after the answer counts as closed too).
+    let _ = tokio::time::timeout(Duration::from_secs(5), read.read_to_end(&mut response))
         .await
         .expect("the connection is closed within the deadline and a margin");
-    // A reset after the answer is a close too.
-    let _ = closed;
     let elapsed = started.elapsed();
     trickle.abort();
     let text = String::from_utf8_lossy(&response);
@@ -267,6 +282,7 @@ async fn invalid_utf8_text_closes_with_1007(backend: Backend) {
 
 backend_tests!(
     a_slow_body_is_cut_off_with_408,
+    a_slow_chunked_body_is_cut_off_with_408,
     trailing_garbage_after_a_json_body_is_refused,
     unknown_keys_spend_a_per_address_budget,
     a_request_id_is_echoed_only_when_plain,
