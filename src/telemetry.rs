@@ -15,9 +15,11 @@ pub fn init(format: &str, level: &str) {
         Box::new(fmt)
     };
     let _ = tracing_subscriber::registry()
-        .with(fmt.with_filter(tracing_subscriber::filter::filter_fn(|meta| {
-            !is_client_error(meta)
-        })))
+        .with(
+            fmt.with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+                !is_client_error(meta)
+            })),
+        )
         .with(ClientErrors)
         .with(filter)
         .try_init();

@@ -139,9 +139,7 @@ impl AppState {
             return Ok(());
         };
         let address = match client {
-            Some(IpAddr::V6(v6)) => {
-                IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (u128::MAX << 64)))
-            }
+            Some(IpAddr::V6(v6)) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (u128::MAX << 64))),
             Some(v4) => v4,
             None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         };
@@ -190,9 +188,10 @@ struct UnknownKeys {
 impl UnknownKeys {
     /// Whether `hash` was unknown less than [`UNKNOWN_KEY_TTL`] ago.
     fn contains(&self, hash: &str) -> bool {
-        self.seen
-            .lock()
-            .is_ok_and(|seen| seen.get(hash).is_some_and(|at| at.elapsed() < UNKNOWN_KEY_TTL))
+        self.seen.lock().is_ok_and(|seen| {
+            seen.get(hash)
+                .is_some_and(|at| at.elapsed() < UNKNOWN_KEY_TTL)
+        })
     }
 
     /// Remembers `hash` as unknown; when full, expired entries go first, then all of them
@@ -337,7 +336,9 @@ fn read_body(
     // The default applies to an app built without the state (none in the server).
     let body_timeout = req
         .app_data::<web::Data<AppState>>()
-        .map_or(DEFAULT_BODY_TIMEOUT, |state| state.settings.server.body_timeout);
+        .map_or(DEFAULT_BODY_TIMEOUT, |state| {
+            state.settings.server.body_timeout
+        });
     let mut payload = payload.take();
     Box::pin(async move {
         if declared_too_large {

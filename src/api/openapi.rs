@@ -308,9 +308,7 @@ pub fn render_docs(doc: &Value) -> String {
          <title>smsgw API reference</title><style>",
     );
     html.push_str(DOCS_STYLE);
-    html.push_str(
-        "</style></head><body><nav><strong>smsgw API</strong>",
-    );
+    html.push_str("</style></head><body><nav><strong>smsgw API</strong>");
     let mut sections: Vec<(String, Vec<(String, String)>)> = Vec::new();
     if let Some(paths) = doc["paths"].as_object() {
         for (path, item) in paths {

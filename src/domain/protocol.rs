@@ -165,15 +165,15 @@ mod tests {
             received(&"9".repeat(33), "x").check_bounds(),
             Err(FrameRefusal::Sender)
         );
-        assert_eq!(received("  ", "x").check_bounds(), Err(FrameRefusal::Sender));
+        assert_eq!(
+            received("  ", "x").check_bounds(),
+            Err(FrameRefusal::Sender)
+        );
         assert_eq!(
             received("a\u{0}b", "x").check_bounds(),
             Err(FrameRefusal::Sender)
         );
-        assert_eq!(
-            received("+1", &"a".repeat(1_600)).check_bounds(),
-            Ok(())
-        );
+        assert_eq!(received("+1", &"a".repeat(1_600)).check_bounds(), Ok(()));
         assert_eq!(
             received("+1", &"a".repeat(1_601)).check_bounds(),
             Err(FrameRefusal::Content)

@@ -146,7 +146,10 @@ async fn a_request_id_is_echoed_only_when_plain(backend: Backend) {
         async move {
             let response = request.send().await.unwrap();
             assert_eq!(response.status().as_u16(), 200);
-            response.headers().get("x-request-id").unwrap()
+            response
+                .headers()
+                .get("x-request-id")
+                .unwrap()
                 .to_str()
                 .unwrap()
                 .to_string()
@@ -260,9 +263,14 @@ async fn inbound_frames_are_bounded(backend: Backend) {
             received_at: chrono::Utc::now(),
         })
         .await;
-    assert!(matches!(answer, Some(ServerFrame::Error { .. })), "{answer:?}");
+    assert!(
+        matches!(answer, Some(ServerFrame::Error { .. })),
+        "{answer:?}"
+    );
     // At the bounds: accepted and stored.
-    phone.receive("ok1", &"9".repeat(32), &"a".repeat(1_600)).await;
+    phone
+        .receive("ok1", &"9".repeat(32), &"a".repeat(1_600))
+        .await;
     let listed = app
         .get("/v1/messages?direction=inbound", &app.live_key)
         .await
@@ -276,7 +284,9 @@ async fn invalid_utf8_text_closes_with_1007(backend: Backend) {
     let app = spawn_app(backend).await;
     let (_, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
-    phone.send_raw_text_frame(b"{\"type\":\"heartbeat\xff\xfe\"}").await;
+    phone
+        .send_raw_text_frame(b"{\"type\":\"heartbeat\xff\xfe\"}")
+        .await;
     assert_eq!(phone.close_code().await, Some(1007));
 }
 

@@ -673,11 +673,17 @@ async fn json_logs_carry_request_ids_and_no_secrets(backend: Backend) {
             );
         }
         request_id_seen |= line.contains("req-logs-7d2a");
-        assert_ne!(entry["level"], "ERROR", "nothing here is a server error: {line}");
+        assert_ne!(
+            entry["level"], "ERROR",
+            "nothing here is a server error: {line}"
+        );
         client_error_seen |= entry["level"] == "WARN" && entry["client_error"] == true;
     }
     assert!(request_id_seen, "request logs carry the request id:\n{log}");
-    assert!(client_error_seen, "the malformed request is logged as a warning:\n{log}");
+    assert!(
+        client_error_seen,
+        "the malformed request is logged as a warning:\n{log}"
+    );
 }
 
 /// SIGINT (Ctrl-C) stops the server as gracefully as SIGTERM: every phone sees 1001 (the
