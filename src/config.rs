@@ -84,9 +84,9 @@ pub struct LimitSettings {
     pub new_workspace_window: Duration,
     /// Requests per second per API key (burst twice that); 0 turns throttling off.
     pub api_per_second: u32,
-    /// Database look-ups of API keys not in the cache, per second per client address (an IPv4
+    /// Look-ups of API keys the database did not know, per second per client address (an IPv4
     /// address or an IPv6 /64; burst twice that); 0 turns the budget off.
-    pub key_lookups_per_second: u32,
+    pub failed_auth_per_second: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -193,7 +193,7 @@ impl Default for LimitSettings {
             new_workspace_messages: 50,
             new_workspace_window: Duration::from_secs(24 * 3600),
             api_per_second: 200,
-            key_lookups_per_second: 20,
+            failed_auth_per_second: 10,
         }
     }
 }

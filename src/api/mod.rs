@@ -64,8 +64,10 @@ pub struct AppState {
     /// again for a few seconds.
     unknown_keys: UnknownKeys,
     limiter: Option<DefaultKeyedRateLimiter<Uuid>>,
-    /// Per client address: database look-ups of keys not in either cache.
-    key_lookups: Option<DefaultKeyedRateLimiter<IpAddr>>,
+    /// Per client address: look-ups that found no key.
+    failed_auth: Option<DefaultKeyedRateLimiter<IpAddr>>,
+    /// Client addresses whose failed-auth budget is spent, and until when.
+    over_budget: std::sync::Mutex<HashMap<IpAddr, Instant>>,
     /// When `/metrics` last counted the stored messages by status.
     pub(crate) messages_counted_at: std::sync::Mutex<Option<Instant>>,
 }
@@ -85,7 +87,7 @@ impl AppState {
         };
         let limiter =
             NonZeroU32::new(settings.limits.api_per_second).map(|r| RateLimiter::keyed(keyed(r)));
-        let key_lookups = NonZeroU32::new(settings.limits.key_lookups_per_second)
+        let failed_auth = NonZeroU32::new(settings.limits.failed_auth_per_second)
             .map(|r| RateLimiter::keyed(keyed(r)));
         AppState {
             db,
@@ -97,15 +99,16 @@ impl AppState {
             keys: RwLock::new(HashMap::new()),
             unknown_keys: UnknownKeys::default(),
             limiter,
-            key_lookups,
+            failed_auth,
+            over_budget: std::sync::Mutex::default(),
             messages_counted_at: std::sync::Mutex::new(None),
         }
     }
 
-    /// Resolves an API key through the cache; misses ask the database, within the client
-    /// address's look-up budget. A key the database does not know is answered 401 from memory
-    /// for [`UNKNOWN_KEY_TTL`]; a key created by the CLI still works at once, as its hash was
-    /// never presented before it existed (docs/api.md "Authentication and modes").
+    /// Resolves an API key through the cache; misses ask the database unless the client
+    /// address spent its failed-auth budget. A key the database does not know is answered 401
+    /// from memory for [`UNKNOWN_KEY_TTL`]; a key created by the CLI still works at once, as its
+    /// hash was never presented before it existed (docs/api.md "Authentication and modes").
     async fn resolve_key(&self, key: &str, client: Option<IpAddr>) -> Result<KeyGrant, ApiError> {
         if keys::api_key_mode(key).is_none() {
             return Err(ApiError::InvalidApiKey);
@@ -121,9 +124,11 @@ impl AppState {
         if self.unknown_keys.contains(&hash) {
             return Err(ApiError::InvalidApiKey);
         }
-        self.budget_lookup(client)?;
+        let address = client_address(client);
+        self.refuse_over_budget(address)?;
         let Some(grant) = workspaces::find_key(&self.db, &hash).await? else {
             self.unknown_keys.insert(hash);
+            self.count_failed_auth(address)?;
             return Err(ApiError::InvalidApiKey);
         };
         if let Ok(mut cache) = self.keys.write() {
@@ -132,28 +137,51 @@ impl AppState {
         Ok(grant)
     }
 
-    /// Spends one database key look-up of the client's address (an IPv6 client counts by its
-    /// /64, which one host can fill); 429 when its budget is spent.
-    fn budget_lookup(&self, client: Option<IpAddr>) -> Result<(), ApiError> {
-        let Some(limiter) = &self.key_lookups else {
+    /// 429 while the address's failed-auth budget is spent: no database look-up for it.
+    fn refuse_over_budget(&self, address: IpAddr) -> Result<(), ApiError> {
+        let Ok(over) = self.over_budget.lock() else {
             return Ok(());
         };
-        let address = match client {
-            Some(IpAddr::V6(v6)) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (u128::MAX << 64))),
-            Some(v4) => v4,
-            None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        match over.get(&address) {
+            Some(until) if *until > Instant::now() => Err(ApiError::RateLimited {
+                retry_after_secs: until
+                    .saturating_duration_since(Instant::now())
+                    .as_secs_f64()
+                    .ceil()
+                    .max(1.0) as u64,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Spends one failed look-up of the address; 429 (and later look-ups refused until the
+    /// budget refills) when none was left.
+    fn count_failed_auth(&self, address: IpAddr) -> Result<(), ApiError> {
+        let Some(limiter) = &self.failed_auth else {
+            return Ok(());
         };
         let checked = limiter.check_key(&address);
         if limiter.len() > MAX_TRACKED_ADDRESSES {
             limiter.retain_recent();
         }
-        checked.map_err(|not_until| {
-            let wait = not_until.wait_time_from(governor::clock::Clock::now(
-                &governor::clock::DefaultClock::default(),
-            ));
-            ApiError::RateLimited {
-                retry_after_secs: wait.as_secs().max(1),
+        let Err(not_until) = checked else {
+            return Ok(());
+        };
+        let wait = not_until.wait_time_from(governor::clock::Clock::now(
+            &governor::clock::DefaultClock::default(),
+        ));
+        if let Ok(mut over) = self.over_budget.lock() {
+            if over.len() >= MAX_TRACKED_ADDRESSES {
+                let now = Instant::now();
+                over.retain(|_, until| *until > now);
+                if over.len() >= MAX_TRACKED_ADDRESSES {
+                    over.clear();
+                }
             }
+            over.insert(address, Instant::now() + wait);
+        }
+        Err(ApiError::RateLimited {
+            retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
         })
     }
 
@@ -176,7 +204,7 @@ impl AppState {
 const UNKNOWN_KEY_TTL: Duration = Duration::from_secs(5);
 /// Unknown key hashes remembered at most (about 1 MiB).
 const MAX_UNKNOWN_KEYS: usize = 10_000;
-/// Client addresses the look-up budget tracks before it forgets the idle ones.
+/// Client addresses the failed-auth budget tracks before it forgets the idle ones.
 const MAX_TRACKED_ADDRESSES: usize = 100_000;
 
 /// A bounded, short-lived memory of key hashes the database did not know.
@@ -207,6 +235,16 @@ impl UnknownKeys {
             }
         }
         seen.insert(hash, Instant::now());
+    }
+}
+
+/// The address a failed-auth budget counts: an IPv4 address, or an IPv6 /64 (which one host
+/// can fill).
+fn client_address(client: Option<IpAddr>) -> IpAddr {
+    match client {
+        Some(IpAddr::V6(v6)) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (u128::MAX << 64))),
+        Some(v4) => v4,
+        None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
     }
 }
 

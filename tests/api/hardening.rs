@@ -106,24 +106,28 @@ async fn trailing_garbage_after_a_json_body_is_refused(backend: Backend) {
     assert_eq!(reply.status, 202, "body: {}", reply.body);
 }
 
-/// Database look-ups of unknown keys spend a per-address budget (429 with Retry-After once
-/// spent); a key already known as unknown is answered 401 from memory, and a key in the cache
-/// keeps working.
+/// Look-ups of unknown keys spend a per-address budget (429 with Retry-After once spent, and
+/// no look-up until it refills); a key already known as unknown is answered 401 from memory,
+/// and a known key keeps working.
 async fn unknown_keys_spend_a_per_address_budget(backend: Backend) {
-    let app = spawn_app_with(backend, |s| s.limits.key_lookups_per_second = 1).await;
-    // The live key is looked up once (one of the two in the burst) and cached.
+    let app = spawn_app_with(backend, |s| s.limits.failed_auth_per_second = 1).await;
     app.get("/v1/phones", &app.live_key).await.expect(200);
     let unknown = |n: u32| format!("sk_live_{}{n:08}", "Z".repeat(32));
-    app.get("/v1/phones", &unknown(1))
-        .await
-        .expect_error(401, "invalid_api_key");
-    let refused = app
-        .get("/v1/phones", &unknown(2))
-        .await
-        .expect_error(429, "rate_limited");
-    let retry_after: u64 = refused.headers["retry-after"].parse().unwrap();
-    assert!(retry_after >= 1);
-    // Remembered as unknown: refused without a look-up, so not 429.
+    // The burst is two failures.
+    for n in [1, 2] {
+        app.get("/v1/phones", &unknown(n))
+            .await
+            .expect_error(401, "invalid_api_key");
+    }
+    for n in [3, 4] {
+        let refused = app
+            .get("/v1/phones", &unknown(n))
+            .await
+            .expect_error(429, "rate_limited");
+        let retry_after: u64 = refused.headers["retry-after"].parse().unwrap();
+        assert!(retry_after >= 1);
+    }
+    // Remembered as unknown: refused from memory, so 401, not 429.
     app.get("/v1/phones", &unknown(1))
         .await
         .expect_error(401, "invalid_api_key");
@@ -131,6 +135,7 @@ async fn unknown_keys_spend_a_per_address_budget(backend: Backend) {
     app.get("/v1/phones", "sk_live_short")
         .await
         .expect_error(401, "invalid_api_key");
+    // A known key is served.
     app.get("/v1/phones", &app.live_key).await.expect(200);
 }
 
