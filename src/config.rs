@@ -404,14 +404,15 @@ impl From<figment::Error> for ConfigError {
 /// `section.key: what is wrong (in FILE | in SMSGW_SECTION__KEY)`.
 fn describe(error: figment::Error) -> String {
     let key = error.path.join(".");
-    let origin = match error.metadata.as_ref().and_then(|md| md.source.as_ref()) {
-        Some(source) => format!(" (in {source})"),
-        None if error.path.len() == 2 => format!(
+    // Only the file has a source; a value from the environment has metadata without one.
+    let origin = match error.metadata.as_ref().map(|md| md.source.as_ref()) {
+        Some(Some(source)) => format!(" (in {source})"),
+        Some(None) if error.path.len() == 2 => format!(
             " (in {ENV_PREFIX}{}{ENV_SEPARATOR}{})",
             error.path[0].to_ascii_uppercase(),
             error.path[1].to_ascii_uppercase()
         ),
-        None if error.metadata.is_some() => " (in the environment)".to_string(),
+        Some(None) => " (in the environment)".to_string(),
         None => String::new(),
     };
     if key.is_empty() {
