@@ -472,7 +472,9 @@ mod tests {
 
     /// Runs `check` in a figment jail: a fresh working directory (so no `smsgw.toml` unless the
     /// test writes one) and environment variables that are restored afterwards, one test at a
-    /// time.
+    /// time. The jail starts from the process environment (clearing it would take PATH and
+    /// TMPDIR from tests running beside it), so run these without `SMSGW_<SECTION>__<KEY>`
+    /// variables of your own.
     #[allow(clippy::result_large_err)] // figment's Jail closure returns figment::Error
     fn jailed(check: impl FnOnce(&mut Jail)) {
         Jail::expect_with(|jail| {
