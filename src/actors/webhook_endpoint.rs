@@ -2,7 +2,7 @@
 //! the endpoint's queue of due deliveries and their retry timers, and runs up to
 //! [`MAX_IN_FLIGHT`] attempts at once, so a slow or dead endpoint never delays another.
 //!
-//! Messages: commands `Deliver`, `Reload`, `Stop`; registry commands `DeliveriesCreated`,
+//! Mailbox: commands `Deliver`, `Reload`, `StopDeliveries`; registry commands `DeliveriesCreated`,
 //! `EndpointChanged`, `EndpointDeleted`. Deliveries are written by the writer's commit hook
 //! ([`WebhookFanout`]) in the transaction of the change that fires them; the actor only reads
 //! them, so a restart (of the actor or the process) rebuilds the queue from the database.
@@ -23,7 +23,8 @@ use crate::domain::webhook_event::AI_DRAFT_CREATED;
 use crate::store::ai::Draft;
 use crate::store::messages;
 use crate::store::webhooks::{
-    self, AttemptRecord, AttemptRecorder, DeliveryState, Endpoint, PendingDelivery, Subscriptions,
+    self, AttemptRecord, AttemptRecorder, DeliveryState, EndpointRecord, PendingDelivery,
+    Subscriptions,
 };
 use crate::store::writer::{Change, CommitHook};
 
@@ -63,7 +64,7 @@ pub struct Reload;
 /// Stop the actor (endpoint deleted, shutdown); pending deliveries stay in the database.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Stop;
+pub struct StopDeliveries;
 
 /// Registry command: deliveries were committed; hand them to their endpoints' actors.
 #[derive(Message)]
@@ -153,14 +154,14 @@ impl EndpointActors {
     /// Stops the endpoint's actor, if it runs (the endpoint was deleted).
     pub fn stop(&mut self, endpoint_id: Uuid) {
         if let Some(addr) = self.actors.remove(&endpoint_id) {
-            addr.do_send(Stop);
+            addr.do_send(StopDeliveries);
         }
     }
 
     /// Stops every endpoint actor.
     pub fn stop_all(&mut self) {
         for (_, addr) in self.actors.drain() {
-            addr.do_send(Stop);
+            addr.do_send(StopDeliveries);
         }
     }
 
@@ -187,7 +188,7 @@ impl EndpointActors {
 pub struct WebhookEndpoint {
     deps: Deps,
     endpoint_id: Uuid,
-    endpoint: Option<Endpoint>,
+    endpoint: Option<EndpointRecord>,
     client: Option<awc::Client>,
     /// Waiting deliveries by (due ms, id).
     due: BTreeSet<(i64, Uuid)>,
@@ -420,7 +421,7 @@ impl Actor for WebhookEndpoint {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         if self.stopping {
-            // Restarted after `Stop`: the registry no longer holds this address, so this stop
+            // Restarted after `StopDeliveries`: the registry no longer holds this address, so this stop
             // is final.
             ctx.stop();
             return;
@@ -492,10 +493,10 @@ impl Handler<Reload> for WebhookEndpoint {
     }
 }
 
-impl Handler<Stop> for WebhookEndpoint {
+impl Handler<StopDeliveries> for WebhookEndpoint {
     type Result = ();
 
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+    fn handle(&mut self, _: StopDeliveries, ctx: &mut Self::Context) {
         self.stopping = true;
         ctx.stop();
     }
@@ -580,7 +581,7 @@ struct Answer {
 async fn attempt(
     deps: Deps,
     client: awc::Client,
-    endpoint: Endpoint,
+    endpoint: EndpointRecord,
     delivery: PendingDelivery,
     message: Result<Option<Subject>, String>,
 ) -> AttemptRecord {
@@ -646,7 +647,7 @@ fn metric_outcome(status_code: Option<u16>, error: Option<AttemptError>) -> &'st
 async fn send(
     deps: &Deps,
     client: &awc::Client,
-    endpoint: &Endpoint,
+    endpoint: &EndpointRecord,
     delivery: &PendingDelivery,
     message: Result<Option<Subject>, String>,
 ) -> Answer {

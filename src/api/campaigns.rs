@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::messages::{new_workspace_limit, parse_number, parse_timestamp};
 use super::schemas::{CampaignEnvelope, CampaignPageEnvelope, CampaignRecipientPageEnvelope};
 use super::{
-    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, off_worker, page_response,
+    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, off_worker, page_response,
     parse_id, query_param, required,
 };
 use crate::actors::campaign::Wake;
@@ -54,23 +54,25 @@ const MAX_VAR_NAME_CHARS: usize = 64;
 /// cannot be sent.
 const MAX_VAR_VALUE_CHARS: usize = 1_530;
 
-/// The campaign operations (route registry, see `super::endpoints`).
-pub fn endpoints() -> Vec<Endpoint> {
+/// The campaign operations (route list, see `super::documented_routes`).
+pub fn documented_routes() -> Vec<DocumentedRoute> {
     use ErrorCode::*;
     vec![
-        Endpoint::of::<__path_create>(|| web::to(create)).errors(&[
+        DocumentedRoute::of::<__path_create>(|| web::to(create)).errors(&[
             ValidationFailed,
             InvalidPhoneNumber,
             ContentTooLong,
             NewAccountLimit,
         ]),
-        Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_get>(|| web::to(get)),
-        Endpoint::of::<__path_recipients>(|| web::to(recipients)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_launch>(|| web::to(launch)).errors(&[InvalidState, NewAccountLimit]),
-        Endpoint::of::<__path_pause>(|| web::to(pause)).errors(&[InvalidState]),
-        Endpoint::of::<__path_resume>(|| web::to(resume)).errors(&[InvalidState]),
-        Endpoint::of::<__path_cancel>(|| web::to(cancel)).errors(&[InvalidState]),
+        DocumentedRoute::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
+        DocumentedRoute::of::<__path_get>(|| web::to(get)),
+        DocumentedRoute::of::<__path_recipients>(|| web::to(recipients))
+            .errors(&[ValidationFailed]),
+        DocumentedRoute::of::<__path_launch>(|| web::to(launch))
+            .errors(&[InvalidState, NewAccountLimit]),
+        DocumentedRoute::of::<__path_pause>(|| web::to(pause)).errors(&[InvalidState]),
+        DocumentedRoute::of::<__path_resume>(|| web::to(resume)).errors(&[InvalidState]),
+        DocumentedRoute::of::<__path_cancel>(|| web::to(cancel)).errors(&[InvalidState]),
     ]
 }
 

@@ -44,7 +44,7 @@ impl DeliveryState {
 
 /// A webhook endpoint.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Endpoint {
+pub struct EndpointRecord {
     pub id: Uuid,
     pub workspace_id: Uuid,
     pub mode: Mode,
@@ -60,9 +60,9 @@ pub struct Endpoint {
     pub updated_at: i64,
 }
 
-impl From<webhook_endpoints::Model> for Endpoint {
+impl From<webhook_endpoints::Model> for EndpointRecord {
     fn from(m: webhook_endpoints::Model) -> Self {
-        Endpoint {
+        EndpointRecord {
             id: m.id,
             workspace_id: m.workspace_id,
             mode: Mode::from_test_flag(m.test_mode),
@@ -118,7 +118,7 @@ pub async fn create(
     scope: Scope,
     new: NewEndpoint,
     now_ms: i64,
-) -> Result<Endpoint, StoreError> {
+) -> Result<EndpointRecord, StoreError> {
     let model = webhook_endpoints::ActiveModel {
         id: Set(new.id),
         workspace_id: Set(scope.workspace_id),
@@ -137,30 +137,34 @@ pub async fn create(
 }
 
 /// One endpoint of this scope.
-pub async fn get(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<Endpoint, StoreError> {
+pub async fn get(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: Uuid,
+) -> Result<EndpointRecord, StoreError> {
     webhook_endpoints::Entity::find_by_id(id)
         .filter(in_scope(scope))
         .one(db)
         .await?
-        .map(Endpoint::from)
+        .map(EndpointRecord::from)
         .ok_or(StoreError::NotFound)
 }
 
 /// An endpoint by id regardless of scope (the endpoint actor's own record).
-pub async fn find(db: &DatabaseConnection, id: Uuid) -> Result<Option<Endpoint>, StoreError> {
+pub async fn find(db: &DatabaseConnection, id: Uuid) -> Result<Option<EndpointRecord>, StoreError> {
     Ok(webhook_endpoints::Entity::find_by_id(id)
         .one(db)
         .await?
-        .map(Endpoint::from))
+        .map(EndpointRecord::from))
 }
 
 /// Every endpoint (the subscription index at start-up).
-pub async fn all(db: &DatabaseConnection) -> Result<Vec<Endpoint>, StoreError> {
+pub async fn all(db: &DatabaseConnection) -> Result<Vec<EndpointRecord>, StoreError> {
     Ok(webhook_endpoints::Entity::find()
         .all(db)
         .await?
         .into_iter()
-        .map(Endpoint::from)
+        .map(EndpointRecord::from)
         .collect())
 }
 
@@ -170,7 +174,7 @@ pub async fn list(
     scope: Scope,
     after: Option<Position>,
     limit: u64,
-) -> Result<(Vec<Endpoint>, bool), StoreError> {
+) -> Result<(Vec<EndpointRecord>, bool), StoreError> {
     let (rows, has_more) = super::newest_first(
         db,
         webhook_endpoints::Entity::find().filter(in_scope(scope)),
@@ -182,7 +186,10 @@ pub async fn list(
         limit,
     )
     .await?;
-    Ok((rows.into_iter().map(Endpoint::from).collect(), has_more))
+    Ok((
+        rows.into_iter().map(EndpointRecord::from).collect(),
+        has_more,
+    ))
 }
 
 /// Applies `changes` to an endpoint of this scope.
@@ -192,7 +199,7 @@ pub async fn update(
     id: Uuid,
     changes: EndpointChanges,
     now_ms: i64,
-) -> Result<Endpoint, StoreError> {
+) -> Result<EndpointRecord, StoreError> {
     let model = webhook_endpoints::Entity::find_by_id(id)
         .filter(in_scope(scope))
         .one(db)
@@ -330,7 +337,7 @@ impl Subscriptions {
     }
 
     /// Adds or replaces an endpoint (a disabled one is removed).
-    pub fn upsert(&self, endpoint: &Endpoint) {
+    pub fn upsert(&self, endpoint: &EndpointRecord) {
         self.remove(endpoint.id);
         if !endpoint.enabled {
             return;

@@ -1,7 +1,7 @@
 //! One actor per paired phone (and one per test-mode sending number): it owns the phone's
 //! queue, its exact pace windows and the link to its current transport.
 //!
-//! Messages: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`, `Stop`,
+//! Mailbox: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`, `StopPhone`,
 //! `HandBack`; the immediate hand-over `Reserve` → `Handed` or `Release`; the event `Report`
 //! (a frame from the phone). The actor never holds a database connection while it waits: every
 //! write is a future spawned on its context.
@@ -147,7 +147,7 @@ pub struct HandBack;
 /// lost: queued and handed-over messages are in the database and rebuilt at the next start.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Stop;
+pub struct StopPhone;
 
 /// WebSocket close code "going away".
 pub const CLOSE_GOING_AWAY: u16 = 1001;
@@ -203,7 +203,7 @@ pub struct Phone {
     ready: bool,
     wake: Option<SpawnHandle>,
     wake_at: Option<i64>,
-    /// Set by [`Stop`]: a supervised restart must not bring the actor back.
+    /// Set by [`StopPhone`]: a supervised restart must not bring the actor back.
     stopping: bool,
 }
 
