@@ -308,7 +308,10 @@ impl CampaignActor {
                     messages,
                     opted_out,
                 } => {
-                    crate::telemetry::count_campaign_recipients("canceled", opted_out as u64);
+                    crate::telemetry::count_campaign_recipients(
+                        crate::domain::campaign::RecipientStatus::Canceled,
+                        opted_out as u64,
+                    );
                     let ids = messages.iter().map(|m| m.id).collect();
                     if !messages.is_empty() {
                         registry.do_send(Enqueue { messages });

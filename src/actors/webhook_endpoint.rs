@@ -7,6 +7,7 @@
 //! ([`WebhookFanout`]) in the transaction of the change that fires them; the actor only reads
 //! them, so a restart (of the actor or the process) rebuilds the queue from the database.
 
+use crate::telemetry::WebhookOutcome;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -19,7 +20,7 @@ use super::registry::Registry;
 use super::webhook_target::{self, AttemptError, SharedResolver};
 use crate::clock::format_ms;
 use crate::domain::signing;
-use crate::domain::webhook_event::AI_DRAFT_CREATED;
+use crate::domain::webhook_event::EventKind;
 use crate::store::ai::Draft;
 use crate::store::messages;
 use crate::store::webhooks::{
@@ -336,7 +337,7 @@ impl WebhookEndpoint {
         let ids: Vec<Uuid> = batch.iter().map(|d| d.message_id).collect();
         let drafted: Vec<Uuid> = batch
             .iter()
-            .filter(|d| d.event == AI_DRAFT_CREATED)
+            .filter(|d| d.event == EventKind::AiDraftCreated.as_str())
             .map(|d| d.message_id)
             .collect();
         self.reading = true;
@@ -543,7 +544,7 @@ pub fn payload<'a>(delivery: &'a PendingDelivery, subject: &'a Subject) -> Paylo
         draft: subject
             .draft
             .as_ref()
-            .filter(|_| delivery.event == AI_DRAFT_CREATED)
+            .filter(|_| delivery.event == EventKind::AiDraftCreated.as_str())
             .map(|d| DraftOut {
                 id: d.id,
                 content: &d.content,
@@ -630,16 +631,16 @@ async fn attempt(
     }
 }
 
-/// The `outcome` label of an attempt (one of `telemetry::names::WEBHOOK_OUTCOMES`).
-fn metric_outcome(status_code: Option<u16>, error: Option<AttemptError>) -> &'static str {
+/// The `outcome` label of an attempt.
+fn metric_outcome(status_code: Option<u16>, error: Option<AttemptError>) -> WebhookOutcome {
     match (status_code, error) {
-        (Some(code), _) if code >= 500 => "server_error",
-        (Some(code), None) if (200..300).contains(&code) => "success",
-        (Some(_), _) => "rejected",
-        (None, Some(AttemptError::Timeout)) => "timeout",
-        (None, Some(AttemptError::BlockedAddress)) => "blocked",
-        (None, Some(AttemptError::MessageDeleted)) => "message_deleted",
-        (None, _) => "connection_error",
+        (Some(code), _) if code >= 500 => WebhookOutcome::ServerError,
+        (Some(code), None) if (200..300).contains(&code) => WebhookOutcome::Success,
+        (Some(_), _) => WebhookOutcome::Rejected,
+        (None, Some(AttemptError::Timeout)) => WebhookOutcome::Timeout,
+        (None, Some(AttemptError::BlockedAddress)) => WebhookOutcome::Blocked,
+        (None, Some(AttemptError::MessageDeleted)) => WebhookOutcome::MessageDeleted,
+        (None, _) => WebhookOutcome::ConnectionError,
     }
 }
 

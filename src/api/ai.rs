@@ -334,7 +334,7 @@ async fn send_draft(
     let message = stored
         .first()
         .ok_or_else(|| ApiError::Internal("writer accepted no message".into()))?;
-    crate::telemetry::count_ai_draft("sent");
+    crate::telemetry::count_ai_draft(crate::telemetry::AiDraftOutcome::Sent);
     Ok(success(
         StatusCode::ACCEPTED,
         "reply queued",
@@ -364,7 +364,7 @@ async fn discard_draft(
     if !discarded {
         return Err(not_pending(draft.status));
     }
-    crate::telemetry::count_ai_draft("discarded");
+    crate::telemetry::count_ai_draft(crate::telemetry::AiDraftOutcome::Discarded);
     Ok(success(
         StatusCode::OK,
         "draft discarded",

@@ -23,11 +23,11 @@ use crate::api::messages::parse_number;
 use crate::clock::format_ms;
 use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
-use crate::domain::webhook_event::{EVENT_KINDS, is_event_kind};
+use crate::domain::webhook_event::{EventKind, is_event_kind};
 use crate::error::{ApiError, success};
 use crate::store::messages::Position;
 use crate::store::webhooks::{
-    self, AttemptRow, EndpointChanges, EndpointRecord, NewEndpoint, Subscriptions,
+    self, AttemptRow, DeliveryState, EndpointChanges, EndpointRecord, NewEndpoint, Subscriptions,
 };
 
 /// Longest accepted endpoint URL, in bytes.
@@ -174,10 +174,7 @@ fn parse_events(events: Vec<String>) -> Result<Vec<String>, ApiError> {
     if events.is_empty() {
         return Err(ApiError::validation(
             "events",
-            format!(
-                "events must list at least one of {}",
-                EVENT_KINDS.join(", ")
-            ),
+            format!("events must list at least one of {}", EventKind::list()),
         ));
     }
     let mut out: Vec<String> = Vec::with_capacity(events.len());
@@ -187,7 +184,7 @@ fn parse_events(events: Vec<String>) -> Result<Vec<String>, ApiError> {
                 format!("events[{i}]"),
                 format!(
                     "unknown event kind {event:?}; known kinds: {}",
-                    EVENT_KINDS.join(", ")
+                    EventKind::list()
                 ),
             ));
         }
@@ -487,7 +484,7 @@ async fn retry(
             "event_id": delivery.event_id,
             "message_id": delivery.message_id,
             "attempts": delivery.attempts,
-            "state": "pending",
+            "state": DeliveryState::Pending.as_str(),
             "next_attempt_at": format_ms(delivery.next_attempt_at),
         }),
     ))

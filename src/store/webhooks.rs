@@ -386,6 +386,7 @@ impl Subscriptions {
                 Direction::Outbound => &message.from_number,
                 Direction::Inbound => &message.to_number,
             };
+            let event = event.as_str();
             for sub in subs.iter().filter(|s| s.wants(event, phone)) {
                 out.push(PendingDelivery {
                     id: Uuid::now_v7(),

@@ -22,7 +22,7 @@ use super::phone_session::Link;
 use crate::clock::from_ms;
 use crate::domain::pace::{Pace, PaceLog, THIRTY_MINUTE_WINDOW};
 use crate::domain::phone_queue::{DepthGauge, PhoneQueue, QueuedMessage};
-use crate::domain::protocol::{PaceOut, PhoneFrame, ServerFrame};
+use crate::domain::protocol::{FrameErrorCode, PaceOut, PhoneFrame, ServerFrame};
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
 use crate::domain::status_report::{self, ReportDecision, ReportedMessage, StatusReport};
 use crate::store::messages::{self, Message, Scope};
@@ -360,10 +360,10 @@ impl Phone {
         }
     }
 
-    fn reject(&self, code: &str, message: String) {
+    fn reject(&self, code: FrameErrorCode, message: String) {
         if let Some(link) = &self.link {
             link.send(ServerFrame::Error {
-                code: code.to_string(),
+                code: code.as_str().to_string(),
                 message,
             });
         }
@@ -446,7 +446,7 @@ impl Phone {
                 }
                 Ok(ReportOutcome::Ignored) => act.ack(reference),
                 Ok(ReportOutcome::NotYours) => act.reject(
-                    "unknown_message",
+                    FrameErrorCode::UnknownMessage,
                     format!("message {message_id} was not sent to this phone"),
                 ),
                 Err(err) => {
