@@ -6,6 +6,7 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use serde_json::{Value, json};
 
+use crate::domain::quota::Quota;
 use crate::store::StoreError;
 
 /// The `error_code` of every error answer, written once: the snake_case name of each variant is
@@ -38,6 +39,7 @@ pub enum ErrorCode {
     TestModeOnly,
     NotFound,
     MethodNotAllowed,
+    RequestTimeout,
     DuplicateRequest,
     InvalidState,
     AlreadyExists,
@@ -45,7 +47,9 @@ pub enum ErrorCode {
     InvalidPhoneNumber,
     ContentTooLong,
     ValidationFailed,
+    QuotaExceeded,
     NewAccountLimit,
+    DailyQuotaExceeded,
     RateLimited,
     NoDeviceAvailable,
     InternalError,
@@ -71,6 +75,7 @@ impl ErrorCode {
             401 => ErrorCode::InvalidApiKey,
             404 => ErrorCode::NotFound,
             405 => ErrorCode::MethodNotAllowed,
+            408 => ErrorCode::RequestTimeout,
             413 => ErrorCode::PayloadTooLarge,
             415 => ErrorCode::InvalidJson,
             s if s >= 500 => ErrorCode::InternalError,
@@ -89,14 +94,18 @@ impl ErrorCode {
             | ErrorCode::TestModeOnly => StatusCode::FORBIDDEN,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::DuplicateRequest | ErrorCode::InvalidState | ErrorCode::AlreadyExists => {
                 StatusCode::CONFLICT
             }
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::InvalidPhoneNumber
             | ErrorCode::ContentTooLong
-            | ErrorCode::ValidationFailed => StatusCode::UNPROCESSABLE_ENTITY,
-            ErrorCode::NewAccountLimit | ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            | ErrorCode::ValidationFailed
+            | ErrorCode::QuotaExceeded => StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::NewAccountLimit | ErrorCode::DailyQuotaExceeded | ErrorCode::RateLimited => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ErrorCode::NoDeviceAvailable | ErrorCode::NotReady => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -133,6 +142,9 @@ pub enum ApiError {
     AlreadyExists { what: &'static str, id: uuid::Uuid },
     #[error("the request body is larger than 2 MiB")]
     PayloadTooLarge,
+    /// The body did not arrive within `server.body_timeout`; the connection is closed.
+    #[error("the request body did not arrive within {secs} s")]
+    RequestTimeout { secs: u64 },
     #[error("{field} is not a valid E.164 phone number")]
     InvalidPhoneNumber { field: String },
     #[error("content is {segments} segments of {encoding}; the limit is 10")]
@@ -143,6 +155,17 @@ pub enum ApiError {
     },
     #[error("{message}")]
     Validation { field: String, message: String },
+    /// A stored-count quota is full (docs/api.md, "Quotas").
+    #[error("the {} quota of this workspace ({limit}) is reached", quota.as_str())]
+    QuotaExceeded { quota: Quota, limit: u32 },
+    /// A daily quota is used up until `resets_at` (docs/api.md, "Quotas").
+    #[error("the {} quota of this workspace ({limit}) is used up until {resets_at}", quota.as_str())]
+    DailyQuotaExceeded {
+        quota: Quota,
+        limit: u32,
+        resets_at: String,
+        retry_after_secs: u64,
+    },
     #[error("a new workspace may send {limit} messages in its first 24 hours")]
     NewAccountLimit { limit: u32, window_ends_at: String },
     #[error("too many requests; retry after {retry_after_secs} s")]
@@ -190,9 +213,12 @@ impl ApiError {
             ApiError::InvalidState { .. } => ErrorCode::InvalidState,
             ApiError::AlreadyExists { .. } => ErrorCode::AlreadyExists,
             ApiError::PayloadTooLarge => ErrorCode::PayloadTooLarge,
+            ApiError::RequestTimeout { .. } => ErrorCode::RequestTimeout,
             ApiError::InvalidPhoneNumber { .. } => ErrorCode::InvalidPhoneNumber,
             ApiError::ContentTooLong { .. } => ErrorCode::ContentTooLong,
             ApiError::Validation { .. } => ErrorCode::ValidationFailed,
+            ApiError::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
+            ApiError::DailyQuotaExceeded { .. } => ErrorCode::DailyQuotaExceeded,
             ApiError::NewAccountLimit { .. } => ErrorCode::NewAccountLimit,
             ApiError::RateLimited { .. } => ErrorCode::RateLimited,
             ApiError::NoDeviceAvailable { .. } => ErrorCode::NoDeviceAvailable,
@@ -221,6 +247,15 @@ impl ApiError {
                 segments,
                 encoding,
             } => json!({ "field": field, "segments": segments, "encoding": encoding }),
+            ApiError::QuotaExceeded { quota, limit } => {
+                json!({ "quota": quota.as_str(), "limit": limit })
+            }
+            ApiError::DailyQuotaExceeded {
+                quota,
+                limit,
+                resets_at,
+                ..
+            } => json!({ "quota": quota.as_str(), "limit": limit, "resets_at": resets_at }),
             ApiError::NewAccountLimit {
                 limit,
                 window_ends_at,
@@ -236,6 +271,10 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::NotFound => ApiError::NotFound("resource"),
+            StoreError::QuotaExceeded(quota) => ApiError::QuotaExceeded {
+                quota: quota.quota,
+                limit: quota.limit,
+            },
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -256,8 +295,17 @@ impl ResponseError for ApiError {
             other => other.to_string(),
         };
         let mut response = HttpResponse::build(self.status_code());
-        if let ApiError::RateLimited { retry_after_secs } = self {
+        if let ApiError::RateLimited { retry_after_secs }
+        | ApiError::DailyQuotaExceeded {
+            retry_after_secs, ..
+        } = self
+        {
             response.insert_header((header::RETRY_AFTER, HeaderValue::from(*retry_after_secs)));
+        }
+        if let ApiError::RequestTimeout { .. } = self {
+            // The rest of the body may still be on its way: the connection cannot carry
+            // another request.
+            response.force_close();
         }
         response.json(json!({
             "status": "error",

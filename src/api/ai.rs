@@ -52,7 +52,9 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
             RecipientOptedOut,
             AiRepliesOff,
             NoDeviceAvailable,
+            QuotaExceeded,
             NewAccountLimit,
+            DailyQuotaExceeded,
         ]),
         DocumentedRoute::of::<__path_discard_draft>(|| web::to(discard_draft))
             .errors(&[InvalidState]),

@@ -23,6 +23,7 @@ use crate::actors::phone::{Handed, Phone, Release, Reserve, Ticket};
 use crate::actors::registry::{Cancel, Enqueue, Route, RouteError};
 use crate::clock::format_ms;
 use crate::domain::phone_number::PhoneNumber;
+use crate::domain::quota::CountQuota;
 use crate::domain::sms::{ContentError, SmsText};
 use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
 use crate::error::{ApiError, ErrorCode, success};
@@ -46,7 +47,9 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
         PremiumRateBlocked,
         RecipientOptedOut,
         NoDeviceAvailable,
+        QuotaExceeded,
         NewAccountLimit,
+        DailyQuotaExceeded,
     ];
     vec![
         DocumentedRoute::of::<__path_send>(|| web::to(send))
@@ -425,11 +428,32 @@ pub fn accepted(
             limit,
             window_ends_at: format_ms(window_ends_at),
         }),
+        AcceptOutcome::QuotaExceeded {
+            quota,
+            resets_at,
+            retry_after_secs,
+        } => Err(quota_exceeded(quota, resets_at, retry_after_secs)),
         AcceptOutcome::DraftNotPending(Some(status)) => Err(ApiError::InvalidState {
             message: format!("only a pending draft can be sent; this one is {status}"),
             status: status.as_str().to_string(),
         }),
         AcceptOutcome::DraftNotPending(None) => Err(ApiError::NotFound("draft")),
+    }
+}
+
+/// The error of a message quota: a daily one (429, until `resets_at`) or a count (422).
+fn quota_exceeded(quota: CountQuota, resets_at: Option<i64>, retry_after_secs: u64) -> ApiError {
+    match resets_at {
+        Some(at) => ApiError::DailyQuotaExceeded {
+            quota: quota.quota,
+            limit: quota.limit,
+            resets_at: format_ms(at),
+            retry_after_secs,
+        },
+        None => ApiError::QuotaExceeded {
+            quota: quota.quota,
+            limit: quota.limit,
+        },
     }
 }
 

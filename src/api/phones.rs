@@ -20,6 +20,7 @@ use crate::api::messages::parse_number;
 use crate::clock::format_ms;
 use crate::domain::keys;
 use crate::domain::pace::Pace;
+use crate::domain::quota::Quota;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::messages::Position;
 use crate::store::phones::{self, PhoneRecord};
@@ -38,8 +39,11 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
         .public()
         .errors(&[BadRequest, MissingApiKey, InvalidApiKey]),
         DocumentedRoute::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
-        DocumentedRoute::of::<__path_create>(|| web::to(create))
-            .errors(&[ValidationFailed, InvalidPhoneNumber]),
+        DocumentedRoute::of::<__path_create>(|| web::to(create)).errors(&[
+            ValidationFailed,
+            InvalidPhoneNumber,
+            QuotaExceeded,
+        ]),
         DocumentedRoute::of::<__path_get>(|| web::to(get)),
         DocumentedRoute::of::<__path_update>(|| web::to(update)).errors(&[ValidationFailed]),
         DocumentedRoute::of::<__path_delete>(|| web::to(delete)),
@@ -153,6 +157,7 @@ async fn create(
         number.as_str(),
         name,
         keys::hash_secret(&token),
+        state.settings.quotas.count(Quota::Phones),
         now,
     )
     .await?;
