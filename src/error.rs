@@ -427,8 +427,12 @@ mod tests {
     #[test]
     fn an_unhandled_status_gets_a_code_that_exists() {
         assert_eq!(
-            ErrorCode::for_status(StatusCode::REQUEST_TIMEOUT),
+            ErrorCode::for_status(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE),
             ErrorCode::BadRequest
+        );
+        assert_eq!(
+            ErrorCode::for_status(StatusCode::REQUEST_TIMEOUT),
+            ErrorCode::RequestTimeout
         );
         assert_eq!(
             ErrorCode::for_status(StatusCode::BAD_GATEWAY),
