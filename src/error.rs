@@ -9,11 +9,23 @@ use serde_json::{Value, json};
 use crate::domain::quota::Quota;
 use crate::store::StoreError;
 
-/// The `error_code` of every error answer: the codes of docs/api.md, Errors, plus `method_not_allowed` and
-/// `bad_request` of the HTTP layer and the opt-out refusals `recipient_opted_out` and
-/// `ai_replies_off` (docs/api.md "Errors"). Each code has exactly one HTTP status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
+/// The `error_code` of every error answer, written once: the snake_case name of each variant is
+/// its code, derived for `as_str`, serde and the OpenAPI schema alike, and docs/api.md "Errors"
+/// is checked against [`ErrorCode::iter`] by a test below. Each code has exactly one HTTP status.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorCode {
     InvalidJson,
     BadRequest,
@@ -41,64 +53,33 @@ pub enum ErrorCode {
     RateLimited,
     NoDeviceAvailable,
     InternalError,
+    /// `GET /ready` only: the database does not answer (docs/api.md "Operations").
+    NotReady,
 }
 
 impl ErrorCode {
-    /// Every code, in HTTP status order.
-    pub const ALL: [ErrorCode; 24] = [
-        ErrorCode::InvalidJson,
-        ErrorCode::BadRequest,
-        ErrorCode::MissingApiKey,
-        ErrorCode::InvalidApiKey,
-        ErrorCode::PremiumRateBlocked,
-        ErrorCode::RecipientOptedOut,
-        ErrorCode::AiRepliesOff,
-        ErrorCode::TestModeOnly,
-        ErrorCode::NotFound,
-        ErrorCode::MethodNotAllowed,
-        ErrorCode::RequestTimeout,
-        ErrorCode::DuplicateRequest,
-        ErrorCode::InvalidState,
-        ErrorCode::AlreadyExists,
-        ErrorCode::PayloadTooLarge,
-        ErrorCode::InvalidPhoneNumber,
-        ErrorCode::ContentTooLong,
-        ErrorCode::ValidationFailed,
-        ErrorCode::QuotaExceeded,
-        ErrorCode::NewAccountLimit,
-        ErrorCode::DailyQuotaExceeded,
-        ErrorCode::RateLimited,
-        ErrorCode::NoDeviceAvailable,
-        ErrorCode::InternalError,
-    ];
+    /// Every code, in declaration order.
+    pub fn iter() -> impl Iterator<Item = ErrorCode> {
+        <ErrorCode as strum::IntoEnumIterator>::iter()
+    }
 
     /// The code as it appears in `error_code`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidJson => "invalid_json",
-            ErrorCode::BadRequest => "bad_request",
-            ErrorCode::MissingApiKey => "missing_api_key",
-            ErrorCode::InvalidApiKey => "invalid_api_key",
-            ErrorCode::PremiumRateBlocked => "premium_rate_blocked",
-            ErrorCode::RecipientOptedOut => "recipient_opted_out",
-            ErrorCode::AiRepliesOff => "ai_replies_off",
-            ErrorCode::TestModeOnly => "test_mode_only",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::MethodNotAllowed => "method_not_allowed",
-            ErrorCode::RequestTimeout => "request_timeout",
-            ErrorCode::DuplicateRequest => "duplicate_request",
-            ErrorCode::InvalidState => "invalid_state",
-            ErrorCode::AlreadyExists => "already_exists",
-            ErrorCode::PayloadTooLarge => "payload_too_large",
-            ErrorCode::InvalidPhoneNumber => "invalid_phone_number",
-            ErrorCode::ContentTooLong => "content_too_long",
-            ErrorCode::ValidationFailed => "validation_failed",
-            ErrorCode::QuotaExceeded => "quota_exceeded",
-            ErrorCode::NewAccountLimit => "new_account_limit",
-            ErrorCode::DailyQuotaExceeded => "daily_quota_exceeded",
-            ErrorCode::RateLimited => "rate_limited",
-            ErrorCode::NoDeviceAvailable => "no_device_available",
-            ErrorCode::InternalError => "internal_error",
+        self.into()
+    }
+
+    /// The code an error answer with this HTTP status carries when no handler chose one (an
+    /// extractor or protocol error inside actix): docs/api.md "Errors".
+    pub fn for_status(status: StatusCode) -> ErrorCode {
+        match status.as_u16() {
+            401 => ErrorCode::InvalidApiKey,
+            404 => ErrorCode::NotFound,
+            405 => ErrorCode::MethodNotAllowed,
+            408 => ErrorCode::RequestTimeout,
+            413 => ErrorCode::PayloadTooLarge,
+            415 => ErrorCode::InvalidJson,
+            s if s >= 500 => ErrorCode::InternalError,
+            _ => ErrorCode::BadRequest,
         }
     }
 
@@ -125,7 +106,7 @@ impl ErrorCode {
             ErrorCode::NewAccountLimit | ErrorCode::DailyQuotaExceeded | ErrorCode::RateLimited => {
                 StatusCode::TOO_MANY_REQUESTS
             }
-            ErrorCode::NoDeviceAvailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::NoDeviceAvailable | ErrorCode::NotReady => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -196,6 +177,9 @@ pub enum ApiError {
     /// A request the HTTP layer cannot serve as sent (e.g. a WebSocket route without upgrade).
     #[error("{0}")]
     BadRequest(String),
+    /// `GET /ready`: the database did not answer in time.
+    #[error("the database does not answer")]
+    NotReady,
     #[error("internal error")]
     Internal(String),
 }
@@ -240,6 +224,7 @@ impl ApiError {
             ApiError::NoDeviceAvailable { .. } => ErrorCode::NoDeviceAvailable,
             ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
             ApiError::BadRequest(_) => ErrorCode::BadRequest,
+            ApiError::NotReady => ErrorCode::NotReady,
             ApiError::Internal(_) => ErrorCode::InternalError,
         }
     }
@@ -276,6 +261,7 @@ impl ApiError {
                 window_ends_at,
             } => json!({ "limit": limit, "window_ends_at": window_ends_at }),
             ApiError::NoDeviceAvailable { field, .. } => json!({ "field": field }),
+            ApiError::NotReady => json!({ "database": "unavailable" }),
             _ => json!({}),
         }
     }
@@ -362,17 +348,7 @@ pub fn envelope_fallback<B>(
         ));
     }
     let status = res.status();
-    let code = match status.as_u16() {
-        400 => "bad_request",
-        401 => "invalid_api_key",
-        404 => "not_found",
-        405 => "method_not_allowed",
-        408 => "request_timeout",
-        413 => "payload_too_large",
-        415 => "invalid_json",
-        s if s >= 500 => "internal_error",
-        _ => "request_failed",
-    };
+    let code = ErrorCode::for_status(status);
     let message = status
         .canonical_reason()
         .unwrap_or("request failed")
@@ -381,7 +357,7 @@ pub fn envelope_fallback<B>(
         "status": "error",
         "message": message,
         "data": {},
-        "error_code": code,
+        "error_code": code.as_str(),
     }));
     let (req, _) = res.into_parts();
     Ok(actix_web::middleware::ErrorHandlerResponse::Response(
@@ -404,13 +380,64 @@ mod tests {
     #[test]
     fn every_code_is_listed_once_and_serializes_as_its_name() {
         let mut seen = std::collections::HashSet::new();
-        for code in ErrorCode::ALL {
-            assert!(seen.insert(code.as_str()), "{code:?} twice in ALL");
+        for code in ErrorCode::iter() {
+            assert!(seen.insert(code.as_str()), "{code:?} named twice");
             assert_eq!(
                 serde_json::to_value(code).ok(),
                 Some(Value::String(code.as_str().to_string()))
             );
         }
+    }
+
+    /// docs/api.md "Errors" lists every code with its status, and no code the enum lacks.
+    #[test]
+    fn the_docs_error_table_is_the_enum() {
+        let docs = include_str!("../docs/api.md");
+        let section = docs
+            .split("\n## Errors\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .unwrap_or_default();
+        let documented: Vec<(String, String)> = section
+            .lines()
+            .filter_map(|line| {
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                let status = cells.get(1)?;
+                status.parse::<u16>().ok()?;
+                Some((status.to_string(), cells.get(2)?.to_string()))
+            })
+            .collect();
+        assert!(!documented.is_empty(), "no error table under ## Errors");
+        for code in ErrorCode::iter() {
+            let rows: Vec<_> = documented
+                .iter()
+                .filter(|(_, c)| c == code.as_str())
+                .collect();
+            assert_eq!(rows.len(), 1, "{} is not documented once", code.as_str());
+            assert_eq!(rows[0].0, code.status().as_u16().to_string(), "{code:?}");
+        }
+        for (_, documented_code) in &documented {
+            assert!(
+                ErrorCode::iter().any(|code| code.as_str() == documented_code),
+                "docs/api.md documents {documented_code}, which ErrorCode lacks"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unhandled_status_gets_a_code_that_exists() {
+        assert_eq!(
+            ErrorCode::for_status(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            ErrorCode::for_status(StatusCode::REQUEST_TIMEOUT),
+            ErrorCode::RequestTimeout
+        );
+        assert_eq!(
+            ErrorCode::for_status(StatusCode::BAD_GATEWAY),
+            ErrorCode::InternalError
+        );
     }
 
     #[test]

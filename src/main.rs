@@ -93,8 +93,8 @@ enum KeyCommand {
     Create {
         #[arg(long)]
         workspace: uuid::Uuid,
-        #[arg(long, value_parser = ["live", "test"])]
-        mode: String,
+        #[arg(long, value_enum)]
+        mode: Mode,
     },
     /// Revoke a key, given as printed (`sk_live_…`): a running server refuses it within a second.
     Revoke {
@@ -163,7 +163,6 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
         Command::Key {
             command: KeyCommand::Create { workspace, mode },
         } => {
-            let mode = Mode::parse(&mode).ok_or("mode must be live or test")?;
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;
             let key = store::retry_busy(|| workspaces::create_key(&db, workspace, mode, now))

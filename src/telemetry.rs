@@ -67,6 +67,9 @@ use actix_web::middleware::Next;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tracing::Instrument;
 
+use crate::domain::campaign::RecipientStatus;
+use crate::domain::status::QueueClass;
+
 static PROMETHEUS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Latency buckets of the request histogram, in seconds (0.5 ms to 10 s).
@@ -130,42 +133,42 @@ pub mod names {
     pub const WRITER_COMMIT_DURATION: &str = "smsgw_writer_commit_duration_seconds";
     /// Counter `{outcome}`: AI drafts by outcome.
     pub const AI_DRAFTS: &str = "smsgw_ai_drafts_total";
+}
 
-    /// `class` values of [`QUEUE_DEPTH`], in priority order.
-    pub const QUEUE_CLASSES: [&str; 3] = ["single", "bulk", "campaign"];
-    /// `outcome` values of [`WEBHOOK_ATTEMPTS`]: 2xx; 3xx/4xx (no retry); 5xx; timeout;
-    /// connection error (DNS, connect, TLS); target refused by the address rules at delivery;
-    /// the message record was removed by retention (no request made).
-    pub const WEBHOOK_OUTCOMES: [&str; 7] = [
-        "success",
-        "rejected",
-        "server_error",
-        "timeout",
-        "connection_error",
-        "blocked",
-        "message_deleted",
-    ];
-    /// `state` values of [`CAMPAIGN_RECIPIENTS`].
-    pub const CAMPAIGN_RECIPIENT_STATES: [&str; 7] = [
-        "pending",
-        "queued",
-        "sent",
-        "delivered",
-        "failed",
-        "canceled",
-        "skipped",
-    ];
-    /// `outcome` values of [`AI_DRAFTS`]: stored pending; sent at once (auto mode); sent from a
-    /// draft; discarded; the provider failed (no draft); the sender texted STOP or STOP AI while
-    /// the provider answered (neither sent nor stored).
-    pub const AI_DRAFT_OUTCOMES: [&str; 6] = [
-        "created",
-        "auto_sent",
-        "sent",
-        "discarded",
-        "provider_error",
-        "opted_out",
-    ];
+/// `outcome` of [`names::WEBHOOK_ATTEMPTS`]: one webhook delivery attempt's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum WebhookOutcome {
+    /// 2xx.
+    Success,
+    /// 3xx or 4xx: not retried.
+    Rejected,
+    /// 5xx.
+    ServerError,
+    Timeout,
+    /// DNS, connect or TLS failed.
+    ConnectionError,
+    /// The target was refused by the address rules at delivery.
+    Blocked,
+    /// Retention removed the message record (no request made).
+    MessageDeleted,
+}
+
+/// `outcome` of [`names::AI_DRAFTS`]: what became of one AI reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum AiDraftOutcome {
+    /// Stored as a pending draft.
+    Created,
+    /// Sent at once (auto mode).
+    AutoSent,
+    /// Sent from a draft.
+    Sent,
+    Discarded,
+    /// The provider failed: no draft.
+    ProviderError,
+    /// The sender texted STOP or STOP AI while the provider answered: neither sent nor stored.
+    OptedOut,
 }
 
 /// Describes every metric and creates the labelled series known in advance at zero, so a
@@ -219,45 +222,51 @@ fn register_metrics() {
         "Writer transaction duration, BEGIN to commit"
     );
     metrics::gauge!(names::PHONES_ONLINE).increment(0.0);
-    for class in names::QUEUE_CLASSES {
-        metrics::gauge!(names::QUEUE_DEPTH, "class" => class).increment(0.0);
+    for class in [QueueClass::Single, QueueClass::Bulk, QueueClass::Campaign] {
+        metrics::gauge!(names::QUEUE_DEPTH, "class" => class.as_str()).increment(0.0);
     }
-    for outcome in names::WEBHOOK_OUTCOMES {
+    use strum::IntoEnumIterator;
+    for outcome in WebhookOutcome::iter() {
+        let outcome: &'static str = outcome.into();
         metrics::counter!(names::WEBHOOK_ATTEMPTS, "outcome" => outcome).increment(0);
     }
-    for state in names::CAMPAIGN_RECIPIENT_STATES {
-        metrics::counter!(names::CAMPAIGN_RECIPIENTS, "state" => state).increment(0);
+    for state in RecipientStatus::ALL {
+        metrics::counter!(names::CAMPAIGN_RECIPIENTS, "state" => state.as_str()).increment(0);
     }
-    for outcome in names::AI_DRAFT_OUTCOMES {
+    for outcome in AiDraftOutcome::iter() {
+        let outcome: &'static str = outcome.into();
         metrics::counter!(names::AI_DRAFTS, "outcome" => outcome).increment(0);
     }
 }
 
-/// Counts one webhook attempt (`outcome` from [`names::WEBHOOK_OUTCOMES`]) and its duration.
-pub fn record_webhook_attempt(outcome: &'static str, seconds: f64) {
+/// Counts one webhook attempt and its duration.
+pub fn record_webhook_attempt(outcome: WebhookOutcome, seconds: f64) {
+    let outcome: &'static str = outcome.into();
     metrics::counter!(names::WEBHOOK_ATTEMPTS, "outcome" => outcome).increment(1);
     metrics::histogram!(names::WEBHOOK_ATTEMPT_DURATION, "outcome" => outcome).record(seconds);
 }
 
-/// Counts campaign recipients reaching `state` (from [`names::CAMPAIGN_RECIPIENT_STATES`]).
-pub fn count_campaign_recipients(state: &'static str, count: u64) {
-    metrics::counter!(names::CAMPAIGN_RECIPIENTS, "state" => state).increment(count);
+/// Counts campaign recipients reaching `state`.
+pub fn count_campaign_recipients(state: RecipientStatus, count: u64) {
+    metrics::counter!(names::CAMPAIGN_RECIPIENTS, "state" => state.as_str()).increment(count);
 }
 
 /// Counts a campaign recipient whose message changed (`kind` of the writer's change): the
-/// moves that take a recipient to a state of [`names::CAMPAIGN_RECIPIENT_STATES`].
+/// moves that take a recipient to another [`RecipientStatus`].
 pub fn count_campaign_message(kind: crate::domain::change::ChangeKind) {
     use crate::domain::status::MessageStatus;
     let crate::domain::change::ChangeKind::Moved(status) = kind else {
         return;
     };
     let state = match status {
-        MessageStatus::Queued | MessageStatus::Sent | MessageStatus::Delivered => status,
-        MessageStatus::Failed | MessageStatus::Expired => MessageStatus::Failed,
-        MessageStatus::Canceled => MessageStatus::Canceled,
+        MessageStatus::Queued => RecipientStatus::Queued,
+        MessageStatus::Sent => RecipientStatus::Sent,
+        MessageStatus::Delivered => RecipientStatus::Delivered,
+        MessageStatus::Failed | MessageStatus::Expired => RecipientStatus::Failed,
+        MessageStatus::Canceled => RecipientStatus::Canceled,
         MessageStatus::Sending => return,
     };
-    count_campaign_recipients(state.as_str(), 1);
+    count_campaign_recipients(state, 1);
 }
 
 /// How often a scrape may count the stored messages by status (a grouped count over the
@@ -275,8 +284,9 @@ pub fn set_message_counts(counts: &[(crate::domain::status::MessageStatus, u64)]
     }
 }
 
-/// Counts one AI draft outcome (from [`names::AI_DRAFT_OUTCOMES`]).
-pub fn count_ai_draft(outcome: &'static str) {
+/// Counts one AI draft outcome.
+pub fn count_ai_draft(outcome: AiDraftOutcome) {
+    let outcome: &'static str = outcome.into();
     metrics::counter!(names::AI_DRAFTS, "outcome" => outcome).increment(1);
 }
 

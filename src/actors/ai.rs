@@ -24,6 +24,7 @@ use crate::store::ai::{self, AiSettings, NewDraft};
 use crate::store::messages::{Message, Scope};
 use crate::store::writer::{Accept, AcceptOutcome, DraftLink, NewMessage, NewWorkspaceLimit};
 use crate::store::{contacts, workspaces};
+use crate::telemetry::AiDraftOutcome;
 
 /// Provider calls running at once.
 const MAX_CONCURRENT: usize = 32;
@@ -145,10 +146,6 @@ impl AiResponder {
     }
 }
 
-/// The `smsgw_ai_drafts_total` outcome of a reply made for a sender who texted STOP or
-/// STOP AI while the provider answered: neither sent nor stored.
-const OPTED_OUT: &str = "opted_out";
-
 /// What became of an auto-mode reply.
 enum AutoReply {
     /// Queued, its draft stored as sent.
@@ -196,7 +193,7 @@ impl Job {
                 Err(err) => {
                     // The error, never the conversation: message text stays out of the log.
                     tracing::warn!(message_id = %self.message.id, error = %err, "AI provider failed; no draft");
-                    crate::telemetry::count_ai_draft("provider_error");
+                    crate::telemetry::count_ai_draft(AiDraftOutcome::ProviderError);
                     return Ok(());
                 }
             },
@@ -214,20 +211,20 @@ impl Job {
         if settings.mode == AiMode::Auto {
             match self.send_now(&draft).await? {
                 AutoReply::Sent => {
-                    crate::telemetry::count_ai_draft("auto_sent");
+                    crate::telemetry::count_ai_draft(AiDraftOutcome::AutoSent);
                     return Ok(());
                 }
                 AutoReply::Refused => {
-                    crate::telemetry::count_ai_draft(OPTED_OUT);
+                    crate::telemetry::count_ai_draft(AiDraftOutcome::OptedOut);
                     return Ok(());
                 }
                 AutoReply::Later => {}
             }
         }
         match self.deps.writer.draft(draft).await {
-            Ok(true) => crate::telemetry::count_ai_draft("created"),
+            Ok(true) => crate::telemetry::count_ai_draft(AiDraftOutcome::Created),
             // The sender texted STOP or STOP AI while the provider was answering.
-            Ok(false) => crate::telemetry::count_ai_draft(OPTED_OUT),
+            Ok(false) => crate::telemetry::count_ai_draft(AiDraftOutcome::OptedOut),
             // The message has a draft already (a repeat notification).
             Err(crate::store::StoreError::Conflict(_)) => {}
             Err(err) => return Err(err),

@@ -41,10 +41,10 @@ pub struct Reload;
 #[rtype(result = "()")]
 pub struct MessagesChanged(pub Vec<(Uuid, MessageStatus)>);
 
-/// Stop for good (the campaign ended, or the server is stopping).
+/// Stop the campaign actor for good (the campaign ended, or the server is stopping).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Stop;
+pub struct StopCampaign;
 
 /// Told to the registry by an actor whose campaign ended (completed or canceled).
 #[derive(Message)]
@@ -308,7 +308,10 @@ impl CampaignActor {
                     messages,
                     opted_out,
                 } => {
-                    crate::telemetry::count_campaign_recipients("canceled", opted_out as u64);
+                    crate::telemetry::count_campaign_recipients(
+                        crate::domain::campaign::RecipientStatus::Canceled,
+                        opted_out as u64,
+                    );
                     let ids = messages.iter().map(|m| m.id).collect();
                     if !messages.is_empty() {
                         registry.do_send(Enqueue { messages });
@@ -385,7 +388,7 @@ impl Actor for CampaignActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         if self.finished {
-            // Restarted after `Stop`: the registry no longer holds this address.
+            // Restarted after `StopCampaign`: the registry no longer holds this address.
             ctx.stop();
             return;
         }
@@ -451,10 +454,10 @@ impl Handler<MessagesChanged> for CampaignActor {
     }
 }
 
-impl Handler<Stop> for CampaignActor {
+impl Handler<StopCampaign> for CampaignActor {
     type Result = ();
 
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+    fn handle(&mut self, _: StopCampaign, ctx: &mut Self::Context) {
         self.finished = true;
         ctx.stop();
     }
@@ -499,14 +502,14 @@ impl CampaignActors {
     /// Drops a finished campaign's actor.
     pub fn finished(&mut self, id: Uuid) {
         if let Some(addr) = self.actors.remove(&id) {
-            addr.do_send(Stop);
+            addr.do_send(StopCampaign);
         }
     }
 
     /// Stops every campaign actor.
     pub fn stop_all(&mut self) {
         for (_, addr) in self.actors.drain() {
-            addr.do_send(Stop);
+            addr.do_send(StopCampaign);
         }
     }
 

@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 use super::phone::{Phone, Report};
 use super::registry::{Connected, Disconnected, Registry, Seen};
-use crate::domain::protocol::{PhoneFrame, ServerFrame};
+use crate::domain::protocol::{FrameErrorCode, PhoneFrame, ServerFrame};
 
 /// Frames buffered towards one phone before the session is considered stuck and closed.
 pub const LINK_CAPACITY: usize = 1024;
@@ -291,7 +291,7 @@ fn reason(code: CloseCode, text: &str) -> Option<CloseReason> {
 
 fn error_frame(message: String) -> WsMessage {
     let frame = ServerFrame::Error {
-        code: "bad_frame".into(),
+        code: FrameErrorCode::BadFrame.as_str().to_string(),
         message,
     };
     // unwrap_or_default: a frame of two strings always serializes.

@@ -3,7 +3,7 @@
 //! batch by batch, logging the counts. It fires no webhook (the store writes bypass the
 //! writer's change listener).
 //!
-//! Messages: none; it only runs on its timer. A restart (supervision) simply starts the timer
+//! Mailbox: none; it only runs on its timer. A restart (supervision) simply starts the timer
 //! again: every sweep derives its work from the database.
 
 use std::time::Duration;

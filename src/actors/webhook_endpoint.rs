@@ -2,11 +2,12 @@
 //! the endpoint's queue of due deliveries and their retry timers, and runs up to
 //! [`MAX_IN_FLIGHT`] attempts at once, so a slow or dead endpoint never delays another.
 //!
-//! Messages: commands `Deliver`, `Reload`, `Stop`; registry commands `DeliveriesCreated`,
+//! Mailbox: commands `Deliver`, `Reload`, `StopDeliveries`; registry commands `DeliveriesCreated`,
 //! `EndpointChanged`, `EndpointDeleted`. Deliveries are written by the writer's commit hook
 //! ([`WebhookFanout`]) in the transaction of the change that fires them; the actor only reads
 //! them, so a restart (of the actor or the process) rebuilds the queue from the database.
 
+use crate::telemetry::WebhookOutcome;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -21,11 +22,12 @@ use crate::clock::format_ms;
 use crate::config::QuotaSettings;
 use crate::domain::quota::SlidingBudget;
 use crate::domain::signing;
-use crate::domain::webhook_event::AI_DRAFT_CREATED;
+use crate::domain::webhook_event::EventKind;
 use crate::store::ai::Draft;
 use crate::store::messages::{self, Scope};
 use crate::store::webhooks::{
-    self, AttemptRecord, AttemptRecorder, DeliveryState, Endpoint, PendingDelivery, Subscriptions,
+    self, AttemptRecord, AttemptRecorder, DeliveryState, EndpointRecord, PendingDelivery,
+    Subscriptions,
 };
 use crate::store::writer::{Change, CommitHook};
 
@@ -109,7 +111,7 @@ pub struct Reload;
 /// Stop the actor (endpoint deleted, shutdown); pending deliveries stay in the database.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Stop;
+pub struct StopDeliveries;
 
 /// Registry command: deliveries were committed; hand them to their endpoints' actors.
 #[derive(Message)]
@@ -199,14 +201,14 @@ impl EndpointActors {
     /// Stops the endpoint's actor, if it runs (the endpoint was deleted).
     pub fn stop(&mut self, endpoint_id: Uuid) {
         if let Some(addr) = self.actors.remove(&endpoint_id) {
-            addr.do_send(Stop);
+            addr.do_send(StopDeliveries);
         }
     }
 
     /// Stops every endpoint actor.
     pub fn stop_all(&mut self) {
         for (_, addr) in self.actors.drain() {
-            addr.do_send(Stop);
+            addr.do_send(StopDeliveries);
         }
     }
 
@@ -233,7 +235,7 @@ impl EndpointActors {
 pub struct WebhookEndpoint {
     deps: Deps,
     endpoint_id: Uuid,
-    endpoint: Option<Endpoint>,
+    endpoint: Option<EndpointRecord>,
     client: Option<awc::Client>,
     /// Waiting deliveries by (due ms, id).
     due: BTreeSet<(i64, Uuid)>,
@@ -399,7 +401,7 @@ impl WebhookEndpoint {
         let ids: Vec<Uuid> = batch.iter().map(|d| d.message_id).collect();
         let drafted: Vec<Uuid> = batch
             .iter()
-            .filter(|d| d.event == AI_DRAFT_CREATED)
+            .filter(|d| d.event == EventKind::AiDraftCreated.as_str())
             .map(|d| d.message_id)
             .collect();
         self.reading = true;
@@ -484,7 +486,7 @@ impl Actor for WebhookEndpoint {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         if self.stopping {
-            // Restarted after `Stop`: the registry no longer holds this address, so this stop
+            // Restarted after `StopDeliveries`: the registry no longer holds this address, so this stop
             // is final.
             ctx.stop();
             return;
@@ -557,10 +559,10 @@ impl Handler<Reload> for WebhookEndpoint {
     }
 }
 
-impl Handler<Stop> for WebhookEndpoint {
+impl Handler<StopDeliveries> for WebhookEndpoint {
     type Result = ();
 
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+    fn handle(&mut self, _: StopDeliveries, ctx: &mut Self::Context) {
         self.stopping = true;
         ctx.stop();
     }
@@ -607,7 +609,7 @@ pub fn payload<'a>(delivery: &'a PendingDelivery, subject: &'a Subject) -> Paylo
         draft: subject
             .draft
             .as_ref()
-            .filter(|_| delivery.event == AI_DRAFT_CREATED)
+            .filter(|_| delivery.event == EventKind::AiDraftCreated.as_str())
             .map(|d| DraftOut {
                 id: d.id,
                 content: &d.content,
@@ -645,7 +647,7 @@ struct Answer {
 async fn attempt(
     deps: Deps,
     client: awc::Client,
-    endpoint: Endpoint,
+    endpoint: EndpointRecord,
     delivery: PendingDelivery,
     message: Result<Option<Subject>, String>,
 ) -> AttemptRecord {
@@ -694,16 +696,18 @@ async fn attempt(
     }
 }
 
-/// The `outcome` label of an attempt (one of `telemetry::names::WEBHOOK_OUTCOMES`).
-fn metric_outcome(status_code: Option<u16>, error: Option<AttemptError>) -> &'static str {
+/// The `outcome` label of an attempt.
+fn metric_outcome(status_code: Option<u16>, error: Option<AttemptError>) -> WebhookOutcome {
     match (status_code, error) {
-        (Some(code), _) if code >= 500 => "server_error",
-        (Some(code), None) if (200..300).contains(&code) => "success",
-        (Some(_), _) => "rejected",
-        (None, Some(AttemptError::Timeout)) => "timeout",
-        (None, Some(AttemptError::BlockedAddress | AttemptError::InvalidUrl)) => "blocked",
-        (None, Some(AttemptError::MessageDeleted)) => "message_deleted",
-        (None, _) => "connection_error",
+        (Some(code), _) if code >= 500 => WebhookOutcome::ServerError,
+        (Some(code), None) if (200..300).contains(&code) => WebhookOutcome::Success,
+        (Some(_), _) => WebhookOutcome::Rejected,
+        (None, Some(AttemptError::Timeout)) => WebhookOutcome::Timeout,
+        (None, Some(AttemptError::BlockedAddress | AttemptError::InvalidUrl)) => {
+            WebhookOutcome::Blocked
+        }
+        (None, Some(AttemptError::MessageDeleted)) => WebhookOutcome::MessageDeleted,
+        (None, _) => WebhookOutcome::ConnectionError,
     }
 }
 
@@ -711,7 +715,7 @@ fn metric_outcome(status_code: Option<u16>, error: Option<AttemptError>) -> &'st
 async fn send(
     deps: &Deps,
     client: &awc::Client,
-    endpoint: &Endpoint,
+    endpoint: &EndpointRecord,
     delivery: &PendingDelivery,
     message: Result<Option<Subject>, String>,
 ) -> Answer {

@@ -15,8 +15,8 @@ use super::messages::{
 };
 use super::schemas::{AiRule, AiSettingsEnvelope, DraftEnvelope, DraftPageEnvelope};
 use super::{
-    AppState, Caller, Endpoint, JsonBody, OptionalJsonBody, PageRequest, missing, page_response,
-    parse_id, query_param, required,
+    AppState, Caller, DocumentedRoute, JsonBody, OptionalJsonBody, PageRequest, missing,
+    page_response, parse_id, query_param, required,
 };
 use crate::clock::format_ms;
 use crate::domain::ai::{AiMode, DraftStatus, Rule};
@@ -34,16 +34,17 @@ const MAX_RULES: usize = 100;
 const MAX_KEYWORDS: usize = 20;
 const MAX_KEYWORD_CHARS: usize = 64;
 
-/// The AI operations (route registry, see `super::endpoints`).
-pub fn endpoints() -> Vec<Endpoint> {
+/// The AI operations (route list, see `super::documented_routes`).
+pub fn documented_routes() -> Vec<DocumentedRoute> {
     use ErrorCode::*;
     vec![
-        Endpoint::of::<__path_get_settings>(|| web::to(get_settings)),
-        Endpoint::of::<__path_put_settings>(|| web::to(put_settings))
+        DocumentedRoute::of::<__path_get_settings>(|| web::to(get_settings)),
+        DocumentedRoute::of::<__path_put_settings>(|| web::to(put_settings))
             .errors(&[ValidationFailed, ContentTooLong]),
-        Endpoint::of::<__path_list_drafts>(|| web::to(list_drafts)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_get_draft>(|| web::to(get_draft)),
-        Endpoint::of::<__path_send_draft>(|| web::to(send_draft)).errors(&[
+        DocumentedRoute::of::<__path_list_drafts>(|| web::to(list_drafts))
+            .errors(&[ValidationFailed]),
+        DocumentedRoute::of::<__path_get_draft>(|| web::to(get_draft)),
+        DocumentedRoute::of::<__path_send_draft>(|| web::to(send_draft)).errors(&[
             ValidationFailed,
             ContentTooLong,
             InvalidState,
@@ -55,7 +56,8 @@ pub fn endpoints() -> Vec<Endpoint> {
             NewAccountLimit,
             DailyQuotaExceeded,
         ]),
-        Endpoint::of::<__path_discard_draft>(|| web::to(discard_draft)).errors(&[InvalidState]),
+        DocumentedRoute::of::<__path_discard_draft>(|| web::to(discard_draft))
+            .errors(&[InvalidState]),
     ]
 }
 
@@ -334,7 +336,7 @@ async fn send_draft(
     let message = stored
         .first()
         .ok_or_else(|| ApiError::Internal("writer accepted no message".into()))?;
-    crate::telemetry::count_ai_draft("sent");
+    crate::telemetry::count_ai_draft(crate::telemetry::AiDraftOutcome::Sent);
     Ok(success(
         StatusCode::ACCEPTED,
         "reply queued",
@@ -364,7 +366,7 @@ async fn discard_draft(
     if !discarded {
         return Err(not_pending(draft.status));
     }
-    crate::telemetry::count_ai_draft("discarded");
+    crate::telemetry::count_ai_draft(crate::telemetry::AiDraftOutcome::Discarded);
     Ok(success(
         StatusCode::OK,
         "draft discarded",

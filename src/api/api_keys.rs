@@ -8,7 +8,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 use serde_json::{Value, json};
 
-use super::registry::Endpoint;
+use super::routes::DocumentedRoute;
 use super::schemas::{ApiKeyEnvelope, ApiKeyPageEnvelope, ApiKeyWithSecretEnvelope, ErrorCode};
 use super::{AppState, Caller, PageRequest, missing, page_response, parse_id};
 use crate::clock::format_ms;
@@ -16,13 +16,13 @@ use crate::error::{ApiError, success};
 use crate::store::messages::Position;
 use crate::store::workspaces::{self, KeyRecord, KeyToRevoke};
 
-/// The key operations (route registry, see `super::endpoints`).
-pub fn endpoints() -> Vec<Endpoint> {
+/// The key operations (route list, see `super::documented_routes`).
+pub fn documented_routes() -> Vec<DocumentedRoute> {
     use ErrorCode::*;
     vec![
-        Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_create>(|| web::to(create)),
-        Endpoint::of::<__path_revoke>(|| web::to(revoke)),
+        DocumentedRoute::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
+        DocumentedRoute::of::<__path_create>(|| web::to(create)),
+        DocumentedRoute::of::<__path_revoke>(|| web::to(revoke)),
     ]
 }
 

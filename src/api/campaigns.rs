@@ -18,22 +18,21 @@ use uuid::Uuid;
 use super::messages::{new_workspace_limit, parse_number, parse_timestamp};
 use super::schemas::{CampaignEnvelope, CampaignPageEnvelope, CampaignRecipientPageEnvelope};
 use super::{
-    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, off_worker, page_response,
+    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, off_worker, page_response,
     parse_id, query_param, required,
 };
 use crate::actors::campaign::Wake;
 use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
-use crate::domain::campaign::{CampaignStatus, Control, RecipientStatus};
+use crate::domain::campaign::{
+    CampaignStatus, Control, RecipientStatus, RenderFailure, SkipReason,
+};
 use crate::domain::phone_number::PhoneNumber;
 use crate::domain::sms::{self, ContentError, MAX_SEGMENTS, SmsText, SmsTextBuilder};
 use crate::domain::status::Mode;
 use crate::domain::template;
 use crate::error::{ApiError, ErrorCode, success};
-use crate::store::campaigns::{
-    self, Campaign, Counts, NewCampaign, NewRecipient, Recipient, SKIPPED_OPTED_OUT,
-    SKIPPED_PREMIUM_RATE,
-};
+use crate::store::campaigns::{self, Campaign, Counts, NewCampaign, NewRecipient, Recipient};
 use crate::store::contacts::{self, Contact};
 use crate::store::messages::Position;
 use crate::store::phones;
@@ -54,23 +53,25 @@ const MAX_VAR_NAME_CHARS: usize = 64;
 /// cannot be sent.
 const MAX_VAR_VALUE_CHARS: usize = 1_530;
 
-/// The campaign operations (route registry, see `super::endpoints`).
-pub fn endpoints() -> Vec<Endpoint> {
+/// The campaign operations (route list, see `super::documented_routes`).
+pub fn documented_routes() -> Vec<DocumentedRoute> {
     use ErrorCode::*;
     vec![
-        Endpoint::of::<__path_create>(|| web::to(create)).errors(&[
+        DocumentedRoute::of::<__path_create>(|| web::to(create)).errors(&[
             ValidationFailed,
             InvalidPhoneNumber,
             ContentTooLong,
             NewAccountLimit,
         ]),
-        Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_get>(|| web::to(get)),
-        Endpoint::of::<__path_recipients>(|| web::to(recipients)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_launch>(|| web::to(launch)).errors(&[InvalidState, NewAccountLimit]),
-        Endpoint::of::<__path_pause>(|| web::to(pause)).errors(&[InvalidState]),
-        Endpoint::of::<__path_resume>(|| web::to(resume)).errors(&[InvalidState]),
-        Endpoint::of::<__path_cancel>(|| web::to(cancel)).errors(&[InvalidState]),
+        DocumentedRoute::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
+        DocumentedRoute::of::<__path_get>(|| web::to(get)),
+        DocumentedRoute::of::<__path_recipients>(|| web::to(recipients))
+            .errors(&[ValidationFailed]),
+        DocumentedRoute::of::<__path_launch>(|| web::to(launch))
+            .errors(&[InvalidState, NewAccountLimit]),
+        DocumentedRoute::of::<__path_pause>(|| web::to(pause)).errors(&[InvalidState]),
+        DocumentedRoute::of::<__path_resume>(|| web::to(resume)).errors(&[InvalidState]),
+        DocumentedRoute::of::<__path_cancel>(|| web::to(cancel)).errors(&[InvalidState]),
     ]
 }
 
@@ -121,16 +122,16 @@ pub fn campaign_out(c: &Campaign, counts: &Counts) -> Value {
         "finished_at": c.finished_at.map(format_ms),
         "counts": {
             "total": c.total,
-            "pending": counts.pending,
-            "queued": counts.queued,
-            "sent": counts.sent,
-            "delivered": counts.delivered,
-            "failed": counts.failed,
-            "canceled": counts.canceled,
+            (RecipientStatus::Pending.as_str()): counts.pending,
+            (RecipientStatus::Queued.as_str()): counts.queued,
+            (RecipientStatus::Sent.as_str()): counts.sent,
+            (RecipientStatus::Delivered.as_str()): counts.delivered,
+            (RecipientStatus::Failed.as_str()): counts.failed,
+            (RecipientStatus::Canceled.as_str()): counts.canceled,
         },
         "skipped": {
-            "opted_out": c.skipped_opted_out,
-            "premium_rate": c.skipped_premium_rate,
+            (SkipReason::OptedOut.as_str()): c.skipped_opted_out,
+            (SkipReason::PremiumRate.as_str()): c.skipped_premium_rate,
         },
     })
 }
@@ -305,15 +306,15 @@ fn recipient(body: &str, wanted: &Wanted, contact: Option<&Contact>) -> NewRecip
         failure_reason: None,
     };
     let skip_reason = if wanted.to.is_premium_rate() {
-        Some(SKIPPED_PREMIUM_RATE)
+        Some(SkipReason::PremiumRate)
     } else if contact.is_some_and(|c| c.opted_out) {
-        Some(SKIPPED_OPTED_OUT)
+        Some(SkipReason::OptedOut)
     } else {
         None
     };
     if let Some(reason) = skip_reason {
         return NewRecipient {
-            skip_reason: Some(reason.to_string()),
+            skip_reason: Some(reason.as_str().to_string()),
             ..unsent
         };
     }
@@ -329,9 +330,10 @@ fn recipient(body: &str, wanted: &Wanted, contact: Option<&Contact>) -> NewRecip
             status: RecipientStatus::Failed,
             failure_reason: Some(
                 match err {
-                    ContentError::Empty => "content_empty",
-                    ContentError::TooLong { .. } => "content_too_long",
+                    ContentError::Empty => RenderFailure::ContentEmpty,
+                    ContentError::TooLong { .. } => RenderFailure::ContentTooLong,
                 }
+                .as_str()
                 .to_string(),
             ),
             ..unsent
@@ -434,7 +436,7 @@ async fn create(
     let campaign = controlled(&state, state.writer.campaign(op).await?)?;
     for status in RecipientStatus::ALL {
         let n = initial.iter().filter(|s| **s == status).count() as u64;
-        crate::telemetry::count_campaign_recipients(status.as_str(), n);
+        crate::telemetry::count_campaign_recipients(status, n);
     }
     if launch {
         state.registry.do_send(Wake { id: campaign.id });
@@ -455,7 +457,10 @@ fn controlled(state: &AppState, outcome: CampaignOutcome) -> Result<Campaign, Ap
             dropped,
             canceled_pending,
         } => {
-            crate::telemetry::count_campaign_recipients("canceled", canceled_pending);
+            crate::telemetry::count_campaign_recipients(
+                RecipientStatus::Canceled,
+                canceled_pending,
+            );
             for message in dropped {
                 state.registry.do_send(Cancel {
                     message_id: message.id,

@@ -15,7 +15,8 @@ use super::schemas::{
     ContactEnvelope, ContactPageEnvelope, DeletedEnvelope, ImportContactsEnvelope,
 };
 use super::{
-    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id, required,
+    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, page_response, parse_id,
+    required,
 };
 use crate::clock::format_ms;
 use crate::domain::quota::Quota;
@@ -38,29 +39,29 @@ const MAX_CUSTOM_VALUE_CHARS: usize = 500;
 const MAX_TAGS: usize = 50;
 const MAX_TAG_CHARS: usize = 64;
 
-/// The contact operations (route registry, see `super::endpoints`).
-pub fn endpoints() -> Vec<Endpoint> {
+/// The contact operations (route list, see `super::documented_routes`).
+pub fn documented_routes() -> Vec<DocumentedRoute> {
     use ErrorCode::*;
     vec![
-        Endpoint::of::<__path_import>(|| web::to(import)).errors(&[
+        DocumentedRoute::of::<__path_import>(|| web::to(import)).errors(&[
             ValidationFailed,
             InvalidPhoneNumber,
             QuotaExceeded,
         ]),
-        Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_create>(|| web::to(create)).errors(&[
+        DocumentedRoute::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
+        DocumentedRoute::of::<__path_create>(|| web::to(create)).errors(&[
             ValidationFailed,
             InvalidPhoneNumber,
             AlreadyExists,
             QuotaExceeded,
         ]),
-        Endpoint::of::<__path_get>(|| web::to(get)),
-        Endpoint::of::<__path_update>(|| web::to(update)).errors(&[
+        DocumentedRoute::of::<__path_get>(|| web::to(get)),
+        DocumentedRoute::of::<__path_update>(|| web::to(update)).errors(&[
             ValidationFailed,
             InvalidPhoneNumber,
             AlreadyExists,
         ]),
-        Endpoint::of::<__path_delete>(|| web::to(delete)),
+        DocumentedRoute::of::<__path_delete>(|| web::to(delete)),
     ]
 }
 

@@ -16,7 +16,7 @@ use super::schemas::{
     MessagePageEnvelope,
 };
 use super::{
-    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id,
+    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, page_response, parse_id,
     query_param, required,
 };
 use crate::actors::phone::{Handed, Phone, Release, Reserve, Ticket};
@@ -37,8 +37,8 @@ pub const MAX_BATCH_STATUS_IDS: usize = 100;
 /// Longest accepted request_id.
 const MAX_REQUEST_ID_CHARS: usize = 255;
 
-/// The message operations (route registry, see `super::endpoints`).
-pub fn endpoints() -> Vec<Endpoint> {
+/// The message operations (route list, see `super::documented_routes`).
+pub fn documented_routes() -> Vec<DocumentedRoute> {
     use ErrorCode::*;
     let send_errors = [
         ValidationFailed,
@@ -52,15 +52,16 @@ pub fn endpoints() -> Vec<Endpoint> {
         DailyQuotaExceeded,
     ];
     vec![
-        Endpoint::of::<__path_send>(|| web::to(send))
+        DocumentedRoute::of::<__path_send>(|| web::to(send))
             .errors(&send_errors)
             .errors(&[DuplicateRequest]),
-        Endpoint::of::<__path_bulk_send>(|| web::to(bulk_send)).errors(&send_errors),
-        Endpoint::of::<__path_batch_status>(|| web::to(batch_status)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_list>(|| web::to(list))
+        DocumentedRoute::of::<__path_bulk_send>(|| web::to(bulk_send)).errors(&send_errors),
+        DocumentedRoute::of::<__path_batch_status>(|| web::to(batch_status))
+            .errors(&[ValidationFailed]),
+        DocumentedRoute::of::<__path_list>(|| web::to(list))
             .errors(&[ValidationFailed, InvalidPhoneNumber]),
-        Endpoint::of::<__path_get>(|| web::to(get)),
-        Endpoint::of::<__path_cancel>(|| web::to(cancel)).errors(&[InvalidState]),
+        DocumentedRoute::of::<__path_get>(|| web::to(get)),
+        DocumentedRoute::of::<__path_cancel>(|| web::to(cancel)).errors(&[InvalidState]),
     ]
 }
 

@@ -9,7 +9,7 @@ pub mod openapi;
 pub mod ops;
 pub mod phone_ws;
 pub mod phones;
-pub mod registry;
+pub mod routes;
 pub mod schemas;
 pub mod test_mode;
 pub mod webhooks;
@@ -665,27 +665,27 @@ pub async fn method_not_allowed() -> Result<actix_web::HttpResponse, ApiError> {
     Err(ApiError::MethodNotAllowed)
 }
 
-pub use registry::Endpoint;
+pub use routes::DocumentedRoute;
 
 /// The one list of `/v1` operations: routes and the OpenAPI document are both built from it
 /// (see "To add a route" in docs/architecture.md). Nothing else registers a `/v1` route.
-pub fn endpoints() -> Vec<Endpoint> {
+pub fn documented_routes() -> Vec<DocumentedRoute> {
     let mut all = Vec::new();
-    all.extend(messages::endpoints());
-    all.extend(phones::endpoints());
-    all.extend(contacts::endpoints());
-    all.extend(campaigns::endpoints());
-    all.extend(ai::endpoints());
-    all.extend(test_mode::endpoints());
-    all.extend(webhooks::endpoints());
-    all.extend(api_keys::endpoints());
+    all.extend(messages::documented_routes());
+    all.extend(phones::documented_routes());
+    all.extend(contacts::documented_routes());
+    all.extend(campaigns::documented_routes());
+    all.extend(ai::documented_routes());
+    all.extend(test_mode::documented_routes());
+    all.extend(webhooks::documented_routes());
+    all.extend(api_keys::documented_routes());
     all
 }
 
 /// Registers every route of the API.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
-        registry::scope(endpoints())
+        routes::scope(documented_routes())
             .wrap(actix_web::middleware::from_fn(authenticate))
             .default_service(web::to(not_found)),
     )

@@ -1,5 +1,5 @@
-//! The OpenAPI 3.1 document of every `/v1` route, built from the route registry
-//! ([`super::endpoints`]), served at `GET /openapi.json`, and the reference page rendered from
+//! The OpenAPI 3.1 document of every `/v1` route, built from the route list
+//! ([`super::documented_routes`]), served at `GET /openapi.json`, and the reference page rendered from
 //! it at `GET /docs`.
 
 use std::sync::OnceLock;
@@ -12,14 +12,14 @@ use utoipa::openapi::{
 };
 use utoipa::{PartialSchema, ToSchema};
 
-use super::registry::API_KEY_SCHEME;
+use super::routes::API_KEY_SCHEME;
 use super::schemas::ErrorEnvelope;
 
-/// Builds the document from the registry.
+/// Builds the document from the route list.
 pub fn document() -> OpenApi {
     let mut paths = PathsBuilder::new().build();
     let mut schemas: Vec<(String, RefOr<Schema>)> = Vec::new();
-    for endpoint in super::endpoints() {
+    for endpoint in super::documented_routes() {
         for method in endpoint.methods() {
             paths.add_path_operation(
                 endpoint.path(),

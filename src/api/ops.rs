@@ -35,12 +35,7 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
             json!({ "database": "ok" }),
         ))
     } else {
-        Ok(HttpResponse::ServiceUnavailable().json(json!({
-            "status": "error",
-            "message": "the database does not answer",
-            "data": { "database": "unavailable" },
-            "error_code": "not_ready",
-        })))
+        Err(ApiError::NotReady)
     }
 }
 

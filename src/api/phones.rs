@@ -10,7 +10,8 @@ use utoipa::ToSchema;
 
 use super::schemas::{DeletedEnvelope, PhoneEnvelope, PhonePageEnvelope, PhoneWithTokenEnvelope};
 use super::{
-    AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id, required,
+    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, page_response, parse_id,
+    required,
 };
 use crate::actors::registry::{
     GetPhoneStates, PaceChanged, Paired, PhoneState, TokenRotated, Unpaired,
@@ -29,22 +30,24 @@ const MAX_NAME_CHARS: usize = 120;
 
 /// The phone operations, the WebSocket upgrade included (route registry, see
 /// `super::endpoints`).
-pub fn endpoints() -> Vec<Endpoint> {
+pub fn documented_routes() -> Vec<DocumentedRoute> {
     use ErrorCode::*;
     vec![
-        Endpoint::of::<super::phone_ws::__path_connect>(|| web::to(super::phone_ws::connect))
-            .public()
-            .errors(&[BadRequest, MissingApiKey, InvalidApiKey]),
-        Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_create>(|| web::to(create)).errors(&[
+        DocumentedRoute::of::<super::phone_ws::__path_connect>(|| {
+            web::to(super::phone_ws::connect)
+        })
+        .public()
+        .errors(&[BadRequest, MissingApiKey, InvalidApiKey]),
+        DocumentedRoute::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
+        DocumentedRoute::of::<__path_create>(|| web::to(create)).errors(&[
             ValidationFailed,
             InvalidPhoneNumber,
             QuotaExceeded,
         ]),
-        Endpoint::of::<__path_get>(|| web::to(get)),
-        Endpoint::of::<__path_update>(|| web::to(update)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_delete>(|| web::to(delete)),
-        Endpoint::of::<__path_rotate_token>(|| web::to(rotate_token)),
+        DocumentedRoute::of::<__path_get>(|| web::to(get)),
+        DocumentedRoute::of::<__path_update>(|| web::to(update)).errors(&[ValidationFailed]),
+        DocumentedRoute::of::<__path_delete>(|| web::to(delete)),
+        DocumentedRoute::of::<__path_rotate_token>(|| web::to(rotate_token)),
     ]
 }
 

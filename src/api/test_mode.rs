@@ -12,16 +12,16 @@ use uuid::Uuid;
 
 use super::messages::{message_out, parse_content, parse_number};
 use super::schemas::MessageEnvelope;
-use super::{AppState, Caller, Endpoint, JsonBody, required};
+use super::{AppState, Caller, DocumentedRoute, JsonBody, required};
 use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::writer::{InboundOutcome, NewMessage};
 
-/// The test-mode operations (route registry, see `super::endpoints`).
-pub fn endpoints() -> Vec<Endpoint> {
+/// The test-mode operations (route list, see `super::documented_routes`).
+pub fn documented_routes() -> Vec<DocumentedRoute> {
     use ErrorCode::*;
     vec![
-        Endpoint::of::<__path_inbound>(|| web::to(inbound)).errors(&[
+        DocumentedRoute::of::<__path_inbound>(|| web::to(inbound)).errors(&[
             TestModeOnly,
             ValidationFailed,
             InvalidPhoneNumber,

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use utoipa::ToSchema;
 
-use super::registry::Endpoint;
+use super::routes::DocumentedRoute;
 use super::schemas::{
     DeletedEnvelope, DeliveryPageEnvelope, DeliveryRetryEnvelope, ErrorCode, WebhookEnvelope,
     WebhookPageEnvelope, WebhookWithKeyEnvelope,
@@ -24,11 +24,11 @@ use crate::clock::format_ms;
 use crate::domain::quota::Quota;
 use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
-use crate::domain::webhook_event::{EVENT_KINDS, is_event_kind};
+use crate::domain::webhook_event::{EventKind, is_event_kind};
 use crate::error::{ApiError, success};
 use crate::store::messages::Position;
 use crate::store::webhooks::{
-    self, AttemptRow, Endpoint as WebhookEndpoint, EndpointChanges, NewEndpoint, Subscriptions,
+    self, AttemptRow, DeliveryState, EndpointChanges, EndpointRecord, NewEndpoint, Subscriptions,
 };
 
 /// Longest accepted endpoint URL, in bytes.
@@ -45,23 +45,24 @@ pub struct WebhookApi {
     pub secrets: std::sync::Arc<SecretBox>,
 }
 
-/// The webhook operations (route registry, see `super::endpoints`).
-pub fn endpoints() -> Vec<Endpoint> {
+/// The webhook operations (route list, see `super::documented_routes`).
+pub fn documented_routes() -> Vec<DocumentedRoute> {
     use ErrorCode::*;
     vec![
-        Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_create>(|| web::to(create)).errors(&[
+        DocumentedRoute::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
+        DocumentedRoute::of::<__path_create>(|| web::to(create)).errors(&[
             ValidationFailed,
             InvalidPhoneNumber,
             QuotaExceeded,
         ]),
-        Endpoint::of::<__path_get>(|| web::to(get)),
-        Endpoint::of::<__path_update>(|| web::to(update))
+        DocumentedRoute::of::<__path_get>(|| web::to(get)),
+        DocumentedRoute::of::<__path_update>(|| web::to(update))
             .errors(&[ValidationFailed, InvalidPhoneNumber]),
-        Endpoint::of::<__path_delete>(|| web::to(delete)),
-        Endpoint::of::<__path_rotate_key>(|| web::to(rotate_key)),
-        Endpoint::of::<__path_deliveries>(|| web::to(deliveries)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_retry>(|| web::to(retry)),
+        DocumentedRoute::of::<__path_delete>(|| web::to(delete)),
+        DocumentedRoute::of::<__path_rotate_key>(|| web::to(rotate_key)),
+        DocumentedRoute::of::<__path_deliveries>(|| web::to(deliveries))
+            .errors(&[ValidationFailed]),
+        DocumentedRoute::of::<__path_retry>(|| web::to(retry)),
     ]
 }
 
@@ -93,7 +94,7 @@ pub struct UpdateWebhookIn {
 }
 
 /// An endpoint as the API shows it (never the signing key, except where added once).
-pub fn endpoint_out(e: &WebhookEndpoint) -> Value {
+pub fn endpoint_out(e: &EndpointRecord) -> Value {
     json!({
         "id": e.id,
         "url": e.url,
@@ -107,7 +108,7 @@ pub fn endpoint_out(e: &WebhookEndpoint) -> Value {
 }
 
 /// An endpoint with its clear signing key, shown once (the store holds it sealed only).
-fn with_key(e: &WebhookEndpoint, signing_key: String) -> Value {
+fn with_key(e: &EndpointRecord, signing_key: String) -> Value {
     let mut out = endpoint_out(e);
     if let Some(obj) = out.as_object_mut() {
         obj.insert("signing_key".into(), Value::String(signing_key));
@@ -177,10 +178,7 @@ fn parse_events(events: Vec<String>) -> Result<Vec<String>, ApiError> {
     if events.is_empty() {
         return Err(ApiError::validation(
             "events",
-            format!(
-                "events must list at least one of {}",
-                EVENT_KINDS.join(", ")
-            ),
+            format!("events must list at least one of {}", EventKind::list()),
         ));
     }
     let mut out: Vec<String> = Vec::with_capacity(events.len());
@@ -190,7 +188,7 @@ fn parse_events(events: Vec<String>) -> Result<Vec<String>, ApiError> {
                 format!("events[{i}]"),
                 format!(
                     "unknown event kind {event:?}; known kinds: {}",
-                    EVENT_KINDS.join(", ")
+                    EventKind::list()
                 ),
             ));
         }
@@ -492,7 +490,7 @@ async fn retry(
             "event_id": delivery.event_id,
             "message_id": delivery.message_id,
             "attempts": delivery.attempts,
-            "state": "pending",
+            "state": DeliveryState::Pending.as_str(),
             "next_attempt_at": format_ms(delivery.next_attempt_at),
         }),
     ))

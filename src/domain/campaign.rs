@@ -77,6 +77,42 @@ impl std::fmt::Display for CampaignStatus {
     }
 }
 
+/// Why a campaign recipient was skipped or canceled without a message (`skip_reason`,
+/// docs/api.md "Campaigns").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum SkipReason {
+    /// The contact opted out (STOP) before the campaign reached it.
+    OptedOut,
+    /// The number is premium-rate.
+    PremiumRate,
+}
+
+impl SkipReason {
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// Why a campaign recipient failed before any message was made: its rendered text cannot be
+/// sent (`failure_reason`, docs/api.md "Campaigns").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum RenderFailure {
+    /// The rendered text is empty.
+    ContentEmpty,
+    /// The rendered text is over the segment limit.
+    ContentTooLong,
+}
+
+impl RenderFailure {
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// What a recipient's status is (the names of `counts` and of the recipients list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RecipientStatus {

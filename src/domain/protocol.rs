@@ -38,8 +38,26 @@ pub enum ServerFrame {
         #[serde(rename = "ref")]
         reference: String,
     },
-    /// A frame could not be processed; the session stays open.
+    /// A frame could not be processed; the session stays open. `code` is a
+    /// [`FrameErrorCode`]'s name (a string on the wire, so a client reads codes it does not know).
     Error { code: String, message: String },
+}
+
+/// The `code` of a server `error` frame (docs/api.md "Phone WebSocket").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum FrameErrorCode {
+    /// The frame is not JSON, or not a frame this server knows.
+    BadFrame,
+    /// A report names a message that was not sent to this phone.
+    UnknownMessage,
+}
+
+impl FrameErrorCode {
+    /// The code as sent in the frame.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
 }
 
 /// A frame a phone sends to the server.

@@ -152,9 +152,23 @@ impl QueueClass {
     }
 }
 
-/// API key and resource mode: every resource belongs to exactly one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+/// API key and resource mode: every resource belongs to exactly one. Its names (`live`, `test`)
+/// are derived once for the wire (serde), storage and logs (strum) and the CLI (`--mode`, clap).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum Mode {
     Live,
     Test,
@@ -173,25 +187,33 @@ impl Mode {
 
     /// The wire name.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Live => "live",
-            Mode::Test => "test",
-        }
+        self.into()
     }
 
     /// Parses `live` or `test`.
     pub fn parse(text: &str) -> Option<Mode> {
-        match text {
-            "live" => Some(Mode::Live),
-            "test" => Some(Mode::Test),
-            _ => None,
-        }
+        text.parse().ok()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mode_is_named_live_or_test_everywhere() {
+        use clap::ValueEnum;
+        for (mode, name) in [(Mode::Live, "live"), (Mode::Test, "test")] {
+            assert_eq!(mode.as_str(), name);
+            assert_eq!(Mode::parse(name), Some(mode));
+            assert_eq!(
+                serde_json::to_value(mode).ok(),
+                Some(serde_json::json!(name))
+            );
+            assert_eq!(Mode::from_str(name, false).ok(), Some(mode));
+        }
+        assert_eq!(Mode::parse("Live"), None);
+    }
 
     #[test]
     fn terminal_statuses_have_no_way_out() {

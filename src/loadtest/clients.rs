@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 /// When the clients stop.
 #[derive(Debug, Clone, Copy)]
-pub enum Stop {
+pub enum StopAfter {
     Count(u64),
     Duration(Duration),
 }
@@ -92,7 +92,7 @@ pub async fn run(
     api_key: &str,
     numbers: &Numbers,
     clients: usize,
-    stop: Stop,
+    stop: StopAfter,
     progress: Progress,
 ) -> ClientRun {
     let shared = Rc::new(RefCell::new(ClientRun {
@@ -118,8 +118,8 @@ pub async fn run(
             loop {
                 let i = issued.get();
                 let more = match stop {
-                    Stop::Count(n) => i < n,
-                    Stop::Duration(d) => started.elapsed() < d,
+                    StopAfter::Count(n) => i < n,
+                    StopAfter::Duration(d) => started.elapsed() < d,
                 };
                 if !more {
                     break;

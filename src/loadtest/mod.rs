@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::phone_sim::SimCommand;
-use clients::Stop;
+use clients::StopAfter;
 pub use report::{Latency, Report};
 use report::{Machine, Meter};
 use server::Target;
@@ -371,10 +371,10 @@ async fn connect_phones(
     Ok((list, observed))
 }
 
-fn stop_of(args: &LoadtestArgs) -> Stop {
+fn stop_of(args: &LoadtestArgs) -> StopAfter {
     match args.count {
-        Some(n) => Stop::Count(n),
-        None => Stop::Duration(Duration::from_secs(args.duration)),
+        Some(n) => StopAfter::Count(n),
+        None => StopAfter::Duration(Duration::from_secs(args.duration)),
     }
 }
 
@@ -387,8 +387,8 @@ async fn drive(
 ) -> clients::ClientRun {
     let stop = stop_of(run.args);
     let total = match stop {
-        Stop::Count(n) => n,
-        Stop::Duration(d) => d.as_secs(),
+        StopAfter::Count(n) => n,
+        StopAfter::Duration(d) => d.as_secs(),
     };
     run.meter.phase(phase, total);
     let progress = Rc::new(Cell::new(0u64));
@@ -398,7 +398,7 @@ async fn drive(
         let progress = progress.clone();
         let watching = watching.clone();
         let meter_total = total;
-        let count_mode = matches!(stop, Stop::Count(_));
+        let count_mode = matches!(stop, StopAfter::Count(_));
         let meter = &run.meter;
         async move {
             while watching.get() {
@@ -783,8 +783,8 @@ async fn inbound_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
     let (phones, observed) = connect_phones(&run, count).await?;
     let stop = stop_of(run.args);
     let total = match stop {
-        Stop::Count(n) => n,
-        Stop::Duration(d) => d.as_secs(),
+        StopAfter::Count(n) => n,
+        StopAfter::Duration(d) => d.as_secs(),
     };
     run.meter.phase("inbound", total);
     let started = Instant::now();
@@ -793,8 +793,8 @@ async fn inbound_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
     let in_flight = run.args.clients.max(1) as u64;
     loop {
         let more = match stop {
-            Stop::Count(n) => injected < n,
-            Stop::Duration(d) => started.elapsed() < d,
+            StopAfter::Count(n) => injected < n,
+            StopAfter::Duration(d) => started.elapsed() < d,
         };
         if !more {
             break;
@@ -812,8 +812,8 @@ async fn inbound_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
         injected += 1;
         if injected.is_multiple_of(64) {
             let position = match stop {
-                Stop::Count(_) => injected,
-                Stop::Duration(_) => started.elapsed().as_secs(),
+                StopAfter::Count(_) => injected,
+                StopAfter::Duration(_) => started.elapsed().as_secs(),
             };
             run.meter.update(position, format!("{acked} stored"));
             actix_web::rt::task::yield_now().await;

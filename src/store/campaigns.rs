@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::messages::{Position, Scope};
-use crate::domain::campaign::{CampaignStatus, RecipientStatus};
+use crate::domain::campaign::{CampaignStatus, RecipientStatus, SkipReason};
 use crate::domain::status::{MessageStatus, Mode};
 
 /// Recipient rows per multi-row INSERT (10 columns); a power of two, see
@@ -117,10 +117,10 @@ impl NewCampaign {
             .count() as u32
     }
 
-    fn skipped(&self, reason: &str) -> u32 {
+    fn skipped(&self, reason: SkipReason) -> u32 {
         self.recipients
             .iter()
-            .filter(|r| r.skip_reason.as_deref() == Some(reason))
+            .filter(|r| r.skip_reason.as_deref() == Some(reason.as_str()))
             .count() as u32
     }
 }
@@ -159,10 +159,6 @@ pub struct PendingRecipient {
     pub segments: u32,
     pub encoding: String,
 }
-
-/// Skip reasons (docs/api.md, Campaigns).
-pub const SKIPPED_OPTED_OUT: &str = "opted_out";
-pub const SKIPPED_PREMIUM_RATE: &str = "premium_rate";
 
 fn in_scope(scope: Scope) -> Condition {
     Condition::all()
@@ -438,8 +434,8 @@ pub(crate) async fn insert<C: ConnectionTrait>(
         started_at: Set((status == CampaignStatus::Running).then_some(now)),
         finished_at: Set(None),
         total: Set(i32::try_from(new.total()).unwrap_or(i32::MAX)),
-        skipped_opted_out: Set(i32::try_from(new.skipped(SKIPPED_OPTED_OUT)).unwrap_or(0)),
-        skipped_premium_rate: Set(i32::try_from(new.skipped(SKIPPED_PREMIUM_RATE)).unwrap_or(0)),
+        skipped_opted_out: Set(i32::try_from(new.skipped(SkipReason::OptedOut)).unwrap_or(0)),
+        skipped_premium_rate: Set(i32::try_from(new.skipped(SkipReason::PremiumRate)).unwrap_or(0)),
     })
     .exec_without_returning(conn)
     .await?;
@@ -622,7 +618,7 @@ pub(crate) async fn mark_opted_out<C: ConnectionTrait>(
             )
             .col_expr(
                 campaign_recipients::Column::SkipReason,
-                Expr::value(SKIPPED_OPTED_OUT),
+                Expr::value(SkipReason::OptedOut.as_str()),
             )
             .filter(campaign_recipients::Column::Id.is_in(chunk.iter().copied()))
             .exec(conn)

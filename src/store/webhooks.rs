@@ -45,7 +45,7 @@ impl DeliveryState {
 
 /// A webhook endpoint.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Endpoint {
+pub struct EndpointRecord {
     pub id: Uuid,
     pub workspace_id: Uuid,
     pub mode: Mode,
@@ -61,9 +61,9 @@ pub struct Endpoint {
     pub updated_at: i64,
 }
 
-impl From<webhook_endpoints::Model> for Endpoint {
+impl From<webhook_endpoints::Model> for EndpointRecord {
     fn from(m: webhook_endpoints::Model) -> Self {
-        Endpoint {
+        EndpointRecord {
             id: m.id,
             workspace_id: m.workspace_id,
             mode: Mode::from_test_flag(m.test_mode),
@@ -120,7 +120,7 @@ pub async fn create(
     new: NewEndpoint,
     quota: CountQuota,
     now_ms: i64,
-) -> Result<Endpoint, StoreError> {
+) -> Result<EndpointRecord, StoreError> {
     let txn = super::begin_write(db).await?;
     super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
     let stored = webhook_endpoints::Entity::find().filter(in_scope(scope));
@@ -144,30 +144,34 @@ pub async fn create(
 }
 
 /// One endpoint of this scope.
-pub async fn get(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<Endpoint, StoreError> {
+pub async fn get(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: Uuid,
+) -> Result<EndpointRecord, StoreError> {
     webhook_endpoints::Entity::find_by_id(id)
         .filter(in_scope(scope))
         .one(db)
         .await?
-        .map(Endpoint::from)
+        .map(EndpointRecord::from)
         .ok_or(StoreError::NotFound)
 }
 
 /// An endpoint by id regardless of scope (the endpoint actor's own record).
-pub async fn find(db: &DatabaseConnection, id: Uuid) -> Result<Option<Endpoint>, StoreError> {
+pub async fn find(db: &DatabaseConnection, id: Uuid) -> Result<Option<EndpointRecord>, StoreError> {
     Ok(webhook_endpoints::Entity::find_by_id(id)
         .one(db)
         .await?
-        .map(Endpoint::from))
+        .map(EndpointRecord::from))
 }
 
 /// Every endpoint (the subscription index at start-up).
-pub async fn all(db: &DatabaseConnection) -> Result<Vec<Endpoint>, StoreError> {
+pub async fn all(db: &DatabaseConnection) -> Result<Vec<EndpointRecord>, StoreError> {
     Ok(webhook_endpoints::Entity::find()
         .all(db)
         .await?
         .into_iter()
-        .map(Endpoint::from)
+        .map(EndpointRecord::from)
         .collect())
 }
 
@@ -177,7 +181,7 @@ pub async fn list(
     scope: Scope,
     after: Option<Position>,
     limit: u64,
-) -> Result<(Vec<Endpoint>, bool), StoreError> {
+) -> Result<(Vec<EndpointRecord>, bool), StoreError> {
     let (rows, has_more) = super::newest_first(
         db,
         webhook_endpoints::Entity::find().filter(in_scope(scope)),
@@ -189,7 +193,10 @@ pub async fn list(
         limit,
     )
     .await?;
-    Ok((rows.into_iter().map(Endpoint::from).collect(), has_more))
+    Ok((
+        rows.into_iter().map(EndpointRecord::from).collect(),
+        has_more,
+    ))
 }
 
 /// Applies `changes` to an endpoint of this scope.
@@ -199,7 +206,7 @@ pub async fn update(
     id: Uuid,
     changes: EndpointChanges,
     now_ms: i64,
-) -> Result<Endpoint, StoreError> {
+) -> Result<EndpointRecord, StoreError> {
     let model = webhook_endpoints::Entity::find_by_id(id)
         .filter(in_scope(scope))
         .one(db)
@@ -337,7 +344,7 @@ impl Subscriptions {
     }
 
     /// Adds or replaces an endpoint (a disabled one is removed).
-    pub fn upsert(&self, endpoint: &Endpoint) {
+    pub fn upsert(&self, endpoint: &EndpointRecord) {
         self.remove(endpoint.id);
         if !endpoint.enabled {
             return;
@@ -386,6 +393,7 @@ impl Subscriptions {
                 Direction::Outbound => &message.from_number,
                 Direction::Inbound => &message.to_number,
             };
+            let event = event.as_str();
             for sub in subs.iter().filter(|s| s.wants(event, phone)) {
                 out.push(PendingDelivery {
                     id: Uuid::now_v7(),

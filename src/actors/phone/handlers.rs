@@ -205,10 +205,10 @@ impl Handler<GetQueueDepth> for Phone {
     }
 }
 
-impl Handler<Stop> for Phone {
+impl Handler<StopPhone> for Phone {
     type Result = ();
 
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+    fn handle(&mut self, _: StopPhone, ctx: &mut Self::Context) {
         if let Some(link) = self.link.take() {
             link.close(CLOSE_GOING_AWAY, "server is stopping");
         }

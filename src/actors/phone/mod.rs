@@ -1,7 +1,7 @@
 //! One actor per paired phone (and one per test-mode sending number): it owns the phone's
 //! queue, its exact pace windows and the link to its current transport.
 //!
-//! Messages: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`, `Stop`,
+//! Mailbox: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`, `StopPhone`,
 //! `HandBack`; the immediate hand-over `Reserve` → `Handed` or `Release`; the event `Report`
 //! (a frame from the phone). The actor never holds a database connection while it waits: every
 //! write is a future spawned on its context.
@@ -22,7 +22,7 @@ use super::phone_session::Link;
 use crate::clock::from_ms;
 use crate::domain::pace::{Pace, PaceLog, THIRTY_MINUTE_WINDOW};
 use crate::domain::phone_queue::{DepthGauge, PhoneQueue, QueuedMessage};
-use crate::domain::protocol::{PaceOut, PhoneFrame, ServerFrame};
+use crate::domain::protocol::{FrameErrorCode, PaceOut, PhoneFrame, ServerFrame};
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
 use crate::domain::status_report::{self, ReportDecision, ReportedMessage, StatusReport};
 use crate::store::messages::{self, Message, Scope};
@@ -147,7 +147,7 @@ pub struct HandBack;
 /// lost: queued and handed-over messages are in the database and rebuilt at the next start.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Stop;
+pub struct StopPhone;
 
 /// WebSocket close code "going away".
 pub const CLOSE_GOING_AWAY: u16 = 1001;
@@ -203,7 +203,7 @@ pub struct Phone {
     ready: bool,
     wake: Option<SpawnHandle>,
     wake_at: Option<i64>,
-    /// Set by [`Stop`]: a supervised restart must not bring the actor back.
+    /// Set by [`StopPhone`]: a supervised restart must not bring the actor back.
     stopping: bool,
 }
 
@@ -360,10 +360,10 @@ impl Phone {
         }
     }
 
-    fn reject(&self, code: &str, message: String) {
+    fn reject(&self, code: FrameErrorCode, message: String) {
         if let Some(link) = &self.link {
             link.send(ServerFrame::Error {
-                code: code.to_string(),
+                code: code.as_str().to_string(),
                 message,
             });
         }
@@ -446,7 +446,7 @@ impl Phone {
                 }
                 Ok(ReportOutcome::Ignored) => act.ack(reference),
                 Ok(ReportOutcome::NotYours) => act.reject(
-                    "unknown_message",
+                    FrameErrorCode::UnknownMessage,
                     format!("message {message_id} was not sent to this phone"),
                 ),
                 Err(err) => {

@@ -235,11 +235,11 @@ impl Handler<Shutdown> for Registry {
     fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
         for (_, entry) in self.phones.drain() {
             if let Some(addr) = entry.addr {
-                addr.do_send(phone::Stop);
+                addr.do_send(phone::StopPhone);
             }
         }
         for (_, addr) in self.simulated.drain() {
-            addr.do_send(phone::Stop);
+            addr.do_send(phone::StopPhone);
         }
         self.by_number.clear();
         self.webhooks.stop_all();

@@ -2,7 +2,7 @@
 //! online phone, starts and supervises the Phone actors, rebuilds their queues at start-up and
 //! expires messages nobody handed over in time.
 //!
-//! Messages: queries `Route`, `GetPhoneStates`; commands `Enqueue`, `Cancel`, `Paired`,
+//! Mailbox: queries `Route`, `GetPhoneStates`; commands `Enqueue`, `Cancel`, `Paired`,
 //! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`. Every handler
 //! of the Registry, including those of the campaign and webhook messages it routes, is in
 //! `handlers.rs`.
