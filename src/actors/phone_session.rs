@@ -6,8 +6,9 @@
 //! the buffer is released when every frame in it was decoded): 10,000 idle phones cost their
 //! actors and sockets, not 10,000 pairs of HTTP buffers.
 //!
-//! The Phone actor only ever sees a [`Link`]: a bounded channel of outgoing frames. Another
-//! transport (server-sent events with REST polling) can provide the same link later.
+//! The Phone actor only ever sees a [`Link`]: a bounded channel of outgoing frames. The device
+//! API's transport (`actors::device_link`: server-sent events with REST fetch) provides the
+//! same link.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,6 +43,12 @@ pub enum Outgoing {
         code: u16,
         reason: String,
     },
+    /// A queued message of this phone was cancelled or expired before it was handed over: a
+    /// hint for transports that announce it (the device API's `MessageCancelled`); the
+    /// WebSocket protocol has no frame for it.
+    Withdrawn {
+        message_id: Uuid,
+    },
 }
 
 /// A Phone actor's handle on its current transport.
@@ -57,6 +64,11 @@ impl Link {
     /// Queues a frame; false when the transport is gone or stuck.
     pub fn send(&self, frame: ServerFrame) -> bool {
         self.tx.try_send(Outgoing::Frame(Box::new(frame))).is_ok()
+    }
+
+    /// Tells the transport a queued message was withdrawn (see [`Outgoing::Withdrawn`]).
+    pub fn withdraw(&self, message_id: Uuid) {
+        let _ = self.tx.try_send(Outgoing::Withdrawn { message_id });
     }
 
     /// Asks the transport to close.
@@ -205,6 +217,7 @@ pub async fn run(
                             Ok(text) => batch.push(WsMessage::Text(text.into())),
                             Err(err) => tracing::error!(error = %err, "server frame not serialized"),
                         },
+                        Some(Outgoing::Withdrawn { .. }) => {}
                         Some(Outgoing::Close { code, reason: text }) => {
                             close = Some(reason(CloseCode::Other(code), &text));
                             break;

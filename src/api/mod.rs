@@ -4,6 +4,7 @@ pub mod ai;
 pub mod campaigns;
 pub mod contacts;
 pub mod messages;
+pub mod mobile;
 pub mod openapi;
 pub mod ops;
 pub mod phone_ws;
@@ -56,6 +57,8 @@ pub struct AppState {
     pub clock: SharedClock,
     /// The phone sessions running (see `phone_session::LiveSessions`).
     pub sessions: Arc<crate::actors::phone_session::LiveSessions>,
+    /// The device API's transport state per phone (`actors::device_link`).
+    pub device_links: crate::actors::device_link::DeviceLinks,
     keys: RwLock<HashMap<String, (KeyGrant, Instant)>>,
     limiter: Option<DefaultKeyedRateLimiter<Uuid>>,
     /// When `/metrics` last counted the stored messages by status.
@@ -76,6 +79,7 @@ impl AppState {
             RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
         });
         AppState {
+            device_links: crate::actors::device_link::DeviceLinks::new(registry.clone()),
             db,
             writer,
             registry,
@@ -437,7 +441,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .default_service(web::to(not_found)),
     )
     .configure(ops::routes)
-    .configure(openapi::routes);
+    .configure(openapi::routes)
+    .configure(mobile::routes);
 }
 
 /// Runs CPU-heavy request work (parsing or rendering thousands of items) on actix's blocking

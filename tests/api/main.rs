@@ -12,6 +12,7 @@ mod contacts;
 mod inbound;
 mod loadtest;
 mod messages;
+mod mobile;
 mod openapi;
 mod ops;
 mod phone_sim;
