@@ -433,7 +433,14 @@ async fn webhooks(
 ) -> Result<HttpResponse, MobileError> {
     let phone = authenticate(&state, &req).await?;
     let secrets = inbound::PhoneSecrets::of(&state, phone.id).await?;
-    let base = state.settings.public_url(req.app_config().local_addr());
+    // `server.public_url` when set; otherwise the address the phone itself reached us at.
+    let base = match &state.settings.server.public_url {
+        Some(url) => url.trim_end_matches('/').to_string(),
+        None => {
+            let info = req.connection_info();
+            format!("{}://{}", info.scheme(), info.host())
+        }
+    };
     Ok(HttpResponse::Ok().json([WebhookOut {
         id: format!("smsgw-inbound-{}", phone.id),
         url: format!(
