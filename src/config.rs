@@ -41,6 +41,16 @@ pub struct ServerSettings {
     pub public_url: Option<String>,
     /// HTTP worker threads; 0 means one per core.
     pub workers: usize,
+    /// Serve HTTPS (and WSS) on `bind` with this certificate; None serves plain HTTP.
+    pub tls: Option<TlsSettings>,
+}
+
+/// `server.tls`: PEM files of the certificate chain and its private key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSettings {
+    pub cert_file: String,
+    pub key_file: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -143,6 +153,7 @@ impl Default for ServerSettings {
             bind: "127.0.0.1:8080".into(),
             public_url: None,
             workers: 0,
+            tls: None,
         }
     }
 }
@@ -295,7 +306,20 @@ impl Settings {
                 .entry(section)
                 .or_insert_with(|| serde_json::Value::Object(Default::default()));
             if let Some(table) = entry.as_object_mut() {
-                table.insert(key, env_value(value));
+                // One more level for nested tables: SMSGW_SERVER__TLS__CERT_FILE.
+                match key.split_once("__") {
+                    Some((sub, leaf)) => {
+                        let nested = table
+                            .entry(sub.to_string())
+                            .or_insert_with(|| serde_json::Value::Object(Default::default()));
+                        if let Some(nested) = nested.as_object_mut() {
+                            nested.insert(leaf.to_string(), env_value(value));
+                        }
+                    }
+                    None => {
+                        table.insert(key, env_value(value));
+                    }
+                }
             }
         }
         let settings: Settings =

@@ -147,11 +147,11 @@ pub fn next_session_id() -> u64 {
 /// Runs one WebSocket session on `io` (already upgraded; `early` holds bytes the phone sent
 /// right behind its upgrade request) until either side closes or the phone falls silent for
 /// `heartbeat_timeout`. Ping/pong and every frame count as life.
-pub async fn run(
+pub async fn run<T: SessionIo>(
     phone_id: Uuid,
     registry: Addr<Registry>,
     sessions: std::sync::Arc<LiveSessions>,
-    io: TcpStream,
+    io: T,
     early: BytesMut,
     heartbeat_timeout: Duration,
 ) {
@@ -317,9 +317,43 @@ enum SocketError {
     Protocol(CloseCode),
 }
 
-/// One server-side WebSocket connection over a bare TCP stream.
-struct Socket {
-    io: TcpStream,
+/// A connection a session runs on: plain TCP, or TLS when the server has a certificate
+/// (`server.tls`).
+pub trait SessionIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static {
+    /// Reads what is available into `buf`; 0 at end of stream. Cancel-safe.
+    fn read_some(&mut self, buf: &mut BytesMut) -> impl Future<Output = io::Result<usize>>;
+}
+
+impl SessionIo for TcpStream {
+    /// Waits for readiness before reserving buffer space, so an idle phone holds none.
+    async fn read_some(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        loop {
+            self.readable().await?;
+            if buf.capacity() - buf.len() < READ_CHUNK_BYTES {
+                buf.reserve(READ_CHUNK_BYTES);
+            }
+            match self.try_read_buf(buf) {
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                other => return other,
+            }
+        }
+    }
+}
+
+impl SessionIo for actix_tls::accept::rustls_0_23::TlsStream<TcpStream> {
+    /// TLS records are read through rustls, which needs the buffer up front.
+    async fn read_some(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        use tokio::io::AsyncReadExt;
+        if buf.capacity() - buf.len() < READ_CHUNK_BYTES {
+            buf.reserve(READ_CHUNK_BYTES);
+        }
+        self.read_buf(buf).await
+    }
+}
+
+/// One server-side WebSocket connection over a bare TCP (or TLS) stream.
+struct Socket<T> {
+    io: T,
     codec: Codec,
     /// Bytes read and not yet decoded; empty (no allocation) while the phone is idle.
     read_buf: BytesMut,
@@ -327,8 +361,8 @@ struct Socket {
     fragments: Option<(bool, BytesMut)>,
 }
 
-impl Socket {
-    fn new(io: TcpStream, early: BytesMut) -> Socket {
+impl<T: SessionIo> Socket<T> {
+    fn new(io: T, early: BytesMut) -> Socket<T> {
         Socket {
             io,
             codec: Codec::new().max_size(MAX_MESSAGE_BYTES),
@@ -346,14 +380,9 @@ impl Socket {
                     return Ok(Some(message));
                 }
             }
-            self.io.readable().await.map_err(SocketError::Io)?;
-            if self.read_buf.capacity() - self.read_buf.len() < READ_CHUNK_BYTES {
-                self.read_buf.reserve(READ_CHUNK_BYTES);
-            }
-            match self.io.try_read_buf(&mut self.read_buf) {
+            match self.io.read_some(&mut self.read_buf).await {
                 Ok(0) => return Ok(None),
                 Ok(_) => {}
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
                 Err(err) => return Err(SocketError::Io(err)),
             }
         }
@@ -437,7 +466,12 @@ impl Socket {
             return true;
         }
         matches!(
-            tokio::time::timeout(limit, self.io.write_all(&out)).await,
+            tokio::time::timeout(limit, async {
+                self.io.write_all(&out).await?;
+                // A no-op on TCP; TLS may hold the last record until flushed.
+                self.io.flush().await
+            })
+            .await,
             Ok(Ok(()))
         )
     }

@@ -19,4 +19,5 @@ mod phone_sim;
 mod phones;
 mod portal;
 mod retention;
+mod tls;
 mod webhooks;
