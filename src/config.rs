@@ -71,6 +71,16 @@ pub struct ServerSettings {
     /// it (docs/api.md "Errors"): a slower body is answered 408 and its connection closed.
     #[serde(deserialize_with = "duration")]
     pub body_timeout: Duration,
+    /// Serve HTTPS (and WSS) on `bind` with this certificate; None serves plain HTTP.
+    pub tls: Option<TlsSettings>,
+}
+
+/// `server.tls`: PEM files of the certificate chain and its private key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSettings {
+    pub cert_file: String,
+    pub key_file: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -193,6 +203,7 @@ impl Default for ServerSettings {
             public_url: None,
             workers: 0,
             body_timeout: Duration::from_secs(30),
+            tls: None,
         }
     }
 }
@@ -389,7 +400,8 @@ fn environment() -> Env {
     Env::raw().filter_map(|name| {
         let path = name.as_str().strip_prefix(ENV_PREFIX)?;
         let (section, key) = path.split_once(ENV_SEPARATOR)?;
-        Some(format!("{section}.{key}").into())
+        // One more level for nested tables: SMSGW_SERVER__TLS__CERT_FILE is server.tls.cert_file.
+        Some(format!("{section}.{}", key.replace(ENV_SEPARATOR, ".")).into())
     })
 }
 

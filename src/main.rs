@@ -136,13 +136,15 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
     let now = chrono::Utc::now().timestamp_millis();
     match command {
         Command::Serve => {
+            let settings_tls = settings.server.tls.is_some();
             let app = Application::build(settings).await?;
             if let Some(keys) = &app.initial_keys {
                 println!("workspace: {}", keys.workspace_id);
                 println!("live key: {}", keys.live_key);
                 println!("test key: {}", keys.test_key);
             }
-            println!("listening on http://{}", app.address());
+            let scheme = if settings_tls { "https" } else { "http" };
+            println!("listening on {scheme}://{}", app.address());
             app.run_until_stopped().await?;
         }
         Command::Migrate => {

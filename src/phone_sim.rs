@@ -19,6 +19,18 @@ use uuid::Uuid;
 
 use crate::domain::protocol::{PhoneFrame, ServerFrame};
 
+pub mod smsgate;
+
+/// The protocol a simulated phone speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Protocol {
+    /// smsgw's own WebSocket protocol (docs/api.md, Phone WebSocket).
+    #[default]
+    Websocket,
+    /// The device API, as the SMSGate Android app speaks it.
+    Smsgate,
+}
+
 /// Command-line options of the simulator.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimArgs {
@@ -34,6 +46,10 @@ pub struct SimArgs {
     /// Delay between `sent` and `delivered`, in milliseconds.
     #[arg(long, default_value_t = 200)]
     pub deliver_after_ms: u64,
+    /// `websocket` (smsgw's protocol) or `smsgate` (the device API, as the SMSGate Android
+    /// app speaks it).
+    #[arg(long, value_enum, default_value_t = Protocol::Websocket)]
+    pub protocol: Protocol,
 }
 
 /// How a simulated phone behaves.
@@ -417,7 +433,10 @@ pub async fn run(args: SimArgs) -> Result<(), Box<dyn std::error::Error>> {
             println!("{line}");
         }
     });
-    let result = run_phone(SimOptions::from(args), Some(tx), None).await;
+    let result = match args.protocol {
+        Protocol::Websocket => run_phone(SimOptions::from(args), Some(tx), None).await,
+        Protocol::Smsgate => smsgate::run_phone(SimOptions::from(args), Some(tx), None).await,
+    };
     printer.abort();
     result.map_err(Into::into)
 }

@@ -42,6 +42,8 @@ pub enum StartupError {
     /// The secrets key could not be read, created or used (the message names its source).
     #[error("{0}")]
     Secrets(String),
+    #[error("server.tls: {0}")]
+    Tls(String),
 }
 
 /// Where the secrets key comes from (docs/api.md, "Secrets at rest").
@@ -341,7 +343,8 @@ impl Application {
             source,
         })?;
         let sessions = state.sessions.clone();
-        let server = http_server(tcp, address, &settings, state, webhook_api)?;
+        let tls = settings.server.tls.as_ref().map(load_tls).transpose()?;
+        let server = http_server(tcp, address, &settings, tls, state, webhook_api)?;
         Ok(Application {
             signals: ShutdownSignals::listen(),
             address,
@@ -407,6 +410,7 @@ fn http_server(
     tcp: TcpListener,
     address: SocketAddr,
     settings: &Settings,
+    tls: Option<rustls::ServerConfig>,
     state: web::Data<AppState>,
     webhook_api: web::Data<api::webhooks::WebhookApi>,
 ) -> Result<Server, StartupError> {
@@ -417,8 +421,10 @@ fn http_server(
         builder = builder.workers(settings.server.workers);
     }
     let stopping = builder.graceful_shutdown_signal();
-    builder
-        .listen("smsgw-http", tcp, move || {
+    // The same service over plain TCP or TLS; only the last step differs.
+    macro_rules! service {
+        ($finish:ident $(, $config:expr)?) => {
+            move || {
             let (state, webhook_api, stopping) =
                 (state.clone(), webhook_api.clone(), stopping.clone());
             let upgrade_state = state.clone();
@@ -447,13 +453,41 @@ fn http_server(
                     api::phone_ws::upgrade(upgrade_state.clone(), req, framed)
                 }))
                 .finish(map_config(app, |_| AppConfig::default()))
-                .tcp()
-        })
-        .map(|builder| builder.run())
-        .map_err(|source| StartupError::Bind {
-            bind: settings.server.bind.clone(),
-            source,
-        })
+                .$finish($($config.clone())?)
+            }
+        };
+    }
+    match tls {
+        Some(config) => builder.listen("smsgw-https", tcp, service!(rustls_0_23, config)),
+        None => builder.listen("smsgw-http", tcp, service!(tcp)),
+    }
+    .map(|builder| builder.run())
+    .map_err(|source| StartupError::Bind {
+        bind: settings.server.bind.clone(),
+        source,
+    })
+}
+
+/// Reads `server.tls`'s PEM files into a rustls server configuration; a missing, unreadable or
+/// mismatched file is a [`StartupError::Tls`] naming it.
+fn load_tls(tls: &crate::config::TlsSettings) -> Result<rustls::ServerConfig, StartupError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(&tls.cert_file)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|err| StartupError::Tls(format!("cert_file {}: {err}", tls.cert_file)))?;
+    if certs.is_empty() {
+        return Err(StartupError::Tls(format!(
+            "cert_file {}: no certificate in it",
+            tls.cert_file
+        )));
+    }
+    let key = PrivateKeyDer::from_pem_file(&tls.key_file)
+        .map_err(|err| StartupError::Tls(format!("key_file {}: {err}", tls.key_file)))?;
+    rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|err| StartupError::Tls(format!("certificate and key do not fit: {err}")))
 }
 
 /// How long a stop waits for phone sessions to close before stopping the HTTP server.

@@ -3,6 +3,7 @@
 
 pub mod ai;
 pub mod campaign;
+pub mod device_link;
 pub mod phone;
 pub mod phone_session;
 pub mod registry;

@@ -6,8 +6,9 @@
 //! the buffer is released when every frame in it was decoded): 10,000 idle phones cost their
 //! actors and sockets, not 10,000 pairs of HTTP buffers.
 //!
-//! The Phone actor only ever sees a [`Link`]: a bounded channel of outgoing frames. Another
-//! transport (server-sent events with REST polling) can provide the same link later.
+//! The Phone actor only ever sees a [`Link`]: a bounded channel of outgoing frames. The device
+//! API's transport (`actors::device_link`: server-sent events with REST fetch) provides the
+//! same link.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,6 +43,12 @@ pub enum Outgoing {
         code: u16,
         reason: String,
     },
+    /// A queued message of this phone was cancelled or expired before it was handed over: a
+    /// hint for transports that announce it (the device API's `MessageCancelled`); the
+    /// WebSocket protocol has no frame for it.
+    Withdrawn {
+        message_id: Uuid,
+    },
 }
 
 /// A Phone actor's handle on its current transport.
@@ -57,6 +64,11 @@ impl Link {
     /// Queues a frame; false when the transport is gone or stuck.
     pub fn send(&self, frame: ServerFrame) -> bool {
         self.tx.try_send(Outgoing::Frame(Box::new(frame))).is_ok()
+    }
+
+    /// Tells the transport a queued message was withdrawn (see [`Outgoing::Withdrawn`]).
+    pub fn withdraw(&self, message_id: Uuid) {
+        let _ = self.tx.try_send(Outgoing::Withdrawn { message_id });
     }
 
     /// Asks the transport to close.
@@ -135,11 +147,11 @@ pub fn next_session_id() -> u64 {
 /// Runs one WebSocket session on `io` (already upgraded; `early` holds bytes the phone sent
 /// right behind its upgrade request) until either side closes or the phone falls silent for
 /// `heartbeat_timeout`. Ping/pong and every frame count as life.
-pub async fn run(
+pub async fn run<T: SessionIo>(
     phone_id: Uuid,
     registry: Addr<Registry>,
     sessions: std::sync::Arc<LiveSessions>,
-    io: TcpStream,
+    io: T,
     early: BytesMut,
     heartbeat_timeout: Duration,
 ) {
@@ -215,6 +227,7 @@ pub async fn run(
                             Ok(text) => batch.push(WsMessage::Text(text.into())),
                             Err(err) => tracing::error!(error = %err, "server frame not serialized"),
                         },
+                        Some(Outgoing::Withdrawn { .. }) => {}
                         Some(Outgoing::Close { code, reason: text }) => {
                             close = Some(reason(CloseCode::Other(code), &text));
                             break;
@@ -314,9 +327,43 @@ enum SocketError {
     Protocol(CloseCode),
 }
 
-/// One server-side WebSocket connection over a bare TCP stream.
-struct Socket {
-    io: TcpStream,
+/// A connection a session runs on: plain TCP, or TLS when the server has a certificate
+/// (`server.tls`).
+pub trait SessionIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static {
+    /// Reads what is available into `buf`; 0 at end of stream. Cancel-safe.
+    fn read_some(&mut self, buf: &mut BytesMut) -> impl Future<Output = io::Result<usize>>;
+}
+
+impl SessionIo for TcpStream {
+    /// Waits for readiness before reserving buffer space, so an idle phone holds none.
+    async fn read_some(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        loop {
+            self.readable().await?;
+            if buf.capacity() - buf.len() < READ_CHUNK_BYTES {
+                buf.reserve(READ_CHUNK_BYTES);
+            }
+            match self.try_read_buf(buf) {
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                other => return other,
+            }
+        }
+    }
+}
+
+impl SessionIo for actix_tls::accept::rustls_0_23::TlsStream<TcpStream> {
+    /// TLS records are read through rustls, which needs the buffer up front.
+    async fn read_some(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        use tokio::io::AsyncReadExt;
+        if buf.capacity() - buf.len() < READ_CHUNK_BYTES {
+            buf.reserve(READ_CHUNK_BYTES);
+        }
+        self.read_buf(buf).await
+    }
+}
+
+/// One server-side WebSocket connection over a bare TCP (or TLS) stream.
+struct Socket<T> {
+    io: T,
     codec: Codec,
     /// Bytes read and not yet decoded; empty (no allocation) while the phone is idle.
     read_buf: BytesMut,
@@ -324,8 +371,8 @@ struct Socket {
     fragments: Option<(bool, BytesMut)>,
 }
 
-impl Socket {
-    fn new(io: TcpStream, early: BytesMut) -> Socket {
+impl<T: SessionIo> Socket<T> {
+    fn new(io: T, early: BytesMut) -> Socket<T> {
         Socket {
             io,
             codec: Codec::new().max_size(MAX_MESSAGE_BYTES),
@@ -343,14 +390,9 @@ impl Socket {
                     return Ok(Some(message));
                 }
             }
-            self.io.readable().await.map_err(SocketError::Io)?;
-            if self.read_buf.capacity() - self.read_buf.len() < READ_CHUNK_BYTES {
-                self.read_buf.reserve(READ_CHUNK_BYTES);
-            }
-            match self.io.try_read_buf(&mut self.read_buf) {
+            match self.io.read_some(&mut self.read_buf).await {
                 Ok(0) => return Ok(None),
                 Ok(_) => {}
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
                 Err(err) => return Err(SocketError::Io(err)),
             }
         }
@@ -434,7 +476,12 @@ impl Socket {
             return true;
         }
         matches!(
-            tokio::time::timeout(limit, self.io.write_all(&out)).await,
+            tokio::time::timeout(limit, async {
+                self.io.write_all(&out).await?;
+                // A no-op on TCP; TLS may hold the last record until flushed.
+                self.io.flush().await
+            })
+            .await,
             Ok(Ok(()))
         )
     }

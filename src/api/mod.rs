@@ -5,6 +5,7 @@ pub mod api_keys;
 pub mod campaigns;
 pub mod contacts;
 pub mod messages;
+pub mod mobile;
 pub mod openapi;
 pub mod ops;
 pub mod phone_ws;
@@ -79,6 +80,8 @@ pub struct AppState {
     pub clock: SharedClock,
     /// The phone sessions running (see `phone_session::LiveSessions`).
     pub sessions: Arc<crate::actors::phone_session::LiveSessions>,
+    /// The device API's transport state per phone (`actors::device_link`).
+    pub device_links: crate::actors::device_link::DeviceLinks,
     keys: RwLock<HashMap<String, CachedKey>>,
     generation: std::sync::Mutex<KnownGeneration>,
     /// Hashes of well-formed keys the database did not know, answered 401 without asking it
@@ -111,6 +114,7 @@ impl AppState {
         let failed_auth = NonZeroU32::new(settings.limits.failed_auth_per_second)
             .map(|r| RateLimiter::keyed(keyed(r)));
         AppState {
+            device_links: crate::actors::device_link::DeviceLinks::new(registry.clone()),
             db,
             writer,
             registry,
@@ -690,7 +694,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .default_service(web::to(not_found)),
     )
     .configure(ops::routes)
-    .configure(openapi::routes);
+    .configure(openapi::routes)
+    .configure(mobile::routes);
 }
 
 /// Runs CPU-heavy request work (parsing or rendering thousands of items) on actix's blocking

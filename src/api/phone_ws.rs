@@ -15,7 +15,6 @@ use actix_web::http::header::{AUTHORIZATION, HeaderMap};
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use bytes::BytesMut;
 use futures_util::SinkExt;
-use tokio::net::TcpStream;
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -73,10 +72,10 @@ async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Uuid, Api
 /// Serves one upgrade request on its raw connection: a refused one gets the error envelope and
 /// the connection closes; an accepted one becomes the phone's session, spawned as its own task
 /// and counted in `AppState::sessions`, which a graceful stop waits for.
-pub async fn upgrade(
+pub async fn upgrade<T: phone_session::SessionIo>(
     state: web::Data<AppState>,
     req: Request,
-    mut framed: Framed<TcpStream, h1::Codec>,
+    mut framed: Framed<T, h1::Codec>,
 ) -> Result<(), actix_web::Error> {
     let started = Instant::now();
     let request_id = telemetry::request_id(req.headers());
@@ -139,8 +138,8 @@ async fn handshake(
 }
 
 /// Writes the error envelope of `err` and asks the connection to close.
-async fn send_error(
-    framed: &mut Framed<TcpStream, h1::Codec>,
+async fn send_error<T: phone_session::SessionIo>(
+    framed: &mut Framed<T, h1::Codec>,
     err: &ApiError,
     request_id: &str,
 ) -> Result<(), actix_web::Error> {

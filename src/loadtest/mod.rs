@@ -109,6 +109,10 @@ pub struct LoadtestArgs {
     /// Skip the bare actix-web ceiling measurement.
     #[arg(long)]
     pub no_ceiling: bool,
+    /// How the simulated phones talk to the server: `websocket` (smsgw's protocol) or
+    /// `smsgate` (the device API, as the SMSGate Android app speaks it).
+    #[arg(long, value_enum, default_value_t = crate::phone_sim::Protocol::Websocket)]
+    pub transport: crate::phone_sim::Protocol,
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
@@ -351,6 +355,7 @@ async fn connect_phones(
         &run.target.api_key,
         count,
         Duration::from_millis(run.args.deliver_after_ms),
+        run.args.transport,
     )
     .await?;
     run.meter.phase("connecting", count as u64);

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::LoadError;
 use crate::domain::phone_number::PhoneNumber;
-use crate::phone_sim::{SimCommand, SimEvent, SimOptions, run_phone};
+use crate::phone_sim::{Protocol, SimCommand, SimEvent, SimOptions, run_phone};
 
 /// One paired phone.
 pub struct Phone {
@@ -116,6 +116,7 @@ pub async fn start(
     api_key: &str,
     count: usize,
     deliver_after: Duration,
+    transport: Protocol,
 ) -> Result<(Vec<Phone>, Rc<RefCell<Observed>>), LoadError> {
     let senders = numbers(count);
     if senders.len() < count {
@@ -156,7 +157,7 @@ pub async fn start(
             commands: command_tx,
         });
     }
-    run_on_own_thread(sims, events_tx)?;
+    run_on_own_thread(sims, events_tx, transport)?;
     let sink = observed.clone();
     actix_web::rt::spawn(async move {
         while let Some((phone, event)) = events_rx.recv().await {
@@ -173,6 +174,7 @@ pub async fn start(
 fn run_on_own_thread(
     sims: Vec<(usize, SimOptions, mpsc::UnboundedReceiver<SimCommand>)>,
     events: mpsc::UnboundedSender<(usize, SimEvent)>,
+    transport: Protocol,
 ) -> Result<(), LoadError> {
     std::thread::Builder::new()
         .name("loadtest-phones".into())
@@ -181,7 +183,18 @@ fn run_on_own_thread(
             system.block_on(async move {
                 for (index, options, commands) in sims {
                     let (own_tx, mut own_rx) = mpsc::unbounded_channel::<SimEvent>();
-                    actix_web::rt::spawn(run_phone(options, Some(own_tx), Some(commands)));
+                    match transport {
+                        Protocol::Websocket => {
+                            actix_web::rt::spawn(run_phone(options, Some(own_tx), Some(commands)));
+                        }
+                        Protocol::Smsgate => {
+                            actix_web::rt::spawn(crate::phone_sim::smsgate::run_phone(
+                                options,
+                                Some(own_tx),
+                                Some(commands),
+                            ));
+                        }
+                    }
                     let shared = events.clone();
                     actix_web::rt::spawn(async move {
                         while let Some(event) = own_rx.recv().await {

@@ -242,3 +242,15 @@ pub async fn has_number(
         .await?
         > 0)
 }
+
+/// The hash of a phone's current device token (the device API derives the phone's inbound
+/// secrets from it, so a token rotation changes them too).
+pub async fn token_hash_of(
+    db: &DatabaseConnection,
+    id: Uuid,
+) -> Result<Option<String>, StoreError> {
+    Ok(phones::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .map(|m| m.token_hash))
+}

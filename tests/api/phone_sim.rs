@@ -109,8 +109,82 @@ async fn cli_refuses_a_bad_token(backend: Backend) {
     assert!(String::from_utf8_lossy(&output.stderr).contains("refused"));
 }
 
+/// `--protocol smsgate`: the simulator speaks the device API as the SMSGate Android app does.
+async fn smsgate_simulator_sends_and_forwards_inbound(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let (commands, commands_rx) = mpsc::unbounded_channel();
+    let options = SimOptions {
+        server: app.address.clone(),
+        token: token.clone(),
+        fail_rate: 0.0,
+        deliver_after: Duration::from_millis(30),
+        heartbeat_every: Duration::from_secs(5),
+    };
+    actix_web::rt::spawn(smsgw::phone_sim::smsgate::run_phone(
+        options,
+        Some(tx),
+        Some(commands_rx),
+    ));
+    wait_for(&mut events, |e| *e == SimEvent::Connected).await;
+    app.wait_online(&phone_id, true).await;
+    let id = app
+        .post(
+            "/v1/messages/send",
+            &app.live_key,
+            send_body(SENDER, RECIPIENT, "via the device API"),
+        )
+        .await
+        .expect(202)
+        .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let message = app.wait_for_status(&app.live_key, &id, "delivered").await;
+    let kinds: Vec<&str> = message["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["queued", "sending", "sent", "delivered"]);
+    // An inbound SMS goes to the server as a signed webhook and is stored.
+    commands
+        .send(smsgw::phone_sim::SimCommand::Receive {
+            from: "+14155550177".into(),
+            content: "hello from a customer".into(),
+        })
+        .unwrap();
+    wait_for(&mut events, |e| matches!(e, SimEvent::Acked { .. })).await;
+    let inbound = app
+        .get("/v1/messages?direction=inbound", &app.live_key)
+        .await
+        .expect(200);
+    let inbound = inbound.data()["messages"].as_array().unwrap();
+    assert_eq!(inbound.len(), 1);
+    assert_eq!(inbound[0]["content"], "hello from a customer");
+    // The CLI refuses a bad token over this protocol too.
+    let output = run_cli(
+        &[
+            "phone-sim",
+            "--protocol",
+            "smsgate",
+            "--server",
+            &app.address,
+            "--token",
+            "dt_not_a_real_token",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("refused"));
+}
+
 backend_tests!(
     simulated_phone_delivers_live_sends,
     simulated_phone_survives_a_server_restart,
     cli_refuses_a_bad_token,
+    smsgate_simulator_sends_and_forwards_inbound,
 );

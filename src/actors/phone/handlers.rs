@@ -151,7 +151,11 @@ impl Handler<Forget> for Phone {
     type Result = ();
 
     fn handle(&mut self, msg: Forget, _ctx: &mut Self::Context) {
-        self.queue.remove_waiting(msg.message_id);
+        if self.queue.remove_waiting(msg.message_id)
+            && let Some(link) = &self.link
+        {
+            link.withdraw(msg.message_id);
+        }
     }
 }
 

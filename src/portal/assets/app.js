@@ -289,8 +289,10 @@
     panel.querySelector('[data-pairing="phone"]').textContent = `${phone.name || 'phone'} (${phone.phone_number})`;
     // server.public_url when configured (the server fills the page's meta tag), else this page's origin.
     const configured = document.querySelector('meta[name="smsgw-public-url"]');
-    panel.querySelector('[data-pairing="server"]').textContent =
-      (configured && configured.content) || location.origin;
+    const server = (configured && configured.content) || location.origin;
+    panel.querySelector('[data-pairing="server"]').textContent = server;
+    // The SMSGate Android app takes the device API's base: the server plus the page's suffix.
+    panel.querySelector('[data-pairing="smsgate-server"]').textContent = server;
     panel.querySelector('[data-pairing="token"]').textContent = phone.device_token;
     panel.querySelector('[data-pairing="qr"]').src = `/portal/qr.svg?data=${enc(phone.device_token)}`;
     panel.hidden = false;

@@ -1,0 +1,453 @@
+//! The device API compatible with the SMSGate Android app (docs/api.md "Device API for the
+//! SMSGate Android app"), mounted at `/mobile/v1` and `/api/mobile/v1`: registration with a
+//! phone's device token, the event stream, fetching and reporting messages, settings and the
+//! webhook list through which the app posts inbound SMS back (`inbound.rs`).
+//!
+//! The app's conventions, not the `/v1` envelope: camelCase JSON, errors `{"message": …}`,
+//! timestamps with exactly three fractional digits, `[]` never `null`. Outside `/v1`, so the
+//! API-key middleware and the OpenAPI registry do not apply; every route authenticates the
+//! phone with `Authorization: Bearer <device token>` itself.
+
+mod inbound;
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::AppState;
+use crate::actors::device_link::{FetchOrder, KEEPALIVE, KEEPALIVE_FRAME, NotPaired};
+use crate::clock::format_ms;
+use crate::domain::keys;
+use crate::domain::protocol::PhoneFrame;
+use crate::domain::status::MessageStatus;
+use crate::store::messages;
+use crate::store::phones::{self, PhoneRecord};
+
+/// Where the app's users point it: ours, and the path the upstream docs give.
+pub const MOUNTS: [&str; 2] = ["/mobile/v1", "/api/mobile/v1"];
+
+/// Registers the device API under both mounts.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    for mount in MOUNTS {
+        cfg.service(
+            web::scope(mount)
+                .route("/device", web::post().to(register))
+                .route("/device", web::patch().to(update_device))
+                .route("/device", web::get().to(get_device))
+                .route("/events", web::get().to(events))
+                .route("/message", web::get().to(fetch))
+                .route("/message", web::patch().to(report))
+                .route("/settings", web::get().to(settings))
+                .route("/webhooks", web::get().to(webhooks))
+                .route(
+                    "/inbound/{phone_id}/{secret}",
+                    web::post().to(inbound::receive),
+                )
+                .default_service(web::to(|| async {
+                    Err::<HttpResponse, _>(MobileError::not_found())
+                })),
+        );
+    }
+}
+
+/// An error in the app's shape: `{"message": …}` with the status the app acts on (401 makes
+/// it register again, so it is answered only for a token that is really unknown).
+#[derive(Debug)]
+pub struct MobileError {
+    status: StatusCode,
+    message: String,
+}
+
+impl MobileError {
+    fn new(status: StatusCode, message: impl Into<String>) -> MobileError {
+        MobileError {
+            status,
+            message: message.into(),
+        }
+    }
+
+    fn unauthorized() -> MobileError {
+        MobileError::new(StatusCode::UNAUTHORIZED, "unknown or missing device token")
+    }
+
+    fn bad_request(message: impl Into<String>) -> MobileError {
+        MobileError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    fn not_found() -> MobileError {
+        MobileError::new(StatusCode::NOT_FOUND, "not found")
+    }
+}
+
+impl std::fmt::Display for MobileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl ResponseError for MobileError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status).json(serde_json::json!({ "message": self.message }))
+    }
+}
+
+impl From<crate::store::StoreError> for MobileError {
+    fn from(err: crate::store::StoreError) -> Self {
+        tracing::error!(error = %err, "device API: storage failed");
+        MobileError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+    }
+}
+
+impl From<NotPaired> for MobileError {
+    fn from(_: NotPaired) -> Self {
+        MobileError::unauthorized()
+    }
+}
+
+/// The phone whose device token the request carries as `Bearer`.
+async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<PhoneRecord, MobileError> {
+    let token = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| t.starts_with("dt_"))
+        .ok_or_else(MobileError::unauthorized)?;
+    phones::find_by_token(&state.db, &keys::hash_secret(token))
+        .await?
+        .ok_or_else(MobileError::unauthorized)
+}
+
+/// Parses a JSON body (after authentication, so a bad token is 401 whatever the body).
+fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, MobileError> {
+    serde_json::from_slice(body).map_err(|err| MobileError::bad_request(format!("bad JSON: {err}")))
+}
+
+/// `POST /device` body; the app's SIM and push-token details are not needed (the phone's
+/// number is the one it was created with; the event stream replaces push).
+#[derive(Debug, Deserialize)]
+struct RegisterIn {
+    #[serde(default)]
+    #[allow(dead_code)]
+    name: Option<String>,
+}
+
+#[derive(Serialize)]
+struct RegisterOut {
+    id: Uuid,
+    token: String,
+    login: Uuid,
+}
+
+/// Binds the app to the phone created with `POST /v1/phones` whose device token it carries.
+/// Idempotent: the same token registers the same phone again, and stays the token.
+#[tracing::instrument(skip_all)]
+async fn register(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: Bytes,
+) -> Result<HttpResponse, MobileError> {
+    let phone = authenticate(&state, &req).await?;
+    if !body.is_empty() {
+        let _: RegisterIn = parse(&body)?;
+    }
+    let token = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .unwrap_or_default()
+        .to_string();
+    Ok(HttpResponse::Created().json(RegisterOut {
+        id: phone.id,
+        token,
+        login: phone.workspace_id,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+struct UpdateDeviceIn {
+    id: Uuid,
+}
+
+/// `PATCH /device`, sent at every start of the app: 204 for this phone, 403 for another id.
+#[tracing::instrument(skip_all)]
+async fn update_device(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: Bytes,
+) -> Result<HttpResponse, MobileError> {
+    let phone = authenticate(&state, &req).await?;
+    let update: UpdateDeviceIn = parse(&body)?;
+    if update.id != phone.id {
+        return Err(MobileError::new(
+            StatusCode::FORBIDDEN,
+            "this token belongs to another device",
+        ));
+    }
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeviceOut {
+    id: Uuid,
+    name: String,
+    created_at: String,
+    updated_at: String,
+    last_seen: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeviceInfoOut {
+    external_ip: String,
+    device: DeviceOut,
+}
+
+/// `GET /device`: the caller's address as seen here, and the phone.
+#[tracing::instrument(skip_all)]
+async fn get_device(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+) -> Result<HttpResponse, MobileError> {
+    let phone = authenticate(&state, &req).await?;
+    let seen = phone.last_seen_at.unwrap_or(phone.created_at);
+    Ok(HttpResponse::Ok().json(DeviceInfoOut {
+        external_ip: req
+            .peer_addr()
+            .map(|a| a.ip().to_string())
+            .unwrap_or_default(),
+        device: DeviceOut {
+            id: phone.id,
+            name: phone
+                .name
+                .clone()
+                .unwrap_or_else(|| phone.phone_number.clone()),
+            created_at: format_ms(phone.created_at),
+            updated_at: format_ms(seen),
+            last_seen: format_ms(seen),
+        },
+    }))
+}
+
+/// `GET /events`: a server-sent event stream. `MessageEnqueued` when a message is handed to the
+/// phone (and once at open when some wait), `MessageCancelled` when a queued one is withdrawn,
+/// a `:keepalive` comment after [`KEEPALIVE`] of silence.
+#[tracing::instrument(skip_all)]
+async fn events(state: web::Data<AppState>, req: HttpRequest) -> Result<HttpResponse, MobileError> {
+    let phone = authenticate(&state, &req).await?;
+    let rx = state.device_links.of(phone.id).open_stream().await?;
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        let frame = match tokio::time::timeout(KEEPALIVE, rx.recv()).await {
+            Ok(Some(frame)) => frame,
+            // The phone was unpaired, or another transport took over.
+            Ok(None) => return None,
+            Err(_) => Bytes::from_static(KEEPALIVE_FRAME),
+        };
+        Some((Ok::<_, actix_web::Error>(frame), rx))
+    });
+    Ok(HttpResponse::Ok()
+        .insert_header((CONTENT_TYPE, "text/event-stream"))
+        .insert_header((CACHE_CONTROL, "no-cache"))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .streaming(stream))
+}
+
+#[derive(Debug, Deserialize)]
+struct FetchQuery {
+    #[serde(default)]
+    order: Option<String>,
+}
+
+#[derive(Serialize)]
+struct TextOut {
+    text: String,
+}
+
+/// One message in the app's shape: one recipient, `id` the smsgw message id.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MobileMessageOut {
+    id: Uuid,
+    text_message: TextOut,
+    phone_numbers: [String; 1],
+    sim_number: Option<u8>,
+    with_delivery_report: bool,
+    is_encrypted: bool,
+    priority: i8,
+    valid_until: String,
+    created_at: String,
+    state: &'static str,
+}
+
+/// `GET /message?order=lifo|fifo`: the messages handed to the phone (only what its pace
+/// allowed) and not yet reported on, at most 100.
+#[tracing::instrument(skip_all)]
+async fn fetch(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    query: web::Query<FetchQuery>,
+) -> Result<HttpResponse, MobileError> {
+    let phone = authenticate(&state, &req).await?;
+    let order = match query.order.as_deref() {
+        None | Some("") | Some("fifo") => FetchOrder::Fifo,
+        Some("lifo") => FetchOrder::Lifo,
+        Some(other) => {
+            return Err(MobileError::bad_request(format!(
+                "order must be lifo or fifo, not {other:?}"
+            )));
+        }
+    };
+    let handouts = state.device_links.of(phone.id).fetch(order).await?;
+    let mut out = Vec::with_capacity(handouts.len());
+    for handout in handouts {
+        // The stored record gives its dates; one that left `sending` meanwhile is not served.
+        let Some(message) = messages::get(&state.db, handout.message_id).await? else {
+            continue;
+        };
+        if message.status != MessageStatus::Sending || message.device_id != Some(phone.id) {
+            continue;
+        }
+        out.push(MobileMessageOut {
+            id: message.id,
+            text_message: TextOut {
+                text: handout.content,
+            },
+            phone_numbers: [handout.to],
+            sim_number: None,
+            with_delivery_report: true,
+            is_encrypted: false,
+            priority: 0,
+            valid_until: format_ms(message.expires_at),
+            created_at: format_ms(message.created_at),
+            state: "Pending",
+        });
+    }
+    Ok(HttpResponse::Ok().json(out))
+}
+
+#[derive(Debug, Deserialize)]
+struct RecipientIn {
+    #[serde(default)]
+    error: Option<String>,
+}
+
+/// One item of `PATCH /message`.
+#[derive(Debug, Deserialize)]
+struct ReportIn {
+    id: String,
+    state: String,
+    #[serde(default)]
+    recipients: Vec<RecipientIn>,
+}
+
+/// Reports in one `PATCH /message` at most (the app sends one at a time).
+const MAX_REPORTS: usize = 100;
+
+/// `PATCH /message`: the app's states mapped onto smsgw's (docs/api.md). Always 204: an unknown
+/// id, another phone's message or a report that would move a message backwards changes nothing.
+#[tracing::instrument(skip_all)]
+async fn report(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: Bytes,
+) -> Result<HttpResponse, MobileError> {
+    let phone = authenticate(&state, &req).await?;
+    let items: Vec<ReportIn> = parse(&body)?;
+    if items.len() > MAX_REPORTS {
+        return Err(MobileError::bad_request(format!(
+            "at most {MAX_REPORTS} reports per request"
+        )));
+    }
+    let link = state.device_links.of(phone.id);
+    for item in items {
+        let Ok(message_id) = Uuid::parse_str(&item.id) else {
+            continue;
+        };
+        let frame = match item.state.as_str() {
+            "Sent" => Some(PhoneFrame::Sent {
+                message_id,
+                reference: None,
+            }),
+            "Delivered" => Some(PhoneFrame::Delivered {
+                message_id,
+                reference: None,
+            }),
+            "Failed" => Some(PhoneFrame::Failed {
+                message_id,
+                error: item
+                    .recipients
+                    .into_iter()
+                    .find_map(|r| r.error)
+                    .unwrap_or_else(|| "failed on the phone".into()),
+                reference: None,
+            }),
+            // Pending (acknowledged) and Processed (handed to Android) are `sending`, which
+            // the message already is; cancel states have no meaning for a handed-over message.
+            _ => None,
+        };
+        link.report(message_id, frame).await?;
+    }
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// `GET /settings`: only the webhook signing key the app signs inbound posts with; never the
+/// `gateway` section (it would reset the app's server address).
+#[tracing::instrument(skip_all)]
+async fn settings(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+) -> Result<HttpResponse, MobileError> {
+    let phone = authenticate(&state, &req).await?;
+    let secrets = inbound::PhoneSecrets::of(&state, phone.id).await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({
+        "webhooks": { "signing_key": secrets.signing_key }
+    })))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WebhookOut {
+    id: String,
+    url: String,
+    event: &'static str,
+    device_id: Uuid,
+}
+
+/// `GET /webhooks`: one `sms:received` webhook pointing back at this server's inbound route for
+/// this phone (the only event the app posts that smsgw consumes).
+#[tracing::instrument(skip_all)]
+async fn webhooks(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+) -> Result<HttpResponse, MobileError> {
+    let phone = authenticate(&state, &req).await?;
+    let secrets = inbound::PhoneSecrets::of(&state, phone.id).await?;
+    // `server.public_url` when set; otherwise the address the phone itself reached us at.
+    let base = match &state.settings.server.public_url {
+        Some(url) => url.trim_end_matches('/').to_string(),
+        None => {
+            let info = req.connection_info();
+            format!("{}://{}", info.scheme(), info.host())
+        }
+    };
+    Ok(HttpResponse::Ok().json([WebhookOut {
+        id: format!("smsgw-inbound-{}", phone.id),
+        url: format!(
+            "{base}{}/inbound/{}/{}",
+            MOUNTS[0], phone.id, secrets.path_secret
+        ),
+        event: "sms:received",
+        device_id: phone.id,
+    }]))
+}

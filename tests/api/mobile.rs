@@ -1,0 +1,600 @@
+//! The device API compatible with the SMSGate Android app (docs/api.md "Device API for the
+//! SMSGate Android app"): registration, the event stream, fetching and reporting messages, and
+//! inbound SMS posted as signed webhooks. `AppClient` behaves as the app does (read from its
+//! source): Bearer token, camelCase JSON, one event stream per service start.
+
+use std::time::Duration;
+
+use awc::Client;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::backend_tests;
+use crate::helpers::{
+    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, send_body, spawn_app, spawn_app_with,
+};
+
+/// The mount the app's users copy from the upstream docs; `/mobile/v1` is the other.
+const BASE: &str = "/api/mobile/v1";
+
+/// A client that speaks to the device API the way the app does.
+struct AppClient {
+    base: String,
+    token: String,
+    client: Client,
+}
+
+/// An answer of the device API.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    content_type: String,
+    body: Value,
+}
+
+impl AppClient {
+    fn new(app: &TestApp, base: &str, token: &str) -> AppClient {
+        AppClient {
+            base: format!("{}{base}", app.address),
+            token: token.to_string(),
+            client: Client::builder().timeout(Duration::from_secs(30)).finish(),
+        }
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Answer {
+        let method = awc::http::Method::from_bytes(method.as_bytes()).unwrap();
+        let req = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        let mut response = match body {
+            Some(body) => req.send_json(&body).await,
+            None => req.send().await,
+        }
+        .expect("request completes");
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        let bytes = response.body().await.expect("body");
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
+        };
+        Answer {
+            status: response.status().as_u16(),
+            content_type,
+            body,
+        }
+    }
+
+    /// `POST /device` with the private token, as the app's first start does.
+    async fn register(&self) -> Answer {
+        self.call(
+            "POST",
+            "/device",
+            Some(json!({
+                "name": "Google/sdk_gphone64",
+                "simCards": [{ "slotIndex": 0, "simNumber": 1, "phoneNumber": "***0100",
+                               "carrierName": "T-Mobile", "iccid": "***1234" }]
+            })),
+        )
+        .await
+    }
+
+    /// The messages `GET /message` hands out now.
+    async fn fetch(&self, order: &str) -> Vec<Value> {
+        let answer = self
+            .call("GET", &format!("/message?order={order}"), None)
+            .await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        assert_eq!(answer.content_type, "application/json");
+        answer.body.as_array().expect("an array").clone()
+    }
+
+    /// `PATCH /message` with one item, as the app's state worker sends it.
+    async fn report(&self, id: &str, state: &str, error: Option<&str>) {
+        let mut recipient = json!({ "phoneNumber": RECIPIENT, "state": state });
+        if let Some(error) = error {
+            recipient["error"] = json!(error);
+        }
+        let body = json!([{
+            "id": id,
+            "state": state,
+            "recipients": [recipient],
+            "states": { state: "2026-11-25T10:00:00.000+00:00" }
+        }]);
+        let answer = self.call("PATCH", "/message", Some(body)).await;
+        assert_eq!(answer.status, 204, "{answer:?}");
+    }
+
+    /// Opens `GET /events`.
+    async fn events(&self) -> EventStream {
+        let response = self
+            .client
+            .get(format!("{}/events", self.base))
+            .bearer_auth(&self.token)
+            .timeout(Duration::from_secs(3600))
+            .send()
+            .await
+            .expect("event stream opens");
+        assert_eq!(response.status().as_u16(), 200);
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default()
+        };
+        assert_eq!(header("content-type"), "text/event-stream");
+        assert_eq!(header("x-accel-buffering"), "no");
+        EventStream {
+            body: Box::pin(response),
+            buffer: String::new(),
+        }
+    }
+}
+
+type Body = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, awc::error::PayloadError>>>,
+>;
+
+/// A server-sent event stream, read frame by frame.
+struct EventStream {
+    body: Body,
+    buffer: String,
+}
+
+/// One frame of the stream: a named event with its data, or a comment.
+#[derive(Debug, Clone, PartialEq)]
+enum Sse {
+    Event { name: String, data: String },
+    Comment(String),
+}
+
+impl EventStream {
+    /// The next frame within `within`; None when the stream ended or nothing came.
+    async fn next_within(&mut self, within: Duration) -> Option<Sse> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let frame: String = self.buffer.drain(..end + 2).collect();
+                let mut name = None;
+                let mut data = None;
+                for line in frame.lines() {
+                    if let Some(text) = line.strip_prefix(':') {
+                        return Some(Sse::Comment(text.to_string()));
+                    }
+                    if let Some(v) = line.strip_prefix("event: ") {
+                        name = Some(v.to_string());
+                    }
+                    if let Some(v) = line.strip_prefix("data: ") {
+                        data = Some(v.to_string());
+                    }
+                }
+                return Some(Sse::Event {
+                    name: name.expect("every event is named"),
+                    data: data.expect("every event has a data line"),
+                });
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.body.next())
+                .await
+                .ok()??
+                .ok()?;
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// The next named event within `within`, skipping comments.
+    async fn event_within(&mut self, within: Duration) -> Option<(String, String)> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.next_within(left).await? {
+                Sse::Event { name, data } => return Some((name, data)),
+                Sse::Comment(_) => {}
+            }
+        }
+    }
+}
+
+async fn send_live(app: &TestApp, content: &str) -> String {
+    app.post(
+        "/v1/messages/send",
+        &app.live_key,
+        send_body(SENDER, RECIPIENT, content),
+    )
+    .await
+    .expect(202)
+    .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+async fn status_of(app: &TestApp, id: &str) -> String {
+    app.get(&format!("/v1/messages/{id}"), &app.live_key)
+        .await
+        .expect(200)
+        .data()["status"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A timestamp with exactly three fractional digits and an offset.
+fn has_millis(at: &str) -> bool {
+    chrono::DateTime::parse_from_rfc3339(at).is_ok()
+        && at
+            .split('.')
+            .nth(1)
+            .is_some_and(|f| f.len() >= 4 && f[..3].chars().all(|c| c.is_ascii_digit()))
+        && !at.split('.').nth(1).unwrap()[3..].starts_with(|c: char| c.is_ascii_digit())
+}
+
+async fn registration_binds_the_app_to_its_phone(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    for base in ["/mobile/v1", BASE] {
+        let phone = AppClient::new(&app, base, &token);
+        let registered = phone.register().await;
+        assert_eq!(registered.status, 201, "{registered:?}");
+        assert_eq!(registered.content_type, "application/json");
+        assert_eq!(registered.body["id"], phone_id.as_str());
+        assert_eq!(registered.body["login"], app.workspace_id.to_string());
+        let handed = registered.body["token"].as_str().unwrap().to_string();
+        // The token handed out is the one every later call carries.
+        let later = AppClient::new(&app, base, &handed);
+        let patched = later
+            .call(
+                "PATCH",
+                "/device",
+                Some(json!({ "id": phone_id, "pushToken": null, "simCards": [] })),
+            )
+            .await;
+        assert_eq!(patched.status, 204, "{patched:?}");
+        let device = later.call("GET", "/device", None).await;
+        assert_eq!(device.status, 200, "{device:?}");
+        assert_eq!(device.body["device"]["id"], phone_id.as_str());
+        for at in ["createdAt", "updatedAt"] {
+            let at = device.body["device"][at].as_str().unwrap();
+            assert!(has_millis(at), "{at}");
+        }
+        let settings = later.call("GET", "/settings", None).await;
+        assert_eq!(settings.status, 200);
+        assert_eq!(settings.content_type, "application/json");
+        assert!(settings.body.is_object(), "{settings:?}");
+        assert!(settings.body.get("gateway").is_none(), "{settings:?}");
+        let hooks = later.call("GET", "/webhooks", None).await;
+        assert_eq!(hooks.status, 200);
+        assert!(hooks.body.is_array(), "{hooks:?}");
+        let messages = later.fetch("fifo").await;
+        assert!(messages.is_empty());
+    }
+    // Registering again is idempotent: no second phone.
+    let phones = app.get("/v1/phones", &app.live_key).await.expect(200);
+    assert_eq!(phones.data()["phones"].as_array().unwrap().len(), 1);
+    // Another phone's id is refused, and changes nothing.
+    let phone = AppClient::new(&app, BASE, &token);
+    let other = phone
+        .call(
+            "PATCH",
+            "/device",
+            Some(json!({ "id": uuid::Uuid::now_v7() })),
+        )
+        .await;
+    assert_eq!(other.status, 403, "{other:?}");
+    assert!(other.body["message"].is_string());
+}
+
+async fn a_wrong_token_is_401_at_every_route(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let routes = [
+        ("POST", "/device", Some(json!({ "name": "x" }))),
+        ("PATCH", "/device", Some(json!({ "id": phone_id }))),
+        ("GET", "/device", None),
+        ("GET", "/events", None),
+        ("GET", "/message?order=fifo", None),
+        ("PATCH", "/message", Some(json!([]))),
+        ("GET", "/settings", None),
+        ("GET", "/webhooks", None),
+    ];
+    for bad in ["dt_not_a_token", "sk_live_nope", ""] {
+        let phone = AppClient::new(&app, BASE, bad);
+        for (method, path, body) in &routes {
+            let answer = phone.call(method, path, body.clone()).await;
+            assert_eq!(
+                answer.status, 401,
+                "{method} {path} with {bad:?}: {answer:?}"
+            );
+            assert_eq!(answer.content_type, "application/json");
+            assert!(answer.body["message"].is_string(), "{answer:?}");
+        }
+    }
+    // A rotated token is refused at once; the new one registers the same phone.
+    let rotated = app
+        .post(
+            &format!("/v1/phones/{phone_id}/rotate-token"),
+            &app.live_key,
+            json!({}),
+        )
+        .await
+        .expect(200);
+    let new_token = rotated.data()["device_token"].as_str().unwrap().to_string();
+    let old = AppClient::new(&app, BASE, &token).register().await;
+    assert_eq!(old.status, 401, "{old:?}");
+    let new = AppClient::new(&app, BASE, &new_token).register().await;
+    assert_eq!(new.status, 201);
+    assert_eq!(new.body["id"], phone_id.as_str());
+}
+
+async fn the_app_sends_through_events_fetch_and_reports(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.webhooks.allow_insecure_targets = true;
+    })
+    .await;
+    let receiver = WebhookReceiver::start().await;
+    app.post(
+        "/v1/webhooks",
+        &app.live_key,
+        json!({ "url": receiver.url, "events": ["message.sent", "message.delivered"] }),
+    )
+    .await
+    .expect(201);
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let phone = AppClient::new(&app, BASE, &token);
+    assert_eq!(phone.register().await.status, 201);
+    let mut first = phone.events().await;
+    let mut second = phone.events().await;
+    app.wait_online(&phone_id, true).await;
+
+    let id = send_live(&app, "Hello from the app").await;
+    for stream in [&mut first, &mut second] {
+        let (name, data) = stream
+            .event_within(Duration::from_secs(1))
+            .await
+            .expect("MessageEnqueued within a second of the send");
+        assert_eq!((name.as_str(), data.as_str()), ("MessageEnqueued", "null"));
+    }
+    let messages = phone.fetch("lifo").await;
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    let m = &messages[0];
+    assert_eq!(m["id"], id.as_str());
+    assert_eq!(m["textMessage"]["text"], "Hello from the app");
+    assert_eq!(m["phoneNumbers"], json!([RECIPIENT]));
+    assert_eq!(m["withDeliveryReport"], true);
+    assert_eq!(m["isEncrypted"], false);
+    assert!(has_millis(m["createdAt"].as_str().unwrap()), "{m}");
+    assert!(has_millis(m["validUntil"].as_str().unwrap()), "{m}");
+    assert_eq!(status_of(&app, &id).await, "sending");
+    // Served again until a state is reported.
+    assert_eq!(phone.fetch("fifo").await.len(), 1);
+
+    phone.report(&id, "Processed", None).await;
+    assert_eq!(status_of(&app, &id).await, "sending");
+    assert!(phone.fetch("fifo").await.is_empty(), "reported: not served");
+    phone.report(&id, "Sent", None).await;
+    app.wait_for_status(&app.live_key, &id, "sent").await;
+    phone.report(&id, "Delivered", None).await;
+    let message = app.wait_for_status(&app.live_key, &id, "delivered").await;
+    let kinds: Vec<&str> = message["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["queued", "sending", "sent", "delivered"]);
+    // A report never moves a message backwards; an unknown id changes nothing.
+    phone.report(&id, "Sent", None).await;
+    phone
+        .report(&uuid::Uuid::now_v7().to_string(), "Sent", None)
+        .await;
+    let hooks = receiver.wait_for(2, Duration::from_secs(10)).await;
+    let mut events: Vec<String> = hooks
+        .iter()
+        .map(|r| r.json()["event"].as_str().unwrap().to_string())
+        .collect();
+    events.sort();
+    assert_eq!(events, ["message.delivered", "message.sent"]);
+    assert_eq!(status_of(&app, &id).await, "delivered");
+    receiver.stop().await;
+}
+
+async fn pace_holds_and_cancel_is_announced(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 2;
+        s.pace.per_30_minutes = 3;
+    })
+    .await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let phone = AppClient::new(&app, BASE, &token);
+    assert_eq!(phone.register().await.status, 201);
+    let mut events = phone.events().await;
+    app.wait_online(&phone_id, true).await;
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(send_live(&app, &format!("paced {i}")).await);
+    }
+    // Only what the pace allows is handed out, in order, whatever the app asks for.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut served = phone.fetch("fifo").await;
+    while served.len() < 2 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        served = phone.fetch("fifo").await;
+    }
+    let served: Vec<&str> = served.iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(served, [ids[0].as_str(), ids[1].as_str()]);
+    for id in &ids[..2] {
+        phone.report(id, "Sent", None).await;
+        app.wait_for_status(&app.live_key, id, "sent").await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        phone.fetch("fifo").await.is_empty(),
+        "no third message inside the minute"
+    );
+    for id in &ids[2..] {
+        assert_eq!(status_of(&app, id).await, "queued");
+    }
+    // Cancelling a queued message tells the phone.
+    app.request(
+        "DELETE",
+        &format!("/v1/messages/{}", ids[3]),
+        Some(&app.live_key),
+        None,
+    )
+    .await
+    .expect(200);
+    let deadline = Duration::from_secs(5);
+    loop {
+        let (name, data) = events
+            .event_within(deadline)
+            .await
+            .expect("MessageCancelled arrives");
+        if name == "MessageCancelled" {
+            let data: Value = serde_json::from_str(&data).unwrap();
+            assert_eq!(data, json!({ "messageId": ids[3] }));
+            break;
+        }
+    }
+}
+
+async fn a_reconnecting_stream_loses_nothing(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let phone = AppClient::new(&app, BASE, &token);
+    assert_eq!(phone.register().await.status, 201);
+    let events = phone.events().await;
+    app.wait_online(&phone_id, true).await;
+    drop(events);
+    // The app reconnects 5 s later; a send meanwhile waits for it.
+    let id = send_live(&app, "while away").await;
+    let mut events = phone.events().await;
+    let (name, _) = events
+        .event_within(Duration::from_secs(2))
+        .await
+        .expect("MessageEnqueued on open when a message is pending");
+    assert_eq!(name, "MessageEnqueued");
+    let served = phone.fetch("fifo").await;
+    assert_eq!(served.len(), 1, "{served:?}");
+    assert_eq!(served[0]["id"], id.as_str());
+    phone.report(&id, "Sent", None).await;
+    app.wait_for_status(&app.live_key, &id, "sent").await;
+    // A keepalive comment comes within 15 s of silence.
+    let frame = events.next_within(Duration::from_secs(16)).await;
+    assert!(
+        matches!(frame, Some(Sse::Comment(ref c)) if c == "keepalive"),
+        "{frame:?}"
+    );
+}
+
+/// Posts an `sms:received` webhook the way the app does: body, then X-Timestamp and X-Signature
+/// (hex HMAC-SHA256 of body + timestamp). Returns the status.
+async fn post_inbound(url: &str, event_id: &str, timestamp: i64, sign_with: &str) -> u16 {
+    use hmac::{Hmac, KeyInit, Mac};
+    let body = json!({
+        "id": event_id,
+        "webhookId": "smsgw-inbound",
+        "event": "sms:received",
+        "deviceId": "device",
+        "payload": {
+            "messageId": "3f2a", "message": "STOP", "sender": "+14155550177",
+            "recipient": "***0100", "simNumber": 1, "phoneNumber": "+14155550177",
+            "receivedAt": "2026-11-25T10:00:00.000+00:00"
+        }
+    })
+    .to_string();
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(sign_with.as_bytes()).unwrap();
+    mac.update(body.as_bytes());
+    mac.update(timestamp.to_string().as_bytes());
+    let signature = hex::encode(mac.finalize().into_bytes());
+    Client::default()
+        .post(url)
+        .insert_header(("content-type", "application/json"))
+        .insert_header(("x-timestamp", timestamp.to_string()))
+        .insert_header(("x-signature", signature))
+        .send_body(body)
+        .await
+        .expect("post completes")
+        .status()
+        .as_u16()
+}
+
+async fn inbound(app: &TestApp) -> Vec<Value> {
+    app.get("/v1/messages?direction=inbound", &app.live_key)
+        .await
+        .expect(200)
+        .data()["messages"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+async fn inbound_posts_are_verified_and_stored_once(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.webhooks.allow_insecure_targets = true;
+    })
+    .await;
+    let receiver = WebhookReceiver::start().await;
+    app.post(
+        "/v1/webhooks",
+        &app.live_key,
+        json!({ "url": receiver.url, "events": ["message.received"] }),
+    )
+    .await
+    .expect(201);
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let phone = AppClient::new(&app, BASE, &token);
+    assert_eq!(phone.register().await.status, 201);
+    let hooks = phone.call("GET", "/webhooks", None).await.body;
+    let hooks = hooks.as_array().unwrap();
+    assert_eq!(hooks.len(), 1, "{hooks:?}");
+    assert_eq!(hooks[0]["event"], "sms:received");
+    assert_eq!(hooks[0]["deviceId"], phone_id.as_str());
+    let url = hooks[0]["url"].as_str().unwrap().to_string();
+    assert!(url.starts_with(&app.address), "{url}");
+    let settings = phone.call("GET", "/settings", None).await.body;
+    let key = settings["webhooks"]["signing_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let now = chrono::Utc::now().timestamp();
+
+    // Refused and not stored: a bad signature, a stale or future timestamp, a wrong path.
+    assert_eq!(post_inbound(&url, "ev-1", now, "wrong key").await, 401);
+    assert_eq!(post_inbound(&url, "ev-1", now - 301, &key).await, 401);
+    assert_eq!(post_inbound(&url, "ev-1", now + 301, &key).await, 401);
+    let wrong_path = format!("{}0", url.trim_end_matches(char::is_alphanumeric));
+    assert_eq!(post_inbound(&wrong_path, "ev-1", now, &key).await, 404);
+    assert!(inbound(&app).await.is_empty());
+
+    // Posted twice (the app retries): stored once.
+    assert_eq!(post_inbound(&url, "ev-1", now, &key).await, 200);
+    assert_eq!(post_inbound(&url, "ev-1", now - 299, &key).await, 200);
+    let stored = inbound(&app).await;
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(stored[0]["from_number"], "+14155550177");
+    assert_eq!(stored[0]["to_number"], SENDER);
+    assert_eq!(stored[0]["content"], "STOP");
+    // The same path as a WebSocket `received` frame: the opt-out keyword and the webhook.
+    let contacts = app.get("/v1/contacts", &app.live_key).await.expect(200);
+    let contact = &contacts.data()["contacts"][0];
+    assert_eq!(contact["phone_number"], "+14155550177");
+    assert_eq!(contact["opted_out"], true, "{contact}");
+    let hooks = receiver.wait_for(1, Duration::from_secs(10)).await;
+    assert_eq!(hooks[0].json()["event"], "message.received");
+    receiver.stop().await;
+}
+
+backend_tests!(
+    inbound_posts_are_verified_and_stored_once,
+    registration_binds_the_app_to_its_phone,
+    a_wrong_token_is_401_at_every_route,
+    the_app_sends_through_events_fetch_and_reports,
+    pace_holds_and_cancel_is_announced,
+    a_reconnecting_stream_loses_nothing,
+);
