@@ -175,7 +175,8 @@ impl Handler<Unpaired> for Registry {
                         .into_iter()
                         .filter(|m| m.device_id == Some(phone_id))
                     {
-                        let transition = Transition::unpair(m.id).with_detail("the phone was unpaired");
+                        let transition =
+                            Transition::unpair(m.id).with_detail("the phone was unpaired");
                         let _ = deps.writer.transition(transition).await;
                     }
                 });
