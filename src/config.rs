@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::domain::quota::{CountQuota, Quota};
+
 /// Everything the server can be configured with (docs/api.md, CLI; docs/smsgw.example.toml).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -16,6 +18,7 @@ pub struct Settings {
     pub webhooks: WebhookSettings,
     pub retention: RetentionSettings,
     pub limits: LimitSettings,
+    pub quotas: QuotaSettings,
     pub messages: MessageSettings,
     pub phones: PhoneSettings,
     pub test_mode: TestModeSettings,
@@ -105,6 +108,28 @@ pub struct LimitSettings {
     pub new_workspace_window: Duration,
     /// Requests per second per API key (burst twice that); 0 turns throttling off.
     pub api_per_second: u32,
+}
+
+/// Per-workspace quotas (docs/api.md, "Quotas"). Counts are per workspace and mode: the live
+/// and the test side of a workspace each have them. 0 turns a quota off.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QuotaSettings {
+    /// Paired phones.
+    pub phones: u32,
+    /// Webhook endpoints.
+    pub webhook_endpoints: u32,
+    /// Stored contacts.
+    pub contacts: u32,
+    /// Outbound messages `queued` (held for `scheduled_for` included), not yet handed to a phone.
+    pub queued_messages: u32,
+    /// Test-mode messages accepted per UTC day.
+    pub test_messages_per_day: u32,
+    /// Webhook delivery attempts started per workspace and mode within any
+    /// `webhook_delivery_window`; the ones over it wait, none is dropped.
+    pub webhook_deliveries: u32,
+    #[serde(deserialize_with = "duration")]
+    pub webhook_delivery_window: Duration,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -210,6 +235,34 @@ impl Default for LimitSettings {
             new_workspace_messages: 50,
             new_workspace_window: Duration::from_secs(24 * 3600),
             api_per_second: 200,
+        }
+    }
+}
+
+impl QuotaSettings {
+    /// The stored-count quota `quota` as configured (0: none).
+    pub fn count(&self, quota: Quota) -> CountQuota {
+        let limit = match quota {
+            Quota::Phones => self.phones,
+            Quota::WebhookEndpoints => self.webhook_endpoints,
+            Quota::Contacts => self.contacts,
+            Quota::QueuedMessages => self.queued_messages,
+            Quota::TestMessagesPerDay => self.test_messages_per_day,
+        };
+        CountQuota { quota, limit }
+    }
+}
+
+impl Default for QuotaSettings {
+    fn default() -> Self {
+        QuotaSettings {
+            phones: 100,
+            webhook_endpoints: 20,
+            contacts: 100_000,
+            queued_messages: 10_000,
+            test_messages_per_day: 1_000,
+            webhook_deliveries: 6_000,
+            webhook_delivery_window: Duration::from_secs(60),
         }
     }
 }
@@ -337,6 +390,11 @@ impl Settings {
                 "messages.max_send_attempts must be at least 1".into(),
             ));
         }
+        if self.quotas.webhook_deliveries > 0 && self.quotas.webhook_delivery_window.is_zero() {
+            return Err(ConfigError::Invalid(
+                "quotas.webhook_delivery_window must be longer than 0".into(),
+            ));
+        }
         if !(self.database.url.starts_with("sqlite:") || self.database.url.starts_with("postgres"))
         {
             return Err(ConfigError::Invalid(
@@ -440,6 +498,14 @@ mod tests {
         assert_eq!(s.limits.api_per_second, 200);
         assert_eq!(s.messages.max_send_attempts, 3);
         assert_eq!(s.test_mode.deliver_after, Duration::from_millis(200));
+        assert_eq!((s.quotas.phones, s.quotas.webhook_endpoints), (100, 20));
+        assert_eq!(
+            (s.quotas.contacts, s.quotas.queued_messages),
+            (100_000, 10_000)
+        );
+        assert_eq!(s.quotas.test_messages_per_day, 1_000);
+        assert_eq!(s.quotas.webhook_deliveries, 6_000);
+        assert_eq!(s.quotas.webhook_delivery_window, Duration::from_secs(60));
     }
 
     #[test]
@@ -455,6 +521,8 @@ mod tests {
                 ("SMSGW_WEBHOOKS__RETRY_SCHEDULE", r#"["1s","2s","3s"]"#),
                 ("SMSGW_SERVER__BIND", "127.0.0.1:0"),
                 ("SMSGW_AI__API_KEY", "12345"),
+                ("SMSGW_QUOTAS__PHONES", "7"),
+                ("SMSGW_QUOTAS__WEBHOOK_DELIVERY_WINDOW", "10s"),
             ]),
         )
         .unwrap();
@@ -470,6 +538,8 @@ mod tests {
         );
         assert_eq!(s.server.bind, "127.0.0.1:0");
         assert_eq!(s.ai.api_key.as_deref(), Some("12345"));
+        assert_eq!(s.quotas.phones, 7);
+        assert_eq!(s.quotas.webhook_delivery_window, Duration::from_secs(10));
     }
 
     /// The `(section, key)` pairs of `settings`, read from its pretty `Debug` form: a section

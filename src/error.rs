@@ -6,6 +6,7 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use serde_json::{Value, json};
 
+use crate::domain::quota::Quota;
 use crate::store::StoreError;
 
 /// The `error_code` of every error answer: the codes of docs/api.md, Errors, plus `method_not_allowed` and
@@ -33,7 +34,9 @@ pub enum ErrorCode {
     InvalidPhoneNumber,
     ContentTooLong,
     ValidationFailed,
+    QuotaExceeded,
     NewAccountLimit,
+    DailyQuotaExceeded,
     RateLimited,
     NoDeviceAvailable,
     InternalError,
@@ -41,7 +44,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in HTTP status order.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::InvalidJson,
         ErrorCode::BadRequest,
         ErrorCode::MissingApiKey,
@@ -59,7 +62,9 @@ impl ErrorCode {
         ErrorCode::InvalidPhoneNumber,
         ErrorCode::ContentTooLong,
         ErrorCode::ValidationFailed,
+        ErrorCode::QuotaExceeded,
         ErrorCode::NewAccountLimit,
+        ErrorCode::DailyQuotaExceeded,
         ErrorCode::RateLimited,
         ErrorCode::NoDeviceAvailable,
         ErrorCode::InternalError,
@@ -85,7 +90,9 @@ impl ErrorCode {
             ErrorCode::InvalidPhoneNumber => "invalid_phone_number",
             ErrorCode::ContentTooLong => "content_too_long",
             ErrorCode::ValidationFailed => "validation_failed",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::NewAccountLimit => "new_account_limit",
+            ErrorCode::DailyQuotaExceeded => "daily_quota_exceeded",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::NoDeviceAvailable => "no_device_available",
             ErrorCode::InternalError => "internal_error",
@@ -109,8 +116,11 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::InvalidPhoneNumber
             | ErrorCode::ContentTooLong
-            | ErrorCode::ValidationFailed => StatusCode::UNPROCESSABLE_ENTITY,
-            ErrorCode::NewAccountLimit | ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            | ErrorCode::ValidationFailed
+            | ErrorCode::QuotaExceeded => StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::NewAccountLimit | ErrorCode::DailyQuotaExceeded | ErrorCode::RateLimited => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ErrorCode::NoDeviceAvailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -157,6 +167,17 @@ pub enum ApiError {
     },
     #[error("{message}")]
     Validation { field: String, message: String },
+    /// A stored-count quota is full (docs/api.md, "Quotas").
+    #[error("the {} quota of this workspace ({limit}) is reached", quota.as_str())]
+    QuotaExceeded { quota: Quota, limit: u32 },
+    /// A daily quota is used up until `resets_at` (docs/api.md, "Quotas").
+    #[error("the {} quota of this workspace ({limit}) is used up until {resets_at}", quota.as_str())]
+    DailyQuotaExceeded {
+        quota: Quota,
+        limit: u32,
+        resets_at: String,
+        retry_after_secs: u64,
+    },
     #[error("a new workspace may send {limit} messages in its first 24 hours")]
     NewAccountLimit { limit: u32, window_ends_at: String },
     #[error("too many requests; retry after {retry_after_secs} s")]
@@ -204,6 +225,8 @@ impl ApiError {
             ApiError::InvalidPhoneNumber { .. } => ErrorCode::InvalidPhoneNumber,
             ApiError::ContentTooLong { .. } => ErrorCode::ContentTooLong,
             ApiError::Validation { .. } => ErrorCode::ValidationFailed,
+            ApiError::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
+            ApiError::DailyQuotaExceeded { .. } => ErrorCode::DailyQuotaExceeded,
             ApiError::NewAccountLimit { .. } => ErrorCode::NewAccountLimit,
             ApiError::RateLimited { .. } => ErrorCode::RateLimited,
             ApiError::NoDeviceAvailable { .. } => ErrorCode::NoDeviceAvailable,
@@ -231,6 +254,15 @@ impl ApiError {
                 segments,
                 encoding,
             } => json!({ "field": field, "segments": segments, "encoding": encoding }),
+            ApiError::QuotaExceeded { quota, limit } => {
+                json!({ "quota": quota.as_str(), "limit": limit })
+            }
+            ApiError::DailyQuotaExceeded {
+                quota,
+                limit,
+                resets_at,
+                ..
+            } => json!({ "quota": quota.as_str(), "limit": limit, "resets_at": resets_at }),
             ApiError::NewAccountLimit {
                 limit,
                 window_ends_at,
@@ -245,6 +277,10 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::NotFound => ApiError::NotFound("resource"),
+            StoreError::QuotaExceeded(quota) => ApiError::QuotaExceeded {
+                quota: quota.quota,
+                limit: quota.limit,
+            },
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -265,7 +301,11 @@ impl ResponseError for ApiError {
             other => other.to_string(),
         };
         let mut response = HttpResponse::build(self.status_code());
-        if let ApiError::RateLimited { retry_after_secs } = self {
+        if let ApiError::RateLimited { retry_after_secs }
+        | ApiError::DailyQuotaExceeded {
+            retry_after_secs, ..
+        } = self
+        {
             response.insert_header((header::RETRY_AFTER, HeaderValue::from(*retry_after_secs)));
         }
         response.json(json!({

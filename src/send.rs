@@ -19,6 +19,7 @@ use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::domain::ai::DraftStatus;
 use crate::domain::phone_number::PhoneNumber;
+use crate::domain::quota::CountQuota;
 use crate::domain::sms::SmsText;
 use crate::domain::status::{MessageStatus, Mode, QueueClass};
 use crate::store::StoreError;
@@ -164,6 +165,14 @@ pub enum SendError {
     Duplicate(Uuid),
     #[error("the new-workspace limit of {limit} messages is reached")]
     LimitReached { limit: u32, window_ends_at: i64 },
+    /// A message quota would be passed; a daily one resets at `resets_at`, in
+    /// `retry_after_secs` (docs/api.md, Quotas).
+    #[error("a message quota is reached")]
+    QuotaExceeded {
+        quota: CountQuota,
+        resets_at: Option<i64>,
+        retry_after_secs: u64,
+    },
     /// The draft was sent or discarded meanwhile (`None`: it is gone).
     #[error("the draft is not pending")]
     DraftNotPending(Option<DraftStatus>),
@@ -458,6 +467,15 @@ fn accepted(
         } => Err(SendError::LimitReached {
             limit,
             window_ends_at,
+        }),
+        AcceptOutcome::QuotaExceeded {
+            quota,
+            resets_at,
+            retry_after_secs,
+        } => Err(SendError::QuotaExceeded {
+            quota,
+            resets_at,
+            retry_after_secs,
         }),
         AcceptOutcome::DraftNotPending(status) => Err(SendError::DraftNotPending(status)),
     }

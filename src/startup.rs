@@ -17,7 +17,7 @@ use crate::actors::ai::{AiResponder, Received};
 use crate::actors::campaign::CampaignChanges;
 use crate::actors::registry::Registry;
 use crate::actors::retention::Retention;
-use crate::actors::webhook_endpoint::{WebhookDeps, WebhookFanout};
+use crate::actors::webhook_endpoint::{DeliveryBudgets, WebhookDeps, WebhookFanout};
 use crate::actors::webhook_target::{SharedResolver, SystemResolver};
 use crate::api::{self, AppState};
 use crate::clock::{SharedClock, SystemClock};
@@ -25,7 +25,7 @@ use crate::config::Settings;
 use crate::domain::change::ChangeKind;
 use crate::domain::secrets::SecretBox;
 use crate::store::webhooks::{AttemptRecorder, Subscriptions};
-use crate::store::writer::{Change, Writer};
+use crate::store::writer::{Change, MessageQuotas, Writer};
 use crate::store::{self, StoreError, workspaces};
 
 /// Why the server could not start.
@@ -288,6 +288,7 @@ impl Application {
             clock.clone(),
             listener,
             Some(fanout.clone()),
+            MessageQuotas::of(&settings.quotas),
         )
         .await?;
         let webhooks = WebhookDeps {
@@ -295,6 +296,7 @@ impl Application {
             recorder: AttemptRecorder::new(writer.clone()),
             subscriptions: subscriptions.clone(),
             secrets: secrets.clone(),
+            budgets: Arc::new(DeliveryBudgets::new(&settings.quotas)),
         };
         let deps = Deps {
             db: db.clone(),

@@ -8,7 +8,7 @@
 //! them, so a restart (of the actor or the process) rebuilds the queue from the database.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -18,10 +18,12 @@ use super::Deps;
 use super::registry::Registry;
 use super::webhook_target::{self, AttemptError, SharedResolver};
 use crate::clock::format_ms;
+use crate::config::QuotaSettings;
+use crate::domain::quota::SlidingBudget;
 use crate::domain::signing;
 use crate::domain::webhook_event::AI_DRAFT_CREATED;
 use crate::store::ai::Draft;
-use crate::store::messages;
+use crate::store::messages::{self, Scope};
 use crate::store::webhooks::{
     self, AttemptRecord, AttemptRecorder, DeliveryState, Endpoint, PendingDelivery, Subscriptions,
 };
@@ -38,7 +40,11 @@ const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 /// The User-Agent of every delivery (docs/api.md, Webhooks).
 const USER_AGENT: &str = "smsgw-webhooks";
 
-/// What the webhook actors share: the resolver, the attempt recorder, the subscription index.
+/// Scopes with a delivery budget kept before the idle ones are dropped.
+const BUDGETS_BEFORE_PRUNE: usize = 1024;
+
+/// What the webhook actors share: the resolver, the attempt recorder, the subscription index,
+/// the delivery budgets.
 #[derive(Clone)]
 pub struct WebhookDeps {
     pub resolver: SharedResolver,
@@ -46,6 +52,46 @@ pub struct WebhookDeps {
     pub subscriptions: Arc<Subscriptions>,
     /// Opens the endpoints' sealed signing keys (docs/api.md, "Secrets at rest").
     pub secrets: Arc<crate::domain::secrets::SecretBox>,
+    pub budgets: Arc<DeliveryBudgets>,
+}
+
+/// The outbound delivery budget of every workspace and mode (docs/api.md, "Quotas"): at most
+/// `quotas.webhook_deliveries` attempts start within any `quotas.webhook_delivery_window`,
+/// over all its endpoints. An attempt over the budget waits in its endpoint's queue (the
+/// delivery stays pending in the database), it is never dropped.
+pub struct DeliveryBudgets {
+    max: u32,
+    window_ms: i64,
+    scopes: Mutex<HashMap<Scope, SlidingBudget>>,
+}
+
+impl DeliveryBudgets {
+    /// Budgets as configured; `webhook_deliveries` 0 means none.
+    pub fn new(quotas: &QuotaSettings) -> DeliveryBudgets {
+        DeliveryBudgets {
+            max: quotas.webhook_deliveries,
+            window_ms: i64::try_from(quotas.webhook_delivery_window.as_millis())
+                .unwrap_or(i64::MAX),
+            scopes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes one attempt of `scope` at `now_ms`, or says from when the budget allows one.
+    pub fn take(&self, scope: Scope, now_ms: i64) -> Result<(), i64> {
+        if self.max == 0 {
+            return Ok(());
+        }
+        // A poisoned lock only means another thread panicked mid-update: the log is still a
+        // list of times, so keep using it.
+        let mut scopes = self.scopes.lock().unwrap_or_else(|e| e.into_inner());
+        if scopes.len() >= BUDGETS_BEFORE_PRUNE {
+            scopes.retain(|_, budget| !budget.is_idle(now_ms));
+        }
+        scopes
+            .entry(scope)
+            .or_insert_with(|| SlidingBudget::new(self.max, self.window_ms))
+            .take(now_ms)
+    }
 }
 
 /// New deliveries for this endpoint, already stored.
@@ -202,6 +248,8 @@ pub struct WebhookEndpoint {
     /// Due deliveries whose message was read, waiting for a request slot. Reads run ahead of
     /// the slots, so a slot is held only for the request itself, not for a database round trip.
     ready: VecDeque<(PendingDelivery, Result<Option<Subject>, String>)>,
+    /// The workspace's delivery budget is spent: a timer pumps again when it allows more.
+    waiting_for_budget: bool,
     stopping: bool,
 }
 
@@ -219,6 +267,7 @@ impl WebhookEndpoint {
             recording: 0,
             reading: false,
             ready: VecDeque::new(),
+            waiting_for_budget: false,
             stopping: false,
         }
     }
@@ -291,10 +340,25 @@ impl WebhookEndpoint {
         if !endpoint.enabled || self.stopping {
             return;
         }
-        while self.in_flight < MAX_IN_FLIGHT {
+        let scope = Scope {
+            workspace_id: endpoint.workspace_id,
+            mode: endpoint.mode,
+        };
+        while self.in_flight < MAX_IN_FLIGHT && !self.waiting_for_budget {
             let Some((delivery, message)) = self.ready.pop_front() else {
                 break;
             };
+            let now = self.deps.clock.now_ms();
+            if let Err(allowed_at) = self.deps.webhooks.budgets.take(scope, now) {
+                self.ready.push_front((delivery, message));
+                self.waiting_for_budget = true;
+                let wait = Duration::from_millis(u64::try_from(allowed_at - now).unwrap_or(0));
+                ctx.run_later(wait, |act, ctx| {
+                    act.waiting_for_budget = false;
+                    act.pump(ctx);
+                });
+                break;
+            }
             self.in_flight += 1;
             let id = delivery.id;
             let fut = attempt(
@@ -440,6 +504,7 @@ impl Supervised for WebhookEndpoint {
         self.known.clear();
         self.ready.clear();
         self.reading = false;
+        self.waiting_for_budget = false;
         self.in_flight = 0;
         self.recording = 0;
     }

@@ -48,7 +48,9 @@ pub fn endpoints() -> Vec<Endpoint> {
             RecipientOptedOut,
             AiRepliesOff,
             NoDeviceAvailable,
+            QuotaExceeded,
             NewAccountLimit,
+            DailyQuotaExceeded,
         ]),
         Endpoint::of::<__path_discard_draft>(|| web::to(discard_draft)).errors(&[InvalidState]),
     ]

@@ -18,6 +18,7 @@ use super::{
     AppState, Caller, Endpoint, JsonBody, PageRequest, missing, page_response, parse_id, required,
 };
 use crate::clock::format_ms;
+use crate::domain::quota::Quota;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::StoreError;
 use crate::store::contacts::{self, Contact, ContactFields, ContactFilter, ContactPatch};
@@ -41,13 +42,17 @@ const MAX_TAG_CHARS: usize = 64;
 pub fn endpoints() -> Vec<Endpoint> {
     use ErrorCode::*;
     vec![
-        Endpoint::of::<__path_import>(|| web::to(import))
-            .errors(&[ValidationFailed, InvalidPhoneNumber]),
+        Endpoint::of::<__path_import>(|| web::to(import)).errors(&[
+            ValidationFailed,
+            InvalidPhoneNumber,
+            QuotaExceeded,
+        ]),
         Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
         Endpoint::of::<__path_create>(|| web::to(create)).errors(&[
             ValidationFailed,
             InvalidPhoneNumber,
             AlreadyExists,
+            QuotaExceeded,
         ]),
         Endpoint::of::<__path_get>(|| web::to(get)),
         Endpoint::of::<__path_update>(|| web::to(update)).errors(&[
@@ -253,7 +258,9 @@ async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let fields = parse_contact(body, "")?;
     let number = fields.phone_number.clone();
-    match contacts::create(&state.db, caller.scope(), fields, state.clock.now_ms()).await {
+    let quota = state.settings.quotas.count(Quota::Contacts);
+    let now = state.clock.now_ms();
+    match contacts::create(&state.db, caller.scope(), fields, quota, now).await {
         Ok(contact) => Ok(success(
             StatusCode::CREATED,
             "contact created",
@@ -442,6 +449,7 @@ async fn import(
             &state.db,
             caller.scope(),
             fields.clone(),
+            state.settings.quotas.count(Quota::Contacts),
             state.clock.now_ms(),
         )
     })

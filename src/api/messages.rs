@@ -21,6 +21,7 @@ use super::{
 use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
 use crate::domain::phone_number::PhoneNumber;
+use crate::domain::quota::CountQuota;
 use crate::domain::sms::{ContentError, SmsText};
 use crate::domain::status::{Direction, MessageStatus};
 use crate::error::{ApiError, ErrorCode, success};
@@ -44,7 +45,9 @@ pub fn endpoints() -> Vec<Endpoint> {
         PremiumRateBlocked,
         RecipientOptedOut,
         NoDeviceAvailable,
+        QuotaExceeded,
         NewAccountLimit,
+        DailyQuotaExceeded,
     ];
     vec![
         Endpoint::of::<__path_send>(|| web::to(send))
@@ -206,6 +209,11 @@ pub fn send_error(err: SendError, recipient_field: impl Fn(usize) -> String) -> 
             limit,
             window_ends_at: format_ms(window_ends_at),
         },
+        SendError::QuotaExceeded {
+            quota,
+            resets_at,
+            retry_after_secs,
+        } => quota_exceeded(quota, resets_at, retry_after_secs),
         SendError::DraftNotPending(Some(status)) => ApiError::InvalidState {
             message: format!("only a pending draft can be sent; this one is {status}"),
             status: status.as_str().to_string(),
@@ -213,6 +221,22 @@ pub fn send_error(err: SendError, recipient_field: impl Fn(usize) -> String) -> 
         SendError::DraftNotPending(None) => ApiError::NotFound("draft"),
         SendError::Store(err) => err.into(),
         SendError::Unavailable(why) => ApiError::Internal(why),
+    }
+}
+
+/// The error of a message quota: a daily one (429, until `resets_at`) or a count (422).
+fn quota_exceeded(quota: CountQuota, resets_at: Option<i64>, retry_after_secs: u64) -> ApiError {
+    match resets_at {
+        Some(at) => ApiError::DailyQuotaExceeded {
+            quota: quota.quota,
+            limit: quota.limit,
+            resets_at: format_ms(at),
+            retry_after_secs,
+        },
+        None => ApiError::QuotaExceeded {
+            quota: quota.quota,
+            limit: quota.limit,
+        },
     }
 }
 

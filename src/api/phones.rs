@@ -19,6 +19,7 @@ use crate::api::messages::parse_number;
 use crate::clock::format_ms;
 use crate::domain::keys;
 use crate::domain::pace::Pace;
+use crate::domain::quota::Quota;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::messages::Position;
 use crate::store::phones::{self, PhoneRecord};
@@ -35,8 +36,11 @@ pub fn endpoints() -> Vec<Endpoint> {
             .public()
             .errors(&[BadRequest, MissingApiKey, InvalidApiKey]),
         Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_create>(|| web::to(create))
-            .errors(&[ValidationFailed, InvalidPhoneNumber]),
+        Endpoint::of::<__path_create>(|| web::to(create)).errors(&[
+            ValidationFailed,
+            InvalidPhoneNumber,
+            QuotaExceeded,
+        ]),
         Endpoint::of::<__path_get>(|| web::to(get)),
         Endpoint::of::<__path_update>(|| web::to(update)).errors(&[ValidationFailed]),
         Endpoint::of::<__path_delete>(|| web::to(delete)),
@@ -150,6 +154,7 @@ async fn create(
         number.as_str(),
         name,
         keys::hash_secret(&token),
+        state.settings.quotas.count(Quota::Phones),
         now,
     )
     .await?;

@@ -52,10 +52,16 @@ pub struct ErrorData {
     pub segments: Option<u32>,
     /// `content_too_long`: `GSM-7` or `UCS-2`.
     pub encoding: Option<String>,
-    /// `new_account_limit`: messages allowed in the window.
+    /// `new_account_limit`: messages allowed in the window; `quota_exceeded` and
+    /// `daily_quota_exceeded`: the quota's limit.
     pub limit: Option<u32>,
     /// `new_account_limit`: when the window ends.
     pub window_ends_at: Option<String>,
+    /// `quota_exceeded`, `daily_quota_exceeded`: which quota (`phones`, `webhook_endpoints`,
+    /// `contacts`, `queued_messages`, `test_messages_per_day`).
+    pub quota: Option<String>,
+    /// `daily_quota_exceeded`: when the quota resets (the next UTC midnight).
+    pub resets_at: Option<String>,
 }
 
 /// An empty `data` object.

@@ -21,6 +21,7 @@ use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted};
 use crate::actors::webhook_target::{self, SharedResolver, TargetError};
 use crate::api::messages::parse_number;
 use crate::clock::format_ms;
+use crate::domain::quota::Quota;
 use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
 use crate::domain::webhook_event::{EVENT_KINDS, is_event_kind};
@@ -49,8 +50,11 @@ pub fn endpoints() -> Vec<Endpoint> {
     use ErrorCode::*;
     vec![
         Endpoint::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
-        Endpoint::of::<__path_create>(|| web::to(create))
-            .errors(&[ValidationFailed, InvalidPhoneNumber]),
+        Endpoint::of::<__path_create>(|| web::to(create)).errors(&[
+            ValidationFailed,
+            InvalidPhoneNumber,
+            QuotaExceeded,
+        ]),
         Endpoint::of::<__path_get>(|| web::to(get)),
         Endpoint::of::<__path_update>(|| web::to(update))
             .errors(&[ValidationFailed, InvalidPhoneNumber]),
@@ -244,7 +248,9 @@ async fn create(
         enabled: body.enabled.unwrap_or(true),
         sealed_signing_key,
     };
-    let endpoint = webhooks::create(&state.db, caller.scope(), new, state.clock.now_ms()).await?;
+    let quota = state.settings.quotas.count(Quota::WebhookEndpoints);
+    let now = state.clock.now_ms();
+    let endpoint = webhooks::create(&state.db, caller.scope(), new, quota, now).await?;
     api.subscriptions.upsert(&endpoint);
     Ok(success(
         StatusCode::CREATED,

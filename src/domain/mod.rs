@@ -9,6 +9,7 @@ pub mod pace;
 pub mod phone_number;
 pub mod phone_queue;
 pub mod protocol;
+pub mod quota;
 pub mod secrets;
 pub mod signing;
 pub mod sms;

@@ -31,7 +31,7 @@ impl Drop for Target {
     }
 }
 
-/// Configuration given to the child server: pace at its maximum (100,000 per window per phone), no throttling, no new-workspace cap,
+/// Configuration given to the child server: pace at its maximum (100,000 per window per phone), no throttling, no new-workspace cap, no quotas,
 /// plain-HTTP loopback webhook targets (the harness's receiver), quiet logs.
 const CHILD_ENV: &[(&str, &str)] = &[
     ("SMSGW_SERVER__BIND", "127.0.0.1:0"),
@@ -39,6 +39,11 @@ const CHILD_ENV: &[(&str, &str)] = &[
     ("SMSGW_PACE__PER_30_MINUTES", "100000"),
     ("SMSGW_LIMITS__API_PER_SECOND", "0"),
     ("SMSGW_LIMITS__NEW_WORKSPACE_MESSAGES", "1000000000"),
+    ("SMSGW_QUOTAS__PHONES", "0"),
+    ("SMSGW_QUOTAS__WEBHOOK_ENDPOINTS", "0"),
+    ("SMSGW_QUOTAS__QUEUED_MESSAGES", "0"),
+    ("SMSGW_QUOTAS__TEST_MESSAGES_PER_DAY", "0"),
+    ("SMSGW_QUOTAS__WEBHOOK_DELIVERIES", "0"),
     ("SMSGW_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true"),
     ("SMSGW_WEBHOOKS__TIMEOUT", "5s"),
     ("SMSGW_PHONES__HEARTBEAT_TIMEOUT", "60s"),

@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::StoreError;
 use super::messages::{Position, Scope};
 use crate::domain::keywords::Keyword;
+use crate::domain::quota::CountQuota;
 
 /// Contacts per multi-row statement of an import (13 columns: 6,500 bind parameters, well
 /// under SQLite's 32,766 and PostgreSQL's 65,535).
@@ -168,16 +169,21 @@ async fn tags_of<C: ConnectionTrait>(
     Ok(tags)
 }
 
-/// Creates a contact; `Conflict` when the number already has one in this scope.
+/// Creates a contact; `Conflict` when the number already has one in this scope,
+/// `QuotaExceeded` when the scope already has `quota` contacts.
 #[tracing::instrument(skip_all)]
 pub async fn create(
     db: &DatabaseConnection,
     scope: Scope,
     fields: ContactFields,
+    quota: CountQuota,
     now_ms: i64,
 ) -> Result<Contact, StoreError> {
     let id = Uuid::now_v7();
     let txn = super::begin_write(db).await?;
+    super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
+    let stored = contacts::Entity::find().filter(in_scope(scope));
+    super::quotas::ensure_room(&txn, quota, stored, 1).await?;
     let model = contacts::ActiveModel {
         id: Set(id),
         workspace_id: Set(scope.workspace_id),
@@ -344,15 +350,18 @@ pub async fn list(
 
 /// Upserts contacts by phone number in one transaction with multi-row statements. A field an
 /// item leaves out keeps its stored value on an existing contact; given tags replace the
-/// contact's tags. Numbers must be distinct (the API checks).
+/// contact's tags. Numbers must be distinct (the API checks). `QuotaExceeded`, with nothing
+/// written, when the new contacts would take the scope past `quota`.
 #[tracing::instrument(skip_all, fields(contacts = items.len()))]
 pub async fn import(
     db: &DatabaseConnection,
     scope: Scope,
     items: Vec<ContactFields>,
+    quota: CountQuota,
     now_ms: i64,
 ) -> Result<ImportOutcome, StoreError> {
     let txn = super::begin_write(db).await?;
+    super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
     let mut existing: HashMap<String, contacts::Model> = HashMap::with_capacity(items.len());
     let numbers: Vec<&str> = items.iter().map(|i| i.phone_number.as_str()).collect();
     for chunk in numbers.chunks(IDS_PER_LOOKUP) {
@@ -363,6 +372,9 @@ pub async fn import(
             .await?;
         existing.extend(rows.into_iter().map(|r| (r.phone_number.clone(), r)));
     }
+    let adding = items.len().saturating_sub(existing.len()) as u64;
+    let stored = contacts::Entity::find().filter(in_scope(scope));
+    super::quotas::ensure_room(&txn, quota, stored, adding).await?;
     let mut rows = Vec::with_capacity(items.len());
     // Per item: the id it will have when it is new (None for an existing contact), and its tags.
     let mut planned: HashMap<String, (Option<Uuid>, Option<Vec<String>>)> =

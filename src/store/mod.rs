@@ -9,6 +9,7 @@ pub mod contacts;
 pub mod messages;
 mod paging;
 pub mod phones;
+pub mod quotas;
 pub mod retention;
 mod sqlite_memory;
 pub mod webhooks;
@@ -39,6 +40,9 @@ pub enum StoreError {
     /// SQLite could not get its lock in time ("database is locked"); worth retrying.
     #[error("database busy: {0}")]
     Busy(String),
+    /// A stored-count quota would be passed; nothing was written.
+    #[error("the {} quota ({}) is reached", .0.quota.as_str(), .0.limit)]
+    QuotaExceeded(crate::domain::quota::CountQuota),
     #[error("database error: {0}")]
     Db(DbErr),
     /// A stored secret does not open under the secrets key (docs/api.md, "Secrets at rest").

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::StoreError;
 use super::messages::{Position, Scope};
 use crate::domain::pace::Pace;
+use crate::domain::quota::CountQuota;
 use crate::domain::status::Mode;
 
 /// A paired phone.
@@ -75,6 +76,7 @@ fn pace_columns(pace: Option<Pace>) -> (Option<i32>, Option<i32>) {
 }
 
 /// Pairs a new phone; the token hash is all that is kept of its device token.
+/// `QuotaExceeded` when the scope already has `quota` phones.
 #[tracing::instrument(skip_all)]
 pub async fn create(
     db: &DatabaseConnection,
@@ -82,8 +84,13 @@ pub async fn create(
     phone_number: &str,
     name: Option<String>,
     token_hash: String,
+    quota: CountQuota,
     now_ms: i64,
 ) -> Result<PhoneRecord, StoreError> {
+    let txn = super::begin_write(db).await?;
+    super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
+    let stored = phones::Entity::find().filter(in_scope(scope));
+    super::quotas::ensure_room(&txn, quota, stored, 1).await?;
     let model = phones::ActiveModel {
         id: Set(Uuid::now_v7()),
         workspace_id: Set(scope.workspace_id),
@@ -96,8 +103,9 @@ pub async fn create(
         created_at: Set(now_ms),
         last_seen_at: Set(None),
     }
-    .insert(db)
+    .insert(&txn)
     .await?;
+    txn.commit().await?;
     Ok(model.into())
 }
 

@@ -16,6 +16,7 @@ use uuid::Uuid;
 use super::StoreError;
 use super::messages::{Message, Position, Scope};
 use super::writer::Change;
+use crate::domain::quota::CountQuota;
 use crate::domain::secrets::{self, SecretBox};
 use crate::domain::status::{Direction, Mode};
 use crate::domain::webhook_event::event_for_change;
@@ -111,14 +112,19 @@ fn json_list(items: &[String]) -> String {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
 }
 
-/// Stores a new endpoint.
+/// Stores a new endpoint; `QuotaExceeded` when the scope already has `quota` endpoints.
 #[tracing::instrument(skip_all)]
 pub async fn create(
     db: &DatabaseConnection,
     scope: Scope,
     new: NewEndpoint,
+    quota: CountQuota,
     now_ms: i64,
 ) -> Result<Endpoint, StoreError> {
+    let txn = super::begin_write(db).await?;
+    super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
+    let stored = webhook_endpoints::Entity::find().filter(in_scope(scope));
+    super::quotas::ensure_room(&txn, quota, stored, 1).await?;
     let model = webhook_endpoints::ActiveModel {
         id: Set(new.id),
         workspace_id: Set(scope.workspace_id),
@@ -131,8 +137,9 @@ pub async fn create(
         created_at: Set(now_ms),
         updated_at: Set(now_ms),
     }
-    .insert(db)
+    .insert(&txn)
     .await?;
+    txn.commit().await?;
     Ok(model.into())
 }
 

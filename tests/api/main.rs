@@ -18,6 +18,7 @@ mod ops;
 mod phone_sim;
 mod phones;
 mod portal;
+mod quotas;
 mod retention;
 mod secrets;
 mod webhooks;

@@ -9,9 +9,11 @@ use sea_orm::{DatabaseConnection, DatabaseTransaction};
 use uuid::Uuid;
 
 use super::NewMessage;
+use super::quotas::QuotaCounts;
 use super::sql;
 use super::task::Batch;
 use crate::domain::ai::DraftStatus;
+use crate::domain::quota::CountQuota;
 use crate::store::StoreError;
 use crate::store::ai::NewDraft;
 use crate::store::messages::{Message, Scope};
@@ -45,7 +47,7 @@ impl NewWorkspaceLimit {
 
 /// Store outbound messages after the checks of docs/api.md, Messages, that need the database, in order:
 /// idempotency, the recipients' opt-outs (docs/api.md "Messages"; for an AI reply also its
-/// `ai_replies`), device availability, new-workspace limit.
+/// `ai_replies`), device availability, the message quotas, new-workspace limit.
 #[derive(Debug, Clone)]
 pub struct Accept {
     pub scope: Scope,
@@ -80,6 +82,13 @@ pub enum AcceptOutcome {
     },
     /// The draft to send is not pending: its status, or None when it does not exist.
     DraftNotPending(Option<DraftStatus>),
+    /// A message quota would be passed; a daily one resets at `resets_at`, in
+    /// `retry_after_secs`.
+    QuotaExceeded {
+        quota: CountQuota,
+        resets_at: Option<i64>,
+        retry_after_secs: u64,
+    },
     /// The recipient of `messages[index]` opted out (STOP): nothing was stored.
     OptedOut {
         index: usize,
@@ -100,6 +109,7 @@ pub(super) async fn accept(
     txn: &DatabaseTransaction,
     batch: &mut Batch,
     counts: &mut NewWorkspaceCounts,
+    quotas: &mut QuotaCounts,
     accept: &Accept,
     now: i64,
 ) -> Result<AcceptOutcome, StoreError> {
@@ -116,6 +126,9 @@ pub(super) async fn accept(
         return Ok(AcceptOutcome::NoDevice);
     }
     let counted = accept.messages.len() as u64;
+    if let Some(refused) = quotas.check(txn, batch, scope, counted, now).await? {
+        return Ok(refused);
+    }
     if let Some(limit) = accept.limit
         && counts.check(txn, batch, scope, limit, counted, now).await? == LimitCheck::Reached
     {

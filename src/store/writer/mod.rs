@@ -19,6 +19,7 @@ use uuid::Uuid;
 mod accept;
 mod campaign;
 mod inbound;
+mod quotas;
 mod rows;
 mod sql;
 mod task;
@@ -27,6 +28,7 @@ mod transition;
 pub use accept::{Accept, AcceptOutcome, DraftLink, NewWorkspaceLimit};
 pub use campaign::{CampaignOp, CampaignOutcome};
 pub use inbound::InboundOutcome;
+pub use quotas::MessageQuotas;
 pub use transition::{Reroute, Transition};
 
 use super::StoreError;
@@ -220,8 +222,9 @@ impl Writer {
         clock: SharedClock,
         listener: ChangeListener,
         hook: Option<SharedCommitHook>,
+        quotas: MessageQuotas,
     ) -> Result<Writer, StoreError> {
-        let tx = task::start(url, clock, listener, hook).await?;
+        let tx = task::start(url, clock, listener, hook, quotas).await?;
         Ok(Writer { tx })
     }
 

@@ -15,10 +15,11 @@ use uuid::Uuid;
 use super::accept::{self, Accept, AcceptOutcome, NewWorkspaceCounts};
 use super::campaign::{CampaignOp, CampaignOutcome};
 use super::inbound::{self, Inbound, InboundOutcome};
+use super::quotas::{MessageQuotas, QuotaCounts};
 use super::transition::{self, Move, Reroute, Transition};
 use super::{Change, ChangeListener, NewMessage, SharedCommitHook, rows, sql};
 use crate::clock::SharedClock;
-use crate::domain::status::MessageStatus;
+use crate::domain::status::{Direction, MessageStatus};
 use crate::store::StoreError;
 use crate::store::ai::NewDraft;
 use crate::store::contacts::{self, Consent, ContactKey};
@@ -186,11 +187,12 @@ pub(super) async fn start(
     clock: SharedClock,
     listener: ChangeListener,
     hook: Option<SharedCommitHook>,
+    quotas: MessageQuotas,
 ) -> Result<mpsc::Sender<Job>, StoreError> {
     if !sea_orm::DbBackend::Sqlite.is_prefix_of(url) {
         let db = crate::store::connect_writer(url).await?;
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-        tokio::spawn(WriterTask::new(db, clock, listener, hook).run(rx));
+        tokio::spawn(WriterTask::new(db, clock, listener, hook, quotas).run(rx));
         return Ok(tx);
     }
     let (ready, opened) = oneshot::channel();
@@ -221,7 +223,7 @@ pub(super) async fn start(
                 };
                 tracing::debug!(?cpu, "writer started on its own thread");
                 let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-                let task = WriterTask::new(db, clock, listener, hook);
+                let task = WriterTask::new(db, clock, listener, hook, quotas);
                 if ready.send(Ok(tx)).is_ok() {
                     task.run(rx).await;
                 }
@@ -277,6 +279,7 @@ pub(super) struct WriterTask {
     listener: ChangeListener,
     hook: Option<SharedCommitHook>,
     pub(super) counts: NewWorkspaceCounts,
+    pub(super) quotas: QuotaCounts,
 }
 
 /// What one batch will write and answer once it commits.
@@ -290,6 +293,8 @@ pub(super) struct Batch {
     /// The (phone, ref) pairs of this batch's inbound messages already stored before it.
     pub(super) stored_refs: HashSet<(Uuid, String)>,
     pub(super) count_deltas: HashMap<Uuid, u64>,
+    /// Outbound messages staged per scope in this batch.
+    pub(super) staged: HashMap<Scope, u64>,
     /// Messages moved to `sent` in this batch.
     pub(super) sent: HashSet<Uuid>,
     /// Webhook attempt rows of this batch.
@@ -315,6 +320,9 @@ impl Batch {
     /// `sending`'s, for a reserved hand-over).
     pub(super) fn stage(&mut self, new: &NewMessage, scope: Scope, now: i64) -> Message {
         let message = rows::to_message(new, scope, now);
+        if new.direction == Direction::Outbound {
+            *self.staged.entry(scope).or_insert(0) += 1;
+        }
         self.rows.push(rows::to_row(&message, new));
         self.events.push(rows::event_row(
             message.id,
@@ -352,6 +360,8 @@ impl Batch {
 struct Committed {
     changes: Vec<Change>,
     deltas: HashMap<Uuid, u64>,
+    /// Outbound messages stored per scope.
+    staged: HashMap<Scope, u64>,
     deliveries: Vec<PendingDelivery>,
 }
 
@@ -361,6 +371,7 @@ impl WriterTask {
         clock: SharedClock,
         listener: ChangeListener,
         hook: Option<SharedCommitHook>,
+        quotas: MessageQuotas,
     ) -> WriterTask {
         WriterTask {
             db,
@@ -368,6 +379,7 @@ impl WriterTask {
             listener,
             hook,
             counts: NewWorkspaceCounts::default(),
+            quotas: QuotaCounts::new(quotas),
         }
     }
 
@@ -454,6 +466,7 @@ impl WriterTask {
     /// Publishes a committed batch: counts, listener, hook.
     fn publish(&mut self, committed: Committed) {
         self.counts.apply(committed.deltas);
+        self.quotas.apply(&committed.staged, &committed.changes);
         (self.listener)(committed.changes);
         if let Some(hook) = &self.hook
             && !committed.deliveries.is_empty()
@@ -512,8 +525,15 @@ impl WriterTask {
         for job in jobs.iter_mut() {
             match job {
                 Job::Accept(s) => {
-                    let outcome =
-                        accept::accept(&txn, &mut batch, &mut self.counts, &s.request, now).await?;
+                    let outcome = accept::accept(
+                        &txn,
+                        &mut batch,
+                        &mut self.counts,
+                        &mut self.quotas,
+                        &s.request,
+                        now,
+                    )
+                    .await?;
                     s.answer = Some(outcome);
                 }
                 Job::Transition(s) => {
@@ -572,6 +592,7 @@ impl WriterTask {
         Ok(Committed {
             changes: batch.changes,
             deltas: batch.count_deltas,
+            staged: batch.staged,
             deliveries,
         })
     }

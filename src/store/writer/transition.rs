@@ -338,9 +338,15 @@ mod tests {
                 let mut sink = sink.lock().unwrap();
                 sink.extend(changes.into_iter().map(|c| (c.message.id, c.kind.as_str())));
             });
-            let writer = Writer::connect(&url, Arc::new(SystemClock), listener, None)
-                .await
-                .unwrap();
+            let writer = Writer::connect(
+                &url,
+                Arc::new(SystemClock),
+                listener,
+                None,
+                super::super::MessageQuotas::none(),
+            )
+            .await
+            .unwrap();
             let scope = Scope {
                 workspace_id: Uuid::now_v7(),
                 mode: Mode::Live,

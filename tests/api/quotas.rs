@@ -1,0 +1,350 @@
+//! Per-workspace quotas (docs/api.md, "Quotas"): stored phones, webhook endpoints, contacts and
+//! queued messages, test-mode messages per day, and the outbound webhook delivery budget.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::backend_tests;
+use crate::helpers::{Backend, SENDER, TestApp, WebhookReceiver, spawn_app_with};
+
+const RECIPIENT: &str = "+14155550123";
+
+/// A send from the test key held an hour (it stays `queued`).
+fn held(to: &str) -> Value {
+    let at = chrono::Utc::now() + chrono::Duration::hours(1);
+    json!({ "from_number": SENDER, "to_number": to, "content": "held",
+            "scheduled_for": at.to_rfc3339() })
+}
+
+fn assert_quota(reply: &Value, quota: &str, limit: u64) {
+    assert_eq!(reply["data"]["quota"], quota, "body: {reply}");
+    assert_eq!(reply["data"]["limit"], limit, "body: {reply}");
+}
+
+async fn count(app: &TestApp, path: &str, key: &str, field: &str) -> usize {
+    app.get(&format!("{path}?limit=100"), key)
+        .await
+        .expect(200)
+        .data()[field]
+        .as_array()
+        .expect("a list")
+        .len()
+}
+
+async fn phone_and_webhook_quotas_refuse_the_next_one(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.quotas.phones = 2;
+        s.quotas.webhook_endpoints = 1;
+        s.webhooks.allow_insecure_targets = true;
+    })
+    .await;
+    for number in ["+14155550001", "+14155550002"] {
+        app.post(
+            "/v1/phones",
+            &app.live_key,
+            json!({ "phone_number": number }),
+        )
+        .await
+        .expect(201);
+    }
+    let refused = app
+        .post(
+            "/v1/phones",
+            &app.live_key,
+            json!({ "phone_number": "+14155550003" }),
+        )
+        .await
+        .expect_error(422, "quota_exceeded");
+    assert_quota(&refused.body, "phones", 2);
+    assert_eq!(count(&app, "/v1/phones", &app.live_key, "phones").await, 2);
+    // Each mode has its own quotas: the test side is not full.
+    app.post(
+        "/v1/phones",
+        &app.test_key,
+        json!({ "phone_number": "+14155550003" }),
+    )
+    .await
+    .expect(201);
+
+    let hook = json!({ "url": "http://127.0.0.1:9/hook", "events": ["message.sent"] });
+    app.post("/v1/webhooks", &app.test_key, hook.clone())
+        .await
+        .expect(201);
+    let refused = app
+        .post("/v1/webhooks", &app.test_key, hook)
+        .await
+        .expect_error(422, "quota_exceeded");
+    assert_quota(&refused.body, "webhook_endpoints", 1);
+    assert_eq!(
+        count(&app, "/v1/webhooks", &app.test_key, "webhooks").await,
+        1
+    );
+}
+
+async fn contact_quota_refuses_a_whole_import(backend: Backend) {
+    let app = spawn_app_with(backend, |s| s.quotas.contacts = 3).await;
+    for number in ["+14155550101", "+14155550102"] {
+        app.post(
+            "/v1/contacts",
+            &app.test_key,
+            json!({ "phone_number": number }),
+        )
+        .await
+        .expect(201);
+    }
+    // Two new contacts would make four: refused whole, nothing stored or changed.
+    let refused = app
+        .post(
+            "/v1/contacts/import",
+            &app.test_key,
+            json!({ "contacts": [
+                { "phone_number": "+14155550101", "first_name": "Changed" },
+                { "phone_number": "+14155550103" },
+                { "phone_number": "+14155550104" },
+            ] }),
+        )
+        .await
+        .expect_error(422, "quota_exceeded");
+    assert_quota(&refused.body, "contacts", 3);
+    let listed = app
+        .get("/v1/contacts?limit=100", &app.test_key)
+        .await
+        .expect(200);
+    let contacts = listed.data()["contacts"].as_array().unwrap();
+    assert_eq!(contacts.len(), 2);
+    assert!(contacts.iter().all(|c| c["first_name"].is_null()));
+    // Updates of existing contacts and one new contact fit.
+    app.post(
+        "/v1/contacts/import",
+        &app.test_key,
+        json!({ "contacts": [
+            { "phone_number": "+14155550101", "first_name": "Changed" },
+            { "phone_number": "+14155550103" },
+        ] }),
+    )
+    .await
+    .expect(200);
+    let refused = app
+        .post(
+            "/v1/contacts",
+            &app.test_key,
+            json!({ "phone_number": "+14155550105" }),
+        )
+        .await
+        .expect_error(422, "quota_exceeded");
+    assert_quota(&refused.body, "contacts", 3);
+    assert_eq!(
+        count(&app, "/v1/contacts", &app.test_key, "contacts").await,
+        3
+    );
+}
+
+async fn queued_message_quota_counts_held_messages(backend: Backend) {
+    let app = spawn_app_with(backend, |s| s.quotas.queued_messages = 3).await;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let reply = app
+            .post("/v1/messages/send", &app.test_key, held(RECIPIENT))
+            .await
+            .expect(202);
+        ids.push(reply.data()["id"].as_str().unwrap().to_string());
+    }
+    // A bulk send that would make four queued messages is refused whole.
+    let refused = app
+        .post(
+            "/v1/messages/bulk-send",
+            &app.test_key,
+            json!({ "from_number": SENDER, "content": "bulk",
+                    "to_numbers": [RECIPIENT, "+447911123456"] }),
+        )
+        .await
+        .expect_error(422, "quota_exceeded");
+    assert_quota(&refused.body, "queued_messages", 3);
+    app.post("/v1/messages/send", &app.test_key, held("+447911123456"))
+        .await
+        .expect(202);
+    let refused = app
+        .post("/v1/messages/send", &app.test_key, held(RECIPIENT))
+        .await
+        .expect_error(422, "quota_exceeded");
+    assert_quota(&refused.body, "queued_messages", 3);
+    assert_eq!(
+        count(&app, "/v1/messages", &app.test_key, "messages").await,
+        3
+    );
+    // A canceled message is no longer queued: its place is free again.
+    app.request(
+        "DELETE",
+        &format!("/v1/messages/{}", ids[0]),
+        Some(&app.test_key),
+        None,
+    )
+    .await
+    .expect(200);
+    app.post("/v1/messages/send", &app.test_key, held(RECIPIENT))
+        .await
+        .expect(202);
+}
+
+async fn concurrent_sends_never_pass_the_queued_quota(backend: Backend) {
+    let app = spawn_app_with(backend, |s| s.quotas.queued_messages = 5).await;
+    let sends = (0..20).map(|i| {
+        let body = held(&format!("+1415555{:04}", 2000 + i));
+        let app = &app;
+        async move { app.post("/v1/messages/send", &app.test_key, body).await }
+    });
+    let replies = futures_util::future::join_all(sends).await;
+    let accepted = replies.iter().filter(|r| r.status == 202).count();
+    let refused = replies
+        .iter()
+        .filter(|r| r.status == 422 && r.body["error_code"] == "quota_exceeded")
+        .count();
+    assert_eq!((accepted, refused), (5, 15));
+    assert_eq!(
+        count(&app, "/v1/messages", &app.test_key, "messages").await,
+        5
+    );
+}
+
+async fn test_mode_messages_per_day_are_capped(backend: Backend) {
+    let app = spawn_app_with(backend, |s| s.quotas.test_messages_per_day = 3).await;
+    let mut last = String::new();
+    for i in 0..3 {
+        let reply = app.send_test(RECIPIENT, &format!("m{i}")).await.expect(202);
+        last = reply.data()["id"].as_str().unwrap().to_string();
+    }
+    // Delivered messages still count: the cap is on messages accepted today.
+    app.wait_for_status(&app.test_key, &last, "delivered").await;
+    let refused = app
+        .send_test(RECIPIENT, "one too many")
+        .await
+        .expect_error(429, "daily_quota_exceeded");
+    assert_quota(&refused.body, "test_messages_per_day", 3);
+    let resets_at = refused.data()["resets_at"].as_str().unwrap();
+    let resets_at = chrono::DateTime::parse_from_rfc3339(resets_at)
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let now = chrono::Utc::now();
+    assert!(resets_at > now && resets_at - now <= chrono::Duration::days(1));
+    app.post(
+        "/v1/messages/bulk-send",
+        &app.test_key,
+        json!({ "from_number": SENDER, "content": "bulk", "to_numbers": [RECIPIENT] }),
+    )
+    .await
+    .expect_error(429, "daily_quota_exceeded");
+    assert_eq!(
+        count(&app, "/v1/messages", &app.test_key, "messages").await,
+        3
+    );
+}
+
+/// Most of `times` (ms, sorted) within any `window_ms`.
+fn most_in_window(times: &[i64], window_ms: i64) -> usize {
+    let mut most = 0;
+    let mut start = 0;
+    for end in 0..times.len() {
+        while times[end] - times[start] >= window_ms {
+            start += 1;
+        }
+        most = most.max(end - start + 1);
+    }
+    most
+}
+
+async fn webhook_budget_delays_deliveries_and_loses_none(backend: Backend) {
+    const ENDPOINTS: usize = 50;
+    const MESSAGES: usize = 4;
+    const BUDGET: u32 = 50;
+    let app = spawn_app_with(backend, |s| {
+        s.webhooks.allow_insecure_targets = true;
+        s.quotas.webhook_endpoints = ENDPOINTS as u32;
+        s.quotas.webhook_deliveries = BUDGET;
+        s.quotas.webhook_delivery_window = Duration::from_secs(1);
+    })
+    .await;
+    let receiver = WebhookReceiver::start().await;
+    let mut endpoints = Vec::new();
+    for i in 0..ENDPOINTS {
+        let created = app
+            .post(
+                "/v1/webhooks",
+                &app.test_key,
+                json!({ "url": format!("{}?endpoint={i}", receiver.url),
+                        "events": ["message.delivered"] }),
+            )
+            .await
+            .expect(201);
+        endpoints.push(created.data()["id"].as_str().unwrap().to_string());
+    }
+    for i in 0..MESSAGES {
+        app.send_test(RECIPIENT, &format!("m{i}")).await.expect(202);
+    }
+    let expected = ENDPOINTS * MESSAGES;
+    // 200 deliveries at 50 per second: three seconds of them wait, none is dropped.
+    receiver.wait_for(expected, Duration::from_secs(30)).await;
+    // When each attempt started, as the server recorded it (the receiver's arrival times
+    // bunch up when the machine is busy).
+    // An attempt is recorded just after its answer: poll until every one is.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut started = Vec::new();
+    loop {
+        started.clear();
+        for id in &endpoints {
+            let attempts = app
+                .get(
+                    &format!("/v1/webhooks/{id}/deliveries?limit=100"),
+                    &app.test_key,
+                )
+                .await
+                .expect(200);
+            for attempt in attempts.data()["deliveries"].as_array().unwrap() {
+                assert_eq!(attempt["state"], "succeeded", "{attempt}");
+                let at = attempt["attempted_at"].as_str().unwrap();
+                started.push(
+                    chrono::DateTime::parse_from_rfc3339(at)
+                        .unwrap()
+                        .timestamp_millis(),
+                );
+            }
+        }
+        if started.len() >= expected || tokio::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(started.len(), expected, "one attempt per delivery");
+    started.sort();
+    // The budget is taken just before `attempted_at` is: a window a few ms shorter than the
+    // budget's absorbs that.
+    let most = most_in_window(&started, 950);
+    assert!(
+        most <= BUDGET as usize,
+        "{most} attempts started within 950 ms; the budget is {BUDGET} per second"
+    );
+    let span = started[started.len() - 1] - started[0];
+    assert!(
+        span >= 3000,
+        "200 attempts at 50 per second spread over {span} ms"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let received = receiver.received();
+    assert_eq!(received.len(), expected, "each delivery arrives once");
+    let mut event_ids: Vec<_> = received
+        .iter()
+        .map(|r| r.headers["x-event-id"].clone())
+        .collect();
+    event_ids.sort();
+    event_ids.dedup();
+    assert_eq!(event_ids.len(), expected, "no delivery twice");
+}
+
+backend_tests!(
+    phone_and_webhook_quotas_refuse_the_next_one,
+    contact_quota_refuses_a_whole_import,
+    queued_message_quota_counts_held_messages,
+    concurrent_sends_never_pass_the_queued_quota,
+    test_mode_messages_per_day_are_capped,
+    webhook_budget_delays_deliveries_and_loses_none,
+);
