@@ -69,6 +69,10 @@ pub struct ServerSettings {
     pub public_url: Option<String>,
     /// HTTP worker threads; 0 means one per core.
     pub workers: usize,
+    /// Longest time a request body may take to arrive, from when the handler starts reading
+    /// it (docs/api.md "Errors"): a slower body is answered 408 and its connection closed.
+    #[serde(deserialize_with = "duration")]
+    pub body_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -108,6 +112,9 @@ pub struct LimitSettings {
     pub new_workspace_window: Duration,
     /// Requests per second per API key (burst twice that); 0 turns throttling off.
     pub api_per_second: u32,
+    /// Look-ups of API keys the database did not know, per second per client address (an IPv4
+    /// address or an IPv6 /64; burst twice that); 0 turns the budget off.
+    pub failed_auth_per_second: u32,
 }
 
 /// Per-workspace quotas (docs/api.md, "Quotas"). Counts are per workspace and mode: the live
@@ -193,6 +200,7 @@ impl Default for ServerSettings {
             bind: "127.0.0.1:8080".into(),
             public_url: None,
             workers: 0,
+            body_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -235,6 +243,7 @@ impl Default for LimitSettings {
             new_workspace_messages: 50,
             new_workspace_window: Duration::from_secs(24 * 3600),
             api_per_second: 200,
+            failed_auth_per_second: 10,
         }
     }
 }

@@ -27,6 +27,7 @@ pub enum ErrorCode {
     TestModeOnly,
     NotFound,
     MethodNotAllowed,
+    RequestTimeout,
     DuplicateRequest,
     InvalidState,
     AlreadyExists,
@@ -44,7 +45,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in HTTP status order.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::InvalidJson,
         ErrorCode::BadRequest,
         ErrorCode::MissingApiKey,
@@ -55,6 +56,7 @@ impl ErrorCode {
         ErrorCode::TestModeOnly,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
+        ErrorCode::RequestTimeout,
         ErrorCode::DuplicateRequest,
         ErrorCode::InvalidState,
         ErrorCode::AlreadyExists,
@@ -83,6 +85,7 @@ impl ErrorCode {
             ErrorCode::TestModeOnly => "test_mode_only",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::DuplicateRequest => "duplicate_request",
             ErrorCode::InvalidState => "invalid_state",
             ErrorCode::AlreadyExists => "already_exists",
@@ -110,6 +113,7 @@ impl ErrorCode {
             | ErrorCode::TestModeOnly => StatusCode::FORBIDDEN,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::DuplicateRequest | ErrorCode::InvalidState | ErrorCode::AlreadyExists => {
                 StatusCode::CONFLICT
             }
@@ -157,6 +161,9 @@ pub enum ApiError {
     AlreadyExists { what: &'static str, id: uuid::Uuid },
     #[error("the request body is larger than 2 MiB")]
     PayloadTooLarge,
+    /// The body did not arrive within `server.body_timeout`; the connection is closed.
+    #[error("the request body did not arrive within {secs} s")]
+    RequestTimeout { secs: u64 },
     #[error("{field} is not a valid E.164 phone number")]
     InvalidPhoneNumber { field: String },
     #[error("content is {segments} segments of {encoding}; the limit is 10")]
@@ -222,6 +229,7 @@ impl ApiError {
             ApiError::InvalidState { .. } => ErrorCode::InvalidState,
             ApiError::AlreadyExists { .. } => ErrorCode::AlreadyExists,
             ApiError::PayloadTooLarge => ErrorCode::PayloadTooLarge,
+            ApiError::RequestTimeout { .. } => ErrorCode::RequestTimeout,
             ApiError::InvalidPhoneNumber { .. } => ErrorCode::InvalidPhoneNumber,
             ApiError::ContentTooLong { .. } => ErrorCode::ContentTooLong,
             ApiError::Validation { .. } => ErrorCode::ValidationFailed,
@@ -308,6 +316,11 @@ impl ResponseError for ApiError {
         {
             response.insert_header((header::RETRY_AFTER, HeaderValue::from(*retry_after_secs)));
         }
+        if let ApiError::RequestTimeout { .. } = self {
+            // The rest of the body may still be on its way: the connection cannot carry
+            // another request.
+            response.force_close();
+        }
         response.json(json!({
             "status": "error",
             "message": message,
@@ -354,6 +367,7 @@ pub fn envelope_fallback<B>(
         401 => "invalid_api_key",
         404 => "not_found",
         405 => "method_not_allowed",
+        408 => "request_timeout",
         413 => "payload_too_large",
         415 => "invalid_json",
         s if s >= 500 => "internal_error",

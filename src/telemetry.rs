@@ -1,19 +1,60 @@
 //! Logging: human-readable by default, JSON with `log.format = "json"`; `RUST_LOG` overrides
 //! `log.level`. Secrets and message content are never logged at info level.
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 /// Installs the global subscriber once; later calls (tests start many apps) are no-ops.
 pub fn init(format: &str, level: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = if format == "json" {
-        builder.json().flatten_event(true).try_init()
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt: Box<dyn Layer<Registry> + Send + Sync> = if format == "json" {
+        Box::new(fmt.json().flatten_event(true))
     } else {
-        builder.try_init()
+        Box::new(fmt)
     };
+    let _ = tracing_subscriber::registry()
+        .with(
+            fmt.with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+                !is_client_error(meta)
+            })),
+        )
+        .with(ClientErrors)
+        .with(filter)
+        .try_init();
+}
+
+/// actix-http logs at ERROR what a client caused: a request it cannot parse, a head too large,
+/// a connection reset mid-request (its dispatcher's "stream error"), or an upgraded connection
+/// gone before its answer. Those are not the server's errors.
+fn is_client_error(meta: &tracing::Metadata<'_>) -> bool {
+    *meta.level() == tracing::Level::ERROR && meta.target().starts_with("actix_http::h1")
+}
+
+/// Logs again at WARN the events [`is_client_error`] keeps from the log's ERROR level.
+struct ClientErrors;
+
+impl<S: tracing::Subscriber> Layer<S> for ClientErrors {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        if !is_client_error(event.metadata()) {
+            return;
+        }
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        tracing::warn!(target: "actix_http", client_error = true, "{}", message.0);
+    }
+}
+
+/// The `message` field of an event.
+struct Message(String);
+
+impl tracing::field::Visit for Message {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
 }
 
 use std::sync::OnceLock;
@@ -239,14 +280,27 @@ pub fn count_ai_draft(outcome: &'static str) {
     metrics::counter!(names::AI_DRAFTS, "outcome" => outcome).increment(1);
 }
 
-/// The request's id: its `x-request-id` header when it has a usable one, else a new one.
+/// Longest `x-request-id` a client may choose, in characters.
+pub const REQUEST_ID_MAX_CHARS: usize = 64;
+
+/// The request's id: its `x-request-id` header when it is 1–64 characters of
+/// `[A-Za-z0-9._:-]`, else a new one. The id goes into every log line of the request, so a
+/// client must not be able to forge log fields or lines with it (quotes, `=`, spaces).
 pub fn request_id(headers: &actix_web::http::header::HeaderMap) -> String {
     headers
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .filter(|v| is_request_id(v))
         .map(str::to_string)
         .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string())
+}
+
+/// Whether a client's request id may be used as it is.
+fn is_request_id(id: &str) -> bool {
+    (1..=REQUEST_ID_MAX_CHARS).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
 /// Echoes the request id on a response (`x-request-id`).

@@ -170,13 +170,23 @@ pub async fn run(
                     registry.do_send(Seen { phone_id });
                 }
                 let reply = match incoming {
-                    Ok(Some(Incoming::Text(bytes))) => match serde_json::from_slice::<PhoneFrame>(&bytes) {
-                        Ok(frame) => {
-                            phone.do_send(Report { session_id, frame });
-                            None
+                    Ok(Some(Incoming::Text(bytes))) => {
+                        // RFC 6455 §8.1: a text message that is not UTF-8 fails the connection
+                        // with 1007.
+                        if std::str::from_utf8(&bytes).is_err() {
+                            break Ending::Close(reason(CloseCode::Invalid, "text is not valid UTF-8"));
                         }
-                        Err(err) => Some(error_frame(format!("frame not understood: {err}"))),
-                    },
+                        match serde_json::from_slice::<PhoneFrame>(&bytes) {
+                            Ok(frame) => match frame.check_bounds() {
+                                Ok(()) => {
+                                    phone.do_send(Report { session_id, frame });
+                                    None
+                                }
+                                Err(refusal) => Some(error_frame(format!("frame refused: {refusal}"))),
+                            },
+                            Err(err) => Some(error_frame(format!("frame not understood: {err}"))),
+                        }
+                    }
                     Ok(Some(Incoming::Binary)) => Some(error_frame("frames are JSON text".into())),
                     Ok(Some(Incoming::Ping(bytes))) => Some(WsMessage::Pong(bytes)),
                     Ok(Some(Incoming::Pong)) => None,

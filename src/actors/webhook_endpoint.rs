@@ -701,7 +701,7 @@ fn metric_outcome(status_code: Option<u16>, error: Option<AttemptError>) -> &'st
         (Some(code), None) if (200..300).contains(&code) => "success",
         (Some(_), _) => "rejected",
         (None, Some(AttemptError::Timeout)) => "timeout",
-        (None, Some(AttemptError::BlockedAddress)) => "blocked",
+        (None, Some(AttemptError::BlockedAddress | AttemptError::InvalidUrl)) => "blocked",
         (None, Some(AttemptError::MessageDeleted)) => "message_deleted",
         (None, _) => "connection_error",
     }
@@ -734,12 +734,17 @@ async fn send(
             };
         }
     };
-    if let Err(err) = webhook_target::check_literal(&endpoint.url, settings.allow_insecure_targets)
+    if let Err(error) =
+        webhook_target::check_literal(&endpoint.url, settings.allow_insecure_targets)
     {
+        let detail = match error {
+            AttemptError::BlockedAddress => "the URL targets a blocked address",
+            _ => "the URL is not one a request can be made to",
+        };
         return Answer {
             status_code: None,
-            error: Some(AttemptError::BlockedAddress),
-            detail: Some(err.to_string()),
+            error: Some(error),
+            detail: Some(detail.into()),
         };
     }
     let body = match serde_json::to_vec(&payload(delivery, &message)) {

@@ -185,9 +185,15 @@ pub async fn check_target(
 }
 
 /// The per-request check of a stored URL before it is sent: the static rules again (IP
-/// literals are never seen by the resolver, so they are judged here).
-pub fn check_literal(url: &str, allow_insecure: bool) -> Result<(), UrlError> {
-    ssrf::check_url(url, allow_insecure).map(|_| ())
+/// literals are never seen by the resolver, so they are judged here). The error is the
+/// attempt's: `blocked_address` for a refused IP literal, `invalid_url` for any other rule.
+pub fn check_literal(url: &str, allow_insecure: bool) -> Result<(), AttemptError> {
+    ssrf::check_url(url, allow_insecure)
+        .map(|_| ())
+        .map_err(|err| match err {
+            UrlError::BlockedAddress => AttemptError::BlockedAddress,
+            _ => AttemptError::InvalidUrl,
+        })
 }
 
 /// The typed error of a failed attempt, as the deliveries log shows it.
@@ -198,6 +204,9 @@ pub enum AttemptError {
     Tls,
     Timeout,
     BlockedAddress,
+    /// The stored URL cannot be made into a request (it predates the URL rules, or the HTTP
+    /// client refused it); nothing was sent and no retry can help.
+    InvalidUrl,
     Redirect,
     HttpStatus,
     /// Retention removed the message record; nothing was sent.
@@ -213,6 +222,7 @@ impl AttemptError {
             AttemptError::Tls => "tls",
             AttemptError::Timeout => "timeout",
             AttemptError::BlockedAddress => "blocked_address",
+            AttemptError::InvalidUrl => "invalid_url",
             AttemptError::Redirect => "redirect",
             AttemptError::HttpStatus => "http_status",
             AttemptError::MessageDeleted => "message_deleted",
@@ -220,7 +230,7 @@ impl AttemptError {
     }
 
     /// Whether the retry schedule applies (timeouts, connection errors); 3xx/4xx, blocked
-    /// targets and deleted messages end the delivery at once. 5xx is decided by the caller.
+    /// targets, unusable URLs and deleted messages end the delivery at once. 5xx is decided by the caller.
     pub fn is_retryable(self) -> bool {
         matches!(
             self,
@@ -233,6 +243,7 @@ impl AttemptError {
 pub fn classify(err: &SendRequestError) -> AttemptError {
     match err {
         SendRequestError::Timeout => AttemptError::Timeout,
+        SendRequestError::Url(_) => AttemptError::InvalidUrl,
         SendRequestError::Connect(connect) => match connect {
             ConnectError::Resolver(inner) if inner.downcast_ref::<BlockedAddress>().is_some() => {
                 AttemptError::BlockedAddress
@@ -258,6 +269,22 @@ fn is_tls_error(err: &io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_the_client_cannot_use_is_not_retried() {
+        let err = SendRequestError::Url(awc::error::InvalidUrl::MissingHost);
+        assert_eq!(classify(&err), AttemptError::InvalidUrl);
+        assert!(!AttemptError::InvalidUrl.is_retryable());
+        assert_eq!(
+            check_literal("https://example.com/caf\u{e9}", false),
+            Err(AttemptError::InvalidUrl)
+        );
+        assert_eq!(
+            check_literal("https://127.0.0.1/", false),
+            Err(AttemptError::BlockedAddress)
+        );
+        assert_eq!(check_literal("https://example.com/ok", false), Ok(()));
+    }
 
     #[actix_web::test]
     async fn creation_refuses_names_resolving_to_private_addresses() {

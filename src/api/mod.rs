@@ -16,6 +16,7 @@ pub mod webhooks;
 
 use std::collections::HashMap;
 use std::future::{Ready, ready};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::num::NonZeroU32;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -45,6 +46,8 @@ use crate::store::writer::Writer;
 
 /// Largest accepted request body (docs/api.md, Errors).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+/// Whole-body deadline when no settings are at hand (`server.body_timeout`'s default).
+const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a resolved API key is trusted without asking the database again (a revocation
 /// ends that trust sooner: see [`KEY_GENERATION_CHECK`]).
 const KEY_CACHE_TTL: Duration = Duration::from_secs(60);
@@ -78,7 +81,14 @@ pub struct AppState {
     pub sessions: Arc<crate::actors::phone_session::LiveSessions>,
     keys: RwLock<HashMap<String, CachedKey>>,
     generation: std::sync::Mutex<KnownGeneration>,
+    /// Hashes of well-formed keys the database did not know, answered 401 without asking it
+    /// again for a few seconds.
+    unknown_keys: UnknownKeys,
     limiter: Option<DefaultKeyedRateLimiter<Uuid>>,
+    /// Per client address: look-ups that found no key.
+    failed_auth: Option<DefaultKeyedRateLimiter<IpAddr>>,
+    /// Client addresses whose failed-auth budget is spent, and until when.
+    over_budget: std::sync::Mutex<HashMap<IpAddr, Instant>>,
     /// When `/metrics` last counted the stored messages by status.
     pub(crate) messages_counted_at: std::sync::Mutex<Option<Instant>>,
 }
@@ -102,10 +112,14 @@ impl AppState {
         settings: Arc<Settings>,
         clock: SharedClock,
     ) -> AppState {
-        let limiter = NonZeroU32::new(settings.limits.api_per_second).map(|rate| {
+        let keyed = |rate: NonZeroU32| {
             let burst = rate.saturating_mul(NonZeroU32::MIN.saturating_add(1));
-            RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
-        });
+            Quota::per_second(rate).allow_burst(burst)
+        };
+        let limiter =
+            NonZeroU32::new(settings.limits.api_per_second).map(|r| RateLimiter::keyed(keyed(r)));
+        let failed_auth = NonZeroU32::new(settings.limits.failed_auth_per_second)
+            .map(|r| RateLimiter::keyed(keyed(r)));
         AppState {
             db,
             writer,
@@ -115,15 +129,21 @@ impl AppState {
             sessions: Arc::default(),
             keys: RwLock::new(HashMap::new()),
             generation: std::sync::Mutex::new(KnownGeneration::default()),
+            unknown_keys: UnknownKeys::default(),
             limiter,
+            failed_auth,
+            over_budget: std::sync::Mutex::default(),
             messages_counted_at: std::sync::Mutex::new(None),
         }
     }
 
-    /// Resolves an API key through the cache; misses ask the database (never cached negative,
-    /// so a key created by the CLI works at once). A cached key counts only while the key
-    /// generation it was read under is the current one, so a revocation anywhere ends it.
-    async fn resolve_key(&self, key: &str) -> Result<KeyGrant, ApiError> {
+    /// Resolves an API key through the cache; misses ask the database unless the client
+    /// address spent its failed-auth budget. A key the database does not know is answered 401
+    /// from memory for [`UNKNOWN_KEY_TTL`]; a key created by the CLI still works at once, as its
+    /// hash was never presented before it existed (docs/api.md "Authentication and modes"). A
+    /// cached key counts only while the key generation it was read under is the current one, so
+    /// a revocation anywhere ends it.
+    async fn resolve_key(&self, key: &str, client: Option<IpAddr>) -> Result<KeyGrant, ApiError> {
         if keys::api_key_mode(key).is_none() {
             return Err(ApiError::InvalidApiKey);
         }
@@ -137,9 +157,16 @@ impl AppState {
         {
             return Ok(cached.grant.clone());
         }
-        let grant = workspaces::find_key(&self.db, &hash)
-            .await?
-            .ok_or(ApiError::InvalidApiKey)?;
+        if self.unknown_keys.contains(&hash) {
+            return Err(ApiError::InvalidApiKey);
+        }
+        let address = client_address(client);
+        self.refuse_over_budget(address)?;
+        let Some(grant) = workspaces::find_key(&self.db, &hash).await? else {
+            self.unknown_keys.insert(hash);
+            self.count_failed_auth(address)?;
+            return Err(ApiError::InvalidApiKey);
+        };
         if let Ok(mut cache) = self.keys.write() {
             let cached = CachedKey {
                 grant: grant.clone(),
@@ -206,6 +233,54 @@ impl AppState {
         }
     }
 
+    /// 429 while the address's failed-auth budget is spent: no database look-up for it.
+    fn refuse_over_budget(&self, address: IpAddr) -> Result<(), ApiError> {
+        let Ok(over) = self.over_budget.lock() else {
+            return Ok(());
+        };
+        match over.get(&address) {
+            Some(until) if *until > Instant::now() => Err(ApiError::RateLimited {
+                retry_after_secs: until
+                    .saturating_duration_since(Instant::now())
+                    .as_secs_f64()
+                    .ceil()
+                    .max(1.0) as u64,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Spends one failed look-up of the address; 429 (and later look-ups refused until the
+    /// budget refills) when none was left.
+    fn count_failed_auth(&self, address: IpAddr) -> Result<(), ApiError> {
+        let Some(limiter) = &self.failed_auth else {
+            return Ok(());
+        };
+        let checked = limiter.check_key(&address);
+        if limiter.len() > MAX_TRACKED_ADDRESSES {
+            limiter.retain_recent();
+        }
+        let Err(not_until) = checked else {
+            return Ok(());
+        };
+        let wait = not_until.wait_time_from(governor::clock::Clock::now(
+            &governor::clock::DefaultClock::default(),
+        ));
+        if let Ok(mut over) = self.over_budget.lock() {
+            if over.len() >= MAX_TRACKED_ADDRESSES {
+                let now = Instant::now();
+                over.retain(|_, until| *until > now);
+                if over.len() >= MAX_TRACKED_ADDRESSES {
+                    over.clear();
+                }
+            }
+            over.insert(address, Instant::now() + wait);
+        }
+        Err(ApiError::RateLimited {
+            retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
+        })
+    }
+
     fn throttle(&self, key_id: Uuid) -> Result<(), ApiError> {
         let Some(limiter) = &self.limiter else {
             return Ok(());
@@ -218,6 +293,54 @@ impl AppState {
                 retry_after_secs: wait.as_secs().max(1),
             }
         })
+    }
+}
+
+/// How long a key the database did not know is refused without asking it again.
+const UNKNOWN_KEY_TTL: Duration = Duration::from_secs(5);
+/// Unknown key hashes remembered at most (about 1 MiB).
+const MAX_UNKNOWN_KEYS: usize = 10_000;
+/// Client addresses the failed-auth budget tracks before it forgets the idle ones.
+const MAX_TRACKED_ADDRESSES: usize = 100_000;
+
+/// A bounded, short-lived memory of key hashes the database did not know.
+#[derive(Default)]
+struct UnknownKeys {
+    seen: std::sync::Mutex<HashMap<String, Instant>>,
+}
+
+impl UnknownKeys {
+    /// Whether `hash` was unknown less than [`UNKNOWN_KEY_TTL`] ago.
+    fn contains(&self, hash: &str) -> bool {
+        self.seen.lock().is_ok_and(|seen| {
+            seen.get(hash)
+                .is_some_and(|at| at.elapsed() < UNKNOWN_KEY_TTL)
+        })
+    }
+
+    /// Remembers `hash` as unknown; when full, expired entries go first, then all of them
+    /// (the memory stays bounded whatever a client sends).
+    fn insert(&self, hash: String) {
+        let Ok(mut seen) = self.seen.lock() else {
+            return;
+        };
+        if seen.len() >= MAX_UNKNOWN_KEYS {
+            seen.retain(|_, at| at.elapsed() < UNKNOWN_KEY_TTL);
+            if seen.len() >= MAX_UNKNOWN_KEYS {
+                seen.clear();
+            }
+        }
+        seen.insert(hash, Instant::now());
+    }
+}
+
+/// The address a failed-auth budget counts: an IPv4 address, or an IPv6 /64 (which one host
+/// can fill).
+fn client_address(client: Option<IpAddr>) -> IpAddr {
+    match client {
+        Some(IpAddr::V6(v6)) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (u128::MAX << 64))),
+        Some(v4) => v4,
+        None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
     }
 }
 
@@ -279,7 +402,8 @@ pub async fn authenticate(
         if key.is_empty() {
             return Err(ApiError::MissingApiKey.into());
         }
-        let grant = state.resolve_key(&key).await?;
+        let client = req.peer_addr().map(|addr| addr.ip());
+        let grant = state.resolve_key(&key, client).await?;
         state.throttle(grant.key_id)?;
         req.extensions_mut().insert(Caller {
             workspace_id: grant.workspace_id,
@@ -343,6 +467,12 @@ fn read_body(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok())
         .is_some_and(|len| len > MAX_BODY_BYTES);
+    // The default applies to an app built without the state (none in the server).
+    let body_timeout = req
+        .app_data::<web::Data<AppState>>()
+        .map_or(DEFAULT_BODY_TIMEOUT, |state| {
+            state.settings.server.body_timeout
+        });
     let mut payload = payload.take();
     Box::pin(async move {
         if declared_too_large {
@@ -354,26 +484,57 @@ fn read_body(
                 field: None,
             });
         }
-        let mut body = web::BytesMut::new();
-        use futures_util::StreamExt;
-        while let Some(chunk) = payload.next().await {
-            let chunk = chunk.map_err(|_| ApiError::InvalidJson {
-                message: "the request body could not be read".into(),
-                field: None,
-            })?;
-            if body.len() + chunk.len() > MAX_BODY_BYTES {
-                return Err(ApiError::PayloadTooLarge);
+        let read = async {
+            let mut body = web::BytesMut::new();
+            use futures_util::StreamExt;
+            while let Some(chunk) = payload.next().await {
+                let chunk = chunk.map_err(|_| ApiError::InvalidJson {
+                    message: "the request body could not be read".into(),
+                    field: None,
+                })?;
+                if body.len() + chunk.len() > MAX_BODY_BYTES {
+                    return Err(ApiError::PayloadTooLarge);
+                }
+                body.extend_from_slice(&chunk);
             }
-            body.extend_from_slice(&chunk);
+            Ok(body)
+        };
+        // A whole-body deadline (docs/api.md "Errors"): a client trickling its body holds a
+        // connection and a buffer for no longer than this. actix-http's own request timeout
+        // covers the head only.
+        let outcome = actix_web::rt::time::timeout(body_timeout, read).await;
+        match outcome {
+            Ok(body) => body,
+            Err(_) => {
+                hold_until_closed(payload);
+                Err(ApiError::RequestTimeout {
+                    secs: body_timeout.as_secs(),
+                })
+            }
         }
-        Ok(body)
     })
+}
+
+/// Longest time an abandoned body is held (see [`hold_until_closed`]), in seconds.
+const ABANDONED_BODY_HOLD: Duration = Duration::from_secs(5);
+
+/// Keeps an unfinished body alive, unread, until its connection is gone. actix-http closes a
+/// connection whose answer leaves a body unfinished, unless the body was dropped and is
+/// chunked: then it reads the rest first, for as long as the client trickles it.
+fn hold_until_closed(mut payload: Payload) {
+    actix_web::rt::spawn(async move {
+        use futures_util::StreamExt;
+        let _ = actix_web::rt::time::timeout(ABANDONED_BODY_HOLD, async {
+            while let Some(Ok(_)) = payload.next().await {}
+        })
+        .await;
+    });
 }
 
 /// Parses JSON, naming the offending field on a type error.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let deserializer = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(deserializer).map_err(|err| {
+    let value = serde_path_to_error::deserialize(&mut *deserializer).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
         // A syntax error has no field (serde_path_to_error reports its position as `?`).
@@ -389,7 +550,13 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             }
         };
         ApiError::InvalidJson { message, field }
-    })
+    })?;
+    // Only whitespace may follow the value: `{…} xx` is not a JSON text.
+    deserializer.end().map_err(|err| ApiError::InvalidJson {
+        message: format!("the request body is not valid JSON: {err}"),
+        field: None,
+    })?;
+    Ok(value)
 }
 
 /// `limit` and `cursor` of every list operation.

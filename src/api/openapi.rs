@@ -90,10 +90,32 @@ pub fn docs_html() -> &'static str {
     })
 }
 
+/// The reference page carries the portal's security headers (docs/api.md "Operations"): no
+/// script, no framing, nothing loaded from elsewhere; its inline style is allowed by hash.
 async fn docs() -> HttpResponse {
+    use actix_web::http::header;
     HttpResponse::Ok()
         .content_type("text/html; charset=utf-8")
+        .insert_header((header::CONTENT_SECURITY_POLICY, docs_csp()))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .insert_header((header::REFERRER_POLICY, "no-referrer"))
+        .insert_header((header::X_FRAME_OPTIONS, "DENY"))
         .body(docs_html())
+}
+
+/// Content-Security-Policy of `/docs`: the portal page's rules, with the inline style sheet
+/// allowed by its SHA-256.
+pub fn docs_csp() -> &'static str {
+    static CSP: OnceLock<String> = OnceLock::new();
+    CSP.get_or_init(|| {
+        use base64::Engine;
+        use sha2::{Digest, Sha256};
+        let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(DOCS_STYLE));
+        format!(
+            "default-src 'none'; style-src 'sha256-{hash}'; img-src 'self'; form-action 'none'; \
+             base-uri 'none'; frame-ancestors 'none'"
+        )
+    })
 }
 
 fn escape(text: &str) -> String {
@@ -264,12 +286,9 @@ fn render_operation(html: &mut String, method: &str, path: &str, op: &Value) {
     html.push_str("</table></section>");
 }
 
-/// Renders the reference page from the document's JSON.
-pub fn render_docs(doc: &Value) -> String {
-    let mut html = String::from(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>smsgw API reference</title><style>\
+/// The reference page's only style sheet, inline; the page's Content-Security-Policy allows
+/// exactly this text by its hash.
+const DOCS_STYLE: &str = "\
          body{font:15px/1.5 system-ui,sans-serif;margin:0;display:flex;color:#1d2330}\
          nav{width:18rem;flex:none;height:100vh;overflow:auto;position:sticky;top:0;background:#f4f5f7;padding:1rem;box-sizing:border-box}\
          nav a{display:block;color:#1d2330;text-decoration:none;font-size:13px;padding:1px 0}\
@@ -279,8 +298,17 @@ pub fn render_docs(doc: &Value) -> String {
          .get{background:#2b6cb0}.post{background:#2f855a}.patch{background:#b7791f}.put{background:#805ad5}.delete{background:#c53030}\
          table{border-collapse:collapse;margin:.3rem 0;font-size:13px}td,th{border:1px solid #dde;padding:3px 8px;text-align:left;vertical-align:top}\
          code{background:#eef;padding:0 3px;border-radius:2px}.auth{font-size:13px;color:#555}\
-         </style></head><body><nav><strong>smsgw API</strong>",
+";
+
+/// Renders the reference page from the document's JSON.
+pub fn render_docs(doc: &Value) -> String {
+    let mut html = String::from(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>smsgw API reference</title><style>",
     );
+    html.push_str(DOCS_STYLE);
+    html.push_str("</style></head><body><nav><strong>smsgw API</strong>");
     let mut sections: Vec<(String, Vec<(String, String)>)> = Vec::new();
     if let Some(paths) = doc["paths"].as_object() {
         for (path, item) in paths {

@@ -100,7 +100,11 @@ impl Endpoint {
             ]);
         }
         if self.operation.request_body.is_some() {
-            codes.extend([ErrorCode::InvalidJson, ErrorCode::PayloadTooLarge]);
+            codes.extend([
+                ErrorCode::InvalidJson,
+                ErrorCode::PayloadTooLarge,
+                ErrorCode::RequestTimeout,
+            ]);
         }
         if self.path.contains('{') {
             codes.push(ErrorCode::NotFound);

@@ -82,5 +82,112 @@ pub enum PhoneFrame {
     },
 }
 
+/// Longest sender a `received` frame may carry, in characters after trimming (an E.164 number
+/// is at most 16, a national form with punctuation or an alphanumeric sender id fewer than 32).
+pub const MAX_SENDER_CHARS: usize = 32;
+
+/// Longest text a `received` frame may carry, in UTF-16 code units: more than a ten-segment
+/// concatenated SMS can hold in any encoding (1,530 GSM-7 characters, 670 UCS-2 units).
+pub const MAX_RECEIVED_CONTENT_UTF16: usize = 1_600;
+
+/// Longest `ref` a phone may tag a frame with, in characters.
+pub const MAX_REF_CHARS: usize = 128;
+
+/// Why a well-formed frame is refused (docs/api.md "Phone WebSocket").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FrameRefusal {
+    #[error("ref must be 1 to 128 characters")]
+    Reference,
+    #[error("from must be 1 to 32 characters without control characters")]
+    Sender,
+    #[error("content must be at most 1600 UTF-16 code units")]
+    Content,
+}
+
+impl PhoneFrame {
+    /// Checks the bounds of what the frame would have stored: a `received` frame's `ref`,
+    /// sender and text, and the `ref` of a report. The JSON shape is serde's business.
+    pub fn check_bounds(&self) -> Result<(), FrameRefusal> {
+        let reference_ok = |r: &str| (1..=MAX_REF_CHARS).contains(&r.chars().count());
+        match self {
+            PhoneFrame::Received {
+                reference,
+                from,
+                content,
+                ..
+            } => {
+                if !reference_ok(reference) {
+                    return Err(FrameRefusal::Reference);
+                }
+                let from = from.trim();
+                if !(1..=MAX_SENDER_CHARS).contains(&from.chars().count())
+                    || from.chars().any(char::is_control)
+                {
+                    return Err(FrameRefusal::Sender);
+                }
+                if content.encode_utf16().count() > MAX_RECEIVED_CONTENT_UTF16 {
+                    return Err(FrameRefusal::Content);
+                }
+                Ok(())
+            }
+            PhoneFrame::Sent { reference, .. }
+            | PhoneFrame::Delivered { reference, .. }
+            | PhoneFrame::Failed { reference, .. } => match reference {
+                Some(r) if !reference_ok(r) => Err(FrameRefusal::Reference),
+                _ => Ok(()),
+            },
+            PhoneFrame::Heartbeat { .. } => Ok(()),
+        }
+    }
+}
+
 /// WebSocket close code sent to a session replaced by a newer one for the same phone.
 pub const CLOSE_REPLACED: u16 = 4000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn received(from: &str, content: &str) -> PhoneFrame {
+        PhoneFrame::Received {
+            reference: "r1".into(),
+            from: from.into(),
+            content: content.into(),
+            received_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn received_frames_are_bounded() {
+        assert_eq!(received("+14155550123", "hi").check_bounds(), Ok(()));
+        assert_eq!(received("VERIFY", "").check_bounds(), Ok(()));
+        assert_eq!(received(&"9".repeat(32), "x").check_bounds(), Ok(()));
+        assert_eq!(
+            received(&"9".repeat(33), "x").check_bounds(),
+            Err(FrameRefusal::Sender)
+        );
+        assert_eq!(
+            received("  ", "x").check_bounds(),
+            Err(FrameRefusal::Sender)
+        );
+        assert_eq!(
+            received("a\u{0}b", "x").check_bounds(),
+            Err(FrameRefusal::Sender)
+        );
+        assert_eq!(received("+1", &"a".repeat(1_600)).check_bounds(), Ok(()));
+        assert_eq!(
+            received("+1", &"a".repeat(1_601)).check_bounds(),
+            Err(FrameRefusal::Content)
+        );
+        // An emoji is two UTF-16 units.
+        assert_eq!(
+            received("+1", &"\u{1F600}".repeat(801)).check_bounds(),
+            Err(FrameRefusal::Content)
+        );
+        let long_ref = PhoneFrame::Sent {
+            message_id: Uuid::nil(),
+            reference: Some("r".repeat(129)),
+        };
+        assert_eq!(long_ref.check_bounds(), Err(FrameRefusal::Reference));
+    }
+}

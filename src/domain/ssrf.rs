@@ -70,6 +70,7 @@ const BLOCKED_V4: &[(u32, u32)] = &[
 /// address to be judged on its own (::ffff:0:0/96, 64:ff9b::/96, 2002::/16) are handled first.
 const BLOCKED_V6: &[(u128, u32)] = &[
     (0, 96),                      // ::/96 IPv4-compatible (deprecated), incl. :: and ::1
+    (0xffff << 48, 96),           // ::ffff:0:0:0/96 IPv4-translated (SIIT): never a public target
     (0x0064_ff9b_0001 << 80, 48), // 64:ff9b:1::/48 local-use NAT64
     (0x0100 << 112, 64),          // 100::/64 discard-only
     (0x2001_0000 << 96, 32),      // 2001::/32 Teredo: tunnels to arbitrary IPv4
@@ -151,6 +152,12 @@ pub fn check_url(url: &str, allow_insecure: bool) -> Result<Target, UrlError> {
     {
         return Err(UrlError::NotUrl);
     }
+    // Only RFC 3986 characters, with well-formed percent escapes: the HTTP client refuses
+    // anything else (a non-ASCII path, say) when it builds the request, so such a URL could
+    // never be delivered to.
+    if !is_uri_text(url) {
+        return Err(UrlError::NotUrl);
+    }
     let (scheme, rest) = url.split_once("://").ok_or(UrlError::NotUrl)?;
     if !is_scheme(scheme) {
         return Err(UrlError::NotUrl);
@@ -192,6 +199,22 @@ pub fn check_url(url: &str, allow_insecure: bool) -> Result<Target, UrlError> {
         scheme_https,
         host,
         port,
+    })
+}
+
+/// Only RFC 3986 characters (unreserved, reserved and `%`), each `%` followed by two hex
+/// digits.
+fn is_uri_text(url: &str) -> bool {
+    let bytes = url.as_bytes();
+    bytes.iter().enumerate().all(|(at, &b)| match b {
+        b'%' => {
+            bytes.get(at + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(at + 2).is_some_and(u8::is_ascii_hexdigit)
+        }
+        b'-' | b'.' | b'_' | b'~' => true,
+        b':' | b'/' | b'?' | b'#' | b'[' | b']' | b'@' => true,
+        b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=' => true,
+        _ => b.is_ascii_alphanumeric(),
     })
 }
 
@@ -386,6 +409,9 @@ mod tests {
             ("2001:20::1", false),
             ("2001:2f::1", false),
             ("2001:2::1", false),
+            ("::ffff:0:7f00:1", false), // IPv4-translated, whatever it embeds
+            ("::ffff:0:808:808", false),
+            ("::ffff:0:0:0", false),
             // IPv6 public
             ("2606:4700::1111", true),
             ("2001:4860:4860::8888", true),
@@ -553,6 +579,14 @@ mod tests {
             ("https://[::1]/", false, BlockedAddress),
             ("https://[::ffff:127.0.0.1]/", false, BlockedAddress),
             ("https://[::ffff:7f00:1]/", false, BlockedAddress),
+            ("https://[::ffff:0:808:808]/", false, BlockedAddress),
+            ("https://example.com/caf\u{e9}", false, NotUrl),
+            ("https://example.com/a b", false, NotUrl),
+            ("https://example.com/a\"b", false, NotUrl),
+            ("https://example.com/a<b>", false, NotUrl),
+            ("https://example.com/%zz", false, NotUrl),
+            ("https://example.com/?q=\u{fc}", false, NotUrl),
+            ("https://example.com/#\u{fc}", false, NotUrl),
             ("https://[fd00::1]:8443/", false, BlockedAddress),
             ("https://2130706433/", false, AmbiguousHost),
             ("https://2130706433/", true, AmbiguousHost),

@@ -38,9 +38,17 @@ pub fn histogram() -> Histogram<u64> {
         .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
 }
 
+/// How long the harness keeps an idle pooled connection: under the server's 5 s keep-alive
+/// (actix-http's default), so a request never goes out on a connection the server is closing
+/// (awc keeps one 15 s by default; such a request fails with "connector has been
+/// disconnected", which a loaded machine made frequent between the set-up steps).
+const IDLE_CONNECTION_KEPT: Duration = Duration::from_secs(3);
+
 /// The HTTP client of the harness: a connection per API client, generous timeout.
 pub fn http_client(connections: usize) -> Client {
-    let connector = awc::Connector::new().limit(connections + 16);
+    let connector = awc::Connector::new()
+        .limit(connections + 16)
+        .conn_keep_alive(IDLE_CONNECTION_KEPT);
     Client::builder()
         .connector(connector)
         .timeout(Duration::from_secs(30))

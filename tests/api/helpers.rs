@@ -569,6 +569,20 @@ impl FakePhone {
             .expect("frame sent");
     }
 
+    /// Writes one unfragmented text frame carrying `payload` as it is, valid UTF-8 or not
+    /// (the codec only takes text it can check).
+    pub async fn send_raw_text_frame(&mut self, payload: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        assert!(payload.len() < 126, "a short frame");
+        // FIN + text opcode; masked (a client must mask) with a zero key, so the payload is
+        // written as it is.
+        let mut frame = vec![0x81, 0x80 | payload.len() as u8, 0, 0, 0, 0];
+        frame.extend_from_slice(payload);
+        let socket = self.framed.io_mut();
+        socket.write_all(&frame).await.expect("frame written");
+        socket.flush().await.expect("frame flushed");
+    }
+
     /// The next `send` frame: (message_id, to, content, attempt).
     pub async fn expect_send(&mut self) -> (Uuid, String, String, u32) {
         match self.next_frame().await {

@@ -10,6 +10,7 @@ mod api_keys;
 mod auth;
 mod campaigns;
 mod contacts;
+mod hardening;
 mod inbound;
 mod loadtest;
 mod messages;

@@ -150,6 +150,7 @@ async fn document_is_openapi_3_1_with_every_route(backend: Backend) {
         "invalid_state",
         "already_exists",
         "payload_too_large",
+        "request_timeout",
         "invalid_phone_number",
         "content_too_long",
         "validation_failed",

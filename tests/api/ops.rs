@@ -624,6 +624,20 @@ async fn json_logs_carry_request_ids_and_no_secrets(backend: Backend) {
             .err(),
         Some(401)
     );
+    // A request that is not HTTP: the client's error, logged below ERROR.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let address = server.address.trim_start_matches("http://");
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream.write_all(b"NOT HTTP AT ALL\r\n\r\n").await.unwrap();
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+        assert!(
+            String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 400"),
+            "{}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let _ = Command::new("kill")
         .args(["-TERM", &server.child.id().to_string()])
@@ -638,6 +652,7 @@ async fn json_logs_carry_request_ids_and_no_secrets(backend: Backend) {
     let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(lines.len() >= 3, "the server logged something:\n{log}");
     let mut request_id_seen = false;
+    let mut client_error_seen = false;
     for line in &lines {
         let entry: serde_json::Value = serde_json::from_str(line)
             .unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
@@ -661,8 +676,17 @@ async fn json_logs_carry_request_ids_and_no_secrets(backend: Backend) {
             );
         }
         request_id_seen |= line.contains("req-logs-7d2a");
+        assert_ne!(
+            entry["level"], "ERROR",
+            "nothing here is a server error: {line}"
+        );
+        client_error_seen |= entry["level"] == "WARN" && entry["client_error"] == true;
     }
     assert!(request_id_seen, "request logs carry the request id:\n{log}");
+    assert!(
+        client_error_seen,
+        "the malformed request is logged as a warning:\n{log}"
+    );
 }
 
 /// SIGINT (Ctrl-C) stops the server as gracefully as SIGTERM: every phone sees 1001 (the
