@@ -18,6 +18,7 @@ use crate::actors::registry::{Enqueue, Registry, Route, RouteError};
 use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::domain::ai::DraftStatus;
+use crate::domain::ids::{MessageId, PhoneId};
 use crate::domain::phone_number::PhoneNumber;
 use crate::domain::quota::CountQuota;
 use crate::domain::sms::SmsText;
@@ -82,7 +83,7 @@ pub struct SendRequest {
     pub request_id: Option<RequestId>,
     pub scheduled_for: Option<DateTime<Utc>>,
     /// Send through this phone only.
-    pub device_id: Option<Uuid>,
+    pub device_id: Option<PhoneId>,
 }
 
 /// One text to up to [`MAX_BULK_RECIPIENTS`] numbers; a number given twice is sent once.
@@ -94,7 +95,7 @@ pub struct BulkSendRequest {
     /// `places[i]`: where `to_numbers[i]` is in the request.
     places: Vec<usize>,
     text: SmsText,
-    device_id: Option<Uuid>,
+    device_id: Option<PhoneId>,
 }
 
 /// A bulk send without recipients or with more than [`MAX_BULK_RECIPIENTS`].
@@ -108,7 +109,7 @@ impl BulkSendRequest {
         from_number: PhoneNumber,
         to_numbers: Vec<PhoneNumber>,
         text: SmsText,
-        device_id: Option<Uuid>,
+        device_id: Option<PhoneId>,
     ) -> Result<BulkSendRequest, RecipientCount> {
         if to_numbers.is_empty() || to_numbers.len() > MAX_BULK_RECIPIENTS {
             return Err(RecipientCount);
@@ -162,7 +163,7 @@ pub enum SendError {
     #[error("the recipient turned AI replies off")]
     AiRepliesOff,
     #[error("request_id was used by message {0}")]
-    Duplicate(Uuid),
+    Duplicate(MessageId),
     #[error("the new-workspace limit of {limit} messages is reached")]
     LimitReached { limit: u32, window_ends_at: i64 },
     /// A message quota would be passed; a daily one resets at `resets_at`, in
@@ -336,8 +337,9 @@ async fn route(
     deps: &SendDeps,
     scope: Scope,
     from_number: &PhoneNumber,
-    device_id: Option<Uuid>,
+    device_id: Option<PhoneId>,
 ) -> Result<Routing, SendError> {
+    let device_id = device_id.map(PhoneId::as_uuid);
     let answer = deps
         .registry
         .send(Route {
@@ -456,7 +458,7 @@ fn accepted(
         AcceptOutcome::Accepted(messages) => Ok(messages),
         AcceptOutcome::OptedOut { index } => Err(SendError::OptedOut { index }),
         AcceptOutcome::AiRepliesOff => Err(SendError::AiRepliesOff),
-        AcceptOutcome::Duplicate(id) => Err(SendError::Duplicate(id)),
+        AcceptOutcome::Duplicate(id) => Err(SendError::Duplicate(id.into())),
         AcceptOutcome::NoDevice => Err(SendError::NoDevice {
             number: from_number.clone(),
             pinned,

@@ -20,6 +20,7 @@ use super::{
 };
 use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
+use crate::domain::ids::PhoneId;
 use crate::domain::phone_number::PhoneNumber;
 use crate::domain::quota::CountQuota;
 use crate::domain::sms::{ContentError, SmsText};
@@ -201,7 +202,7 @@ pub fn send_error(err: SendError, recipient_field: impl Fn(usize) -> String) -> 
         SendError::AiRepliesOff => ApiError::AiRepliesOff {
             field: recipient_field(0),
         },
-        SendError::Duplicate(id) => ApiError::DuplicateRequest { id },
+        SendError::Duplicate(id) => ApiError::DuplicateRequest { id: id.as_uuid() },
         SendError::LimitReached {
             limit,
             window_ends_at,
@@ -250,7 +251,7 @@ impl TryFrom<SendMessageIn> for SendRequest {
         let content = required(body.content, "content")?;
         let from_number = parse_number(&from_text, "from_number")?;
         let to_number = parse_number(&to_text, "to_number")?;
-        let device_id = parse_device_id(body.device_id)?;
+        let device_id = parse_device_id(body.device_id)?.map(PhoneId::from);
         let request_id = body
             .request_id
             .map(RequestId::parse)
@@ -292,7 +293,7 @@ impl TryFrom<BulkSendIn> for BulkSendRequest {
             .enumerate()
             .map(|(i, text)| parse_number(text, &format!("to_numbers[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
-        let device_id = parse_device_id(body.device_id)?;
+        let device_id = parse_device_id(body.device_id)?.map(PhoneId::from);
         let text = parse_content(content, "content")?;
         BulkSendRequest::new(from_number, to_numbers, text, device_id)
             .map_err(|err| ApiError::validation("to_numbers", err.to_string()))
