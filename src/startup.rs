@@ -11,6 +11,7 @@ use actix_service::{fn_service, map_config};
 use actix_web::dev::{AppConfig, Server};
 use actix_web::{App, web};
 use sea_orm::DatabaseConnection;
+use secrecy::ExposeSecret;
 
 use crate::actors::Deps;
 use crate::actors::ai::{AiResponder, Received};
@@ -82,7 +83,7 @@ pub fn load_secrets_key(
     settings: &Settings,
 ) -> Result<(SecretBox, SecretsKeySource), StartupError> {
     if let Some(key) = &settings.secrets.key {
-        let secret_box = SecretBox::from_base64(key)
+        let secret_box = SecretBox::from_base64(key.expose_secret())
             .map_err(|e| StartupError::Secrets(format!("secrets.key (SMSGW_SECRETS__KEY): {e}")))?;
         return Ok((secret_box, SecretsKeySource::Setting));
     }

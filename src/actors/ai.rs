@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use uuid::Uuid;
@@ -326,6 +327,7 @@ impl Job {
             .post(&url)
             .insert_header(("content-type", "application/json"));
         if let Some(key) = &config.api_key {
+            let key = key.expose_secret();
             request = request.insert_header(("authorization", format!("Bearer {key}")));
         }
         let mut response = request

@@ -89,15 +89,8 @@ where
     Option::<T>::deserialize(deserializer).map(Some)
 }
 
-fn default_pace(state: &AppState) -> Pace {
-    Pace {
-        per_minute: state.settings.pace.per_minute,
-        per_30_minutes: state.settings.pace.per_30_minutes,
-    }
-}
-
 fn phone_out(state: &AppState, p: &PhoneRecord, live: Option<PhoneState>) -> Value {
-    let pace = p.pace.unwrap_or_else(|| default_pace(state));
+    let pace = p.pace.unwrap_or(state.settings.pace);
     json!({
         "id": p.id,
         "phone_number": p.phone_number,

@@ -56,11 +56,22 @@ pub struct Pace {
     pub per_30_minutes: u32,
 }
 
-/// The unvalidated wire/config shape of [`Pace`].
+/// The unvalidated wire/config shape of [`Pace`]; a field left out keeps its [`Pace::DEFAULT`]
+/// value (so a configuration may set `pace.per_minute` alone), an unknown field is refused.
 #[derive(Deserialize)]
+#[serde(default, deny_unknown_fields)]
 struct PaceFields {
     per_minute: u32,
     per_30_minutes: u32,
+}
+
+impl Default for PaceFields {
+    fn default() -> Self {
+        PaceFields {
+            per_minute: Pace::DEFAULT.per_minute,
+            per_30_minutes: Pace::DEFAULT.per_30_minutes,
+        }
+    }
 }
 
 impl TryFrom<PaceFields> for Pace {

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
+use secrecy::ExposeSecret;
 use serde_json::json;
 use smsgw::domain::signing;
 use smsgw::startup::Application;
@@ -85,7 +86,7 @@ async fn signing_keys_are_sealed_at_rest(backend: Backend) {
 
     // A start with another key fails, naming the key, and changes nothing.
     let mut wrong = app.settings.clone();
-    wrong.secrets.key = Some(smsgw::domain::secrets::SecretBox::generate_key());
+    wrong.secrets.key = Some(smsgw::domain::secrets::SecretBox::generate_key().into());
     let err = match Application::build(wrong).await {
         Ok(_) => panic!("a wrong secrets key must stop the start"),
         Err(err) => err.to_string(),
@@ -132,7 +133,7 @@ async fn the_secrets_key_rotates_with_the_cli(backend: Backend) {
     let new_key = smsgw::domain::secrets::SecretBox::generate_key();
     let mut env = vec![("SMSGW_DATABASE__URL", app.database_url.as_str())];
     if let Some(current) = &app.settings.secrets.key {
-        env.push(("SMSGW_SECRETS__KEY", current.as_str()));
+        env.push(("SMSGW_SECRETS__KEY", current.expose_secret()));
     }
     let output = run_cli(&["secrets", "rotate", "--new-key", &new_key], &env).await;
     assert!(
@@ -153,7 +154,7 @@ async fn the_secrets_key_rotates_with_the_cli(backend: Backend) {
 
     // Started with the new key, the endpoint signs with the key shown at creation.
     let app = app
-        .restart_with(|s| s.secrets.key = Some(new_key.clone()))
+        .restart_with(|s| s.secrets.key = Some(new_key.clone().into()))
         .await;
     delivery_verifies(&app, &receiver, 1, &key).await;
     receiver.stop().await;

@@ -222,10 +222,7 @@ impl Registry {
     }
 
     fn pace_of(&self, record: &PhoneRecord) -> Pace {
-        record.pace.unwrap_or(Pace {
-            per_minute: self.deps.settings.pace.per_minute,
-            per_30_minutes: self.deps.settings.pace.per_30_minutes,
-        })
+        record.pace.unwrap_or(self.deps.settings.pace)
     }
 
     /// The phone's actor, started (supervised) on first use.
