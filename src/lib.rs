@@ -1,6 +1,6 @@
 //! smsgw: an SMS gateway that sends and receives through the customer's own paired phones.
 //!
-//! Layers point one way: `startup → api → actors → store → domain` (see docs/architecture.md).
+//! Layers point one way: `startup → api → send → actors → store → domain` (see docs/architecture.md).
 
 pub mod actors;
 pub mod api;
@@ -11,6 +11,7 @@ pub mod error;
 pub mod loadtest;
 pub mod phone_sim;
 pub mod portal;
+pub mod send;
 pub mod startup;
 pub mod store;
 pub mod telemetry;

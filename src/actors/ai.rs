@@ -14,15 +14,16 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use super::Deps;
-use super::registry::{Enqueue, Registry, Route};
+use super::registry::Registry;
 use crate::domain::ai::{AiMode, DraftStatus, fit_reply, match_rule};
 use crate::domain::keywords;
 use crate::domain::phone_number::PhoneNumber;
 use crate::domain::sms::SmsText;
-use crate::domain::status::{Direction, Mode, QueueClass};
+use crate::domain::status::{Direction, Mode};
+use crate::send::{self, ReplyRequest, SendDeps, SendError, Sender};
 use crate::store::ai::{self, AiSettings, NewDraft};
 use crate::store::messages::{Message, Scope};
-use crate::store::writer::{Accept, AcceptOutcome, DraftLink, NewMessage, NewWorkspaceLimit};
+use crate::store::writer::{DraftLink, NewWorkspaceLimit};
 use crate::store::{contacts, workspaces};
 use crate::telemetry::AiDraftOutcome;
 
@@ -239,49 +240,36 @@ impl Job {
         let Ok(text) = SmsText::parse(draft.content.clone()) else {
             return Ok(AutoReply::Later);
         };
-        let scope = self.scope();
-        let from = self.message.to_number.clone();
-        let device_id = if scope.mode == Mode::Test {
-            None
-        } else {
-            let routed = self
-                .registry
-                .send(Route {
-                    scope,
-                    from_number: from.clone(),
-                    device_id: None,
-                })
-                .await;
-            match routed {
-                Ok(Ok(Some(routed))) => Some(routed.device_id),
-                _ => return Ok(AutoReply::Later),
-            }
+        // The stored inbound numbers were parsed when they arrived; one that no longer
+        // parses (a rule changed since) leaves the draft pending.
+        let (Ok(from_number), Ok(to_number)) = (
+            PhoneNumber::parse(&self.message.to_number),
+            PhoneNumber::parse(&self.message.from_number),
+        ) else {
+            return Ok(AutoReply::Later);
         };
-        let now = self.deps.clock.now_ms();
-        let ttl = i64::try_from(self.deps.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
-        let reply = NewMessage::outbound(
-            QueueClass::Single,
-            from,
-            self.message.from_number.clone(),
-            text,
-            device_id,
-            now.saturating_add(ttl),
-        );
-        let accept = Accept {
-            scope,
-            request_id: None,
-            messages: vec![reply],
-            device_available: true,
+        let sender = Sender {
+            scope: self.scope(),
             limit: self.limit().await?,
-            draft: Some(DraftLink::New(Box::new(draft.clone()))),
         };
-        match self.deps.writer.accept(accept).await? {
-            AcceptOutcome::Accepted(messages) => {
-                self.registry.do_send(Enqueue { messages });
-                Ok(AutoReply::Sent)
-            }
-            AcceptOutcome::OptedOut { .. } | AcceptOutcome::AiRepliesOff => Ok(AutoReply::Refused),
-            _ => Ok(AutoReply::Later),
+        let request = ReplyRequest {
+            from_number,
+            to_number,
+            text,
+            draft: DraftLink::New(Box::new(draft.clone())),
+        };
+        let deps = SendDeps {
+            writer: self.deps.writer.clone(),
+            registry: self.registry.clone(),
+            clock: self.deps.clock.clone(),
+            settings: self.deps.settings.clone(),
+        };
+        match send::reply(&deps, sender, request).await {
+            Ok(_) => Ok(AutoReply::Sent),
+            Err(SendError::OptedOut { .. } | SendError::AiRepliesOff) => Ok(AutoReply::Refused),
+            Err(SendError::Store(err)) => Err(err),
+            // No online phone, the new-workspace limit, a premium-rate sender: sent by hand.
+            Err(_) => Ok(AutoReply::Later),
         }
     }
 

@@ -17,9 +17,9 @@ use uuid::Uuid;
 use super::Deps;
 use super::registry::{Enqueue, Registry, Route};
 use crate::domain::campaign::CampaignStatus;
-use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
+use crate::domain::status::{MessageStatus, Mode, QueueClass};
 use crate::store::campaigns::{self, Campaign};
-use crate::store::writer::{CampaignOp, CampaignOutcome, NewMessage};
+use crate::store::writer::{CampaignOp, CampaignOutcome, Content, NewMessage};
 
 /// Most of a campaign's messages `queued` (not yet handed to a phone) at once. Feeding tops
 /// the window up once it is half empty, so a message is created shortly before its phone can
@@ -277,24 +277,20 @@ impl CampaignActor {
             let messages = pending
                 .into_iter()
                 .map(|r| {
-                    let message = NewMessage {
-                        id: Uuid::now_v7(),
-                        direction: Direction::Outbound,
-                        status: MessageStatus::Queued,
-                        class: QueueClass::Campaign,
-                        from_number: campaign.from_number.clone(),
-                        to_number: r.to_number,
+                    let content = Content {
                         content: r.content,
                         segments: r.segments,
                         encoding: r.encoding,
-                        device_id,
-                        pinned: false,
-                        campaign_id: Some(campaign.id),
-                        request_id: None,
-                        inbound_ref: None,
-                        scheduled_for: None,
-                        expires_at: now.saturating_add(ttl),
                     };
+                    let message = NewMessage::outbound(
+                        QueueClass::Campaign,
+                        campaign.from_number.clone(),
+                        r.to_number,
+                        content,
+                        now.saturating_add(ttl),
+                    )
+                    .with_device(device_id, false)
+                    .with_campaign(campaign.id);
                     (r.id, message)
                 })
                 .collect();

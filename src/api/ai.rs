@@ -9,10 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
-use super::messages::{
-    accept_and_hand_over, accepted, message_out, new_workspace_limit, parse_content, parse_number,
-    route,
-};
+use super::messages::{message_out, parse_content, parse_number, send_error, sender};
 use super::schemas::{AiRule, AiSettingsEnvelope, DraftEnvelope, DraftPageEnvelope};
 use super::{
     AppState, Caller, DocumentedRoute, JsonBody, OptionalJsonBody, PageRequest, missing,
@@ -21,11 +18,11 @@ use super::{
 use crate::clock::format_ms;
 use crate::domain::ai::{AiMode, DraftStatus, Rule};
 
-use crate::domain::status::QueueClass;
 use crate::error::{ApiError, ErrorCode, success};
+use crate::send::{self, ReplyRequest};
 use crate::store::ai::{self, AiSettings, Draft};
 use crate::store::messages::Position;
-use crate::store::writer::{Accept, DraftLink, NewMessage};
+use crate::store::writer::DraftLink;
 
 /// Longest `instructions`.
 const MAX_INSTRUCTIONS_CHARS: usize = 4_000;
@@ -306,41 +303,20 @@ async fn send_draft(
     let text = parse_content(body.content.unwrap_or(draft.content), "content")?;
     let from_number = parse_number(&draft.to_number, "from_number")?;
     let to_number = parse_number(&draft.from_number, "to_number")?;
-    // Drafts are not made for premium-rate senders; one stored before that rule is refused.
-    if to_number.is_premium_rate() {
-        return Err(ApiError::PremiumRateBlocked {
-            field: "to_number".into(),
-        });
-    }
-    let routing = route(&state, &caller, &from_number, None).await?;
-    let now = state.clock.now_ms();
-    let ttl = i64::try_from(state.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
-    let reply = NewMessage::outbound(
-        QueueClass::Single,
-        from_number.as_str().to_string(),
-        to_number.into_string(),
+    let request = ReplyRequest {
+        from_number,
+        to_number,
         text,
-        routing.device_id,
-        now.saturating_add(ttl),
-    );
-    let accept = Accept {
-        scope: caller.scope(),
-        request_id: None,
-        messages: vec![reply],
-        device_available: routing.available,
-        limit: new_workspace_limit(&state, &caller),
-        draft: Some(DraftLink::Existing(id)),
+        draft: DraftLink::Existing(id),
     };
-    let outcome = accept_and_hand_over(&state, accept, None).await?;
-    let stored = accepted(outcome, None, &from_number, |_| "to_number".into())?;
-    let message = stored
-        .first()
-        .ok_or_else(|| ApiError::Internal("writer accepted no message".into()))?;
+    let message = send::reply(&state.send_deps(), sender(&state, &caller), request)
+        .await
+        .map_err(|err| send_error(err, |_| "to_number".into()))?;
     crate::telemetry::count_ai_draft(crate::telemetry::AiDraftOutcome::Sent);
     Ok(success(
         StatusCode::ACCEPTED,
         "reply queued",
-        message_out(message),
+        message_out(&message),
     ))
 }
 

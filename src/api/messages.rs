@@ -1,8 +1,7 @@
 //! Messages API: send, bulk send, get with timeline, list, batch status, cancel.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use actix::Addr;
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 use chrono::{DateTime, Utc};
@@ -19,23 +18,23 @@ use super::{
     AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, page_response, parse_id,
     query_param, required,
 };
-use crate::actors::phone::{Handed, Phone, Release, Reserve, Ticket};
-use crate::actors::registry::{Cancel, Enqueue, Route, RouteError};
+use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
+use crate::domain::ids::PhoneId;
 use crate::domain::phone_number::PhoneNumber;
 use crate::domain::quota::CountQuota;
 use crate::domain::sms::{ContentError, SmsText};
-use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
+use crate::domain::status::{Direction, MessageStatus};
 use crate::error::{ApiError, ErrorCode, success};
+use crate::send::{
+    self, BulkSendRequest, MAX_BULK_RECIPIENTS, RecipientCount, RequestId, SendError, SendRequest,
+    Sender,
+};
 use crate::store::messages::{self, ListFilter, Message, MessageEvent, Position};
-use crate::store::writer::{Accept, AcceptOutcome, NewMessage, NewWorkspaceLimit, Transition};
+use crate::store::writer::{NewWorkspaceLimit, Transition};
 
-/// Most recipients of one bulk send.
-pub const MAX_BULK_RECIPIENTS: usize = 500;
 /// Most ids of one batch-status call.
 pub const MAX_BATCH_STATUS_IDS: usize = 100;
-/// Longest accepted request_id.
-const MAX_REQUEST_ID_CHARS: usize = 255;
 
 /// The message operations (route list, see `super::documented_routes`).
 pub fn documented_routes() -> Vec<DocumentedRoute> {
@@ -172,272 +171,58 @@ pub fn new_workspace_limit(state: &AppState, caller: &Caller) -> Option<NewWorks
     )
 }
 
-/// Where accepted messages go: a phone (live) or the simulated phone (test).
-pub struct Routing {
-    pub device_id: Option<Uuid>,
-    pub pinned: bool,
-    pub available: bool,
-    /// The chosen online phone's actor (live mode).
-    pub phone: Option<Addr<Phone>>,
+/// Who sends, for the send use case: the caller's scope and limit.
+pub fn sender(state: &AppState, caller: &Caller) -> Sender {
+    Sender {
+        scope: caller.scope(),
+        limit: new_workspace_limit(state, caller),
+    }
 }
 
-/// Finds the phone for a send from `from_number`, or learns there is none (docs/api.md, Messages,
-/// check order: this runs before the writer checks idempotency, but its answer is applied after).
-pub async fn route(
-    state: &AppState,
-    caller: &Caller,
-    from_number: &PhoneNumber,
-    device_id: Option<Uuid>,
-) -> Result<Routing, ApiError> {
-    let answer = state
-        .registry
-        .send(Route {
-            scope: caller.scope(),
-            from_number: from_number.as_str().to_string(),
-            device_id,
-        })
-        .await
-        .map_err(|e| ApiError::Internal(format!("registry unavailable: {e}")))?;
-    match answer {
-        Ok(found) => Ok(Routing {
-            device_id: found.as_ref().map(|r| r.device_id).or(device_id),
-            pinned: device_id.is_some(),
-            available: caller.mode == Mode::Test || found.is_some(),
-            phone: found.map(|r| r.phone),
-        }),
-        Err(RouteError::UnknownDevice) => Err(ApiError::validation(
-            "device_id",
-            "device_id is not one of your phones",
-        )),
-        Err(RouteError::NumberMismatch) => Err(ApiError::validation(
+/// The error docs/api.md, Messages, names for a refused send; `recipient_field` names the
+/// request field of the `index`-th recipient given.
+pub fn send_error(err: SendError, recipient_field: impl Fn(usize) -> String) -> ApiError {
+    match err {
+        SendError::PremiumRate { index } => ApiError::PremiumRateBlocked {
+            field: recipient_field(index),
+        },
+        SendError::UnknownDevice => {
+            ApiError::validation("device_id", "device_id is not one of your phones")
+        }
+        SendError::NumberMismatch => ApiError::validation(
             "device_id",
             "device_id belongs to a phone with another number than from_number",
-        )),
-    }
-}
-
-fn no_device(device_id: Option<Uuid>, from_number: &PhoneNumber) -> ApiError {
-    ApiError::NoDeviceAvailable {
-        field: if device_id.is_some() {
-            "device_id"
-        } else {
-            "from_number"
+        ),
+        SendError::NoDevice { number, pinned } => ApiError::NoDeviceAvailable {
+            field: if pinned { "device_id" } else { "from_number" },
+            number: number.into_string(),
         },
-        number: from_number.as_str().to_string(),
-    }
-}
-
-fn expires_at(state: &AppState, starts: i64) -> i64 {
-    let ttl = i64::try_from(state.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
-    starts.saturating_add(ttl)
-}
-
-/// Sends one SMS.
-#[utoipa::path(
-    post,
-    path = "/v1/messages/send",
-    tag = "messages",
-    request_body = SendMessageIn,
-    responses((status = 202, description = "Accepted and queued (status `queued`).", body = MessageEnvelope))
-)]
-#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn send(
-    state: web::Data<AppState>,
-    caller: Caller,
-    JsonBody(body): JsonBody<SendMessageIn>,
-) -> Result<HttpResponse, ApiError> {
-    let from_text = required(body.from_number, "from_number")?;
-    let to_text = required(body.to_number, "to_number")?;
-    let content = required(body.content, "content")?;
-    let from_number = parse_number(&from_text, "from_number")?;
-    let to_number = parse_number(&to_text, "to_number")?;
-    let device_id = parse_device_id(body.device_id)?;
-    let request_id = match body.request_id {
-        Some(id) if id.is_empty() || id.chars().count() > MAX_REQUEST_ID_CHARS => {
-            return Err(ApiError::validation(
-                "request_id",
-                "request_id must be 1 to 255 characters",
-            ));
-        }
-        other => other,
-    };
-    let scheduled_for = body
-        .scheduled_for
-        .as_deref()
-        .map(|t| parse_timestamp(t, "scheduled_for"))
-        .transpose()?;
-    let text = parse_content(content, "content")?;
-    if to_number.is_premium_rate() {
-        return Err(ApiError::PremiumRateBlocked {
-            field: "to_number".into(),
-        });
-    }
-    let routing = route(&state, &caller, &from_number, device_id).await?;
-    let now = state.clock.now_ms();
-    let scheduled_for = scheduled_for.map(|t| t.timestamp_millis());
-    // Fast path: an idle online phone with pace to spare takes the message in the accept's own
-    // commit (stored as `sending`), and its frame leaves as soon as that commit is done.
-    let reserved = match (&routing.phone, scheduled_for) {
-        (Some(phone), None) => match phone.send(Reserve).await {
-            Ok(Some(ticket)) => Some((phone.clone(), ticket)),
-            _ => None,
-        },
-        _ => None,
-    };
-    let new = NewMessage {
-        id: Uuid::now_v7(),
-        direction: Direction::Outbound,
-        status: if reserved.is_some() {
-            MessageStatus::Sending
-        } else {
-            MessageStatus::Queued
-        },
-        class: QueueClass::Single,
-        from_number: from_number.as_str().to_string(),
-        to_number: to_number.into_string(),
-        segments: text.segments(),
-        encoding: text.encoding().as_str().to_string(),
-        content: text.into_string(),
-        device_id: routing.device_id,
-        pinned: routing.pinned,
-        campaign_id: None,
-        request_id: request_id.clone(),
-        inbound_ref: None,
-        scheduled_for,
-        expires_at: expires_at(&state, scheduled_for.unwrap_or(now).max(now)),
-    };
-    let accept = Accept {
-        scope: caller.scope(),
-        request_id,
-        messages: vec![new],
-        device_available: routing.available,
-        limit: new_workspace_limit(&state, &caller),
-        draft: None,
-    };
-    let outcome = accept_and_hand_over(&state, accept, reserved).await?;
-    let stored = accepted(outcome, device_id, &from_number, |_| "to_number".into())?;
-    let message = stored
-        .first()
-        .ok_or_else(|| ApiError::Internal("writer accepted no message".into()))?;
-    // docs/api.md, Messages: the reply reads `queued` even when a phone took the message at once.
-    let as_accepted = Message {
-        status: MessageStatus::Queued,
-        send_attempts: 0,
-        ..message.clone()
-    };
-    Ok(success(
-        StatusCode::ACCEPTED,
-        "message queued",
-        as_accepted.view(),
-    ))
-}
-
-/// Stores accepted messages, then hands them on: to the phone that reserved the hand-over
-/// (`reserved`, single sends), or to their phones' queues through the registry. A refused
-/// accept gives a reserved pace slot back. This runs as a task of its own, so a client that
-/// hangs up mid-request cannot leave a stored message unqueued or a reserved slot taken.
-pub async fn accept_and_hand_over(
-    state: &AppState,
-    accept: Accept,
-    reserved: Option<(Addr<Phone>, Ticket)>,
-) -> Result<AcceptOutcome, ApiError> {
-    let (writer, registry) = (state.writer.clone(), state.registry.clone());
-    let outcome = actix_web::rt::spawn(async move {
-        let outcome = writer.accept(accept).await;
-        match (&outcome, reserved) {
-            (Ok(AcceptOutcome::Accepted(stored)), Some((phone, ticket))) => {
-                if let Some(message) = stored.first() {
-                    hand_to(&phone, ticket, message.clone(), &writer, &registry).await;
-                }
-            }
-            (Ok(AcceptOutcome::Accepted(stored)), None) => registry.do_send(Enqueue {
-                messages: stored.clone(),
-            }),
-            (_, Some((phone, ticket))) => phone.do_send(Release { ticket }),
-            (_, None) => {}
-        }
-        outcome
-    })
-    .await
-    .map_err(|e| ApiError::Internal(format!("accept task ended: {e}")))??;
-    Ok(outcome)
-}
-
-/// Gives a message stored as `sending` on a reserved phone to that phone's actor. If the actor
-/// cannot take it (gone because the phone was unpaired meanwhile, or its mailbox is full), the
-/// message goes back to `queued` and through the registry, which routes it again or fails it
-/// like any message of an unpaired phone (a frame already queued is deduped by the phone).
-async fn hand_to(
-    phone: &Addr<Phone>,
-    ticket: Ticket,
-    message: Message,
-    writer: &crate::store::writer::Writer,
-    registry: &Addr<crate::actors::registry::Registry>,
-) {
-    let id = message.id;
-    // The frame goes straight to the session (this task runs beside the HTTP handler, not on
-    // the busy actor thread). Should the phone's report overtake `Handed`, the report still
-    // moves the message (it is `sending` on this phone); `Handed` then only adds an entry that
-    // a later disconnect cannot move back.
-    let frame_queued = phone.connected() && ticket.send_frame(&message);
-    let handed = Handed {
-        ticket,
-        message,
-        frame_queued,
-    };
-    if phone.try_send(handed).is_ok() {
-        return;
-    }
-    let back = Transition::requeue(
-        id,
-        "the phone's actor stopped before the message was sent; queued again",
-    );
-    match writer.transition(back).await {
-        Ok(Some(queued)) => registry.do_send(Enqueue {
-            messages: vec![queued],
-        }),
-        Ok(None) => {}
-        Err(err) => {
-            tracing::error!(message_id = %id, error = %err, "message not queued again; it is sent after the next restart")
-        }
-    }
-}
-
-/// Turns the writer's answer into the stored messages or the error docs/api.md, Messages, names;
-/// `recipient_field` names the request field of the accept's `index`-th recipient.
-pub fn accepted(
-    outcome: AcceptOutcome,
-    device_id: Option<Uuid>,
-    from_number: &PhoneNumber,
-    recipient_field: impl Fn(usize) -> String,
-) -> Result<Vec<Message>, ApiError> {
-    match outcome {
-        AcceptOutcome::Accepted(messages) => Ok(messages),
-        AcceptOutcome::OptedOut { index } => Err(ApiError::RecipientOptedOut {
+        SendError::OptedOut { index } => ApiError::RecipientOptedOut {
             field: recipient_field(index),
-        }),
-        AcceptOutcome::AiRepliesOff => Err(ApiError::AiRepliesOff {
+        },
+        SendError::AiRepliesOff => ApiError::AiRepliesOff {
             field: recipient_field(0),
-        }),
-        AcceptOutcome::Duplicate(id) => Err(ApiError::DuplicateRequest { id }),
-        AcceptOutcome::NoDevice => Err(no_device(device_id, from_number)),
-        AcceptOutcome::LimitReached {
+        },
+        SendError::Duplicate(id) => ApiError::DuplicateRequest { id: id.as_uuid() },
+        SendError::LimitReached {
             limit,
             window_ends_at,
-        } => Err(ApiError::NewAccountLimit {
+        } => ApiError::NewAccountLimit {
             limit,
             window_ends_at: format_ms(window_ends_at),
-        }),
-        AcceptOutcome::QuotaExceeded {
+        },
+        SendError::QuotaExceeded {
             quota,
             resets_at,
             retry_after_secs,
-        } => Err(quota_exceeded(quota, resets_at, retry_after_secs)),
-        AcceptOutcome::DraftNotPending(Some(status)) => Err(ApiError::InvalidState {
+        } => quota_exceeded(quota, resets_at, retry_after_secs),
+        SendError::DraftNotPending(Some(status)) => ApiError::InvalidState {
             message: format!("only a pending draft can be sent; this one is {status}"),
             status: status.as_str().to_string(),
-        }),
-        AcceptOutcome::DraftNotPending(None) => Err(ApiError::NotFound("draft")),
+        },
+        SendError::DraftNotPending(None) => ApiError::NotFound("draft"),
+        SendError::Store(err) => err.into(),
+        SendError::Unavailable(why) => ApiError::Internal(why),
     }
 }
 
@@ -457,6 +242,96 @@ fn quota_exceeded(quota: CountQuota, resets_at: Option<i64>, retry_after_secs: u
     }
 }
 
+impl TryFrom<SendMessageIn> for SendRequest {
+    type Error = ApiError;
+
+    /// Checks the fields in the order docs/api.md, Messages, gives.
+    fn try_from(body: SendMessageIn) -> Result<SendRequest, ApiError> {
+        let from_text = required(body.from_number, "from_number")?;
+        let to_text = required(body.to_number, "to_number")?;
+        let content = required(body.content, "content")?;
+        let from_number = parse_number(&from_text, "from_number")?;
+        let to_number = parse_number(&to_text, "to_number")?;
+        let device_id = parse_device_id(body.device_id)?.map(PhoneId::from);
+        let request_id = body
+            .request_id
+            .map(RequestId::parse)
+            .transpose()
+            .map_err(|err| ApiError::validation("request_id", err.to_string()))?;
+        let scheduled_for = body
+            .scheduled_for
+            .as_deref()
+            .map(|t| parse_timestamp(t, "scheduled_for"))
+            .transpose()?;
+        let text = parse_content(content, "content")?;
+        Ok(SendRequest {
+            from_number,
+            to_number,
+            text,
+            request_id,
+            scheduled_for,
+            device_id,
+        })
+    }
+}
+
+impl TryFrom<BulkSendIn> for BulkSendRequest {
+    type Error = ApiError;
+
+    fn try_from(body: BulkSendIn) -> Result<BulkSendRequest, ApiError> {
+        let from_text = required(body.from_number, "from_number")?;
+        let to_texts = required(body.to_numbers, "to_numbers")?;
+        let content = required(body.content, "content")?;
+        if to_texts.is_empty() || to_texts.len() > MAX_BULK_RECIPIENTS {
+            return Err(ApiError::validation(
+                "to_numbers",
+                RecipientCount.to_string(),
+            ));
+        }
+        let from_number = parse_number(&from_text, "from_number")?;
+        let to_numbers = to_texts
+            .iter()
+            .enumerate()
+            .map(|(i, text)| parse_number(text, &format!("to_numbers[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let device_id = parse_device_id(body.device_id)?.map(PhoneId::from);
+        let text = parse_content(content, "content")?;
+        BulkSendRequest::new(from_number, to_numbers, text, device_id)
+            .map_err(|err| ApiError::validation("to_numbers", err.to_string()))
+    }
+}
+
+/// Sends one SMS.
+#[utoipa::path(
+    post,
+    path = "/v1/messages/send",
+    tag = "messages",
+    request_body = SendMessageIn,
+    responses((status = 202, description = "Accepted and queued (status `queued`).", body = MessageEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn send(
+    state: web::Data<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<SendMessageIn>,
+) -> Result<HttpResponse, ApiError> {
+    let request = SendRequest::try_from(body)?;
+    let message = send::send(&state.send_deps(), sender(&state, &caller), request)
+        .await
+        .map_err(|err| send_error(err, |_| "to_number".into()))?;
+    // docs/api.md, Messages: the reply reads `queued` even when a phone took the message at once.
+    let as_accepted = Message {
+        status: MessageStatus::Queued,
+        send_attempts: 0,
+        ..message
+    };
+    Ok(success(
+        StatusCode::ACCEPTED,
+        "message queued",
+        as_accepted.view(),
+    ))
+}
+
 /// Sends one text to up to 500 numbers, atomically.
 #[utoipa::path(
     post,
@@ -471,74 +346,10 @@ async fn bulk_send(
     caller: Caller,
     JsonBody(body): JsonBody<BulkSendIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let from_text = required(body.from_number, "from_number")?;
-    let to_texts = required(body.to_numbers, "to_numbers")?;
-    let content = required(body.content, "content")?;
-    if to_texts.is_empty() || to_texts.len() > MAX_BULK_RECIPIENTS {
-        return Err(ApiError::validation(
-            "to_numbers",
-            "to_numbers must hold 1 to 500 numbers",
-        ));
-    }
-    let from_number = parse_number(&from_text, "from_number")?;
-    let mut to_numbers = Vec::with_capacity(to_texts.len());
-    for (i, text) in to_texts.iter().enumerate() {
-        to_numbers.push(parse_number(text, &format!("to_numbers[{i}]"))?);
-    }
-    let device_id = parse_device_id(body.device_id)?;
-    let text = parse_content(content, "content")?;
-    if let Some(i) = to_numbers.iter().position(PhoneNumber::is_premium_rate) {
-        return Err(ApiError::PremiumRateBlocked {
-            field: format!("to_numbers[{i}]"),
-        });
-    }
-    // Duplicates are sent once; `places[i]` is where the i-th kept number is in the request.
-    let mut seen = HashSet::new();
-    let mut places = Vec::with_capacity(to_numbers.len());
-    let to_numbers: Vec<PhoneNumber> = to_numbers
-        .into_iter()
-        .enumerate()
-        .filter(|(_, n)| seen.insert(n.clone()))
-        .map(|(place, n)| {
-            places.push(place);
-            n
-        })
-        .collect();
-    let routing = route(&state, &caller, &from_number, device_id).await?;
-    let now = state.clock.now_ms();
-    let messages = to_numbers
-        .into_iter()
-        .map(|to| NewMessage {
-            id: Uuid::now_v7(),
-            direction: Direction::Outbound,
-            status: MessageStatus::Queued,
-            class: QueueClass::Bulk,
-            from_number: from_number.as_str().to_string(),
-            to_number: to.into_string(),
-            content: text.as_str().to_string(),
-            segments: text.segments(),
-            encoding: text.encoding().as_str().to_string(),
-            device_id: routing.device_id,
-            pinned: routing.pinned,
-            campaign_id: None,
-            request_id: None,
-            inbound_ref: None,
-            scheduled_for: None,
-            expires_at: expires_at(&state, now),
-        })
-        .collect();
-    let accept = Accept {
-        scope: caller.scope(),
-        request_id: None,
-        messages,
-        device_available: routing.available,
-        limit: new_workspace_limit(&state, &caller),
-        draft: None,
-    };
-    let outcome = accept_and_hand_over(&state, accept, None).await?;
-    let stored = accepted(outcome, device_id, &from_number, |i| {
-        format!("to_numbers[{}]", places.get(i).copied().unwrap_or(i))
-    })?;
+    let request = BulkSendRequest::try_from(body)?;
+    let stored = send::send_bulk(&state.send_deps(), sender(&state, &caller), request)
+        .await
+        .map_err(|err| send_error(err, |i| format!("to_numbers[{i}]")))?;
     let ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();
     Ok(success(
         StatusCode::ACCEPTED,

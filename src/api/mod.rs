@@ -97,6 +97,16 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// What the send use case needs, from this state.
+    pub fn send_deps(&self) -> crate::send::SendDeps {
+        crate::send::SendDeps {
+            writer: self.writer.clone(),
+            registry: self.registry.clone(),
+            clock: self.clock.clone(),
+            settings: self.settings.clone(),
+        }
+    }
+
     /// Builds the shared state; the per-key limiter follows `limits.api_per_second`.
     pub fn new(
         db: DatabaseConnection,

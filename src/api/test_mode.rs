@@ -8,12 +8,11 @@ use actix_web::http::StatusCode;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use super::messages::{message_out, parse_content, parse_number};
 use super::schemas::MessageEnvelope;
 use super::{AppState, Caller, DocumentedRoute, JsonBody, required};
-use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
+use crate::domain::status::Mode;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::writer::{InboundOutcome, NewMessage};
 
@@ -84,24 +83,12 @@ async fn inbound(
     let from_number = parse_number(&from_text, "from_number")?;
     let to_number = parse_number(&to_text, "to_number")?;
     let text = parse_content(content, "content")?;
-    let new = NewMessage {
-        id: Uuid::now_v7(),
-        direction: Direction::Inbound,
-        status: MessageStatus::Delivered,
-        class: QueueClass::Single,
-        from_number: from_number.into_string(),
-        to_number: to_number.into_string(),
-        segments: text.segments(),
-        encoding: text.encoding().as_str().to_string(),
-        content: text.into_string(),
-        device_id: None,
-        pinned: false,
-        campaign_id: None,
-        request_id: None,
-        inbound_ref: None,
-        scheduled_for: None,
-        expires_at: state.clock.now_ms(),
-    };
+    let new = NewMessage::inbound(
+        from_number.into_string(),
+        to_number.into_string(),
+        text.into(),
+        state.clock.now_ms(),
+    );
     match state.writer.inbound(new, caller.scope()).await? {
         InboundOutcome::Stored(message) => Ok(success(
             StatusCode::CREATED,

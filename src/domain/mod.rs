@@ -3,6 +3,7 @@
 pub mod ai;
 pub mod campaign;
 pub mod change;
+pub mod ids;
 pub mod keys;
 pub mod keywords;
 pub mod pace;

@@ -326,11 +326,11 @@ impl Subscription {
     }
 }
 
-/// The enabled endpoints per (workspace, test mode), kept in memory so the writer's commit
+/// The enabled endpoints per scope (workspace and mode), kept in memory so the writer's commit
 /// hook matches changes without a query. Refreshed by the API on create/update/delete.
 #[derive(Debug, Default)]
 pub struct Subscriptions {
-    by_scope: RwLock<HashMap<(Uuid, bool), Vec<Subscription>>>,
+    by_scope: RwLock<HashMap<Scope, Vec<Subscription>>>,
 }
 
 impl Subscriptions {
@@ -350,13 +350,15 @@ impl Subscriptions {
             return;
         }
         if let Ok(mut map) = self.by_scope.write() {
-            map.entry((endpoint.workspace_id, endpoint.mode.is_test()))
-                .or_default()
-                .push(Subscription {
-                    endpoint_id: endpoint.id,
-                    events: endpoint.events.clone(),
-                    phone_numbers: endpoint.phone_numbers.clone(),
-                });
+            let scope = Scope {
+                workspace_id: endpoint.workspace_id,
+                mode: endpoint.mode,
+            };
+            map.entry(scope).or_default().push(Subscription {
+                endpoint_id: endpoint.id,
+                events: endpoint.events.clone(),
+                phone_numbers: endpoint.phone_numbers.clone(),
+            });
         }
     }
 
@@ -386,7 +388,11 @@ impl Subscriptions {
                 continue;
             };
             let message = &change.message;
-            let Some(subs) = map.get(&(message.workspace_id, message.mode.is_test())) else {
+            let scope = Scope {
+                workspace_id: message.workspace_id,
+                mode: message.mode,
+            };
+            let Some(subs) = map.get(&scope) else {
                 continue;
             };
             let phone = match message.direction {

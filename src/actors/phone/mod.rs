@@ -26,7 +26,7 @@ use crate::domain::protocol::{FrameErrorCode, PaceOut, PhoneFrame, ServerFrame};
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
 use crate::domain::status_report::{self, ReportDecision, ReportedMessage, StatusReport};
 use crate::store::messages::{self, Message, Scope};
-use crate::store::writer::{InboundOutcome, NewMessage, Transition};
+use crate::store::writer::{Content, InboundOutcome, NewMessage, Transition};
 
 mod handlers;
 
@@ -467,29 +467,15 @@ impl Phone {
         let Some(device) = self.identity.device_id else {
             return;
         };
-        let text = crate::domain::sms::measure(&content);
         let now = self.deps.clock.now_ms();
-        let new = NewMessage {
-            id: Uuid::now_v7(),
-            direction: Direction::Inbound,
-            status: MessageStatus::Delivered,
-            class: QueueClass::Single,
-            from_number: crate::domain::phone_number::normalize_sender(
-                &from,
-                &self.identity.number,
-            ),
-            to_number: self.identity.number.clone(),
-            content,
-            segments: text.segments,
-            encoding: text.encoding.as_str().to_string(),
-            device_id: Some(device),
-            pinned: false,
-            campaign_id: None,
-            request_id: None,
-            inbound_ref: Some(reference.clone()),
-            scheduled_for: None,
-            expires_at: now,
-        };
+        let new = NewMessage::inbound(
+            crate::domain::phone_number::normalize_sender(&from, &self.identity.number),
+            self.identity.number.clone(),
+            Content::received(content),
+            now,
+        )
+        .with_device(Some(device), false)
+        .with_inbound_ref(reference.clone());
         let writer = self.deps.writer.clone();
         let scope = self.identity.scope;
         ctx.spawn(

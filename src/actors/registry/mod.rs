@@ -155,14 +155,20 @@ struct Entry {
     last_seen_at: Option<i64>,
 }
 
-type NumberKey = (Uuid, bool, String);
+/// A sending number of one workspace and mode: the key of the phones sharing it, of their
+/// round-robin position, and of a test-mode number's simulated phone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct NumberKey {
+    scope: Scope,
+    number: String,
+}
 
 /// The registry actor.
 pub struct Registry {
     deps: Deps,
     phones: HashMap<Uuid, Entry>,
     by_number: HashMap<NumberKey, Vec<Uuid>>,
-    simulated: HashMap<(Uuid, String), Addr<Phone>>,
+    simulated: HashMap<NumberKey, Addr<Phone>>,
     /// Round-robin position per number, to spread sends over phones sharing it.
     next_pick: HashMap<NumberKey, usize>,
     /// One supervised actor per webhook endpoint with work (see `webhook_endpoint`).
@@ -191,7 +197,10 @@ impl Registry {
     }
 
     fn number_key(scope: Scope, number: &str) -> NumberKey {
-        (scope.workspace_id, scope.mode.is_test(), number.to_string())
+        NumberKey {
+            scope,
+            number: number.to_string(),
+        }
     }
 
     fn insert(&mut self, record: PhoneRecord) {
@@ -241,7 +250,7 @@ impl Registry {
 
     /// The simulated phone of a test-mode sending number, attached to its simulator.
     fn simulated_addr(&mut self, scope: Scope, number: &str) -> Addr<Phone> {
-        let key = (scope.workspace_id, number.to_string());
+        let key = Self::number_key(scope, number);
         if let Some(addr) = self.simulated.get(&key)
             && addr.connected()
         {
@@ -279,7 +288,7 @@ impl Registry {
 
     fn deliver(&mut self, messages: Vec<Message>) {
         let mut per_phone: HashMap<Uuid, Vec<Message>> = HashMap::new();
-        let mut per_sim: HashMap<(Scope, String), Vec<Message>> = HashMap::new();
+        let mut per_sim: HashMap<NumberKey, Vec<Message>> = HashMap::new();
         for message in messages {
             if message.mode == Mode::Test {
                 let scope = Scope {
@@ -287,7 +296,7 @@ impl Registry {
                     mode: message.mode,
                 };
                 per_sim
-                    .entry((scope, message.from_number.clone()))
+                    .entry(Self::number_key(scope, &message.from_number))
                     .or_default()
                     .push(message);
             } else if let Some(device) = message.device_id {
@@ -307,8 +316,8 @@ impl Registry {
                 }
             }
         }
-        for ((scope, number), messages) in per_sim {
-            self.simulated_addr(scope, &number)
+        for (key, messages) in per_sim {
+            self.simulated_addr(key.scope, &key.number)
                 .do_send(phone::Enqueue { messages });
         }
     }
@@ -393,7 +402,7 @@ impl Registry {
 
     fn forget(&mut self, message_id: Uuid, device_id: Option<Uuid>, scope: Scope, from: &str) {
         if scope.mode == Mode::Test {
-            if let Some(addr) = self.simulated.get(&(scope.workspace_id, from.to_string())) {
+            if let Some(addr) = self.simulated.get(&Self::number_key(scope, from)) {
                 addr.do_send(phone::Forget { message_id });
             }
         } else if let Some(addr) = device_id
@@ -405,7 +414,7 @@ impl Registry {
     }
 
     fn resume_simulated_deliveries(&mut self, sent: Vec<Message>) {
-        let mut per_sim: HashMap<(Scope, String), Vec<Uuid>> = HashMap::new();
+        let mut per_sim: HashMap<NumberKey, Vec<Uuid>> = HashMap::new();
         for m in sent
             .into_iter()
             .filter(|m| m.to_number != super::simulator::MAGIC_NEVER_DELIVERED)
@@ -415,13 +424,16 @@ impl Registry {
                 mode: m.mode,
             };
             per_sim
-                .entry((scope, m.from_number))
+                .entry(NumberKey {
+                    scope,
+                    number: m.from_number,
+                })
                 .or_default()
                 .push(m.id);
         }
         let deliver_after = self.deps.settings.test_mode.deliver_after;
-        for ((scope, number), ids) in per_sim {
-            let phone = self.simulated_addr(scope, &number);
+        for (key, ids) in per_sim {
+            let phone = self.simulated_addr(key.scope, &key.number);
             super::simulator::resume_delivery(phone, ids, deliver_after);
         }
     }

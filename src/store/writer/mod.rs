@@ -61,15 +61,44 @@ pub struct NewMessage {
     pub expires_at: i64,
 }
 
+/// The text of a message as it is stored: the content and its measure.
+#[derive(Debug, Clone)]
+pub struct Content {
+    pub content: String,
+    pub segments: u32,
+    pub encoding: String,
+}
+
+impl From<crate::domain::sms::SmsText> for Content {
+    fn from(text: crate::domain::sms::SmsText) -> Content {
+        Content {
+            segments: text.segments(),
+            encoding: text.encoding().as_str().to_string(),
+            content: text.into_string(),
+        }
+    }
+}
+
+impl Content {
+    /// Measures `content` as it arrived from a phone (no length limit applies to what arrived).
+    pub fn received(content: String) -> Content {
+        let measure = crate::domain::sms::measure(&content);
+        Content {
+            content,
+            segments: measure.segments,
+            encoding: measure.encoding.as_str().to_string(),
+        }
+    }
+}
+
 impl NewMessage {
-    /// A single outbound message of `class`, queued now: the replies of AI drafts and the
-    /// like (no campaign, no idempotency key, no schedule, not pinned to its phone).
+    /// An outbound message of `class`, queued now: no phone, campaign, idempotency key or
+    /// schedule until the `with_…` methods add them. Every outbound message starts here.
     pub fn outbound(
         class: QueueClass,
         from_number: String,
         to_number: String,
-        text: crate::domain::sms::SmsText,
-        device_id: Option<Uuid>,
+        content: Content,
         expires_at: i64,
     ) -> NewMessage {
         NewMessage {
@@ -79,16 +108,79 @@ impl NewMessage {
             class,
             from_number,
             to_number,
-            segments: text.segments(),
-            encoding: text.encoding().as_str().to_string(),
-            content: text.into_string(),
-            device_id,
+            content: content.content,
+            segments: content.segments,
+            encoding: content.encoding,
+            device_id: None,
             pinned: false,
             campaign_id: None,
             request_id: None,
             inbound_ref: None,
             scheduled_for: None,
             expires_at,
+        }
+    }
+
+    /// An inbound message, delivered at `received_at` (it never expires: it is already here).
+    pub fn inbound(
+        from_number: String,
+        to_number: String,
+        content: Content,
+        received_at: i64,
+    ) -> NewMessage {
+        NewMessage {
+            direction: Direction::Inbound,
+            status: MessageStatus::Delivered,
+            ..NewMessage::outbound(
+                QueueClass::Single,
+                from_number,
+                to_number,
+                content,
+                received_at,
+            )
+        }
+    }
+
+    /// The phone it goes through (or came in on); `pinned` when the caller chose that phone.
+    pub fn with_device(self, device_id: Option<Uuid>, pinned: bool) -> NewMessage {
+        NewMessage {
+            device_id,
+            pinned,
+            ..self
+        }
+    }
+
+    /// Stored as `status` instead of `queued` (a hand-over reserved before the accept).
+    pub fn with_status(self, status: MessageStatus) -> NewMessage {
+        NewMessage { status, ..self }
+    }
+
+    /// The campaign it belongs to.
+    pub fn with_campaign(self, campaign_id: Uuid) -> NewMessage {
+        NewMessage {
+            campaign_id: Some(campaign_id),
+            ..self
+        }
+    }
+
+    /// The caller's idempotency key.
+    pub fn with_request_id(self, request_id: Option<String>) -> NewMessage {
+        NewMessage { request_id, ..self }
+    }
+
+    /// Held until `scheduled_for` (ms since the epoch).
+    pub fn with_schedule(self, scheduled_for: Option<i64>) -> NewMessage {
+        NewMessage {
+            scheduled_for,
+            ..self
+        }
+    }
+
+    /// The phone's reference of an inbound message, which makes a repeat recognisable.
+    pub fn with_inbound_ref(self, inbound_ref: String) -> NewMessage {
+        NewMessage {
+            inbound_ref: Some(inbound_ref),
+            ..self
         }
     }
 }

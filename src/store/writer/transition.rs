@@ -304,28 +304,22 @@ mod tests {
 
     use super::*;
     use crate::clock::SystemClock;
-    use crate::domain::status::{Direction, Mode, QueueClass};
+    use crate::domain::status::{Mode, QueueClass};
     use crate::store::messages::Scope;
-    use crate::store::writer::{Accept, AcceptOutcome, ChangeListener, NewMessage, Writer};
+    use crate::store::writer::{
+        Accept, AcceptOutcome, ChangeListener, Content, NewMessage, Writer,
+    };
 
     fn queued(id: Uuid) -> NewMessage {
         NewMessage {
             id,
-            direction: Direction::Outbound,
-            status: MessageStatus::Queued,
-            class: QueueClass::Single,
-            from_number: "+14155550100".into(),
-            to_number: "+14155550123".into(),
-            content: "hi".into(),
-            segments: 1,
-            encoding: "GSM-7".into(),
-            device_id: None,
-            pinned: false,
-            campaign_id: None,
-            request_id: None,
-            inbound_ref: None,
-            scheduled_for: None,
-            expires_at: i64::MAX,
+            ..NewMessage::outbound(
+                QueueClass::Single,
+                "+14155550100".into(),
+                "+14155550123".into(),
+                Content::received("hi".into()),
+                i64::MAX,
+            )
         }
     }
 

@@ -1,0 +1,484 @@
+//! The send use case: one message, a bulk send, or an AI reply, from a typed request to stored
+//! and handed on. The `/v1` handlers, AI replies (drafts sent through the API and auto mode)
+//! and the compatibility APIs all call these functions; a handler only parses its body into a
+//! request (`TryFrom` at the edge), calls, and renders (docs/api.md, Messages).
+//!
+//! Layering: api → send → actors/store → domain. Nothing here knows HTTP: a refusal is a
+//! [`SendError`], which each caller turns into its own answer.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use actix::Addr;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::actors::phone::{Handed, Phone, Release, Reserve, Ticket};
+use crate::actors::registry::{Enqueue, Registry, Route, RouteError};
+use crate::clock::SharedClock;
+use crate::config::Settings;
+use crate::domain::ai::DraftStatus;
+use crate::domain::ids::{MessageId, PhoneId};
+use crate::domain::phone_number::PhoneNumber;
+use crate::domain::quota::CountQuota;
+use crate::domain::sms::SmsText;
+use crate::domain::status::{MessageStatus, Mode, QueueClass};
+use crate::store::StoreError;
+use crate::store::messages::{Message, Scope};
+use crate::store::writer::{
+    Accept, AcceptOutcome, DraftLink, NewMessage, NewWorkspaceLimit, Transition, Writer,
+};
+
+/// Most recipients of one bulk send.
+pub const MAX_BULK_RECIPIENTS: usize = 500;
+/// Longest accepted request_id, in characters.
+pub const MAX_REQUEST_ID_CHARS: usize = 255;
+
+/// What sending needs: the writer, the registry, the clock and the settings (message TTL).
+#[derive(Clone)]
+pub struct SendDeps {
+    pub writer: Writer,
+    pub registry: Addr<Registry>,
+    pub clock: SharedClock,
+    pub settings: Arc<Settings>,
+}
+
+/// Who sends: the scope every write lands in and the new-workspace limit that applies to it.
+#[derive(Debug, Clone, Copy)]
+pub struct Sender {
+    pub scope: Scope,
+    pub limit: Option<NewWorkspaceLimit>,
+}
+
+/// An idempotency key, 1 to [`MAX_REQUEST_ID_CHARS`] characters, unique per workspace and mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestId(String);
+
+/// A request_id that is empty or too long.
+#[derive(Debug, Clone, Copy, thiserror::Error, PartialEq, Eq)]
+#[error("request_id must be 1 to 255 characters")]
+pub struct InvalidRequestId;
+
+impl RequestId {
+    /// Accepts 1 to [`MAX_REQUEST_ID_CHARS`] characters.
+    pub fn parse(text: String) -> Result<RequestId, InvalidRequestId> {
+        if text.is_empty() || text.chars().count() > MAX_REQUEST_ID_CHARS {
+            return Err(InvalidRequestId);
+        }
+        Ok(RequestId(text))
+    }
+
+    /// The key as given.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+/// One SMS to send, every field already parsed.
+#[derive(Debug, Clone)]
+pub struct SendRequest {
+    pub from_number: PhoneNumber,
+    pub to_number: PhoneNumber,
+    pub text: SmsText,
+    pub request_id: Option<RequestId>,
+    pub scheduled_for: Option<DateTime<Utc>>,
+    /// Send through this phone only.
+    pub device_id: Option<PhoneId>,
+}
+
+/// One text to up to [`MAX_BULK_RECIPIENTS`] numbers; a number given twice is sent once.
+#[derive(Debug, Clone)]
+pub struct BulkSendRequest {
+    from_number: PhoneNumber,
+    /// The distinct recipients, in request order.
+    to_numbers: Vec<PhoneNumber>,
+    /// `places[i]`: where `to_numbers[i]` is in the request.
+    places: Vec<usize>,
+    text: SmsText,
+    device_id: Option<PhoneId>,
+}
+
+/// A bulk send without recipients or with more than [`MAX_BULK_RECIPIENTS`].
+#[derive(Debug, Clone, Copy, thiserror::Error, PartialEq, Eq)]
+#[error("to_numbers must hold 1 to 500 numbers")]
+pub struct RecipientCount;
+
+impl BulkSendRequest {
+    /// Keeps the first of each number; refuses 0 or more than [`MAX_BULK_RECIPIENTS`] given.
+    pub fn new(
+        from_number: PhoneNumber,
+        to_numbers: Vec<PhoneNumber>,
+        text: SmsText,
+        device_id: Option<PhoneId>,
+    ) -> Result<BulkSendRequest, RecipientCount> {
+        if to_numbers.is_empty() || to_numbers.len() > MAX_BULK_RECIPIENTS {
+            return Err(RecipientCount);
+        }
+        let mut seen = HashSet::new();
+        let mut places = Vec::with_capacity(to_numbers.len());
+        let to_numbers = to_numbers
+            .into_iter()
+            .enumerate()
+            .filter(|(_, n)| seen.insert(n.clone()))
+            .map(|(place, n)| {
+                places.push(place);
+                n
+            })
+            .collect();
+        Ok(BulkSendRequest {
+            from_number,
+            to_numbers,
+            places,
+            text,
+            device_id,
+        })
+    }
+}
+
+/// A reply to a conversation, sending an AI draft.
+#[derive(Debug, Clone)]
+pub struct ReplyRequest {
+    /// The number of yours the conversation is on.
+    pub from_number: PhoneNumber,
+    pub to_number: PhoneNumber,
+    pub text: SmsText,
+    pub draft: DraftLink,
+}
+
+/// Why a send was refused (docs/api.md, Messages, lists the check order). `index` counts the
+/// request's recipients, as given (bulk sends: duplicates included).
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error("recipient {index} is a premium-rate number")]
+    PremiumRate { index: usize },
+    #[error("device_id is not one of the workspace's phones")]
+    UnknownDevice,
+    #[error("device_id belongs to a phone with another number than from_number")]
+    NumberMismatch,
+    /// No phone of `number` is online (`pinned`: the one the caller chose is not).
+    #[error("no phone of {number} is online")]
+    NoDevice { number: PhoneNumber, pinned: bool },
+    #[error("recipient {index} opted out")]
+    OptedOut { index: usize },
+    #[error("the recipient turned AI replies off")]
+    AiRepliesOff,
+    #[error("request_id was used by message {0}")]
+    Duplicate(MessageId),
+    #[error("the new-workspace limit of {limit} messages is reached")]
+    LimitReached { limit: u32, window_ends_at: i64 },
+    /// A message quota would be passed; a daily one resets at `resets_at`, in
+    /// `retry_after_secs` (docs/api.md, Quotas).
+    #[error("a message quota is reached")]
+    QuotaExceeded {
+        quota: CountQuota,
+        resets_at: Option<i64>,
+        retry_after_secs: u64,
+    },
+    /// The draft was sent or discarded meanwhile (`None`: it is gone).
+    #[error("the draft is not pending")]
+    DraftNotPending(Option<DraftStatus>),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The registry or the accept task is gone (the server is stopping).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Sends one SMS: through an idle online phone at once when one has pace to spare (the
+/// message is then stored as `sending`), else queued. Returns the stored message.
+#[tracing::instrument(skip_all, fields(workspace_id = %sender.scope.workspace_id))]
+pub async fn send(
+    deps: &SendDeps,
+    sender: Sender,
+    request: SendRequest,
+) -> Result<Message, SendError> {
+    if request.to_number.is_premium_rate() {
+        return Err(SendError::PremiumRate { index: 0 });
+    }
+    let routing = route(deps, sender.scope, &request.from_number, request.device_id).await?;
+    let now = deps.clock.now_ms();
+    let scheduled_for = request.scheduled_for.map(|t| t.timestamp_millis());
+    // Fast path: an idle online phone with pace to spare takes the message in the accept's own
+    // commit (stored as `sending`), and its frame leaves as soon as that commit is done.
+    let reserved = match (&routing.phone, scheduled_for) {
+        (Some(phone), None) => match phone.send(Reserve).await {
+            Ok(Some(ticket)) => Some((phone.clone(), ticket)),
+            _ => None,
+        },
+        _ => None,
+    };
+    let request_id = request.request_id.map(RequestId::into_string);
+    let new = NewMessage::outbound(
+        QueueClass::Single,
+        request.from_number.as_str().to_string(),
+        request.to_number.into_string(),
+        request.text.into(),
+        expires_at(deps, scheduled_for.unwrap_or(now).max(now)),
+    )
+    .with_status(if reserved.is_some() {
+        MessageStatus::Sending
+    } else {
+        MessageStatus::Queued
+    })
+    .with_device(routing.device_id, routing.pinned)
+    .with_request_id(request_id.clone())
+    .with_schedule(scheduled_for);
+    let accept = Accept {
+        scope: sender.scope,
+        request_id,
+        messages: vec![new],
+        device_available: routing.available,
+        limit: sender.limit,
+        draft: None,
+    };
+    let outcome = accept_and_hand_over(deps, accept, reserved).await?;
+    let stored = accepted(outcome, &request.from_number, request.device_id.is_some())?;
+    only(stored)
+}
+
+/// Sends one text to many numbers, atomically: every message is stored queued, or none is.
+/// Returns the stored messages, one per distinct number, in request order.
+#[tracing::instrument(skip_all, fields(workspace_id = %sender.scope.workspace_id))]
+pub async fn send_bulk(
+    deps: &SendDeps,
+    sender: Sender,
+    request: BulkSendRequest,
+) -> Result<Vec<Message>, SendError> {
+    let places = &request.places;
+    let place = |i: usize| places.get(i).copied().unwrap_or(i);
+    // The first premium-rate number given is the first one kept (duplicates follow it).
+    if let Some(i) = request
+        .to_numbers
+        .iter()
+        .position(PhoneNumber::is_premium_rate)
+    {
+        return Err(SendError::PremiumRate { index: place(i) });
+    }
+    let routing = route(deps, sender.scope, &request.from_number, request.device_id).await?;
+    let expires_at = expires_at(deps, deps.clock.now_ms());
+    let messages = request
+        .to_numbers
+        .iter()
+        .map(|to| {
+            NewMessage::outbound(
+                QueueClass::Bulk,
+                request.from_number.as_str().to_string(),
+                to.as_str().to_string(),
+                request.text.clone().into(),
+                expires_at,
+            )
+            .with_device(routing.device_id, routing.pinned)
+        })
+        .collect();
+    let accept = Accept {
+        scope: sender.scope,
+        request_id: None,
+        messages,
+        device_available: routing.available,
+        limit: sender.limit,
+        draft: None,
+    };
+    let outcome = accept_and_hand_over(deps, accept, None).await?;
+    accepted(outcome, &request.from_number, request.device_id.is_some()).map_err(|err| match err {
+        SendError::OptedOut { index } => SendError::OptedOut {
+            index: place(index),
+        },
+        other => other,
+    })
+}
+
+/// Sends a reply to a conversation and marks its AI draft sent in the same commit; queued
+/// through whichever phone of `from_number` is online.
+#[tracing::instrument(skip_all, fields(workspace_id = %sender.scope.workspace_id))]
+pub async fn reply(
+    deps: &SendDeps,
+    sender: Sender,
+    request: ReplyRequest,
+) -> Result<Message, SendError> {
+    // Drafts are not made for premium-rate senders; one stored before that rule is refused.
+    if request.to_number.is_premium_rate() {
+        return Err(SendError::PremiumRate { index: 0 });
+    }
+    let routing = route(deps, sender.scope, &request.from_number, None).await?;
+    let now = deps.clock.now_ms();
+    let new = NewMessage::outbound(
+        QueueClass::Single,
+        request.from_number.as_str().to_string(),
+        request.to_number.into_string(),
+        request.text.into(),
+        expires_at(deps, now),
+    )
+    .with_device(routing.device_id, false);
+    let accept = Accept {
+        scope: sender.scope,
+        request_id: None,
+        messages: vec![new],
+        device_available: routing.available,
+        limit: sender.limit,
+        draft: Some(request.draft),
+    };
+    let outcome = accept_and_hand_over(deps, accept, None).await?;
+    only(accepted(outcome, &request.from_number, false)?)
+}
+
+/// Where accepted messages go: a phone (live) or the simulated phone (test).
+struct Routing {
+    device_id: Option<Uuid>,
+    pinned: bool,
+    available: bool,
+    /// The chosen online phone's actor (live mode).
+    phone: Option<Addr<Phone>>,
+}
+
+/// Finds the phone for a send from `from_number`, or learns there is none (docs/api.md,
+/// Messages, check order: this runs before the writer checks idempotency, but its answer is
+/// applied after).
+async fn route(
+    deps: &SendDeps,
+    scope: Scope,
+    from_number: &PhoneNumber,
+    device_id: Option<PhoneId>,
+) -> Result<Routing, SendError> {
+    let device_id = device_id.map(PhoneId::as_uuid);
+    let answer = deps
+        .registry
+        .send(Route {
+            scope,
+            from_number: from_number.as_str().to_string(),
+            device_id,
+        })
+        .await
+        .map_err(|e| SendError::Unavailable(format!("registry unavailable: {e}")))?;
+    match answer {
+        Ok(found) => Ok(Routing {
+            device_id: found.as_ref().map(|r| r.device_id).or(device_id),
+            pinned: device_id.is_some(),
+            available: scope.mode == Mode::Test || found.is_some(),
+            phone: found.map(|r| r.phone),
+        }),
+        Err(RouteError::UnknownDevice) => Err(SendError::UnknownDevice),
+        Err(RouteError::NumberMismatch) => Err(SendError::NumberMismatch),
+    }
+}
+
+/// When a message that may start at `starts` (ms) expires: the configured TTL later.
+fn expires_at(deps: &SendDeps, starts: i64) -> i64 {
+    let ttl = i64::try_from(deps.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
+    starts.saturating_add(ttl)
+}
+
+/// The one message of a single accept.
+fn only(stored: Vec<Message>) -> Result<Message, SendError> {
+    stored
+        .into_iter()
+        .next()
+        .ok_or_else(|| SendError::Unavailable("the writer accepted no message".into()))
+}
+
+/// Stores accepted messages, then hands them on: to the phone that reserved the hand-over
+/// (`reserved`, single sends), or to their phones' queues through the registry. A refused
+/// accept gives a reserved pace slot back. This runs as a task of its own, so a caller that
+/// goes away mid-request (a client hanging up) cannot leave a stored message unqueued or a
+/// reserved slot taken.
+async fn accept_and_hand_over(
+    deps: &SendDeps,
+    accept: Accept,
+    reserved: Option<(Addr<Phone>, Ticket)>,
+) -> Result<AcceptOutcome, SendError> {
+    let (writer, registry) = (deps.writer.clone(), deps.registry.clone());
+    let outcome = actix::spawn(async move {
+        let outcome = writer.accept(accept).await;
+        match (&outcome, reserved) {
+            (Ok(AcceptOutcome::Accepted(stored)), Some((phone, ticket))) => {
+                if let Some(message) = stored.first() {
+                    hand_to(&phone, ticket, message.clone(), &writer, &registry).await;
+                }
+            }
+            (Ok(AcceptOutcome::Accepted(stored)), None) => registry.do_send(Enqueue {
+                messages: stored.clone(),
+            }),
+            (_, Some((phone, ticket))) => phone.do_send(Release { ticket }),
+            (_, None) => {}
+        }
+        outcome
+    })
+    .await
+    .map_err(|e| SendError::Unavailable(format!("accept task ended: {e}")))??;
+    Ok(outcome)
+}
+
+/// Gives a message stored as `sending` on a reserved phone to that phone's actor. If the actor
+/// cannot take it (gone because the phone was unpaired meanwhile, or its mailbox is full), the
+/// message goes back to `queued` and through the registry, which routes it again or fails it
+/// like any message of an unpaired phone (a frame already queued is deduped by the phone).
+async fn hand_to(
+    phone: &Addr<Phone>,
+    ticket: Ticket,
+    message: Message,
+    writer: &Writer,
+    registry: &Addr<Registry>,
+) {
+    let id = message.id;
+    // The frame goes straight to the session (this task runs beside the caller, not on the
+    // busy actor thread). Should the phone's report overtake `Handed`, the report still moves
+    // the message (it is `sending` on this phone); `Handed` then only adds an entry that a
+    // later disconnect cannot move back.
+    let frame_queued = phone.connected() && ticket.send_frame(&message);
+    let handed = Handed {
+        ticket,
+        message,
+        frame_queued,
+    };
+    if phone.try_send(handed).is_ok() {
+        return;
+    }
+    let back = Transition::requeue(
+        id,
+        "the phone's actor stopped before the message was sent; queued again",
+    );
+    match writer.transition(back).await {
+        Ok(Some(queued)) => registry.do_send(Enqueue {
+            messages: vec![queued],
+        }),
+        Ok(None) => {}
+        Err(err) => {
+            tracing::error!(message_id = %id, error = %err, "message not queued again; it is sent after the next restart")
+        }
+    }
+}
+
+/// Turns the writer's answer into the stored messages or the refusal; `pinned` when the
+/// caller chose the phone.
+fn accepted(
+    outcome: AcceptOutcome,
+    from_number: &PhoneNumber,
+    pinned: bool,
+) -> Result<Vec<Message>, SendError> {
+    match outcome {
+        AcceptOutcome::Accepted(messages) => Ok(messages),
+        AcceptOutcome::OptedOut { index } => Err(SendError::OptedOut { index }),
+        AcceptOutcome::AiRepliesOff => Err(SendError::AiRepliesOff),
+        AcceptOutcome::Duplicate(id) => Err(SendError::Duplicate(id.into())),
+        AcceptOutcome::NoDevice => Err(SendError::NoDevice {
+            number: from_number.clone(),
+            pinned,
+        }),
+        AcceptOutcome::LimitReached {
+            limit,
+            window_ends_at,
+        } => Err(SendError::LimitReached {
+            limit,
+            window_ends_at,
+        }),
+        AcceptOutcome::QuotaExceeded {
+            quota,
+            resets_at,
+            retry_after_secs,
+        } => Err(SendError::QuotaExceeded {
+            quota,
+            resets_at,
+            retry_after_secs,
+        }),
+        AcceptOutcome::DraftNotPending(status) => Err(SendError::DraftNotPending(status)),
+    }
+}
