@@ -179,8 +179,8 @@ impl Request for NewDraft {
 /// connection is opened on the writer's thread, which first binds itself to the CPU it runs
 /// on: the connection's thread (sqlx starts one per SQLite connection) inherits that CPU, and
 /// the two hand every statement and every returned row back and forth without a wake-up
-/// crossing CPUs (an inter-processor interrupt, a VM exit under KVM; see BENCHMARKS.md). The
-/// scheduler moves the other threads off that CPU. On PostgreSQL the writer is a task of the
+/// crossing CPUs (an inter-processor interrupt, a VM exit under KVM; docs/performance.md, "The
+/// write path (SQLite)"). The scheduler moves the other threads off that CPU. On PostgreSQL the writer is a task of the
 /// current runtime (its connection is a socket of that runtime).
 pub(super) async fn start(
     url: &str,
