@@ -601,7 +601,55 @@ async fn devices_inbox_and_logs(backend: Backend) {
     assert_eq!(devices.body, json!([]));
 }
 
+/// `GET /mobile/v1/message` as the SMSGate app calls it.
+async fn app_fetch(app: &TestApp, token: &str) -> Vec<Value> {
+    let mut response = app
+        .client
+        .get(format!("{}/mobile/v1/message", app.address))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("fetch answers");
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().await.expect("JSON");
+    body.as_array().expect("a list").clone()
+}
+
+async fn an_smsgate_app_phone_gets_the_client_options(backend: Backend) {
+    let app = spawn_fast(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    // A fetch makes an SMSGate-app phone online for a while.
+    assert!(app_fetch(&app, &token).await.is_empty());
+    app.wait_online(&phone_id, true).await;
+    let body = json!({
+        "id": "opts", "textMessage": {"text": "hi"}, "phoneNumbers": ["+14155550123"],
+        "simNumber": 2, "priority": 100, "withDeliveryReport": false,
+    });
+    let auth = bearer(&app.live_key);
+    let reply = app
+        .client_api("POST", "/messages", Some(&auth), Some(body))
+        .await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let handed = loop {
+        let handed = app_fetch(&app, &token).await;
+        if !handed.is_empty() {
+            break handed;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never handed to the app"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(handed[0]["simNumber"], 2);
+    assert_eq!(handed[0]["priority"], 100);
+    assert_eq!(handed[0]["withDeliveryReport"], false);
+    assert_eq!(handed[0]["phoneNumbers"], json!(["+14155550123"]));
+}
+
 backend_tests!(
+    an_smsgate_app_phone_gets_the_client_options,
     health_answers_without_credentials_and_ignores_sent_ones,
     credentials_are_checked_like_on_v1,
     a_message_goes_through_a_phone_and_aggregates_its_recipients,
