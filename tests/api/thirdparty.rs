@@ -90,6 +90,55 @@ async fn credentials_are_checked_like_on_v1(backend: Backend) {
     expect_client_error(&reply, 404);
 }
 
+async fn revoked_keys_and_the_failed_auth_budget_apply(backend: Backend) {
+    let app = spawn_app_with(backend, |s| s.limits.failed_auth_per_second = 1).await;
+    let created = app
+        .request("POST", "/v1/keys", Some(&app.test_key), None)
+        .await
+        .expect(201);
+    let key = created.data()["key"].as_str().unwrap().to_string();
+    let key_id = created.data()["id"].as_str().unwrap().to_string();
+    let reply = app
+        .client_api("GET", "/messages", Some(&bearer(&key)), None)
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    app.request(
+        "DELETE",
+        &format!("/v1/keys/{key_id}"),
+        Some(&app.test_key),
+        None,
+    )
+    .await
+    .expect(200);
+    let reply = app
+        .client_api("GET", "/messages", Some(&bearer(&key)), None)
+        .await;
+    expect_client_error(&reply, 401);
+    let good = bearer(&app.live_key);
+    let reply = app.client_api("GET", "/devices", Some(&good), None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    // Guessing keys spends the address's budget (1 per second, burst 2): then 429.
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let guess = bearer(&format!("sk_live_{i:0>40}"));
+        let reply = app.client_api("GET", "/devices", Some(&guess), None).await;
+        if reply.status == 429 {
+            expect_client_error(&reply, 429);
+            assert!(
+                reply.headers.contains_key("retry-after"),
+                "{:?}",
+                reply.headers
+            );
+        }
+        statuses.push(reply.status);
+    }
+    assert_eq!(statuses[0], 401, "{statuses:?}");
+    assert!(statuses.contains(&429), "{statuses:?}");
+    // A good key already in use is still served.
+    let reply = app.client_api("GET", "/devices", Some(&good), None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+}
+
 /// A server whose phones have pace to spare for a few messages at once.
 async fn spawn_fast(backend: Backend) -> TestApp {
     spawn_app_with(backend, |s| {
@@ -649,6 +698,7 @@ async fn an_smsgate_app_phone_gets_the_client_options(backend: Backend) {
 }
 
 backend_tests!(
+    revoked_keys_and_the_failed_auth_budget_apply,
     an_smsgate_app_phone_gets_the_client_options,
     health_answers_without_credentials_and_ignores_sent_ones,
     credentials_are_checked_like_on_v1,
