@@ -280,4 +280,45 @@ mod tests {
         assert_eq!(agg(&[Delivered, Failed]), Some(Sent));
         assert_eq!(agg(&[Sent, Delivered]), Some(Sent));
     }
+
+    /// The migration adding groups goes down (with every later one) and up again, on SQLite
+    /// and, when `SMSGW_TEST_DATABASE_URL` is set, on PostgreSQL.
+    #[test]
+    fn the_group_migration_goes_down_and_up_again() {
+        use migration::{Migrator, MigratorTrait};
+        crate::startup::block_on_system(async {
+            let dir = tempfile::tempdir().unwrap();
+            let mut urls = vec![format!(
+                "sqlite://{}?mode=rwc",
+                dir.path().join("m.db").display()
+            )];
+            if let Ok(base) = std::env::var("SMSGW_TEST_DATABASE_URL")
+                && !base.is_empty()
+            {
+                let admin = crate::store::connect(&base, 1).await.unwrap();
+                let name = format!("groups_{}", uuid::Uuid::new_v4().simple());
+                sea_orm::ConnectionTrait::execute_unprepared(
+                    &admin,
+                    &format!("CREATE DATABASE {name}"),
+                )
+                .await
+                .unwrap();
+                let (prefix, _) = base.rsplit_once('/').unwrap();
+                urls.push(format!("{prefix}/{name}"));
+            }
+            for url in urls {
+                let db = crate::store::connect(&url, 2).await.unwrap();
+                crate::store::migrate(&db).await.unwrap();
+                let all = Migrator::migrations();
+                let mine = all
+                    .iter()
+                    .position(|m| m.name() == "m20261125_000190_add_message_groups")
+                    .unwrap();
+                let later = u32::try_from(all.len() - mine).unwrap();
+                Migrator::down(&db, Some(later)).await.unwrap();
+                crate::store::migrate(&db).await.unwrap();
+            }
+        })
+        .unwrap();
+    }
 }
