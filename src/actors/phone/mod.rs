@@ -2,8 +2,8 @@
 //! queue, its exact pace windows and the link to its current transport.
 //!
 //! Mailbox: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`, `StopPhone`,
-//! `HandBack`; the immediate hand-over `Reserve` → `Handed` or `Release`; the event `Report`
-//! (a frame from the phone). The actor never holds a database connection while it waits: every
+//! `HandBack`; the immediate hand-over `Reserve` → `Handed` or `Release`; the events `Report`
+//! (a frame from the phone) and `ReportAndWait` (one whose transport waits until it is stored). The actor never holds a database connection while it waits: every
 //! write is a future spawned on its context.
 //!
 //! Its decisions are plain types it holds: the queue (`domain::phone_queue`), the pace log
