@@ -630,7 +630,7 @@ async fn a_retry_after_failed_is_a_new_send_for_the_app(backend: Backend) {
     app.wait_online(&phone_id, true).await;
     let id = send_live(&app, "try again").await;
     // The first send goes by the message id itself.
-    assert_eq!(fetch_n(&phone, 1).await, [id.clone()]);
+    assert_eq!(fetch_n(&phone, 1).await, [id.as_str()]);
     phone.report(&id, "Processed", None).await;
     phone
         .report(&id, "Failed", Some("RESULT_ERROR_NO_SERVICE"))
@@ -644,7 +644,7 @@ async fn a_retry_after_failed_is_a_new_send_for_the_app(backend: Backend) {
     // The app never sends an id it has seen again: the retry comes under a new one that
     // names the message and its second send.
     let retry = format!("{id}-2");
-    assert_eq!(fetch_n(&phone, 1).await, [retry.clone()]);
+    assert_eq!(fetch_n(&phone, 1).await, [retry.as_str()]);
     assert_eq!(status_of(&app, &id).await, "sending");
     // The app's state worker repeats a report it is unsure was taken: a late `Failed` of the
     // first send does not fail the second.
@@ -659,7 +659,7 @@ async fn a_retry_after_failed_is_a_new_send_for_the_app(backend: Backend) {
         .report(&retry, "Failed", Some("RESULT_ERROR_NO_SERVICE"))
         .await;
     let third = format!("{id}-3");
-    assert_eq!(fetch_n(&phone, 1).await, [third.clone()]);
+    assert_eq!(fetch_n(&phone, 1).await, [third.as_str()]);
     phone.report(&third, "Sent", None).await;
     assert_eq!(status_of(&app, &id).await, "sent", "answered once stored");
     phone.report(&third, "Delivered", None).await;
