@@ -12,6 +12,8 @@ mod m20261125_000007_index_ai_drafts_sender;
 mod m20261125_000008_add_key_generation;
 mod m20261125_000009_create_queued_index;
 mod m20261125_000190_add_message_groups;
+mod m20261125_000200_add_workspace_default_country;
+mod m20261125_000201_create_idempotency_keys;
 
 /// Every migration of the schema, oldest first.
 pub struct Migrator;
@@ -30,6 +32,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000008_add_key_generation::Migration),
             Box::new(m20261125_000009_create_queued_index::Migration),
             Box::new(m20261125_000190_add_message_groups::Migration),
+            Box::new(m20261125_000200_add_workspace_default_country::Migration),
+            Box::new(m20261125_000201_create_idempotency_keys::Migration),
         ]
     }
 }
