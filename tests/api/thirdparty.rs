@@ -311,6 +311,27 @@ async fn a_test_key_sends_through_the_simulated_phone(backend: Backend) {
         )
         .await;
     expect_client_error(&live, 404);
+    // Any characters in a given id: the Location is percent-encoded and leads back to it.
+    let body = json!({"id": "my id:ü", "message": "hello", "phoneNumbers": ["+14155550124"]});
+    let reply = app
+        .client_api("POST", "/messages", Some(&auth), Some(body))
+        .await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    let location = reply.headers["location"].clone();
+    assert!(
+        location.ends_with("/messages/my%20id%3A%C3%BC"),
+        "{location}"
+    );
+    let path = location
+        .split("/3rdparty/v1")
+        .nth(1)
+        .expect("under the mount");
+    let found = app.client_api("GET", path, Some(&auth), None).await;
+    assert_eq!(found.body["id"], "my id:ü", "{}", found.body);
+    let bad_query = app
+        .client_api("GET", "/messages?limit=%zz", Some(&auth), None)
+        .await;
+    expect_client_error(&bad_query, 400);
     // A live key without phones cannot send.
     let body = json!({"message": "hello", "phoneNumbers": ["+14155550123"]});
     let reply = app

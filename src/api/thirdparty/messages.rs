@@ -315,8 +315,11 @@ async fn create(
         .map_err(send_error)?;
     let timeline = client_groups::timeline(&state.db, &ids(&stored)).await?;
     let out = state_out(&checked.id, &stored, &timeline, true);
-    let location = format!("{}/{}", req.path().trim_end_matches('/'), checked.id)
-        .replace("/message/", "/messages/");
+    let base = req.path().trim_end_matches('/');
+    let base = base
+        .strip_suffix("/message")
+        .map_or(base.to_string(), |b| format!("{b}/messages"));
+    let location = format!("{base}/{}", wire::path_segment(&checked.id));
     Ok(HttpResponse::Accepted()
         .insert_header((LOCATION, location))
         .json(out))

@@ -29,6 +29,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     for mount in MOUNTS {
         cfg.service(
             web::scope(mount)
+                .app_data(web::QueryConfig::default().error_handler(|err, _| {
+                    ClientError::bad_request(format!("the query string is not valid: {err}")).into()
+                }))
                 .configure(health::configure)
                 .configure(devices::configure)
                 .configure(messages::configure)

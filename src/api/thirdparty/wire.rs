@@ -24,6 +24,20 @@ pub fn parse_timestamp(text: &str) -> Option<DateTime<Utc>> {
         .map(|naive| naive.and_utc())
 }
 
+/// `text` as one URL path segment: unreserved characters as they are, every other byte
+/// percent-encoded (a client message id may hold any character).
+pub fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 /// A JSON reply (`serde_json` writes `[]` for an empty `Vec`, never `null`).
 pub fn json(status: StatusCode, body: impl serde::Serialize) -> HttpResponse {
     HttpResponse::build(status).json(body)
@@ -74,6 +88,12 @@ mod tests {
     fn timestamps_have_three_fractional_digits_and_z() {
         assert_eq!(timestamp(1_764_064_800_250), "2025-11-25T10:00:00.250Z");
         assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn path_segments_are_percent_encoded() {
+        assert_eq!(path_segment("order-1_a.b~"), "order-1_a.b~");
+        assert_eq!(path_segment("a b/ü"), "a%20b%2F%C3%BC");
     }
 
     #[test]
