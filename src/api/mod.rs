@@ -8,6 +8,7 @@ pub mod messages;
 pub mod mobile;
 pub mod openapi;
 pub mod ops;
+pub mod page;
 pub mod phone_ws;
 pub mod phones;
 pub mod routes;

@@ -2,13 +2,12 @@
 
 use std::time::Duration;
 
-use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
-use serde_json::json;
-
 use super::AppState;
+use super::schemas::{Empty, Readiness};
 use crate::error::{ApiError, success};
 use crate::telemetry::MESSAGE_COUNTS_EVERY;
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
 
 /// Registers `/health`, `/ready` and `/metrics`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -18,7 +17,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 async fn health() -> HttpResponse {
-    success(StatusCode::OK, "serving", json!({}))
+    success(StatusCode::OK, "serving", Empty {})
 }
 
 /// Longest wait for the database before `/ready` answers 503.
@@ -32,7 +31,7 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
         Ok(success(
             StatusCode::OK,
             "ready",
-            json!({ "database": "ok" }),
+            Readiness { database: "ok" },
         ))
     } else {
         Err(ApiError::NotReady)
