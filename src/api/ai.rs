@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::envelope::envelope_of;
 use super::messages::{message_out, parse_content, parse_number, send_error, sender};
 use super::page::{Page, page_out};
-use super::schemas::envelope;
 use super::{
     AppState, Caller, DocumentedRoute, JsonBody, OptionalJsonBody, PageRequest, missing, parse_id,
     query_param, required,
@@ -97,7 +97,7 @@ pub struct AiSettingsOut<'a> {
     pub instructions: &'a str,
     pub rules: &'a [Rule],
 }
-envelope!(
+envelope_of!(
     AiSettingsEnvelope,
     AiSettingsOut<'static>,
     "AI reply settings."
@@ -122,13 +122,13 @@ pub struct DraftOut<'a> {
     #[schema(format = DateTime)]
     pub updated_at: String,
 }
-envelope!(DraftEnvelope, DraftOut<'static>, "One AI reply draft.");
+envelope_of!(DraftEnvelope, DraftOut<'static>, "One AI reply draft.");
 
 page_out!(
     /// A page of drafts, newest first.
     DraftPage<'a>, drafts: DraftOut<'a>
 );
-envelope!(
+envelope_of!(
     DraftPageEnvelope,
     DraftPage<'static>,
     "A page of AI reply drafts."

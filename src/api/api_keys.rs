@@ -10,9 +10,10 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::envelope::envelope_of;
 use super::page::{Page, page_out};
 use super::routes::DocumentedRoute;
-use super::schemas::{ErrorCode, envelope};
+use super::schemas::ErrorCode;
 use super::{AppState, Caller, PageRequest, missing, parse_id};
 use crate::clock::format_ms;
 use crate::error::{ApiError, success};
@@ -42,7 +43,7 @@ pub struct ApiKeyOut<'a> {
     #[schema(format = DateTime)]
     pub revoked_at: Option<String>,
 }
-envelope!(ApiKeyEnvelope, ApiKeyOut<'static>, "One API key.");
+envelope_of!(ApiKeyEnvelope, ApiKeyOut<'static>, "One API key.");
 
 /// A new API key with its secret, shown only at creation.
 #[derive(Serialize, ToSchema)]
@@ -52,7 +53,7 @@ pub struct ApiKeyWithSecretOut<'a> {
     /// `sk_live_…` / `sk_test_…`: the `x-api-key` value. Only its hash is stored.
     pub key: String,
 }
-envelope!(
+envelope_of!(
     ApiKeyWithSecretEnvelope,
     ApiKeyWithSecretOut<'static>,
     "A new API key and its secret."
@@ -62,7 +63,7 @@ page_out!(
     /// A page of API keys, newest first.
     ApiKeyPage<'a>, keys: ApiKeyOut<'a>
 );
-envelope!(
+envelope_of!(
     ApiKeyPageEnvelope,
     ApiKeyPage<'static>,
     "A page of API keys."

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::envelope::envelope_of;
 use super::page::{Page, page_out};
-use super::schemas::envelope;
 use super::{
     AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, query_param,
     required,
@@ -112,7 +112,7 @@ pub fn message_out(m: &Message) -> Record<'_> {
     m.view()
 }
 
-envelope!(MessageEnvelope, Record<'static>, "One message.");
+envelope_of!(MessageEnvelope, Record<'static>, "One message.");
 
 /// One transition of a message's timeline.
 #[derive(Serialize, ToSchema)]
@@ -144,7 +144,7 @@ pub struct MessageDetailOut<'a> {
     pub message: Record<'a>,
     pub events: Vec<MessageEventOut<'a>>,
 }
-envelope!(
+envelope_of!(
     MessageDetailEnvelope,
     MessageDetailOut<'static>,
     "One message with its events."
@@ -154,7 +154,7 @@ page_out!(
     /// A page of messages, newest first.
     MessagePage<'a>, messages: Record<'a>
 );
-envelope!(
+envelope_of!(
     MessagePageEnvelope,
     MessagePage<'static>,
     "A page of messages."
@@ -167,7 +167,7 @@ pub struct BulkSendOut {
     pub count: u64,
     pub message_ids: Vec<Uuid>,
 }
-envelope!(
+envelope_of!(
     BulkSendEnvelope,
     BulkSendOut,
     "Messages queued by a bulk send."
@@ -188,7 +188,7 @@ pub struct BatchStatusOut {
     pub messages: Vec<MessageStatusOut>,
     pub not_found: Vec<String>,
 }
-envelope!(BatchStatusEnvelope, BatchStatusOut, "Statuses of messages.");
+envelope_of!(BatchStatusEnvelope, BatchStatusOut, "Statuses of messages.");
 
 /// Parses a number field, naming it on failure.
 pub fn parse_number(text: &str, field: &str) -> Result<PhoneNumber, ApiError> {
@@ -269,7 +269,10 @@ pub fn send_error(err: SendError, recipient_field: impl Fn(usize) -> String) -> 
         SendError::AiRepliesOff => ApiError::AiRepliesOff {
             field: recipient_field(0),
         },
-        SendError::Duplicate(id) => ApiError::DuplicateRequest { id: id.as_uuid() },
+        SendError::Duplicate(id) => ApiError::DuplicateRequest {
+            id: id.as_uuid(),
+            what: "message",
+        },
         SendError::LimitReached {
             limit,
             window_ends_at,

@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::envelope::envelope_of;
+use super::idempotent::create_once;
 use super::page::{Page, page_out};
-use super::schemas::{DeletedEnvelope, DeletedOut, envelope};
+use super::schemas::{DeletedEnvelope, DeletedOut};
 use super::{
     AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, required,
 };
@@ -22,6 +24,7 @@ use crate::domain::keys;
 use crate::domain::pace::Pace;
 use crate::domain::quota::Quota;
 use crate::error::{ApiError, ErrorCode, success};
+use crate::store::idempotency::Operation;
 use crate::store::phones::{self, PhoneRecord};
 
 /// Longest phone name.
@@ -42,6 +45,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
             ValidationFailed,
             InvalidPhoneNumber,
             QuotaExceeded,
+            DuplicateRequest,
         ]),
         DocumentedRoute::of::<__path_get>(|| web::to(get)),
         DocumentedRoute::of::<__path_update>(|| web::to(update)).errors(&[ValidationFailed]),
@@ -58,6 +62,9 @@ pub struct CreatePhoneIn {
     pub phone_number: Option<String>,
     /// Up to 120 characters.
     pub name: Option<String>,
+    /// Idempotency key (1–255 characters): a repeat answers 409 `duplicate_request` with the
+    /// first phone's id in `data.id` (docs/api.md, "Idempotent creates").
+    pub request_id: Option<String>,
 }
 
 /// A pace in a request body.
@@ -112,7 +119,7 @@ pub struct PhoneOut<'a> {
     #[schema(format = DateTime)]
     pub last_seen_at: Option<String>,
 }
-envelope!(PhoneEnvelope, PhoneOut<'static>, "One phone.");
+envelope_of!(PhoneEnvelope, PhoneOut<'static>, "One phone.");
 
 /// A phone with its device token, shown only when paired or rotated.
 #[derive(Serialize, ToSchema)]
@@ -122,7 +129,7 @@ pub struct PhoneWithTokenOut<'a> {
     /// `dt_…`; the phone authenticates its WebSocket with it.
     pub device_token: String,
 }
-envelope!(
+envelope_of!(
     PhoneWithTokenEnvelope,
     PhoneWithTokenOut<'static>,
     "A phone and its new device token."
@@ -132,7 +139,7 @@ page_out!(
     /// A page of phones.
     PhonePage<'a>, phones: PhoneOut<'a>
 );
-envelope!(PhonePageEnvelope, PhonePage<'static>, "A page of phones.");
+envelope_of!(PhonePageEnvelope, PhonePage<'static>, "A page of phones.");
 
 fn phone_out<'a>(state: &AppState, p: &'a PhoneRecord, live: Option<PhoneState>) -> PhoneOut<'a> {
     let pace = p.pace.unwrap_or(state.settings.pace);
@@ -185,8 +192,27 @@ fn validate_name(name: Option<String>) -> Result<Option<String>, ApiError> {
 async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(body): JsonBody<CreatePhoneIn>,
+    JsonBody(mut body): JsonBody<CreatePhoneIn>,
 ) -> Result<HttpResponse, ApiError> {
+    let request_id = body.request_id.take();
+    let operation = Operation::CreatePhone;
+    create_once(
+        &state,
+        &caller,
+        operation,
+        "phone",
+        request_id,
+        async || create_phone(&state, &caller, body).await,
+    )
+    .await
+}
+
+/// Pairs a phone: the response and the new phone's id.
+async fn create_phone(
+    state: &AppState,
+    caller: &Caller,
+    body: CreatePhoneIn,
+) -> Result<(HttpResponse, uuid::Uuid), ApiError> {
     let number_text = required(body.phone_number, "phone_number")?;
     let number = parse_number(&number_text, "phone_number")?;
     let name = validate_name(body.name)?;
@@ -206,14 +232,15 @@ async fn create(
         phone: phone.clone(),
     });
     let out = PhoneWithTokenOut {
-        phone: phone_out(&state, &phone, None),
+        phone: phone_out(state, &phone, None),
         device_token: token,
     };
-    Ok(success(
+    let response = success(
         StatusCode::CREATED,
         "phone paired; the device token is shown only now",
         out,
-    ))
+    );
+    Ok((response, phone.id))
 }
 
 /// Lists phones with their live state, cursor paged.

@@ -1,6 +1,6 @@
-//! The response shapes every resource shares: the success envelope ([`envelope!`] declares one
-//! per `data` type for the OpenAPI document; [`crate::error::success`] writes it), the error
-//! envelope and its codes, the empty `data` and the id of a removed resource.
+//! The response shapes every resource shares: the error envelope and its codes, the empty
+//! `data` and the id of a removed resource (their success envelopes declared with
+//! [`super::envelope::envelope_of!`]).
 //!
 //! Each resource's own response structs (`…Out`) live in its module: they are both what the
 //! handler serializes and the schema the document shows. Request bodies are the handlers' `…In`
@@ -12,22 +12,7 @@ use uuid::Uuid;
 
 pub use crate::error::ErrorCode;
 
-/// Declares `NAME`: the success envelope `{status: "success", message, data: DATA}`.
-macro_rules! envelope {
-    ($name:ident, $data:ty, $doc:literal) => {
-        #[doc = $doc]
-        #[derive(serde::Serialize, utoipa::ToSchema)]
-        pub struct $name {
-            /// Always `success`.
-            #[schema(pattern = "^success$")]
-            pub status: String,
-            /// A human-readable summary.
-            pub message: String,
-            pub data: $data,
-        }
-    };
-}
-pub(crate) use envelope;
+use super::envelope::envelope_of;
 
 /// The error envelope (docs/api.md, Errors): `status` is `error` exactly when the HTTP
 /// status is ≥ 400.
@@ -71,7 +56,7 @@ pub struct ErrorData {
 #[derive(Serialize, ToSchema)]
 pub struct Empty {}
 
-envelope!(
+envelope_of!(
     EmptyEnvelope,
     Empty,
     "A success envelope with an empty `data` object."
@@ -83,11 +68,11 @@ pub struct Readiness {
     /// `ok` when the database answered.
     pub database: &'static str,
 }
-envelope!(ReadinessEnvelope, Readiness, "`GET /ready`.");
+envelope_of!(ReadinessEnvelope, Readiness, "`GET /ready`.");
 
 /// The id of a removed resource.
 #[derive(Serialize, ToSchema)]
 pub struct DeletedOut {
     pub id: Uuid,
 }
-envelope!(DeletedEnvelope, DeletedOut, "The id of what was removed.");
+envelope_of!(DeletedEnvelope, DeletedOut, "The id of what was removed.");

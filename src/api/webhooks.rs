@@ -9,9 +9,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::envelope::envelope_of;
+use super::idempotent::create_once;
 use super::page::{Page, Positioned, page_out};
 use super::routes::DocumentedRoute;
-use super::schemas::{DeletedEnvelope, DeletedOut, ErrorCode, envelope};
+use super::schemas::{DeletedEnvelope, DeletedOut, ErrorCode};
 use super::{AppState, Caller, JsonBody, PageRequest, missing, parse_id, required};
 use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted};
 use crate::actors::webhook_target::{self, SharedResolver, TargetError};
@@ -22,6 +24,7 @@ use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
 use crate::domain::webhook_event::{EventKind, is_event_kind};
 use crate::error::{ApiError, success};
+use crate::store::idempotency::Operation;
 use crate::store::messages::Position;
 use crate::store::webhooks::{
     self, AttemptRow, DeliveryState, EndpointChanges, EndpointRecord, NewEndpoint, Subscriptions,
@@ -50,6 +53,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
             ValidationFailed,
             InvalidPhoneNumber,
             QuotaExceeded,
+            DuplicateRequest,
         ]),
         DocumentedRoute::of::<__path_get>(|| web::to(get)),
         DocumentedRoute::of::<__path_update>(|| web::to(update))
@@ -76,6 +80,9 @@ pub struct CreateWebhookIn {
     pub phone_numbers: Option<Vec<String>>,
     /// Default true.
     pub enabled: Option<bool>,
+    /// Idempotency key (1–255 characters): a repeat answers 409 `duplicate_request` with the
+    /// first endpoint's id in `data.id` (docs/api.md, "Idempotent creates").
+    pub request_id: Option<String>,
 }
 
 /// Body of `PATCH /v1/webhooks/{id}`; absent or null fields stay as they are.
@@ -107,7 +114,7 @@ pub struct WebhookOut<'a> {
     #[schema(format = DateTime)]
     pub updated_at: String,
 }
-envelope!(
+envelope_of!(
     WebhookEnvelope,
     WebhookOut<'static>,
     "One webhook endpoint."
@@ -121,7 +128,7 @@ pub struct WebhookWithKeyOut<'a> {
     /// `whsec_…`: keys `X-Signature` (whole string) and `webhook-signature` (base64 part).
     pub signing_key: String,
 }
-envelope!(
+envelope_of!(
     WebhookWithKeyEnvelope,
     WebhookWithKeyOut<'static>,
     "A webhook endpoint and its signing key."
@@ -131,7 +138,7 @@ page_out!(
     /// A page of webhook endpoints.
     WebhookPage<'a>, webhooks: WebhookOut<'a>
 );
-envelope!(
+envelope_of!(
     WebhookPageEnvelope,
     WebhookPage<'static>,
     "A page of webhook endpoints."
@@ -166,7 +173,7 @@ page_out!(
     /// A page of delivery attempts, newest first.
     DeliveryPage<'a>, deliveries: DeliveryAttemptOut<'a>
 );
-envelope!(
+envelope_of!(
     DeliveryPageEnvelope,
     DeliveryPage<'static>,
     "A page of delivery attempts."
@@ -186,7 +193,7 @@ pub struct DeliveryRetryOut<'a> {
     #[schema(format = DateTime)]
     pub next_attempt_at: String,
 }
-envelope!(
+envelope_of!(
     DeliveryRetryEnvelope,
     DeliveryRetryOut<'static>,
     "The delivery, due now."
@@ -336,15 +343,35 @@ async fn create(
     state: web::Data<AppState>,
     api: web::Data<WebhookApi>,
     caller: Caller,
-    JsonBody(body): JsonBody<CreateWebhookIn>,
+    JsonBody(mut body): JsonBody<CreateWebhookIn>,
 ) -> Result<HttpResponse, ApiError> {
+    let request_id = body.request_id.take();
+    let operation = Operation::CreateWebhook;
+    create_once(
+        &state,
+        &caller,
+        operation,
+        "endpoint",
+        request_id,
+        async || create_endpoint(&state, &api, &caller, body).await,
+    )
+    .await
+}
+
+/// Creates an endpoint: the response (with its signing key) and the endpoint's id.
+async fn create_endpoint(
+    state: &AppState,
+    api: &WebhookApi,
+    caller: &Caller,
+    body: CreateWebhookIn,
+) -> Result<(HttpResponse, Uuid), ApiError> {
     let url_text = required(body.url, "url")?;
     let events = required(body.events, "events")?;
     let events = parse_events(events)?;
     let phone_numbers = parse_phone_numbers(body.phone_numbers.unwrap_or_default())?;
-    let url = parse_url(&api, &state, &url_text).await?;
+    let url = parse_url(api, state, &url_text).await?;
     let id = Uuid::now_v7();
-    let (signing_key, sealed_signing_key) = new_signing_key(&api, id)?;
+    let (signing_key, sealed_signing_key) = new_signing_key(api, id)?;
     let new = NewEndpoint {
         id,
         url,
@@ -357,11 +384,12 @@ async fn create(
     let now = state.clock.now_ms();
     let endpoint = webhooks::create(&state.db, caller.scope(), new, quota, now).await?;
     api.subscriptions.upsert(&endpoint);
-    Ok(success(
+    let response = success(
         StatusCode::CREATED,
         "webhook endpoint created; the signing key is shown only now",
         with_key(&endpoint, signing_key),
-    ))
+    );
+    Ok((response, id))
 }
 
 /// Lists webhook endpoints, newest first.

@@ -26,13 +26,7 @@ const SUBSCRIBED: [EventKind; 2] = [EventKind::MessageSent, EventKind::MessageDe
 pub(super) async fn send(mut run: Run<'_>) -> Result<Report, LoadError> {
     let webhooks = run.args.scenario == Scenario::Webhooks;
     let count = run.phone_count();
-    let hooks = hooks(
-        &mut run,
-        &SUBSCRIBED,
-        webhooks,
-        webhooks,
-    )
-    .await?;
+    let hooks = hooks(&mut run, &SUBSCRIBED, webhooks, webhooks).await?;
     let (phones, observed) = connect_phones(&run, count).await?;
     let from: Vec<String> = phones.iter().map(|p| p.number.clone()).collect();
     // Recipients: valid numbers that are none of the phones.
@@ -297,13 +291,7 @@ pub(super) async fn campaign(mut run: Run<'_>) -> Result<Report, LoadError> {
         });
     }
     let count = run.phone_count();
-    let hooks = hooks(
-        &mut run,
-        &SUBSCRIBED,
-        false,
-        false,
-    )
-    .await?;
+    let hooks = hooks(&mut run, &SUBSCRIBED, false, false).await?;
     let (phones, observed) = connect_phones(&run, count).await?;
     let Some(sender) = phones.first().map(|p| p.number.clone()) else {
         return Err(LoadError::Setup("the campaign needs a phone".into()));
