@@ -14,6 +14,7 @@ pub mod mobile;
 pub mod numbers;
 pub mod openapi;
 pub mod ops;
+pub mod page;
 pub mod phone_ws;
 pub mod phones;
 pub mod routes;
@@ -624,30 +625,6 @@ pub fn query_param<T>(
         .get(name)
         .map(|value| parse(value).ok_or_else(|| ApiError::validation(name, refusal)))
         .transpose()
-}
-
-/// The shared shape of every list answer: `{<key>: [...], has_more, next_cursor}`; the cursor
-/// points after `last` (the last item of this page) and is null when nothing follows.
-pub fn page_response(
-    key: &str,
-    items: Vec<serde_json::Value>,
-    has_more: bool,
-    last: Option<Position>,
-) -> actix_web::HttpResponse {
-    let next_cursor = if has_more {
-        last.map(encode_cursor)
-    } else {
-        None
-    };
-    let mut data = serde_json::Map::new();
-    data.insert(key.to_string(), serde_json::Value::Array(items));
-    data.insert("has_more".into(), serde_json::Value::Bool(has_more));
-    data.insert("next_cursor".into(), serde_json::json!(next_cursor));
-    crate::error::success(
-        actix_web::http::StatusCode::OK,
-        key,
-        serde_json::Value::Object(data),
-    )
 }
 
 /// Opaque cursor for a (created_at, id) position.
