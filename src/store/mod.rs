@@ -6,6 +6,7 @@
 pub mod ai;
 pub mod campaigns;
 pub mod cluster;
+pub mod client_groups;
 pub mod contacts;
 pub mod conversations;
 pub mod idempotency;

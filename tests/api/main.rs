@@ -25,5 +25,6 @@ mod portal_api;
 mod quotas;
 mod retention;
 mod secrets;
+mod thirdparty;
 mod tls;
 mod webhooks;
