@@ -2,6 +2,7 @@
 
 pub mod ai;
 pub mod campaign;
+pub mod client_settings;
 pub mod change;
 pub mod ids;
 pub mod keys;
