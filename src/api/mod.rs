@@ -13,6 +13,7 @@ pub mod phones;
 pub mod routes;
 pub mod schemas;
 pub mod test_mode;
+pub mod thirdparty;
 pub mod webhooks;
 
 use std::collections::HashMap;
@@ -705,7 +706,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     )
     .configure(ops::routes)
     .configure(openapi::routes)
-    .configure(mobile::routes);
+    .configure(mobile::routes)
+    .configure(thirdparty::routes);
 }
 
 /// Runs CPU-heavy request work (parsing or rendering thousands of items) on actix's blocking

@@ -23,5 +23,6 @@ mod portal;
 mod quotas;
 mod retention;
 mod secrets;
+mod thirdparty;
 mod tls;
 mod webhooks;

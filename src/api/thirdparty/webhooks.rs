@@ -1,0 +1,1 @@
+pub(super) fn configure(_cfg: &mut actix_web::web::ServiceConfig) {}
