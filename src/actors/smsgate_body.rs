@@ -102,12 +102,15 @@ pub fn body(
         },
         SmsGateEvent::SmsFailed => Payload {
             failed_at: at(message.failed_at),
-            reason: Some(message.failure_reason.as_deref().unwrap_or(
-                match message.status {
-                    MessageStatus::Expired => "expired",
-                    _ => "failed",
-                },
-            )),
+            reason: Some(
+                message
+                    .failure_reason
+                    .as_deref()
+                    .unwrap_or(match message.status {
+                        MessageStatus::Expired => "expired",
+                        _ => "failed",
+                    }),
+            ),
             ..outbound
         },
         _ => return None,

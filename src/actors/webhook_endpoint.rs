@@ -430,27 +430,27 @@ impl WebhookEndpoint {
                 };
                 Ok::<_, crate::store::StoreError>((subjects(&db, &ids, &drafted).await?, key))
             }
-                .into_actor(self)
-                .map(move |read, act, ctx| {
-                    act.reading = false;
-                    if act.stopping {
-                        return;
+            .into_actor(self)
+            .map(move |read, act, ctx| {
+                act.reading = false;
+                if act.stopping {
+                    return;
+                }
+                let read = read.map(|(found, key)| {
+                    if key.is_some() {
+                        act.smsgate_key = key;
                     }
-                    let read = read.map(|(found, key)| {
-                        if key.is_some() {
-                            act.smsgate_key = key;
-                        }
-                        found
-                    });
-                    for delivery in batch {
-                        let message = match &read {
-                            Ok(found) => Ok(found.get(&delivery.message_id).cloned()),
-                            Err(err) => Err(err.to_string()),
-                        };
-                        act.ready.push_back((delivery, message));
-                    }
-                    act.pump(ctx);
-                }),
+                    found
+                });
+                for delivery in batch {
+                    let message = match &read {
+                        Ok(found) => Ok(found.get(&delivery.message_id).cloned()),
+                        Err(err) => Err(err.to_string()),
+                    };
+                    act.ready.push_back((delivery, message));
+                }
+                act.pump(ctx);
+            }),
         );
     }
 
@@ -784,8 +784,15 @@ async fn send(
         };
     }
     if endpoint.format == WebhookFormat::Smsgate {
-        return send_smsgate(deps, client, endpoint, smsgate_key, delivery, &message.message)
-            .await;
+        return send_smsgate(
+            deps,
+            client,
+            endpoint,
+            smsgate_key,
+            delivery,
+            &message.message,
+        )
+        .await;
     }
     let body = match serde_json::to_vec(&payload(delivery, &message)) {
         Ok(body) => body,

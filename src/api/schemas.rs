@@ -360,6 +360,10 @@ pub struct WebhookOut {
     /// E.164 numbers the endpoint is limited to; empty: every phone.
     pub phone_numbers: Vec<String>,
     pub enabled: bool,
+    /// The body format: `smsgw`, or `smsgate` for endpoints created through the client API
+    /// compatible with the SMSGate clients (their `events` are SMSGate names, docs/compat.md).
+    #[schema(example = "smsgw")]
+    pub format: String,
     pub test_mode: bool,
     #[schema(format = DateTime)]
     pub created_at: String,

@@ -12,7 +12,10 @@ pub const MAX_TEXT_CHARS: usize = 256;
 /// The type and range of one field.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
-    Int { min: i64, max: i64 },
+    Int {
+        min: i64,
+        max: i64,
+    },
     Bool,
     OneOf(&'static [&'static str]),
     /// A secret text, 1..=[`MAX_TEXT_CHARS`] characters.
@@ -47,16 +50,26 @@ const FIELDS: &[(&str, &str, Kind)] = &[
         "log_lifetime_days",
         Kind::Int { min: 1, max: 3650 },
     ),
-    ("messages", "processing_order", Kind::OneOf(&["LIFO", "FIFO"])),
+    (
+        "messages",
+        "processing_order",
+        Kind::OneOf(&["LIFO", "FIFO"]),
+    ),
     (
         "messages",
         "send_interval_max",
-        Kind::Int { min: 0, max: 86_400 },
+        Kind::Int {
+            min: 0,
+            max: 86_400,
+        },
     ),
     (
         "messages",
         "send_interval_min",
-        Kind::Int { min: 0, max: 86_400 },
+        Kind::Int {
+            min: 0,
+            max: 86_400,
+        },
     ),
     (
         "messages",
@@ -66,7 +79,10 @@ const FIELDS: &[(&str, &str, Kind)] = &[
     (
         "ping",
         "interval_seconds",
-        Kind::Int { min: 0, max: 86_400 },
+        Kind::Int {
+            min: 0,
+            max: 86_400,
+        },
     ),
     ("webhooks", "internet_required", Kind::Bool),
     ("webhooks", "retry_count", Kind::Int { min: 0, max: 100 }),
@@ -266,11 +282,26 @@ mod tests {
             (json!({"gateway": {"cloud_url": "x"}}), "gateway.cloud_url"),
             (json!({"nope": {}}), "unknown settings section"),
             (json!({"messages": 3}), "messages must be an object"),
-            (json!({"messages": {"limit_value": -1}}), "messages.limit_value"),
-            (json!({"messages": {"limit_value": 1.5}}), "messages.limit_value"),
-            (json!({"messages": {"limit_period": "Weekly"}}), "one of Disabled"),
-            (json!({"webhooks": {"internet_required": "yes"}}), "true or false"),
-            (json!({"webhooks": {"signing_key": ""}}), "webhooks.signing_key"),
+            (
+                json!({"messages": {"limit_value": -1}}),
+                "messages.limit_value",
+            ),
+            (
+                json!({"messages": {"limit_value": 1.5}}),
+                "messages.limit_value",
+            ),
+            (
+                json!({"messages": {"limit_period": "Weekly"}}),
+                "one of Disabled",
+            ),
+            (
+                json!({"webhooks": {"internet_required": "yes"}}),
+                "true or false",
+            ),
+            (
+                json!({"webhooks": {"signing_key": ""}}),
+                "webhooks.signing_key",
+            ),
             (
                 json!({"webhooks": {"signing_key": "x".repeat(MAX_TEXT_CHARS + 1)}}),
                 "1 to 256",

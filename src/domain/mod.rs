@@ -2,8 +2,8 @@
 
 pub mod ai;
 pub mod campaign;
-pub mod client_settings;
 pub mod change;
+pub mod client_settings;
 pub mod ids;
 pub mod keys;
 pub mod keywords;

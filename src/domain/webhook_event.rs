@@ -234,10 +234,7 @@ mod tests {
     #[test]
     fn smsgate_events_map_to_four_kinds_and_back() {
         let smsgate = WebhookFormat::Smsgate;
-        assert_eq!(
-            smsgate.kind_of("sms:sent"),
-            Some(EventKind::MessageSent)
-        );
+        assert_eq!(smsgate.kind_of("sms:sent"), Some(EventKind::MessageSent));
         assert_eq!(
             smsgate.event_name(EventKind::MessageFailed),
             Some("sms:failed")
@@ -247,7 +244,12 @@ mod tests {
             Some("sms:received")
         );
         assert_eq!(smsgate.event_name(EventKind::AiDraftCreated), None);
-        for never in ["system:ping", "mms:received", "sms:batch:received", "sms:cancelled"] {
+        for never in [
+            "system:ping",
+            "mms:received",
+            "sms:batch:received",
+            "sms:cancelled",
+        ] {
             assert!(smsgate.accepts(never), "{never}");
             assert_eq!(smsgate.kind_of(never), None, "{never}");
         }
@@ -260,7 +262,9 @@ mod tests {
         );
         assert_eq!(WebhookFormat::parse("smsgate"), WebhookFormat::Smsgate);
         assert_eq!(WebhookFormat::parse("smsgw"), WebhookFormat::Smsgw);
-        let fired: Vec<_> = SmsGateEvent::iter().filter_map(SmsGateEvent::fires_on).collect();
+        let fired: Vec<_> = SmsGateEvent::iter()
+            .filter_map(SmsGateEvent::fires_on)
+            .collect();
         assert_eq!(fired.len(), 4);
     }
 }

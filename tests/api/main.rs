@@ -24,5 +24,6 @@ mod quotas;
 mod retention;
 mod secrets;
 mod thirdparty;
+mod thirdparty_webhooks;
 mod tls;
 mod webhooks;
