@@ -455,7 +455,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for OptionalJsonBody<T> {
 
 /// Reads a request body for JSON parsing with the envelope's errors: 413 over 2 MiB (declared
 /// or read), and a multipart body refused unread.
-fn read_body(
+pub(crate) fn read_body(
     req: &HttpRequest,
     payload: &mut Payload,
 ) -> LocalBoxFuture<'static, Result<web::BytesMut, ApiError>> {

@@ -5,6 +5,7 @@
 
 pub mod ai;
 pub mod campaigns;
+pub mod client_groups;
 pub mod contacts;
 pub mod messages;
 mod paging;

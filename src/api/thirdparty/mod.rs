@@ -10,6 +10,9 @@ pub mod auth;
 mod devices;
 pub mod error;
 mod health;
+mod inbox;
+mod logs;
+mod messages;
 mod settings;
 mod webhooks;
 pub mod wire;
@@ -28,6 +31,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             web::scope(mount)
                 .configure(health::configure)
                 .configure(devices::configure)
+                .configure(messages::configure)
+                .configure(inbox::configure)
+                .configure(logs::configure)
                 .configure(webhooks::configure)
                 .configure(settings::configure)
                 .default_service(web::to(not_found)),

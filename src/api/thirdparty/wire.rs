@@ -51,3 +51,40 @@ mod tests {
         assert_eq!(parse_timestamp(""), None);
     }
 }
+
+/// A JSON body read with smsgw's limits (2 MiB, `server.body_timeout`) and refused as the
+/// clients expect: 400 `{message}` for text that is not JSON of the expected shape, 413 for
+/// a body over the limit.
+pub struct ClientJson<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned + 'static> actix_web::FromRequest for ClientJson<T> {
+    type Error = super::error::ClientError;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(
+        req: &actix_web::HttpRequest,
+        payload: &mut actix_web::dev::Payload,
+    ) -> Self::Future {
+        let body = crate::api::read_body(req, payload);
+        Box::pin(async move {
+            let body = body.await?;
+            let deserializer = &mut serde_json::Deserializer::from_slice(&body);
+            let value: T = serde_path_to_error::deserialize(&mut *deserializer).map_err(|err| {
+                let path = err.path().to_string();
+                let inner = err.into_inner();
+                let message = if inner.is_syntax() || inner.is_eof() || path == "." {
+                    format!("the request body is not valid JSON: {inner}")
+                } else {
+                    format!("{path}: {inner}")
+                };
+                super::error::ClientError::bad_request(message)
+            })?;
+            deserializer.end().map_err(|err| {
+                super::error::ClientError::bad_request(format!(
+                    "the request body is not valid JSON: {err}"
+                ))
+            })?;
+            Ok(ClientJson(value))
+        })
+    }
+}
