@@ -37,6 +37,9 @@ struct Payload<'a> {
     recipient: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     sender: Option<&'a str>,
+    /// The SIM slot a client-API message asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sim_number: Option<u8>,
     /// `sms:received` only: the text.
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<&'a str>,
@@ -57,7 +60,10 @@ struct Payload<'a> {
 /// The id an SMSGate client knows `message` by: its group's id when it was sent through the
 /// client API, else its smsgw id.
 fn message_id(message: &Message) -> String {
-    message.id.to_string()
+    match message.group_id() {
+        Some(group_id) => group_id.to_string(),
+        None => message.id.to_string(),
+    }
 }
 
 /// The serialized body of one attempt; None for an event the format never delivers.
@@ -74,6 +80,7 @@ pub fn body(
         phone_number: &message.to_number,
         recipient: Some(&message.to_number),
         sender: Some(&message.from_number),
+        sim_number: message.client.as_ref().and_then(|c| c.sim_number),
         message: None,
         parts_count: None,
         received_at: None,

@@ -17,6 +17,7 @@ backend_tests!(
     invalid_webhooks_are_refused_and_nothing_is_created,
     each_event_is_delivered_signed_as_the_app_signs,
     failed_deliveries_are_retried_like_v1_endpoints,
+    a_client_api_message_is_delivered_once_per_recipient_under_its_id,
     settings_get_put_patch_and_the_hidden_key,
 );
 
@@ -385,6 +386,57 @@ async fn each_event_is_delivered_signed_as_the_app_signs(backend: Backend) {
     // The signature is not smsgw's own (body only), and the live mode's key is its own.
     let first = &got[0];
     assert_ne!(first.header("x-signature"), hmac_hex(KEY, &[&first.body]));
+    receiver.stop().await;
+}
+
+async fn a_client_api_message_is_delivered_once_per_recipient_under_its_id(backend: Backend) {
+    let app = spawn_insecure(backend).await;
+    let key = app.test_key.clone();
+    let receiver = WebhookReceiver::start().await;
+    let put = call(
+        &app,
+        "PUT",
+        "/settings",
+        &key,
+        Some(json!({"webhooks": {"signing_key": KEY}})),
+    )
+    .await;
+    assert_eq!(put.status, 200, "{}", put.body);
+    let hook = call(
+        &app,
+        "POST",
+        "/webhooks",
+        &key,
+        Some(json!({"url": receiver.url, "event": "sms:delivered"})),
+    )
+    .await;
+    assert_eq!(hook.status, 201, "{}", hook.body);
+    let recipients = ["+14155550123", "+14155550124"];
+    let sent = call(
+        &app,
+        "POST",
+        "/messages",
+        &key,
+        Some(json!({"id": "grp-1", "phoneNumbers": recipients,
+                    "textMessage": {"text": "to both"}, "simNumber": 2})),
+    )
+    .await;
+    assert_eq!(sent.status, 202, "{}", sent.body);
+    let got = receiver.wait_for(2, Duration::from_secs(10)).await;
+    let mut numbers = Vec::new();
+    for received in &got {
+        assert_signed(received, KEY);
+        let body = received.json();
+        assert_eq!(body["event"], "sms:delivered");
+        assert_eq!(body["webhookId"], hook.body["id"]);
+        assert_eq!(body["payload"]["messageId"], "grp-1");
+        assert_eq!(body["payload"]["simNumber"], 2);
+        numbers.push(body["payload"]["phoneNumber"].as_str().unwrap().to_string());
+    }
+    numbers.sort();
+    assert_eq!(numbers, recipients);
+    // One delivery id per recipient.
+    assert_ne!(got[0].json()["id"], got[1].json()["id"]);
     receiver.stop().await;
 }
 
