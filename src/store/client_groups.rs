@@ -69,9 +69,7 @@ impl GroupState {
     pub fn aggregate(states: impl IntoIterator<Item = GroupState> + Clone) -> Option<GroupState> {
         let any = |s: GroupState| states.clone().into_iter().any(|x| x == s);
         let all = |s: GroupState| states.clone().into_iter().all(|x| x == s);
-        if states.clone().into_iter().next().is_none() {
-            return None;
-        }
+        states.clone().into_iter().next()?;
         Some(if any(GroupState::Pending) {
             GroupState::Pending
         } else if any(GroupState::Cancelled) {

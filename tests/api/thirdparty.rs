@@ -90,6 +90,55 @@ async fn credentials_are_checked_like_on_v1(backend: Backend) {
     expect_client_error(&reply, 404);
 }
 
+async fn revoked_keys_and_the_failed_auth_budget_apply(backend: Backend) {
+    let app = spawn_app_with(backend, |s| s.limits.failed_auth_per_second = 1).await;
+    let created = app
+        .request("POST", "/v1/keys", Some(&app.test_key), None)
+        .await
+        .expect(201);
+    let key = created.data()["key"].as_str().unwrap().to_string();
+    let key_id = created.data()["id"].as_str().unwrap().to_string();
+    let reply = app
+        .client_api("GET", "/messages", Some(&bearer(&key)), None)
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    app.request(
+        "DELETE",
+        &format!("/v1/keys/{key_id}"),
+        Some(&app.test_key),
+        None,
+    )
+    .await
+    .expect(200);
+    let reply = app
+        .client_api("GET", "/messages", Some(&bearer(&key)), None)
+        .await;
+    expect_client_error(&reply, 401);
+    let good = bearer(&app.live_key);
+    let reply = app.client_api("GET", "/devices", Some(&good), None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    // Guessing keys spends the address's budget (1 per second, burst 2): then 429.
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let guess = bearer(&format!("sk_live_{i:0>40}"));
+        let reply = app.client_api("GET", "/devices", Some(&guess), None).await;
+        if reply.status == 429 {
+            expect_client_error(&reply, 429);
+            assert!(
+                reply.headers.contains_key("retry-after"),
+                "{:?}",
+                reply.headers
+            );
+        }
+        statuses.push(reply.status);
+    }
+    assert_eq!(statuses[0], 401, "{statuses:?}");
+    assert!(statuses.contains(&429), "{statuses:?}");
+    // A good key already in use is still served.
+    let reply = app.client_api("GET", "/devices", Some(&good), None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+}
+
 /// A server whose phones have pace to spare for a few messages at once.
 async fn spawn_fast(backend: Backend) -> TestApp {
     spawn_app_with(backend, |s| {
@@ -601,7 +650,56 @@ async fn devices_inbox_and_logs(backend: Backend) {
     assert_eq!(devices.body, json!([]));
 }
 
+/// `GET /mobile/v1/message` as the SMSGate app calls it.
+async fn app_fetch(app: &TestApp, token: &str) -> Vec<Value> {
+    let mut response = app
+        .client
+        .get(format!("{}/mobile/v1/message", app.address))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("fetch answers");
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().await.expect("JSON");
+    body.as_array().expect("a list").clone()
+}
+
+async fn an_smsgate_app_phone_gets_the_client_options(backend: Backend) {
+    let app = spawn_fast(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    // A fetch makes an SMSGate-app phone online for a while.
+    assert!(app_fetch(&app, &token).await.is_empty());
+    app.wait_online(&phone_id, true).await;
+    let body = json!({
+        "id": "opts", "textMessage": {"text": "hi"}, "phoneNumbers": ["+14155550123"],
+        "simNumber": 2, "priority": 100, "withDeliveryReport": false,
+    });
+    let auth = bearer(&app.live_key);
+    let reply = app
+        .client_api("POST", "/messages", Some(&auth), Some(body))
+        .await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let handed = loop {
+        let handed = app_fetch(&app, &token).await;
+        if !handed.is_empty() {
+            break handed;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never handed to the app"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(handed[0]["simNumber"], 2);
+    assert_eq!(handed[0]["priority"], 100);
+    assert_eq!(handed[0]["withDeliveryReport"], false);
+    assert_eq!(handed[0]["phoneNumbers"], json!(["+14155550123"]));
+}
+
 backend_tests!(
+    revoked_keys_and_the_failed_auth_budget_apply,
+    an_smsgate_app_phone_gets_the_client_options,
     health_answers_without_credentials_and_ignores_sent_ones,
     credentials_are_checked_like_on_v1,
     a_message_goes_through_a_phone_and_aggregates_its_recipients,

@@ -1,6 +1,8 @@
 //! Inbox export requests (docs/compat.md, Inbox): `POST /inbox/refresh` and the older
 //! `POST /messages/inbox/export`. smsgw stores every SMS its phones forward as they arrive, so
-//! there is nothing to fetch again: a valid request is answered 202 and changes nothing.
+//! there is nothing to fetch again: a valid request is answered 202 and changes nothing. The
+//! SMSGate app's `MessagesExportRequested` event is not sent: the app would post the exported
+//! SMS again under new delivery ids, and smsgw would store them twice.
 
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;

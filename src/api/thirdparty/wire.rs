@@ -29,29 +29,6 @@ pub fn json(status: StatusCode, body: impl serde::Serialize) -> HttpResponse {
     HttpResponse::build(status).json(body)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_have_three_fractional_digits_and_z() {
-        assert_eq!(timestamp(1_764_064_800_250), "2025-11-25T10:00:00.250Z");
-        assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
-    }
-
-    #[test]
-    fn naive_and_offset_timestamps_are_read() {
-        let utc = parse_timestamp("2030-01-01T00:00:00").map(|t| t.timestamp());
-        assert_eq!(utc, Some(1_893_456_000));
-        let offset = parse_timestamp("2030-01-01T03:00:00+03:00").map(|t| t.timestamp());
-        assert_eq!(offset, Some(1_893_456_000));
-        let fraction = parse_timestamp("2030-01-01T00:00:00.5Z").map(|t| t.timestamp_millis());
-        assert_eq!(fraction, Some(1_893_456_000_500));
-        assert_eq!(parse_timestamp("invalid"), None);
-        assert_eq!(parse_timestamp(""), None);
-    }
-}
-
 /// A JSON body read with smsgw's limits (2 MiB, `server.body_timeout`) and refused as the
 /// clients expect: 400 `{message}` for text that is not JSON of the expected shape, 413 for
 /// a body over the limit.
@@ -86,5 +63,28 @@ impl<T: serde::de::DeserializeOwned + 'static> actix_web::FromRequest for Client
             })?;
             Ok(ClientJson(value))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_have_three_fractional_digits_and_z() {
+        assert_eq!(timestamp(1_764_064_800_250), "2025-11-25T10:00:00.250Z");
+        assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn naive_and_offset_timestamps_are_read() {
+        let utc = parse_timestamp("2030-01-01T00:00:00").map(|t| t.timestamp());
+        assert_eq!(utc, Some(1_893_456_000));
+        let offset = parse_timestamp("2030-01-01T03:00:00+03:00").map(|t| t.timestamp());
+        assert_eq!(offset, Some(1_893_456_000));
+        let fraction = parse_timestamp("2030-01-01T00:00:00.5Z").map(|t| t.timestamp_millis());
+        assert_eq!(fraction, Some(1_893_456_000_500));
+        assert_eq!(parse_timestamp("invalid"), None);
+        assert_eq!(parse_timestamp(""), None);
     }
 }
