@@ -7,6 +7,7 @@ pub mod client_settings;
 pub mod ids;
 pub mod keys;
 pub mod keywords;
+pub mod number_lookup;
 pub mod pace;
 pub mod phone_number;
 pub mod phone_queue;
