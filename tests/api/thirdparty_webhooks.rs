@@ -141,6 +141,32 @@ async fn create_list_upsert_and_delete(backend: Backend) {
         "{v1_items:?}"
     );
     assert_eq!(list(&app, &app.test_key).await, Vec::<Value>::new());
+    // Through /v1: events are SMSGate names, and the key is the workspace's, not rotated here.
+    let v1_id = v1_items[0]["id"].as_str().unwrap().to_string();
+    let patched = app
+        .request(
+            "PATCH",
+            &format!("/v1/webhooks/{v1_id}"),
+            Some(&key),
+            Some(json!({"events": ["sms:failed", "system:ping"]})),
+        )
+        .await
+        .expect(200);
+    assert_eq!(
+        patched.data()["events"],
+        json!(["sms:failed", "system:ping"])
+    );
+    app.request(
+        "PATCH",
+        &format!("/v1/webhooks/{v1_id}"),
+        Some(&key),
+        Some(json!({"events": ["message.sent"]})),
+    )
+    .await
+    .expect_error(422, "validation_failed");
+    app.post(&format!("/v1/webhooks/{v1_id}/rotate-key"), &key, json!({}))
+        .await
+        .expect_error(422, "validation_failed");
 
     // Delete: 204 with an empty body, also for an id that does not exist.
     let deleted = call(&app, "DELETE", "/webhooks/my-hook", &key, None).await;
