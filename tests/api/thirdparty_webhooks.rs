@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, Reply, TestApp, WebhookReceiver, bearer, spawn_app, spawn_app_with};
+use crate::helpers::{
+    Backend, Reply, TestApp, WebhookReceiver, bearer, run_cli, spawn_app, spawn_app_with,
+};
 
 backend_tests!(
     create_list_upsert_and_delete,
@@ -19,6 +21,7 @@ backend_tests!(
     failed_deliveries_are_retried_like_v1_endpoints,
     a_client_api_message_is_delivered_once_per_recipient_under_its_id,
     settings_get_put_patch_and_the_hidden_key,
+    the_settings_key_is_sealed_and_rotates_with_the_secrets_key,
 );
 
 const KEY: &str = "receiver-shared-secret";
@@ -661,5 +664,84 @@ async fn settings_get_put_patch_and_the_hidden_key(backend: Backend) {
         .expect(202);
     let got = receiver.wait_for(2, Duration::from_secs(10)).await;
     assert_signed(&got[1], "rotated");
+    receiver.stop().await;
+}
+
+async fn the_settings_key_is_sealed_and_rotates_with_the_secrets_key(backend: Backend) {
+    let app = spawn_insecure(backend).await;
+    let key = app.test_key.clone();
+    let receiver = WebhookReceiver::start().await;
+    call(
+        &app,
+        "PATCH",
+        "/settings",
+        &key,
+        Some(json!({"webhooks": {"signing_key": KEY}, "encryption": {"passphrase": "p4ss"}})),
+    )
+    .await;
+    let hook = call(
+        &app,
+        "POST",
+        "/webhooks",
+        &key,
+        Some(json!({"url": receiver.url, "event": "sms:sent"})),
+    )
+    .await;
+    assert_eq!(hook.status, 201, "{}", hook.body);
+    let db = sea_orm::Database::connect(&app.database_url).await.unwrap();
+    let stored = || async {
+        use sea_orm::ConnectionTrait;
+        let row = db
+            .query_one_raw(sea_orm::Statement::from_string(
+                db.get_database_backend(),
+                "SELECT document, signing_key, passphrase FROM workspace_settings".to_string(),
+            ))
+            .await
+            .unwrap()
+            .expect("one settings row");
+        let column = |name: &str| row.try_get::<String>("", name).unwrap();
+        [
+            column("document"),
+            column("signing_key"),
+            column("passphrase"),
+        ]
+    };
+    let before = stored().await;
+    assert!(
+        !before[0].contains(KEY) && !before[0].contains("p4ss"),
+        "{before:?}"
+    );
+    assert!(before[1].starts_with("v1:") && !before[1].contains(KEY));
+    assert!(before[2].starts_with("v1:"));
+
+    let new_key = smsgw::domain::secrets::SecretBox::generate_key();
+    let mut env = vec![("SMSGW_DATABASE__URL", app.database_url.as_str())];
+    let current = app.settings.secrets.key.clone();
+    if let Some(current) = &current {
+        env.push((
+            "SMSGW_SECRETS__KEY",
+            secrecy::ExposeSecret::expose_secret(current),
+        ));
+    }
+    let output = run_cli(&["secrets", "rotate", "--new-key", &new_key], &env).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let after = stored().await;
+    assert_eq!(after[0], before[0]);
+    assert_ne!(after[1], before[1]);
+    assert_ne!(after[2], before[2]);
+
+    // Started with the new key, deliveries are still signed with the settings' key.
+    let app = app
+        .restart_with(|s| s.secrets.key = Some(new_key.clone().into()))
+        .await;
+    app.send_test("+14155550123", "after rotation")
+        .await
+        .expect(202);
+    let got = receiver.wait_for(1, Duration::from_secs(10)).await;
+    assert_signed(&got[0], KEY);
     receiver.stop().await;
 }
