@@ -26,5 +26,6 @@ mod quotas;
 mod retention;
 mod secrets;
 mod thirdparty;
+mod thirdparty_webhooks;
 mod tls;
 mod webhooks;
