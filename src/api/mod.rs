@@ -14,6 +14,7 @@ pub mod mobile;
 pub mod numbers;
 pub mod openapi;
 pub mod ops;
+pub mod page;
 pub mod phone_ws;
 pub mod phones;
 pub mod routes;
@@ -105,6 +106,8 @@ pub struct AppState {
     over_budget: std::sync::Mutex<HashMap<IpAddr, Instant>>,
     /// When `/metrics` last counted the stored messages by status.
     pub(crate) messages_counted_at: std::sync::Mutex<Option<Instant>>,
+    /// This node in the cluster (PostgreSQL); None on SQLite.
+    pub cluster: Option<crate::actors::cluster::Cluster>,
 }
 
 impl AppState {
@@ -150,6 +153,7 @@ impl AppState {
             failed_auth,
             over_budget: std::sync::Mutex::default(),
             messages_counted_at: std::sync::Mutex::new(None),
+            cluster: None,
         }
     }
 
@@ -622,30 +626,6 @@ pub fn query_param<T>(
         .get(name)
         .map(|value| parse(value).ok_or_else(|| ApiError::validation(name, refusal)))
         .transpose()
-}
-
-/// The shared shape of every list answer: `{<key>: [...], has_more, next_cursor}`; the cursor
-/// points after `last` (the last item of this page) and is null when nothing follows.
-pub fn page_response(
-    key: &str,
-    items: Vec<serde_json::Value>,
-    has_more: bool,
-    last: Option<Position>,
-) -> actix_web::HttpResponse {
-    let next_cursor = if has_more {
-        last.map(encode_cursor)
-    } else {
-        None
-    };
-    let mut data = serde_json::Map::new();
-    data.insert(key.to_string(), serde_json::Value::Array(items));
-    data.insert("has_more".into(), serde_json::Value::Bool(has_more));
-    data.insert("next_cursor".into(), serde_json::json!(next_cursor));
-    crate::error::success(
-        actix_web::http::StatusCode::OK,
-        key,
-        serde_json::Value::Object(data),
-    )
 }
 
 /// Opaque cursor for a (created_at, id) position.

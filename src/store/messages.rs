@@ -113,20 +113,15 @@ impl Message {
         }
     }
 
-    /// The message record as the API and webhooks show it (docs/api.md, Messages): every field, null
-    /// where it does not apply (`expires_at` of an inbound message among them).
-    pub fn record(&self) -> serde_json::Value {
-        serde_json::to_value(self.view()).unwrap_or_default()
-    }
-
-    /// [`Message::record`] as a borrowed view that serializes straight to JSON text (the send
-    /// reply and webhook bodies skip building a `Value` tree).
+    /// The message record as the API and webhooks show it (docs/api.md, Messages): every field,
+    /// null where it does not apply (`expires_at` of an inbound message among them); a borrowed
+    /// view that serializes straight to JSON text.
     pub fn view(&self) -> Record<'_> {
         use crate::clock::format_ms;
         Record {
             id: self.id,
-            direction: self.direction.as_str(),
-            status: self.status.as_str(),
+            direction: self.direction,
+            status: self.status,
             from_number: &self.from_number,
             to_number: &self.to_number,
             content: &self.content,
@@ -148,25 +143,38 @@ impl Message {
     }
 }
 
-/// The fields of a message record (docs/api.md, Messages), in the order they serialize.
-#[derive(Debug, serde::Serialize)]
+/// A message record (docs/api.md, Messages), the wire format of every API answer and webhook
+/// that carries a message, and its OpenAPI schema (`MessageOut`); fields in the order they
+/// serialize, timestamps RFC 3339 with milliseconds.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[schema(as = MessageOut)]
 pub struct Record<'a> {
     pub id: Uuid,
-    pub direction: &'static str,
-    pub status: &'static str,
+    pub direction: Direction,
+    pub status: MessageStatus,
     pub from_number: &'a str,
     pub to_number: &'a str,
+    /// Empty once retention removed it.
     pub content: &'a str,
     pub segments: u32,
+    #[schema(value_type = crate::domain::sms::Encoding)]
     pub encoding: &'a str,
+    /// The phone that sends (or sent) it.
     pub device_id: Option<Uuid>,
     pub campaign_id: Option<Uuid>,
     pub request_id: Option<&'a str>,
+    #[schema(format = DateTime)]
     pub scheduled_for: Option<String>,
+    /// Outbound only (null for inbound messages).
+    #[schema(format = DateTime)]
     pub expires_at: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub sent_at: Option<String>,
+    #[schema(format = DateTime)]
     pub delivered_at: Option<String>,
+    #[schema(format = DateTime)]
     pub failed_at: Option<String>,
     pub failure_reason: Option<&'a str>,
     pub send_attempts: u32,
@@ -331,6 +339,50 @@ pub async fn unfinished_outbound(db: &DatabaseConnection) -> Result<Vec<Message>
             MessageStatus::Sending.as_str(),
         ]))
         .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
+        .order_by_asc(messages::Column::CreatedAt)
+        .order_by_asc(messages::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect())
+}
+
+/// The outbound messages of one phone still `queued` or `sending`, oldest first: what a node
+/// taking the phone over rebuilds its queue from (docs/architecture.md, "Cluster").
+pub async fn unfinished_of_phone(
+    db: &DatabaseConnection,
+    device: Uuid,
+) -> Result<Vec<Message>, StoreError> {
+    Ok(messages::Entity::find()
+        .filter(messages::Column::DeviceId.eq(device))
+        .filter(messages::Column::Status.is_in([
+            MessageStatus::Queued.as_str(),
+            MessageStatus::Sending.as_str(),
+        ]))
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
+        .order_by_asc(messages::Column::CreatedAt)
+        .order_by_asc(messages::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect())
+}
+
+/// Those of `ids` still `queued` on phone `device` (an enqueue notice from another node).
+pub async fn queued_of_phone(
+    db: &DatabaseConnection,
+    device: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Message>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(messages::Entity::find()
+        .filter(messages::Column::Id.is_in(super::id_list(ids)))
+        .filter(messages::Column::DeviceId.eq(device))
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
         .order_by_asc(messages::Column::CreatedAt)
         .order_by_asc(messages::Column::Id)
         .all(db)
