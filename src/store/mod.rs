@@ -5,8 +5,8 @@
 
 pub mod ai;
 pub mod campaigns;
-pub mod cluster;
 pub mod client_groups;
+pub mod cluster;
 pub mod contacts;
 pub mod conversations;
 pub mod idempotency;
