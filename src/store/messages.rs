@@ -4,11 +4,13 @@
 
 use entity::{message_events, messages};
 use sea_orm::{
-    ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
 use super::StoreError;
+use crate::domain::change::ChangeKind;
 use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
 
 /// A stored message.
@@ -307,6 +309,50 @@ pub async fn unfinished_outbound(db: &DatabaseConnection) -> Result<Vec<Message>
         .collect())
 }
 
+/// The outbound messages of one phone still `queued` or `sending`, oldest first: what a node
+/// taking the phone over rebuilds its queue from (docs/architecture.md, "Cluster").
+pub async fn unfinished_of_phone(
+    db: &DatabaseConnection,
+    device: Uuid,
+) -> Result<Vec<Message>, StoreError> {
+    Ok(messages::Entity::find()
+        .filter(messages::Column::DeviceId.eq(device))
+        .filter(messages::Column::Status.is_in([
+            MessageStatus::Queued.as_str(),
+            MessageStatus::Sending.as_str(),
+        ]))
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
+        .order_by_asc(messages::Column::CreatedAt)
+        .order_by_asc(messages::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect())
+}
+
+/// Those of `ids` still `queued` on phone `device` (an enqueue notice from another node).
+pub async fn queued_of_phone(
+    db: &DatabaseConnection,
+    device: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Message>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(messages::Entity::find()
+        .filter(messages::Column::Id.is_in(super::id_list(ids)))
+        .filter(messages::Column::DeviceId.eq(device))
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
+        .order_by_asc(messages::Column::CreatedAt)
+        .order_by_asc(messages::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect())
+}
+
 /// The timeline detail of a hand-over to `device` (None: the test-mode simulated phone).
 pub fn handover_detail(device: Option<Uuid>) -> String {
     match device {
@@ -330,6 +376,17 @@ pub async fn expired_candidates(
         .into_tuple()
         .all(db)
         .await?)
+}
+
+/// How many of this message's attempts failed and were retried (its `attempt_failed` timeline
+/// entries). The device API names each new send after a failure with it.
+pub async fn failed_attempts(db: &DatabaseConnection, id: Uuid) -> Result<u32, StoreError> {
+    let count = message_events::Entity::find()
+        .filter(message_events::Column::MessageId.eq(id))
+        .filter(message_events::Column::Kind.eq(ChangeKind::AttemptFailed.as_str()))
+        .count(db)
+        .await?;
+    Ok(u32::try_from(count).unwrap_or(u32::MAX))
 }
 
 /// Times at which this phone was handed messages since `since_ms`: its pace log after a restart.
