@@ -16,6 +16,7 @@ mod m20261125_000195_add_webhook_format;
 mod m20261125_000196_create_workspace_settings;
 mod m20261125_000200_add_workspace_default_country;
 mod m20261125_000201_create_idempotency_keys;
+mod m20261125_000202_create_daily_stats;
 mod m20261125_000210_create_cluster_tables;
 
 /// Every migration of the schema, oldest first.
@@ -39,6 +40,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000196_create_workspace_settings::Migration),
             Box::new(m20261125_000200_add_workspace_default_country::Migration),
             Box::new(m20261125_000201_create_idempotency_keys::Migration),
+            Box::new(m20261125_000202_create_daily_stats::Migration),
             Box::new(m20261125_000210_create_cluster_tables::Migration),
         ]
     }

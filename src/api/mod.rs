@@ -19,6 +19,7 @@ pub mod phone_ws;
 pub mod phones;
 pub mod routes;
 pub mod schemas;
+pub mod stats;
 pub mod test_mode;
 pub mod thirdparty;
 pub mod webhooks;
@@ -690,6 +691,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
     all.extend(events::documented_routes());
     all.extend(conversations::documented_routes());
     all.extend(campaign_preview::documented_routes());
+    all.extend(stats::documented_routes());
     all
 }
 

@@ -17,6 +17,7 @@ pub mod quotas;
 pub mod retention;
 pub mod settings;
 mod sqlite_memory;
+pub mod stats;
 pub mod webhooks;
 pub mod workspaces;
 pub mod writer;
