@@ -17,6 +17,7 @@ use crate::actors::Deps;
 use crate::actors::ai::{AiResponder, Received};
 use crate::actors::campaign::CampaignChanges;
 use crate::actors::cluster::Cluster;
+use crate::actors::live_events::{LiveEvent, LiveEvents, MessageStatusOut};
 use crate::actors::registry::Registry;
 use crate::actors::retention::Retention;
 use crate::actors::webhook_endpoint::{DeliveryBudgets, WebhookDeps, WebhookFanout};
@@ -26,6 +27,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
 use crate::domain::change::ChangeKind;
 use crate::domain::secrets::SecretBox;
+use crate::store::messages::Scope;
 use crate::store::webhooks::{AttemptRecorder, Subscriptions};
 use crate::store::writer::{Change, MessageQuotas, Writer};
 use crate::store::{self, StoreError, workspaces};
@@ -284,9 +286,11 @@ impl Application {
         let sealed = store::webhooks::seal_signing_keys(&db, &secrets, None)
             .await
             .map_err(|e| match e {
-                StoreError::Secret { .. } => StartupError::Secrets(format!(
-                    "{e}; is {secrets_source} the key they were sealed with?"
-                )),
+                StoreError::Secret { .. } | StoreError::SettingsSecret { .. } => {
+                    StartupError::Secrets(format!(
+                        "{e}; is {secrets_source} the key they were sealed with?"
+                    ))
+                }
                 other => StartupError::Store(other),
             })?;
         if sealed.sealed > 0 {
@@ -352,11 +356,31 @@ impl Application {
         // The registry starts after the writer; the listener learns its address then.
         let campaign_watch: Arc<std::sync::OnceLock<Addr<Registry>>> = Arc::default();
         let ai_watch: Arc<std::sync::OnceLock<Addr<AiResponder>>> = Arc::default();
+        let live = Arc::new(LiveEvents::default());
         let listener: Arc<dyn Fn(Vec<Change>) + Send + Sync> = Arc::new({
             let (campaign_watch, ai_watch) = (campaign_watch.clone(), ai_watch.clone());
+            let live = live.clone();
             move |changes: Vec<Change>| {
                 let mut of_campaigns = Vec::new();
                 let mut received = Vec::new();
+                live.publish(
+                    changes
+                        .iter()
+                        .filter(|c| c.kind != ChangeKind::AiDraft)
+                        .map(|change| {
+                            let message = &change.message;
+                            let status = MessageStatusOut {
+                                id: message.id,
+                                status: message.status.as_str().to_string(),
+                                direction: message.direction.as_str().to_string(),
+                            };
+                            let scope = Scope {
+                                workspace_id: message.workspace_id,
+                                mode: message.mode,
+                            };
+                            (scope, LiveEvent::MessageStatus(status))
+                        }),
+                );
                 for change in changes {
                     if change.kind == ChangeKind::AiDraft {
                         continue;
@@ -407,6 +431,7 @@ impl Application {
             clock: clock.clone(),
             settings: settings.clone(),
             webhooks,
+            live: live.clone(),
             cluster: cluster.clone(),
         };
         let retention = actix::Supervisor::start({
@@ -434,6 +459,7 @@ impl Application {
             settings.clone(),
             clock,
         );
+        state.live = live;
         state.cluster = cluster.clone();
         let state = web::Data::new(state);
         let sessions = state.sessions.clone();

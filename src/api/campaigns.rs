@@ -10,16 +10,17 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::envelope::envelope_of;
+use super::idempotent::create_once;
 use super::messages::{new_workspace_limit, parse_number, parse_timestamp};
-use super::schemas::{CampaignEnvelope, CampaignPageEnvelope, CampaignRecipientPageEnvelope};
+use super::page::{Page, Positioned, page_out};
 use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, off_worker, page_response,
-    parse_id, query_param, required,
+    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, off_worker, parse_id,
+    query_param, required,
 };
 use crate::actors::campaign::Wake;
 use crate::actors::registry::Cancel;
@@ -34,6 +35,7 @@ use crate::domain::template;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::campaigns::{self, Campaign, Counts, NewCampaign, NewRecipient, Recipient};
 use crate::store::contacts::{self, Contact};
+use crate::store::idempotency::Operation;
 use crate::store::messages::Position;
 use crate::store::phones;
 use crate::store::writer::{CampaignOp, CampaignOutcome};
@@ -62,6 +64,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
             InvalidPhoneNumber,
             ContentTooLong,
             NewAccountLimit,
+            DuplicateRequest,
         ]),
         DocumentedRoute::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
         DocumentedRoute::of::<__path_get>(|| web::to(get)),
@@ -106,47 +109,142 @@ pub struct CreateCampaignIn {
     pub scheduled_for: Option<String>,
     /// false (default) saves a draft; true starts it (or schedules it).
     pub launch_now: Option<bool>,
+    /// Idempotency key (1–255 characters): a repeat answers 409 `duplicate_request` with the
+    /// first campaign's id in `data.id` (docs/api.md, "Idempotent creates").
+    pub request_id: Option<String>,
+}
+
+/// How many recipients of a campaign are in each state; they add up to `total`.
+#[derive(Serialize, ToSchema)]
+pub struct CampaignCountsOut {
+    /// Recipients to send (skipped ones are not counted).
+    pub total: u64,
+    /// Not queued yet.
+    pub pending: u64,
+    /// Message queued or with the phone.
+    pub queued: u64,
+    pub sent: u64,
+    pub delivered: u64,
+    /// Failed, expired, or a rendered text over 10 segments.
+    pub failed: u64,
+    /// Canceled with the campaign, or opted out after it was created.
+    pub canceled: u64,
+}
+
+/// Recipients not sent, by reason.
+#[derive(Serialize, ToSchema)]
+pub struct CampaignSkippedOut {
+    pub opted_out: u64,
+    pub premium_rate: u64,
+}
+
+/// A campaign (docs/api.md, Campaigns).
+#[derive(Serialize, ToSchema)]
+pub struct CampaignOut<'a> {
+    pub id: Uuid,
+    pub name: &'a str,
+    pub from_number: &'a str,
+    /// The template, with `{{variable}}` tokens.
+    pub body: &'a str,
+    pub status: CampaignStatus,
+    #[schema(format = DateTime)]
+    pub scheduled_for: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub started_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub finished_at: Option<String>,
+    pub counts: CampaignCountsOut,
+    pub skipped: CampaignSkippedOut,
+}
+envelope_of!(CampaignEnvelope, CampaignOut<'static>, "One campaign.");
+
+page_out!(
+    /// A page of campaigns, newest first.
+    CampaignPage<'a>, campaigns: CampaignOut<'a>
+);
+envelope_of!(
+    CampaignPageEnvelope,
+    CampaignPage<'static>,
+    "A page of campaigns."
+);
+
+/// One recipient of a campaign.
+#[derive(Serialize, ToSchema)]
+pub struct CampaignRecipientOut<'a> {
+    pub to: &'a str,
+    pub status: RecipientStatus,
+    /// Its message once queued.
+    pub message_id: Option<Uuid>,
+    /// `opted_out` or `premium_rate`.
+    pub skip_reason: Option<&'a str>,
+    /// `content_too_long` or `content_empty` when its rendered text cannot be sent.
+    pub failure_reason: Option<&'a str>,
+}
+
+page_out!(
+    /// A page of a campaign's recipients, in order.
+    CampaignRecipientPage<'a>, recipients: CampaignRecipientOut<'a>
+);
+envelope_of!(
+    CampaignRecipientPageEnvelope,
+    CampaignRecipientPage<'static>,
+    "A page of a campaign's recipients."
+);
+
+/// Recipients are paged by their place in the campaign.
+impl Positioned for Recipient {
+    fn position(&self) -> Position {
+        Position {
+            created_at: self.position,
+            id: self.id,
+        }
+    }
 }
 
 /// A campaign as the API shows it.
-pub fn campaign_out(c: &Campaign, counts: &Counts) -> Value {
-    json!({
-        "id": c.id,
-        "name": c.name,
-        "from_number": c.from_number,
-        "body": c.body,
-        "status": c.status.as_str(),
-        "scheduled_for": c.scheduled_for.map(format_ms),
-        "created_at": format_ms(c.created_at),
-        "started_at": c.started_at.map(format_ms),
-        "finished_at": c.finished_at.map(format_ms),
-        "counts": {
-            "total": c.total,
-            (RecipientStatus::Pending.as_str()): counts.pending,
-            (RecipientStatus::Queued.as_str()): counts.queued,
-            (RecipientStatus::Sent.as_str()): counts.sent,
-            (RecipientStatus::Delivered.as_str()): counts.delivered,
-            (RecipientStatus::Failed.as_str()): counts.failed,
-            (RecipientStatus::Canceled.as_str()): counts.canceled,
+pub fn campaign_out<'a>(c: &'a Campaign, counts: &Counts) -> CampaignOut<'a> {
+    CampaignOut {
+        id: c.id,
+        name: &c.name,
+        from_number: &c.from_number,
+        body: &c.body,
+        status: c.status,
+        scheduled_for: c.scheduled_for.map(format_ms),
+        created_at: format_ms(c.created_at),
+        started_at: c.started_at.map(format_ms),
+        finished_at: c.finished_at.map(format_ms),
+        counts: CampaignCountsOut {
+            total: u64::from(c.total),
+            pending: counts.pending,
+            queued: counts.queued,
+            sent: counts.sent,
+            delivered: counts.delivered,
+            failed: counts.failed,
+            canceled: counts.canceled,
         },
-        "skipped": {
-            (SkipReason::OptedOut.as_str()): c.skipped_opted_out,
-            (SkipReason::PremiumRate.as_str()): c.skipped_premium_rate,
+        skipped: CampaignSkippedOut {
+            opted_out: u64::from(c.skipped_opted_out),
+            premium_rate: u64::from(c.skipped_premium_rate),
         },
-    })
+    }
 }
 
-fn recipient_out(r: &Recipient) -> Value {
-    json!({
-        "to": r.to_number,
-        "status": r.status.as_str(),
-        "message_id": r.message_id,
-        "skip_reason": r.skip_reason,
-        "failure_reason": r.failure_reason,
-    })
+fn recipient_out(r: &Recipient) -> CampaignRecipientOut<'_> {
+    CampaignRecipientOut {
+        to: &r.to_number,
+        status: r.status,
+        message_id: r.message_id,
+        skip_reason: r.skip_reason.as_deref(),
+        failure_reason: r.failure_reason.as_deref(),
+    }
 }
 
-async fn with_counts(state: &AppState, campaign: &Campaign) -> Result<Value, ApiError> {
+async fn with_counts<'a>(
+    state: &AppState,
+    campaign: &'a Campaign,
+) -> Result<CampaignOut<'a>, ApiError> {
     let counts = campaigns::counts(&state.db, campaign.id).await?;
     Ok(campaign_out(campaign, &counts))
 }
@@ -166,21 +264,41 @@ fn render(
     contact: Option<&Contact>,
 ) -> Result<SmsText, ContentError> {
     let mut text = SmsTextBuilder::new();
-    let lookup = |name: &str| {
-        if let Some(value) = vars.get(name) {
-            return Some(value.as_str());
-        }
-        let contact = contact?;
-        match name {
-            "first_name" => contact.first_name.as_deref(),
-            "last_name" => contact.last_name.as_deref(),
-            "email" => contact.email.as_deref(),
-            other => contact.custom_fields.get(other).map(String::as_str),
-        }
-    };
+    let lookup = |name: &str| value_of(name, vars, contact);
     // A break only means the text is too long; `finish` says so.
     let _ = template::render_into(body, lookup, |piece| text.push_str(piece));
     text.finish()
+}
+
+/// A template variable's value for one recipient: its vars first, then its contact's fields.
+fn value_of<'v>(
+    name: &str,
+    vars: &'v BTreeMap<String, String>,
+    contact: Option<&'v Contact>,
+) -> Option<&'v str> {
+    if let Some(value) = vars.get(name) {
+        return Some(value.as_str());
+    }
+    let contact = contact?;
+    match name {
+        "first_name" => contact.first_name.as_deref(),
+        "last_name" => contact.last_name.as_deref(),
+        "email" => contact.email.as_deref(),
+        other => contact.custom_fields.get(other).map(String::as_str),
+    }
+}
+
+/// The variables of `names` that render empty for one recipient (no value, or a blank one).
+fn missing_vars(
+    names: &[String],
+    vars: &BTreeMap<String, String>,
+    contact: Option<&Contact>,
+) -> Vec<String> {
+    names
+        .iter()
+        .filter(|name| value_of(name, vars, contact).is_none_or(|v| v.trim().is_empty()))
+        .cloned()
+        .collect()
 }
 
 /// Checks a campaign body: at most [`MAX_BODY_CHARS`], and its own text (the tokens left
@@ -259,14 +377,15 @@ fn parse_recipients(explicit: Vec<RecipientIn>) -> Result<Vec<Wanted>, ApiError>
 }
 
 /// Adds the tagged contacts not already wanted (in their order), refuses a campaign past its
-/// limit, and renders each recipient's text.
+/// limit, and renders each recipient's text; with each, the body's variables it has no value
+/// for (none for a skipped recipient).
 fn expand(
     mut wanted: Vec<Wanted>,
     mut seen: HashSet<String>,
     tagged: Vec<Contact>,
     mut by_number: HashMap<String, Contact>,
     template: &str,
-) -> Result<Vec<NewRecipient>, ApiError> {
+) -> Result<Vec<(NewRecipient, Vec<String>)>, ApiError> {
     for contact in tagged {
         if seen.contains(&contact.phone_number) {
             continue;
@@ -287,9 +406,19 @@ fn expand(
             ));
         }
     }
+    let names = template::variables(template);
     Ok(wanted
         .iter()
-        .map(|w| recipient(template, w, by_number.get(w.to.as_str())))
+        .map(|w| {
+            let contact = by_number.get(w.to.as_str());
+            let planned = recipient(template, w, contact);
+            let missing = if planned.status == RecipientStatus::Skipped {
+                Vec::new()
+            } else {
+                missing_vars(&names, &w.vars, contact)
+            };
+            (planned, missing)
+        })
         .collect())
 }
 
@@ -353,8 +482,79 @@ fn recipient(body: &str, wanted: &Wanted, contact: Option<&Contact>) -> NewRecip
 async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(body): JsonBody<CreateCampaignIn>,
+    JsonBody(mut body): JsonBody<CreateCampaignIn>,
 ) -> Result<HttpResponse, ApiError> {
+    let request_id = body.request_id.take();
+    let operation = Operation::CreateCampaign;
+    create_once(
+        &state,
+        &caller,
+        operation,
+        "campaign",
+        request_id,
+        async || create_campaign(&state, &caller, body).await,
+    )
+    .await
+}
+
+/// Creates a campaign: the response and the campaign's id.
+async fn create_campaign(
+    state: &AppState,
+    caller: &Caller,
+    body: CreateCampaignIn,
+) -> Result<(HttpResponse, Uuid), ApiError> {
+    let prepared = prepare(state, caller, body).await?;
+    let recipients: Vec<NewRecipient> = prepared.recipients.into_iter().map(|(r, _)| r).collect();
+    let initial: Vec<RecipientStatus> = recipients.iter().map(|r| r.status).collect();
+    let launch = prepared.launch;
+    let new = NewCampaign {
+        id: Uuid::now_v7(),
+        scope: caller.scope(),
+        name: prepared.name,
+        from_number: prepared.from_number.as_str().to_string(),
+        body: prepared.template,
+        scheduled_for: prepared.scheduled_for,
+        recipients,
+    };
+    let op = CampaignOp::Create {
+        campaign: new,
+        launch,
+        limit: new_workspace_limit(state, caller),
+    };
+    let campaign = controlled(state, state.writer.campaign(op).await?)?;
+    for status in RecipientStatus::ALL {
+        let n = initial.iter().filter(|s| **s == status).count() as u64;
+        crate::telemetry::count_campaign_recipients(status, n);
+    }
+    if launch {
+        state.registry.do_send(Wake { id: campaign.id });
+    }
+    let response = success(
+        StatusCode::CREATED,
+        "campaign created",
+        with_counts(state, &campaign).await?,
+    );
+    Ok((response, campaign.id))
+}
+
+/// A campaign request validated and expanded: what creation stores and a preview shows.
+pub(super) struct Prepared {
+    pub name: String,
+    pub from_number: PhoneNumber,
+    pub template: String,
+    pub scheduled_for: Option<i64>,
+    pub launch: bool,
+    /// Every recipient in order, with the body's variables it has no value for.
+    pub recipients: Vec<(NewRecipient, Vec<String>)>,
+}
+
+/// Validates a campaign request (docs/api.md, Campaigns, in its order), expands its tags and
+/// renders every recipient's text; writes nothing.
+pub(super) async fn prepare(
+    state: &AppState,
+    caller: &Caller,
+    body: CreateCampaignIn,
+) -> Result<Prepared, ApiError> {
     let name = required(body.name, "name")?;
     if name.trim().is_empty() || name.chars().count() > MAX_NAME_CHARS {
         return Err(ApiError::validation(
@@ -417,35 +617,14 @@ async fn create(
         contacts::for_campaign(&state.db, caller.scope(), &numbers, &tags, tagged_limit).await?;
     let text = template.clone();
     let recipients = off_worker(move || expand(wanted, seen, tagged, by_number, &text)).await?;
-    let initial: Vec<RecipientStatus> = recipients.iter().map(|r| r.status).collect();
-    let launch = body.launch_now.unwrap_or(false);
-    let new = NewCampaign {
-        id: Uuid::now_v7(),
-        scope: caller.scope(),
+    Ok(Prepared {
         name,
-        from_number: from_number.as_str().to_string(),
-        body: template,
+        from_number,
+        template,
         scheduled_for,
+        launch: body.launch_now.unwrap_or(false),
         recipients,
-    };
-    let op = CampaignOp::Create {
-        campaign: new,
-        launch,
-        limit: new_workspace_limit(&state, &caller),
-    };
-    let campaign = controlled(&state, state.writer.campaign(op).await?)?;
-    for status in RecipientStatus::ALL {
-        let n = initial.iter().filter(|s| **s == status).count() as u64;
-        crate::telemetry::count_campaign_recipients(status, n);
-    }
-    if launch {
-        state.registry.do_send(Wake { id: campaign.id });
-    }
-    Ok(success(
-        StatusCode::CREATED,
-        "campaign created",
-        with_counts(&state, &campaign).await?,
-    ))
+    })
 }
 
 /// Turns the writer's answer into the campaign or the error docs/api.md, Campaigns, names; the
@@ -635,19 +814,18 @@ async fn list(
         CampaignStatus::parse,
         "status must be draft, scheduled, running, paused, completed or canceled",
     )?;
-    let (rows, has_more) =
-        campaigns::list(&state.db, caller.scope(), status, page.after, page.limit).await?;
-    let ids: Vec<Uuid> = rows.iter().map(|c| c.id).collect();
+    let rows = Page::read(page, |after, limit| {
+        campaigns::list(&state.db, caller.scope(), status, after, limit)
+    })
+    .await?;
+    let ids: Vec<Uuid> = rows.items.iter().map(|c| c.id).collect();
     let mut counts = campaigns::counts_of(&state.db, &ids).await?;
-    let items = rows
-        .iter()
-        .map(|c| campaign_out(c, &counts.remove(&c.id).unwrap_or_default()))
-        .collect();
-    let last = rows.last().map(|c| Position {
-        created_at: c.created_at,
-        id: c.id,
-    });
-    Ok(page_response("campaigns", items, has_more, last))
+    let items = rows.map(|c| campaign_out(c, &counts.remove(&c.id).unwrap_or_default()));
+    Ok(success(
+        StatusCode::OK,
+        "campaigns",
+        CampaignPage::from(items),
+    ))
 }
 
 /// A campaign's recipients in order, with their statuses, cursor paged.
@@ -674,16 +852,13 @@ async fn recipients(
     campaigns::get(&state.db, caller.scope(), id)
         .await
         .map_err(missing("campaign"))?;
-    let (rows, has_more) =
-        campaigns::recipients(&state.db, id, page.after.map(|p| p.created_at), page.limit).await?;
-    let last = rows.last().map(|r| Position {
-        created_at: r.position,
-        id: r.id,
-    });
-    Ok(page_response(
+    let rows = Page::read(page, |after, limit| {
+        campaigns::recipients(&state.db, id, after.map(|p| p.created_at), limit)
+    })
+    .await?;
+    Ok(success(
+        StatusCode::OK,
         "recipients",
-        rows.iter().map(recipient_out).collect(),
-        has_more,
-        last,
+        CampaignRecipientPage::from(rows.map(recipient_out)),
     ))
 }

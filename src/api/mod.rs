@@ -2,18 +2,27 @@
 
 pub mod ai;
 pub mod api_keys;
+pub mod campaign_preview;
 pub mod campaigns;
 pub mod contacts;
+pub mod conversations;
+mod envelope;
+pub mod events;
+mod idempotent;
 pub mod messages;
 pub mod mobile;
+pub mod numbers;
 pub mod openapi;
 pub mod ops;
+pub mod page;
 pub mod phone_ws;
 pub mod phones;
 pub mod routes;
 pub mod schemas;
 pub mod test_mode;
+pub mod thirdparty;
 pub mod webhooks;
+pub mod workspace;
 
 use std::collections::HashMap;
 use std::future::{Ready, ready};
@@ -82,6 +91,9 @@ pub struct AppState {
     pub sessions: Arc<crate::actors::phone_session::LiveSessions>,
     /// The device API's transport state per phone (`actors::device_link`).
     pub device_links: crate::actors::device_link::DeviceLinks,
+    /// The portal's live event streams (`actors::live_events`); the server's own hub is set
+    /// by `startup` after construction.
+    pub live: Arc<crate::actors::live_events::LiveEvents>,
     keys: RwLock<HashMap<String, CachedKey>>,
     generation: std::sync::Mutex<KnownGeneration>,
     /// Hashes of well-formed keys the database did not know, answered 401 without asking it
@@ -133,6 +145,7 @@ impl AppState {
             settings,
             clock,
             sessions: Arc::default(),
+            live: Arc::default(),
             keys: RwLock::new(HashMap::new()),
             generation: std::sync::Mutex::new(KnownGeneration::default()),
             unknown_keys: UnknownKeys::default(),
@@ -457,7 +470,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for OptionalJsonBody<T> {
 
 /// Reads a request body for JSON parsing with the envelope's errors: 413 over 2 MiB (declared
 /// or read), and a multipart body refused unread.
-fn read_body(
+pub(crate) fn read_body(
     req: &HttpRequest,
     payload: &mut Payload,
 ) -> LocalBoxFuture<'static, Result<web::BytesMut, ApiError>> {
@@ -615,30 +628,6 @@ pub fn query_param<T>(
         .transpose()
 }
 
-/// The shared shape of every list answer: `{<key>: [...], has_more, next_cursor}`; the cursor
-/// points after `last` (the last item of this page) and is null when nothing follows.
-pub fn page_response(
-    key: &str,
-    items: Vec<serde_json::Value>,
-    has_more: bool,
-    last: Option<Position>,
-) -> actix_web::HttpResponse {
-    let next_cursor = if has_more {
-        last.map(encode_cursor)
-    } else {
-        None
-    };
-    let mut data = serde_json::Map::new();
-    data.insert(key.to_string(), serde_json::Value::Array(items));
-    data.insert("has_more".into(), serde_json::Value::Bool(has_more));
-    data.insert("next_cursor".into(), serde_json::json!(next_cursor));
-    crate::error::success(
-        actix_web::http::StatusCode::OK,
-        key,
-        serde_json::Value::Object(data),
-    )
-}
-
 /// Opaque cursor for a (created_at, id) position.
 pub fn encode_cursor(position: Position) -> String {
     URL_SAFE_NO_PAD.encode(format!("{}:{}", position.created_at, position.id))
@@ -696,6 +685,11 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
     all.extend(test_mode::documented_routes());
     all.extend(webhooks::documented_routes());
     all.extend(api_keys::documented_routes());
+    all.extend(workspace::documented_routes());
+    all.extend(numbers::documented_routes());
+    all.extend(events::documented_routes());
+    all.extend(conversations::documented_routes());
+    all.extend(campaign_preview::documented_routes());
     all
 }
 
@@ -708,7 +702,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     )
     .configure(ops::routes)
     .configure(openapi::routes)
-    .configure(mobile::routes);
+    .configure(mobile::routes)
+    .configure(thirdparty::routes);
 }
 
 /// Runs CPU-heavy request work (parsing or rendering thousands of items) on actix's blocking

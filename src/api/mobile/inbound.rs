@@ -13,7 +13,9 @@ use sha2::Sha256;
 use uuid::Uuid;
 
 use super::{MobileError, parse};
+use crate::actors::device_link::{Pending, STORE_WAIT};
 use crate::api::AppState;
+use crate::domain::app_protocol::AppEvent;
 use crate::domain::keys;
 use crate::domain::protocol::PhoneFrame;
 use crate::domain::signing::TIMESTAMP_TOLERANCE_SECS;
@@ -116,7 +118,7 @@ pub async fn receive(
         return Err(refused("X-Signature does not match"));
     }
     let post: PostIn = parse(&body)?;
-    if post.event != "sms:received" {
+    if post.event != AppEvent::SmsReceived.as_str() {
         // Other events the user may have pointed here carry nothing to store.
         return Ok(HttpResponse::Ok().json(serde_json::json!({})));
     }
@@ -136,8 +138,8 @@ pub async fn receive(
             .received_at
             .map_or_else(|| state.clock.now(), |at| at.with_timezone(&chrono::Utc)),
     };
-    let stored = state.device_links.of(phone_id).inbound(frame).await?;
-    if !stored {
+    let pending = state.device_links.of(phone_id).inbound(frame).await?;
+    if !Pending::all_within(vec![pending], STORE_WAIT).await {
         return Err(MobileError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "not stored yet; retry",

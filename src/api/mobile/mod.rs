@@ -10,16 +10,21 @@
 
 mod inbound;
 
+use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
-use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError, web};
 use bytes::Bytes;
+use futures_util::future::LocalBoxFuture;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::AppState;
-use crate::actors::device_link::{FetchOrder, KEEPALIVE, KEEPALIVE_FRAME, NotPaired};
+use crate::actors::device_link::{
+    AppMessageId, FetchOrder, KEEPALIVE, KEEPALIVE_FRAME, NotPaired, Pending, STORE_WAIT,
+};
 use crate::clock::format_ms;
+use crate::domain::app_protocol::{AppEvent, AppMessageState};
 use crate::domain::keys;
 use crate::domain::protocol::PhoneFrame;
 use crate::domain::status::MessageStatus;
@@ -111,19 +116,38 @@ impl From<NotPaired> for MobileError {
     }
 }
 
-/// The phone whose device token the request carries as `Bearer`.
-async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<PhoneRecord, MobileError> {
-    let token = req
-        .headers()
+/// The device token the request carries as `Bearer`, if any.
+fn bearer(req: &HttpRequest) -> Option<&str> {
+    req.headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
-        .filter(|t| t.starts_with("dt_"))
-        .ok_or_else(MobileError::unauthorized)?;
-    phones::find_by_token(&state.db, &keys::hash_secret(token))
-        .await?
-        .ok_or_else(MobileError::unauthorized)
+}
+
+/// The phone whose device token the request carries as `Bearer`; every route's first
+/// extractor, so a bad token is 401 whatever else the request holds.
+struct DevicePhone(PhoneRecord);
+
+impl FromRequest for DevicePhone {
+    type Error = MobileError;
+    type Future = LocalBoxFuture<'static, Result<DevicePhone, MobileError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let state = req.app_data::<web::Data<AppState>>().cloned();
+        let token_hash = bearer(req)
+            .filter(|t| t.starts_with("dt_"))
+            .map(keys::hash_secret);
+        Box::pin(async move {
+            let (Some(state), Some(token_hash)) = (state, token_hash) else {
+                return Err(MobileError::unauthorized());
+            };
+            phones::find_by_token(&state.db, &token_hash)
+                .await?
+                .map(DevicePhone)
+                .ok_or_else(MobileError::unauthorized)
+        })
+    }
 }
 
 /// Parses a JSON body (after authentication, so a bad token is 401 whatever the body).
@@ -151,22 +175,14 @@ struct RegisterOut {
 /// Idempotent: the same token registers the same phone again, and stays the token.
 #[tracing::instrument(skip_all)]
 async fn register(
-    state: web::Data<AppState>,
+    DevicePhone(phone): DevicePhone,
     req: HttpRequest,
     body: Bytes,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     if !body.is_empty() {
         let _: RegisterIn = parse(&body)?;
     }
-    let token = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .unwrap_or_default()
-        .to_string();
+    let token = bearer(&req).unwrap_or_default().to_string();
     Ok(HttpResponse::Created().json(RegisterOut {
         id: phone.id,
         token,
@@ -182,11 +198,9 @@ struct UpdateDeviceIn {
 /// `PATCH /device`, sent at every start of the app: 204 for this phone, 403 for another id.
 #[tracing::instrument(skip_all)]
 async fn update_device(
-    state: web::Data<AppState>,
-    req: HttpRequest,
+    DevicePhone(phone): DevicePhone,
     body: Bytes,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     let update: UpdateDeviceIn = parse(&body)?;
     if update.id != phone.id {
         return Err(MobileError::new(
@@ -217,10 +231,9 @@ struct DeviceInfoOut {
 /// `GET /device`: the caller's address as seen here, and the phone.
 #[tracing::instrument(skip_all)]
 async fn get_device(
-    state: web::Data<AppState>,
+    DevicePhone(phone): DevicePhone,
     req: HttpRequest,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     let seen = phone.last_seen_at.unwrap_or(phone.created_at);
     Ok(HttpResponse::Ok().json(DeviceInfoOut {
         external_ip: req
@@ -244,8 +257,10 @@ async fn get_device(
 /// phone (and once at open when some wait), `MessageCancelled` when a queued one is withdrawn,
 /// a `:keepalive` comment after [`KEEPALIVE`] of silence.
 #[tracing::instrument(skip_all)]
-async fn events(state: web::Data<AppState>, req: HttpRequest) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
+async fn events(
+    DevicePhone(phone): DevicePhone,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, MobileError> {
     let rx = state.device_links.of(phone.id).open_stream().await?;
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         let frame = match tokio::time::timeout(KEEPALIVE, rx.recv()).await {
@@ -274,11 +289,12 @@ struct TextOut {
     text: String,
 }
 
-/// One message in the app's shape: one recipient, `id` the smsgw message id.
+/// One message in the app's shape: one recipient; `id` names this send of it
+/// ([`AppMessageId`]: the smsgw message id, or a new id for each retry after a failure).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct MobileMessageOut {
-    id: Uuid,
+    id: String,
     text_message: TextOut,
     phone_numbers: [String; 1],
     sim_number: Option<u8>,
@@ -294,11 +310,10 @@ struct MobileMessageOut {
 /// allowed) and not yet reported on, at most 100.
 #[tracing::instrument(skip_all)]
 async fn fetch(
+    DevicePhone(phone): DevicePhone,
     state: web::Data<AppState>,
-    req: HttpRequest,
     query: web::Query<FetchQuery>,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     let order = match query.order.as_deref() {
         None | Some("") | Some("fifo") => FetchOrder::Fifo,
         Some("lifo") => FetchOrder::Lifo,
@@ -318,19 +333,24 @@ async fn fetch(
         if message.status != MessageStatus::Sending || message.device_id != Some(phone.id) {
             continue;
         }
+        let app_id = app_message_id(&state, &message).await?;
         out.push(MobileMessageOut {
-            id: message.id,
+            id: app_id.to_string(),
             text_message: TextOut {
                 text: handout.content,
             },
             phone_numbers: [handout.to],
-            sim_number: None,
-            with_delivery_report: true,
+            // The client API's options (docs/compat.md, Messages); `/v1` messages have none.
+            sim_number: message.client.as_ref().and_then(|c| c.sim_number),
+            with_delivery_report: message
+                .client
+                .as_ref()
+                .is_none_or(|c| c.with_delivery_report),
             is_encrypted: false,
-            priority: 0,
+            priority: message.client.as_ref().map_or(0, |c| c.priority),
             valid_until: format_ms(message.expires_at),
             created_at: format_ms(message.created_at),
-            state: "Pending",
+            state: AppMessageState::Pending.as_str(),
         });
     }
     Ok(HttpResponse::Ok().json(out))
@@ -354,15 +374,16 @@ struct ReportIn {
 /// Reports in one `PATCH /message` at most (the app sends one at a time).
 const MAX_REPORTS: usize = 100;
 
-/// `PATCH /message`: the app's states mapped onto smsgw's (docs/api.md). Always 204: an unknown
-/// id, another phone's message or a report that would move a message backwards changes nothing.
+/// `PATCH /message`: the app's states mapped onto smsgw's (docs/api.md). 204 once every report
+/// that moves a message is stored (503 when that took longer than [`STORE_WAIT`]: the app
+/// retries). An unknown id, another phone's message, an earlier send of a message sent again
+/// since, or a report that would move a message backwards changes nothing.
 #[tracing::instrument(skip_all)]
 async fn report(
+    DevicePhone(phone): DevicePhone,
     state: web::Data<AppState>,
-    req: HttpRequest,
     body: Bytes,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     let items: Vec<ReportIn> = parse(&body)?;
     if items.len() > MAX_REPORTS {
         return Err(MobileError::bad_request(format!(
@@ -370,20 +391,22 @@ async fn report(
         )));
     }
     let link = state.device_links.of(phone.id);
+    let mut pending = Vec::new();
     for item in items {
-        let Ok(message_id) = Uuid::parse_str(&item.id) else {
+        let Some(app_id) = AppMessageId::parse(&item.id) else {
             continue;
         };
-        let frame = match item.state.as_str() {
-            "Sent" => Some(PhoneFrame::Sent {
+        let message_id = app_id.message_id;
+        let frame = match item.state.parse::<AppMessageState>() {
+            Ok(AppMessageState::Sent) => Some(PhoneFrame::Sent {
                 message_id,
                 reference: None,
             }),
-            "Delivered" => Some(PhoneFrame::Delivered {
+            Ok(AppMessageState::Delivered) => Some(PhoneFrame::Delivered {
                 message_id,
                 reference: None,
             }),
-            "Failed" => Some(PhoneFrame::Failed {
+            Ok(AppMessageState::Failed) => Some(PhoneFrame::Failed {
                 message_id,
                 error: item
                     .recipients
@@ -396,19 +419,58 @@ async fn report(
             // the message already is; cancel states have no meaning for a handed-over message.
             _ => None,
         };
-        link.report(message_id, frame).await?;
+        // Only a report on this phone's current send of the message counts: a late or
+        // repeated report of an earlier send must neither fail the retry nor stop serving it.
+        if !is_current_send(&state, phone.id, app_id).await? {
+            continue;
+        }
+        pending.push(link.report(message_id, frame).await?);
+    }
+    if !Pending::all_within(pending, STORE_WAIT).await {
+        return Err(MobileError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the report is not stored yet; retry",
+        ));
     }
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// The id the app knows this message's current send by: it counts the failures the message
+/// was retried after, which only a message handed over more than once can have.
+async fn app_message_id(
+    state: &AppState,
+    message: &messages::Message,
+) -> Result<AppMessageId, MobileError> {
+    let failures = if message.send_attempts > 1 {
+        messages::failed_attempts(&state.db, message.id).await?
+    } else {
+        0
+    };
+    Ok(AppMessageId::after_failures(message.id, failures))
+}
+
+/// Whether `app_id` names the current send of a message handed to this phone.
+async fn is_current_send(
+    state: &AppState,
+    phone_id: Uuid,
+    app_id: AppMessageId,
+) -> Result<bool, MobileError> {
+    let Some(message) = messages::get(&state.db, app_id.message_id).await? else {
+        return Ok(false);
+    };
+    if message.device_id != Some(phone_id) {
+        return Ok(false);
+    }
+    Ok(app_message_id(state, &message).await? == app_id)
 }
 
 /// `GET /settings`: only the webhook signing key the app signs inbound posts with; never the
 /// `gateway` section (it would reset the app's server address).
 #[tracing::instrument(skip_all)]
 async fn settings(
+    DevicePhone(phone): DevicePhone,
     state: web::Data<AppState>,
-    req: HttpRequest,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     let secrets = inbound::PhoneSecrets::of(&state, phone.id).await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "webhooks": { "signing_key": secrets.signing_key }
@@ -428,10 +490,10 @@ struct WebhookOut {
 /// this phone (the only event the app posts that smsgw consumes).
 #[tracing::instrument(skip_all)]
 async fn webhooks(
+    DevicePhone(phone): DevicePhone,
     state: web::Data<AppState>,
     req: HttpRequest,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     let secrets = inbound::PhoneSecrets::of(&state, phone.id).await?;
     // `server.public_url` when set; otherwise the address the phone itself reached us at.
     let base = match &state.settings.server.public_url {
@@ -447,7 +509,7 @@ async fn webhooks(
             "{base}{}/inbound/{}/{}",
             MOUNTS[0], phone.id, secrets.path_secret
         ),
-        event: "sms:received",
+        event: AppEvent::SmsReceived.as_str(),
         device_id: phone.id,
     }]))
 }
