@@ -281,7 +281,6 @@ impl Application {
         install_crypto_provider();
         crate::domain::phone_number::warm_up();
         let settings = Arc::new(settings);
-        let single_node = SingleNodeLock::take(&settings.database.url).await?;
         let db = store::connect(&settings.database.url, settings.database.max_connections).await?;
         store::migrate(&db).await?;
         let (secrets, secrets_source) = load_secrets_key(&settings)?;
@@ -302,6 +301,9 @@ impl Application {
             );
         }
         let secrets = Arc::new(secrets);
+        // SQLite runs one node: taken once the configuration and the secrets key proved usable,
+        // before this node writes anything of its own or serves.
+        let single_node = SingleNodeLock::take(&settings.database.url).await?;
         let initial_keys = if workspaces::count(&db).await? == 0 {
             let created = workspaces::create(&db, "default", clock.now_ms()).await?;
             Some(InitialKeys {

@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::config::ClusterSettings;
 use crate::store::StoreError;
-use crate::store::cluster::{self as leases, Lease, LeaseKind};
+use crate::store::cluster::{self as leases, Lease, LeaseKind, Sweep};
 
 /// What nodes tell each other (small JSON on the `smsgw_cluster` channel; messages themselves
 /// are read from the database).
@@ -37,6 +37,11 @@ pub enum Notice {
     Online { phone: Uuid, node: Uuid },
     /// `phone` is no longer online on `node`.
     Offline { phone: Uuid, node: Uuid },
+    /// A campaign changed (API) on a node that does not run it: its owner reloads it.
+    Campaign { campaign: Uuid },
+    /// A webhook endpoint changed or got deliveries on a node that does not run it: its owner
+    /// reads the endpoint and its pending deliveries again.
+    Endpoint { endpoint: Uuid },
     /// A phone was paired, edited, unpaired or had its token rotated on node `origin`.
     Phone {
         phone: Uuid,
@@ -116,7 +121,7 @@ impl Cluster {
         let node = Uuid::new_v4();
         leases::register_node(&db, node, &address).await?;
         tracing::info!(node = %node, %address, "joined the cluster");
-        Ok(Cluster {
+        let cluster = Cluster {
             inner: Arc::new(Inner {
                 node,
                 address,
@@ -128,7 +133,13 @@ impl Cluster {
                 stopping: AtomicBool::new(false),
                 listeners: OnceLock::new(),
             }),
-        })
+        };
+        // The sweeps nobody runs are taken at once (their node's lease rows exist from the
+        // start, so no later write of this node's grows the database during a request).
+        for sweep in [Sweep::Expiry, Sweep::Retention] {
+            cluster.acquire(LeaseKind::Sweep, sweep.as_str()).await;
+        }
+        Ok(cluster)
     }
 
     /// This node's id.
@@ -222,6 +233,18 @@ impl Cluster {
             Ok(nodes) => nodes.iter().all(|n| n.id == self.inner.node),
             Err(_) => false,
         }
+    }
+
+    /// The keys of every live lease of `kind` (any node's).
+    pub async fn live_keys(
+        &self,
+        kind: LeaseKind,
+    ) -> Result<std::collections::HashSet<String>, StoreError> {
+        Ok(leases::live(&self.inner.db, kind)
+            .await?
+            .into_iter()
+            .map(|lease| lease.key)
+            .collect())
     }
 
     /// The live holder of (`kind`, `key`).
