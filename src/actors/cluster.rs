@@ -102,7 +102,9 @@ struct Inner {
     db: DatabaseConnection,
     url: String,
     settings: ClusterSettings,
-    held: Mutex<HashMap<(LeaseKind, String), Lease>>,
+    /// Each lease this node holds, with when it was (last) taken: a renewal started before
+    /// that cannot have covered it, so it is not counted lost by that renewal.
+    held: Mutex<HashMap<(LeaseKind, String), (Lease, Instant)>>,
     /// The last renewal succeeded in time (readiness).
     renewing: AtomicBool,
     /// Set by a graceful stop: no new lease is taken.
@@ -201,7 +203,8 @@ impl Cluster {
         .await
         {
             Ok(Some(lease)) => {
-                self.held().insert((kind, key.to_string()), lease.clone());
+                self.held()
+                    .insert((kind, key.to_string()), (lease.clone(), Instant::now()));
                 Some(lease)
             }
             Ok(None) => None,
@@ -214,12 +217,17 @@ impl Cluster {
 
     /// The lease this node holds on (`kind`, `key`), if any.
     pub fn lease(&self, kind: LeaseKind, key: &str) -> Option<Lease> {
-        self.held().get(&(kind, key.to_string())).cloned()
+        self.held()
+            .get(&(kind, key.to_string()))
+            .map(|(lease, _)| lease.clone())
     }
 
     /// Lets go of this node's lease on (`kind`, `key`).
     pub async fn release(&self, kind: LeaseKind, key: &str) {
-        let lease = self.held().remove(&(kind, key.to_string()));
+        let lease = self
+            .held()
+            .remove(&(kind, key.to_string()))
+            .map(|(lease, _)| lease);
         if let Some(lease) = lease
             && let Err(err) = leases::release(&self.inner.db, &lease).await
         {
@@ -275,7 +283,7 @@ impl Cluster {
     /// nodes take them over without waiting for them to expire.
     pub async fn hand_back(&self) {
         self.inner.stopping.store(true, Ordering::Relaxed);
-        let held: Vec<Lease> = self.held().drain().map(|(_, lease)| lease).collect();
+        let held: Vec<Lease> = self.held().drain().map(|(_, (lease, _))| lease).collect();
         match leases::hand_back(&self.inner.db, self.inner.node).await {
             Ok(count) => tracing::info!(leases = count, "handed the node's leases back"),
             Err(err) => tracing::warn!(error = %err, "leases not handed back; they expire"),
@@ -291,7 +299,7 @@ impl Cluster {
         }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<(LeaseKind, String), Lease>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<(LeaseKind, String), (Lease, Instant)>> {
         self.inner
             .held
             .lock()
@@ -326,10 +334,12 @@ impl Cluster {
                     self.inner.renewing.store(true, Ordering::Relaxed);
                     let lost: Vec<Lease> = {
                         let mut held = self.held();
+                        // A lease taken after this renewal was sent may be missing from its
+                        // answer (the UPDATE's snapshot predates the acquire): not lost.
                         let lost: Vec<Lease> = held
                             .values()
-                            .filter(|lease| !renewed.contains(lease))
-                            .cloned()
+                            .filter(|(lease, taken)| *taken < sent && !renewed.contains(lease))
+                            .map(|(lease, _)| lease.clone())
                             .collect();
                         for lease in &lost {
                             held.remove(&(lease.kind, lease.key.clone()));
@@ -349,7 +359,7 @@ impl Cluster {
                     tracing::error!(%error, "lease renewal failed");
                     if sent.duration_since(last_ok) >= deadline {
                         self.inner.renewing.store(false, Ordering::Relaxed);
-                        let lost: Vec<Lease> = self.held().drain().map(|(_, l)| l).collect();
+                        let lost: Vec<Lease> = self.held().drain().map(|(_, (l, _))| l).collect();
                         if !lost.is_empty() {
                             tracing::error!(
                                 count = lost.len(),
