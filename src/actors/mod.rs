@@ -4,6 +4,7 @@
 pub mod ai;
 pub mod campaign;
 pub mod device_link;
+pub mod live_events;
 pub mod phone;
 pub mod phone_session;
 pub mod registry;
@@ -28,4 +29,6 @@ pub struct Deps {
     pub clock: SharedClock,
     pub settings: Arc<Settings>,
     pub webhooks: webhook_endpoint::WebhookDeps,
+    /// The portal's live event streams (`GET /v1/events/stream`).
+    pub live: Arc<live_events::LiveEvents>,
 }

@@ -64,9 +64,14 @@ impl Handler<Connected> for Registry {
         let addr = self.phone_addr(msg.phone_id)?;
         let now = self.deps.clock.now_ms();
         let entry = self.phones.get_mut(&msg.phone_id)?;
+        let came_online = entry.session.is_none();
         entry.session = Some(msg.link.session_id);
         entry.last_seen_at = Some(now);
+        let scope = entry.record.scope();
         addr.do_send(phone::Attach { link: msg.link });
+        if came_online {
+            self.publish_phone_status(scope, msg.phone_id, true, now);
+        }
         Some(addr)
     }
 }
@@ -90,6 +95,9 @@ impl Handler<Disconnected> for Registry {
             addr.do_send(phone::Detach {
                 session_id: msg.session_id,
             });
+        }
+        if went_offline {
+            self.publish_phone_status(scope, msg.phone_id, false, now);
         }
         if went_offline && let Some(addr) = addr {
             let online: Vec<Uuid> = self

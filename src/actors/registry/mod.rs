@@ -196,6 +196,19 @@ impl Registry {
         &self.deps
     }
 
+    /// Tells the portal's live event streams that a phone came online or went offline.
+    fn publish_phone_status(&self, scope: Scope, phone_id: Uuid, online: bool, now_ms: i64) {
+        use super::live_events::{LiveEvent, PhoneStatusOut};
+        let status = PhoneStatusOut {
+            id: phone_id,
+            online,
+            last_seen_at: Some(crate::clock::format_ms(now_ms)),
+        };
+        self.deps
+            .live
+            .publish([(scope, LiveEvent::PhoneStatus(status))]);
+    }
+
     fn number_key(scope: Scope, number: &str) -> NumberKey {
         NumberKey {
             scope,
