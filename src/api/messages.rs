@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::idempotent::create_once;
 use super::schemas::{
     BatchStatusEnvelope, BulkSendEnvelope, MessageDetailEnvelope, MessageEnvelope,
     MessagePageEnvelope,
@@ -30,6 +31,7 @@ use crate::send::{
     self, BulkSendRequest, MAX_BULK_RECIPIENTS, RecipientCount, RequestId, SendError, SendRequest,
     Sender,
 };
+use crate::store::idempotency::Operation;
 use crate::store::messages::{self, ListFilter, Message, MessageEvent, Position};
 use crate::store::writer::{NewWorkspaceLimit, Transition};
 
@@ -54,7 +56,9 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
         DocumentedRoute::of::<__path_send>(|| web::to(send))
             .errors(&send_errors)
             .errors(&[DuplicateRequest]),
-        DocumentedRoute::of::<__path_bulk_send>(|| web::to(bulk_send)).errors(&send_errors),
+        DocumentedRoute::of::<__path_bulk_send>(|| web::to(bulk_send))
+            .errors(&send_errors)
+            .errors(&[DuplicateRequest]),
         DocumentedRoute::of::<__path_batch_status>(|| web::to(batch_status))
             .errors(&[ValidationFailed]),
         DocumentedRoute::of::<__path_list>(|| web::to(list))
@@ -100,6 +104,9 @@ pub struct BulkSendIn {
     pub content: Option<String>,
     #[schema(nullable = false, value_type = Option<uuid::Uuid>)]
     pub device_id: Option<String>,
+    /// Idempotency key (1–255 characters): a repeat answers 409 `duplicate_request` with the
+    /// first bulk send's first message id in `data.id` (docs/api.md, "Idempotent creates").
+    pub request_id: Option<String>,
 }
 
 /// Body of `POST /v1/messages/batch-status`.
@@ -347,18 +354,32 @@ async fn send(
 async fn bulk_send(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(body): JsonBody<BulkSendIn>,
+    JsonBody(mut body): JsonBody<BulkSendIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let request = BulkSendRequest::try_from(body)?;
-    let stored = send::send_bulk(&state.send_deps(), sender(&state, &caller), request)
-        .await
-        .map_err(|err| send_error(err, |i| format!("to_numbers[{i}]")))?;
-    let ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();
-    Ok(success(
-        StatusCode::ACCEPTED,
-        "messages queued",
-        json!({ "count": ids.len(), "message_ids": ids }),
-    ))
+    let request_id = body.request_id.take();
+    let operation = Operation::BulkSend;
+    create_once(
+        &state,
+        &caller,
+        operation,
+        "bulk send",
+        request_id,
+        async || {
+            let request = BulkSendRequest::try_from(body)?;
+            let stored = send::send_bulk(&state.send_deps(), sender(&state, &caller), request)
+                .await
+                .map_err(|err| send_error(err, |i| format!("to_numbers[{i}]")))?;
+            let ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();
+            let first = ids.first().copied().unwrap_or_default();
+            let response = success(
+                StatusCode::ACCEPTED,
+                "messages queued",
+                json!({ "count": ids.len(), "message_ids": ids }),
+            );
+            Ok((response, first))
+        },
+    )
+    .await
 }
 
 /// Statuses of up to 100 messages.

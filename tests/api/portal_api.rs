@@ -203,6 +203,11 @@ fn creates() -> Vec<(&'static str, Value)> {
             "/v1/webhooks",
             json!({ "url": "http://127.0.0.1:9/hook", "events": ["message.sent"] }),
         ),
+        (
+            "/v1/messages/bulk-send",
+            json!({ "from_number": SENDER, "to_numbers": [RECIPIENT, "+14155550124"],
+                    "content": "Closed tomorrow" }),
+        ),
     ]
 }
 
@@ -212,11 +217,38 @@ fn with_request_id(body: &Value, request_id: &str) -> Value {
     body
 }
 
-/// Items of the first page of a list (its key is the path's last word).
+/// Resources the create at `path` made so far: items of the first page of its list (a bulk
+/// send's: its messages, two per bulk send).
 async fn listed(app: &TestApp, path: &str, key: &str) -> usize {
+    if path == BULK {
+        let list = app.get("/v1/messages?limit=100", key).await.expect(200);
+        let sent = list.data()["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["content"] == "Closed tomorrow")
+            .count();
+        return sent / 2;
+    }
     let list = app.get(path, key).await.expect(200);
     let name = path.trim_start_matches("/v1/");
     list.data()[name].as_array().unwrap().len()
+}
+
+const BULK: &str = "/v1/messages/bulk-send";
+
+/// The status a successful create at `path` answers.
+fn created_status(path: &str) -> u16 {
+    if path == BULK { 202 } else { 201 }
+}
+
+/// The id a repeat names: the resource's (a bulk send's first message).
+fn created_id(path: &str, data: &Value) -> Value {
+    if path == BULK {
+        data["message_ids"][0].clone()
+    } else {
+        data["id"].clone()
+    }
 }
 
 async fn a_repeated_request_id_creates_once(backend: Backend) {
@@ -224,8 +256,11 @@ async fn a_repeated_request_id_creates_once(backend: Backend) {
     let key = app.test_key.clone();
     for (path, body) in creates() {
         let body = with_request_id(&body, "form-1");
-        let first = app.post(path, &key, body.clone()).await.expect(201);
-        let id = first.data()["id"].clone();
+        let first = app
+            .post(path, &key, body.clone())
+            .await
+            .expect(created_status(path));
+        let id = created_id(path, first.data());
         let repeat = app
             .post(path, &key, body.clone())
             .await
@@ -268,10 +303,20 @@ async fn a_double_click_creates_one_resource(backend: Backend) {
         .await;
         let mut statuses = [a.status, b.status];
         statuses.sort_unstable();
-        assert_eq!(statuses, [201, 409], "{path}: {} / {}", a.body, b.body);
-        let (created, repeat) = if a.status == 201 { (a, b) } else { (b, a) };
+        assert_eq!(
+            statuses,
+            [created_status(path), 409],
+            "{path}: {} / {}",
+            a.body,
+            b.body
+        );
+        let (created, repeat) = if a.status == 409 { (b, a) } else { (a, b) };
         assert_eq!(repeat.code(), "duplicate_request");
-        assert_eq!(repeat.data()["id"], created.data()["id"], "{path}");
+        assert_eq!(
+            repeat.data()["id"],
+            created_id(path, created.data()),
+            "{path}"
+        );
         assert_eq!(listed(&app, path, &key).await, 1, "{path}");
     }
 }
