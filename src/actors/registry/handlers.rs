@@ -76,6 +76,28 @@ impl Handler<Connected> for Registry {
     }
 }
 
+impl Handler<ConnectIfIdle> for Registry {
+    type Result = Result<Addr<Phone>, NotAttached>;
+
+    fn handle(&mut self, msg: ConnectIfIdle, _: &mut Self::Context) -> Self::Result {
+        let addr = self
+            .phone_addr(msg.phone_id)
+            .ok_or(NotAttached::NotPaired)?;
+        let now = self.deps.clock.now_ms();
+        let entry = self
+            .phones
+            .get_mut(&msg.phone_id)
+            .ok_or(NotAttached::NotPaired)?;
+        if entry.session.is_some() {
+            return Err(NotAttached::Busy(addr));
+        }
+        entry.session = Some(msg.link.session_id);
+        entry.last_seen_at = Some(now);
+        addr.do_send(phone::Attach { link: msg.link });
+        Ok(addr)
+    }
+}
+
 impl Handler<Disconnected> for Registry {
     type Result = ();
 

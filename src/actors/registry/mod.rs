@@ -80,6 +80,25 @@ pub struct Connected {
     pub link: Link,
 }
 
+/// A transport asks to become the phone's link only while none is current (the device API's
+/// fetch, report or inbound post: activity, not a new connection, so it never replaces a
+/// connected WebSocket or event stream). Answers the Phone actor either way.
+#[derive(Message)]
+#[rtype(result = "Result<Addr<Phone>, NotAttached>")]
+pub struct ConnectIfIdle {
+    pub phone_id: Uuid,
+    pub link: Link,
+}
+
+/// Why a [`ConnectIfIdle`] attached nothing.
+#[derive(Debug)]
+pub enum NotAttached {
+    /// The phone is not (or no longer) paired.
+    NotPaired,
+    /// Another transport is current; its Phone actor still takes reports.
+    Busy(Addr<Phone>),
+}
+
 /// A transport of a phone closed.
 #[derive(Message)]
 #[rtype(result = "()")]
