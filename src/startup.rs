@@ -16,6 +16,7 @@ use secrecy::ExposeSecret;
 use crate::actors::Deps;
 use crate::actors::ai::{AiResponder, Received};
 use crate::actors::campaign::CampaignChanges;
+use crate::actors::daily_stats::{Counted, DailyStats};
 use crate::actors::live_events::{LiveEvent, LiveEvents, MessageStatusOut};
 use crate::actors::registry::Registry;
 use crate::actors::retention::Retention;
@@ -255,10 +256,15 @@ impl Application {
         let campaign_watch: Arc<std::sync::OnceLock<Addr<Registry>>> = Arc::default();
         let ai_watch: Arc<std::sync::OnceLock<Addr<AiResponder>>> = Arc::default();
         let live = Arc::new(LiveEvents::default());
+        let daily_stats = DailyStats::new(db.clone()).start();
         let listener: Arc<dyn Fn(Vec<Change>) + Send + Sync> = Arc::new({
             let (campaign_watch, ai_watch) = (campaign_watch.clone(), ai_watch.clone());
             let live = live.clone();
             move |changes: Vec<Change>| {
+                let counted = Counted::of(&changes);
+                if !counted.counts.is_empty() {
+                    daily_stats.do_send(counted);
+                }
                 let mut of_campaigns = Vec::new();
                 let mut received = Vec::new();
                 live.publish(

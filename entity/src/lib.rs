@@ -11,6 +11,7 @@ pub mod campaign_recipients;
 pub mod campaigns;
 pub mod contact_tags;
 pub mod contacts;
+pub mod daily_stats;
 pub mod idempotency_keys;
 pub mod message_events;
 pub mod messages;

@@ -3,6 +3,7 @@
 
 pub mod ai;
 pub mod campaign;
+pub mod daily_stats;
 pub mod device_link;
 pub mod live_events;
 pub mod phone;

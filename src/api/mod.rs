@@ -18,6 +18,7 @@ pub mod phone_ws;
 pub mod phones;
 pub mod routes;
 pub mod schemas;
+pub mod stats;
 pub mod test_mode;
 pub mod webhooks;
 pub mod workspace;
@@ -709,6 +710,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
     all.extend(events::documented_routes());
     all.extend(conversations::documented_routes());
     all.extend(campaign_preview::documented_routes());
+    all.extend(stats::documented_routes());
     all
 }
 

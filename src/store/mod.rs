@@ -14,6 +14,7 @@ pub mod phones;
 pub mod quotas;
 pub mod retention;
 mod sqlite_memory;
+pub mod stats;
 pub mod webhooks;
 pub mod workspaces;
 pub mod writer;
