@@ -399,6 +399,8 @@ async fn portal_scripts_call_only_documented_v1_routes(backend: Backend) {
         ("PUT", "/v1/ai/settings"),
         ("GET", "/v1/workspace"),
         ("PATCH", "/v1/workspace"),
+        ("GET", "/v1/overview"),
+        ("GET", "/v1/stats/daily"),
         ("GET", "/v1/conversations"),
         ("GET", "/v1/conversations/{}"),
         ("GET", "/v1/numbers/lookup"),

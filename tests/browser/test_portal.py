@@ -263,6 +263,23 @@ def test_reply_from_a_conversation(browser, server):
     assert [(m["from_number"], m["content"]) for m in sent] == [("+14155550100", "Friday 10 am works, see you then.")]
 
 
+def test_home_shows_todays_figures_and_a_7_day_chart(browser, server):
+    _, e164 = unique_number()
+    status, envelope = server.api("POST", "/v1/messages/send", server.test_key, {"from_number": "+14155550100", "to_number": e164, "content": "figures"})
+    assert status in (200, 201, 202), envelope
+    sign_in(browser, server, server.test_key, page="home")
+
+    def shown_and_held():
+        sent = int(browser.find_element(By.CSS_SELECTOR, '[data-figure="sent"]').text)
+        _, overview = server.api("GET", "/v1/overview", server.test_key)
+        return sent >= 1 and sent == overview["data"]["today"]["sent"]
+
+    wait_for(shown_and_held, what="today's sent figure, as the API counts it")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#chart svg rect")) == 7 * 4
+    labels = browser.find_elements(By.CSS_SELECTOR, "#chart svg text.middle")
+    assert len(labels) == 7
+
+
 def test_every_page_fits_390_px_and_logs_no_error(browser, server):
     sign_in(browser, server, server.test_key)
     # A 390 px wide window (not a zoomable mobile viewport, which would widen to fit the page).

@@ -313,6 +313,57 @@
     return el;
   };
 
+  async function loadHome() {
+    const [overview, daily] = await Promise.all([
+      api('GET', '/v1/overview'),
+      api('GET', '/v1/stats/daily', { query: { days: 7 } }),
+    ]);
+    if (!overview.ok) return showError('home', overview.envelope);
+    if (!daily.ok) return showError('home', daily.envelope);
+    clearError('home');
+    const o = overview.envelope.data;
+    const today = o.today || {};
+    for (const name of ['sent', 'delivered', 'failed', 'received']) {
+      document.querySelector(`[data-figure="${name}"]`).textContent = String(today[name] || 0);
+    }
+    const phones = o.phones || {};
+    document.querySelector('[data-figure="phones"]').textContent = `${phones.online || 0} of ${phones.total || 0}`;
+    document.querySelector('[data-figure="campaigns"]').textContent = String(o.campaigns_running || 0);
+    document.querySelector('[data-figure="webhooks"]').textContent = String(o.webhook_endpoints_failing || 0);
+    drawChart(daily.envelope.data.days || []);
+  }
+
+  // Grouped bars per day (sent, delivered, failed, received), drawn as inline SVG.
+  function drawChart(days) {
+    const kinds = ['sent', 'delivered', 'failed', 'received'];
+    const width = 700;
+    const height = 220;
+    const top = 16;
+    const bottom = 28;
+    const left = 36;
+    const max = Math.max(1, ...days.flatMap((d) => kinds.map((k) => d[k] || 0)));
+    const slot = (width - left) / Math.max(days.length, 1);
+    const bar = Math.max(2, (slot - 12) / kinds.length);
+    const scale = (height - top - bottom) / max;
+    const chart = svg('svg', { viewBox: `0 0 ${width} ${height}`, class: 'bars', 'aria-hidden': 'true' });
+    chart.append(svg('line', { x1: left, x2: width, y1: height - bottom, y2: height - bottom, class: 'axis' }));
+    chart.append(svg('text', { x: left - 6, y: top + 4, class: 'label end' }, document.createTextNode(String(max))));
+    chart.append(svg('text', { x: left - 6, y: height - bottom, class: 'label end' }, document.createTextNode('0')));
+    days.forEach((day, i) => {
+      const x0 = left + i * slot + 6;
+      kinds.forEach((kind, j) => {
+        const n = day[kind] || 0;
+        const barHeight = n * scale;
+        const rect = svg('rect', { x: x0 + j * bar, y: height - bottom - barHeight, width: bar - 1, height: barHeight, class: kind });
+        rect.append(svg('title', {}, document.createTextNode(`${day.date}: ${n} ${kind}`)));
+        chart.append(rect);
+      });
+      const label = new Date(`${day.date}T00:00:00Z`).toLocaleDateString(undefined, { weekday: 'short', timeZone: 'UTC' });
+      chart.append(svg('text', { x: x0 + (bar * kinds.length) / 2, y: height - 8, class: 'label middle' }, document.createTextNode(label)));
+    });
+    $('#chart').replaceChildren(chart);
+  }
+
   guard($('#workspace-form'), 'workspace-form', async (form) => {
     const body = {
       name: value(form, 'name'),
@@ -1740,7 +1791,7 @@
   // ---- start ---------------------------------------------------------------------------------
 
   const LOADERS = {
-    home: () => {},
+    home: loadHome,
     conversations: () => conversations.reset(),
     send: loadPhoneChoices,
     campaigns: () => {
@@ -1760,6 +1811,7 @@
   // What the open section reads again on each tick (lists keep their filter, open timelines
   // and edits; phones are polled only while the event stream is down).
   const REFRESHERS = {
+    home: loadHome,
     conversations: async () => {
       await conversations.refresh();
       // Not while the owner types in a draft of the thread (its text and focus would go).
