@@ -305,6 +305,7 @@ pub fn render_docs(doc: &Value) -> String {
     let mut html = String::from(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <link rel=\"icon\" href=\"/portal/favicon.svg\" type=\"image/svg+xml\">\
          <title>smsgw API reference</title><style>",
     );
     html.push_str(DOCS_STYLE);

@@ -42,14 +42,21 @@ impl DocumentedRoute {
     /// `#[utoipa::path]`), served by `route` (`|| web::to(handler)`).
     pub fn of<P>(route: fn() -> Route) -> DocumentedRoute
     where
-        P: utoipa::Path + utoipa::__dev::SchemaReferences,
+        P: utoipa::Path + utoipa::__dev::SchemaReferences + utoipa::__dev::Tags<'static>,
     {
         let mut schemas = Vec::new();
         P::schemas(&mut schemas);
+        // `#[utoipa::path(tag = …)]` reaches the document through the `Tags` trait, not the
+        // operation: put it there, so /docs groups the operations by their tag.
+        let mut operation = P::operation();
+        let tags: Vec<String> = P::tags().into_iter().map(str::to_string).collect();
+        if operation.tags.is_none() && !tags.is_empty() {
+            operation.tags = Some(tags);
+        }
         DocumentedRoute {
             methods: P::methods(),
             path: P::path(),
-            operation: P::operation(),
+            operation,
             schemas,
             public: false,
             errors: Vec::new(),

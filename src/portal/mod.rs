@@ -47,6 +47,14 @@ const ASSETS: &[Asset] = &[
         content_type: "text/html; charset=utf-8",
         body: include_bytes!("assets/index.html"),
     },
+    // qrcode-generator 2.0.4 by Kazuhiko Arase (MIT; npm package `qrcode-generator`, its
+    // `dist/qrcode.js` unchanged; licence in `assets/vendor/LICENSE`): draws the pairing QR code
+    // in the browser.
+    Asset {
+        path: "/portal/vendor/qrcode.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("assets/vendor/qrcode.js"),
+    },
     Asset {
         path: "/portal/api.js",
         content_type: "text/javascript; charset=utf-8",

@@ -1379,6 +1379,32 @@ async fn docs_page_is_self_contained(backend: Backend) {
     assert!(content_type.starts_with("text/html"), "{content_type}");
     let html = String::from_utf8(response.body().await.unwrap().to_vec()).unwrap();
     assert!(html.starts_with("<!doctype html>"));
+    // Its icon is one the binary serves (no request for a missing /favicon.ico).
+    assert!(
+        html.contains(r#"<link rel="icon" href="/portal/favicon.svg""#),
+        "no favicon link"
+    );
+    // Operations are filed under the tag their handler names, not all under one.
+    let mut tags = BTreeSet::new();
+    for (method, path) in operations(&doc) {
+        let tag = doc["paths"][&path][&method]["tags"][0].as_str();
+        let tag = tag.unwrap_or_else(|| panic!("{method} {path} has no tag"));
+        tags.insert(tag.to_string());
+    }
+    for tag in [
+        "messages",
+        "phones",
+        "contacts",
+        "campaigns",
+        "webhooks",
+        "ai",
+    ] {
+        assert!(tags.contains(tag), "no operation tagged {tag}: {tags:?}");
+        assert!(
+            html.contains(&format!("<h2>{tag}</h2>")),
+            "no /docs section {tag}"
+        );
+    }
     for (method, path) in operations(&doc) {
         let id = doc["paths"][&path][&method]["operationId"]
             .as_str()
