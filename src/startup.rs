@@ -82,9 +82,12 @@ fn sqlite_file(database_url: &str) -> Option<&str> {
         .filter(|path| !path.is_empty() && !path.starts_with(":memory:"))
 }
 
-/// The exclusive lock a node holds on its SQLite database file for its whole life: an OS file
-/// lock (`flock`), released by the kernel when the process ends however it ends, so a kill -9
-/// leaves nothing behind. SQLite's own locks are `fcntl` locks, independent of this one.
+/// The exclusive lock a node holds for its whole life on `<SQLite database file>.lock`: an OS
+/// file lock (`flock`), released by the kernel when the process ends however it ends, so a
+/// kill -9 leaves nothing behind. A file of its own, never the database file: closing any
+/// descriptor of the database file drops every POSIX (`fcntl`) lock this process holds on it,
+/// SQLite's included, which can corrupt the database (sqlite.org, "How To Corrupt An SQLite
+/// Database File", 2.2).
 pub struct SingleNodeLock {
     _file: std::fs::File,
 }
@@ -97,14 +100,15 @@ impl SingleNodeLock {
         let Some(path) = sqlite_file(database_url) else {
             return Ok(None);
         };
+        let lock_path = format!("{path}.lock");
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(path)
+            .open(&lock_path)
             .map_err(|e| {
-                StartupError::Store(StoreError::Busy(format!("cannot open {path}: {e}")))
+                StartupError::Store(StoreError::Busy(format!("cannot open {lock_path}: {e}")))
             })?;
         let deadline = tokio::time::Instant::now() + SINGLE_NODE_LOCK_WAIT;
         loop {
@@ -120,7 +124,7 @@ impl SingleNodeLock {
                 }
                 Err(std::fs::TryLockError::Error(e)) => {
                     return Err(StartupError::Store(StoreError::Busy(format!(
-                        "cannot lock {path}: {e}"
+                        "cannot lock {lock_path}: {e}"
                     ))));
                 }
             }
