@@ -13,6 +13,7 @@ mod m20261125_000008_add_key_generation;
 mod m20261125_000009_create_queued_index;
 mod m20261125_000200_add_workspace_default_country;
 mod m20261125_000201_create_idempotency_keys;
+mod m20261125_000210_create_cluster_tables;
 
 /// Every migration of the schema, oldest first.
 pub struct Migrator;
@@ -32,6 +33,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000009_create_queued_index::Migration),
             Box::new(m20261125_000200_add_workspace_default_country::Migration),
             Box::new(m20261125_000201_create_idempotency_keys::Migration),
+            Box::new(m20261125_000210_create_cluster_tables::Migration),
         ]
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod ai;
 pub mod campaign;
+pub mod cluster;
 pub mod device_link;
 pub mod live_events;
 pub mod phone;
@@ -31,4 +32,7 @@ pub struct Deps {
     pub webhooks: webhook_endpoint::WebhookDeps,
     /// The portal's live event streams (`GET /v1/events/stream`).
     pub live: Arc<live_events::LiveEvents>,
+    /// This node in a cluster (PostgreSQL); None for a single node on SQLite, which does no
+    /// cluster work at all.
+    pub cluster: Option<cluster::Cluster>,
 }

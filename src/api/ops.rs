@@ -27,12 +27,15 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let answered = tokio::time::timeout(READY_TIMEOUT, crate::store::ping(&state.db))
         .await
         .unwrap_or(false);
-    if answered {
-        Ok(success(
-            StatusCode::OK,
-            "ready",
-            Readiness { database: "ok" },
-        ))
+    // In a cluster the node is ready only while its leases are renewed in time.
+    let leases = state.cluster.as_ref().map(|c| c.healthy());
+    if answered && leases != Some(false) {
+        let data = Readiness {
+            database: "ok",
+            node: state.cluster.as_ref().map(|c| c.node()),
+            leases: state.cluster.as_ref().map(|_| "ok"),
+        };
+        Ok(success(StatusCode::OK, "ready", data))
     } else {
         Err(ApiError::NotReady)
     }

@@ -67,6 +67,12 @@ envelope_of!(
 pub struct Readiness {
     /// `ok` when the database answered.
     pub database: &'static str,
+    /// In a cluster: this node's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<Uuid>,
+    /// In a cluster: `ok` while the node's leases are renewed in time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leases: Option<&'static str>,
 }
 envelope_of!(ReadinessEnvelope, Readiness, "`GET /ready`.");
 

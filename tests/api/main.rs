@@ -9,6 +9,7 @@ mod ai;
 mod api_keys;
 mod auth;
 mod campaigns;
+mod cluster;
 mod contacts;
 mod hardening;
 mod inbound;
