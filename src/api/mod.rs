@@ -20,6 +20,7 @@ pub mod phones;
 pub mod routes;
 pub mod schemas;
 pub mod test_mode;
+pub mod thirdparty;
 pub mod webhooks;
 pub mod workspace;
 
@@ -469,7 +470,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for OptionalJsonBody<T> {
 
 /// Reads a request body for JSON parsing with the envelope's errors: 413 over 2 MiB (declared
 /// or read), and a multipart body refused unread.
-fn read_body(
+pub(crate) fn read_body(
     req: &HttpRequest,
     payload: &mut Payload,
 ) -> LocalBoxFuture<'static, Result<web::BytesMut, ApiError>> {
@@ -701,7 +702,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     )
     .configure(ops::routes)
     .configure(openapi::routes)
-    .configure(mobile::routes);
+    .configure(mobile::routes)
+    .configure(thirdparty::routes);
 }
 
 /// Runs CPU-heavy request work (parsing or rendering thousands of items) on actix's blocking

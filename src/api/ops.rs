@@ -30,12 +30,12 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     // In a cluster the node is ready only while its leases are renewed in time.
     let leases = state.cluster.as_ref().map(|c| c.healthy());
     if answered && leases != Some(false) {
-        let data = Readiness {
+        let readiness = Readiness {
             database: "ok",
-            node: state.cluster.as_ref().map(|c| c.node()),
+            node: state.cluster.as_ref().map(|c| c.node().to_string()),
             leases: state.cluster.as_ref().map(|_| "ok"),
         };
-        Ok(success(StatusCode::OK, "ready", data))
+        Ok(success(StatusCode::OK, "ready", readiness))
     } else {
         Err(ApiError::NotReady)
     }

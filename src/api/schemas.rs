@@ -67,9 +67,9 @@ envelope_of!(
 pub struct Readiness {
     /// `ok` when the database answered.
     pub database: &'static str,
-    /// In a cluster: this node's id.
+    /// In a cluster (PostgreSQL): this node's id.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<Uuid>,
+    pub node: Option<String>,
     /// In a cluster: `ok` while the node's leases are renewed in time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leases: Option<&'static str>,

@@ -22,7 +22,7 @@ use crate::clock::format_ms;
 use crate::domain::quota::Quota;
 use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
-use crate::domain::webhook_event::{EventKind, is_event_kind};
+use crate::domain::webhook_event::{EventKind, SmsGateEvent, WebhookFormat, is_event_kind};
 use crate::error::{ApiError, success};
 use crate::store::idempotency::Operation;
 use crate::store::messages::Position;
@@ -108,6 +108,10 @@ pub struct WebhookOut<'a> {
     #[schema(value_type = Vec<String>)]
     pub phone_numbers: &'a [String],
     pub enabled: bool,
+    /// The body format: `smsgw`, or `smsgate` for endpoints created through the client API
+    /// compatible with the SMSGate clients (their `events` are SMSGate names, docs/compat.md).
+    #[schema(example = "smsgw")]
+    pub format: &'static str,
     pub test_mode: bool,
     #[schema(format = DateTime)]
     pub created_at: String,
@@ -216,6 +220,7 @@ pub fn endpoint_out(e: &EndpointRecord) -> WebhookOut<'_> {
         events: &e.events,
         phone_numbers: &e.phone_numbers,
         enabled: e.enabled,
+        format: e.format.as_str(),
         test_mode: e.mode.is_test(),
         created_at: format_ms(e.created_at),
         updated_at: format_ms(e.updated_at),
@@ -262,33 +267,42 @@ pub fn attempt_out(a: &AttemptRow) -> DeliveryAttemptOut<'_> {
 /// The static URL rules, then the DNS check (every address public) unless insecure targets
 /// are allowed. No request is made to the target.
 async fn parse_url(api: &WebhookApi, state: &AppState, url: &str) -> Result<String, ApiError> {
+    check_url(api, state, url)
+        .await
+        .map_err(|message| ApiError::validation("url", message))
+}
+
+/// [`parse_url`]'s rules with the refusal as plain text (the client API answers it as its own
+/// 400, docs/compat.md, Webhooks).
+pub(crate) async fn check_url(
+    api: &WebhookApi,
+    state: &AppState,
+    url: &str,
+) -> Result<String, String> {
     let url = url.trim();
     if url.is_empty() {
-        return Err(ApiError::validation("url", "url must not be empty"));
+        return Err("url must not be empty".into());
     }
     if url.len() > MAX_URL_BYTES {
-        return Err(ApiError::validation(
-            "url",
-            "url must be at most 2048 bytes",
-        ));
+        return Err("url must be at most 2048 bytes".into());
     }
     let allow_insecure = state.settings.webhooks.allow_insecure_targets;
     webhook_target::check_target(url, allow_insecure, api.resolver.as_ref())
         .await
-        .map_err(|err| {
-            let message = match &err {
-                TargetError::Url(e) => format!("url is refused: {e}"),
-                TargetError::Unresolvable => "url host does not resolve".to_string(),
-                TargetError::Blocked(_) => {
-                    "url host resolves to a private, loopback or internal address".to_string()
-                }
-            };
-            ApiError::validation("url", message)
+        .map_err(|err| match &err {
+            TargetError::Url(e) => format!("url is refused: {e}"),
+            TargetError::Unresolvable => "url host does not resolve".to_string(),
+            TargetError::Blocked(_) => {
+                "url host resolves to a private, loopback or internal address".to_string()
+            }
         })?;
     Ok(url.to_string())
 }
 
-fn parse_events(events: Vec<String>) -> Result<Vec<String>, ApiError> {
+fn parse_events(events: Vec<String>, format: WebhookFormat) -> Result<Vec<String>, ApiError> {
+    if format == WebhookFormat::Smsgate {
+        return parse_smsgate_events(events);
+    }
     if events.is_empty() {
         return Err(ApiError::validation(
             "events",
@@ -303,6 +317,33 @@ fn parse_events(events: Vec<String>) -> Result<Vec<String>, ApiError> {
                 format!(
                     "unknown event kind {event:?}; known kinds: {}",
                     EventKind::list()
+                ),
+            ));
+        }
+        if !out.contains(&event) {
+            out.push(event);
+        }
+    }
+    Ok(out)
+}
+
+/// The events of an SMSGate-format endpoint changed through `/v1`: SMSGate names.
+fn parse_smsgate_events(events: Vec<String>) -> Result<Vec<String>, ApiError> {
+    let known = || SmsGateEvent::list();
+    if events.is_empty() {
+        return Err(ApiError::validation(
+            "events",
+            format!("events must list at least one of {}", known()),
+        ));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(events.len());
+    for (i, event) in events.into_iter().enumerate() {
+        if !WebhookFormat::Smsgate.accepts(&event) {
+            return Err(ApiError::validation(
+                format!("events[{i}]"),
+                format!(
+                    "unknown event {event:?} for an smsgate-format endpoint; known events: {}",
+                    known()
                 ),
             ));
         }
@@ -367,7 +408,7 @@ async fn create_endpoint(
 ) -> Result<(HttpResponse, Uuid), ApiError> {
     let url_text = required(body.url, "url")?;
     let events = required(body.events, "events")?;
-    let events = parse_events(events)?;
+    let events = parse_events(events, WebhookFormat::Smsgw)?;
     let phone_numbers = parse_phone_numbers(body.phone_numbers.unwrap_or_default())?;
     let url = parse_url(api, state, &url_text).await?;
     let id = Uuid::now_v7();
@@ -379,6 +420,9 @@ async fn create_endpoint(
         phone_numbers,
         enabled: body.enabled.unwrap_or(true),
         sealed_signing_key,
+        format: WebhookFormat::Smsgw,
+        external_id: None,
+        device_id: None,
     };
     let quota = state.settings.quotas.count(Quota::WebhookEndpoints);
     let now = state.clock.now_ms();
@@ -461,10 +505,13 @@ async fn update(
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, "webhook")?;
     // Unknown ids are 404 before any field is judged.
-    webhooks::get(&state.db, caller.scope(), id)
+    let current = webhooks::get(&state.db, caller.scope(), id)
         .await
         .map_err(missing("webhook"))?;
-    let events = body.events.map(parse_events).transpose()?;
+    let events = body
+        .events
+        .map(|events| parse_events(events, current.format))
+        .transpose()?;
     let phone_numbers = body.phone_numbers.map(parse_phone_numbers).transpose()?;
     let url = match body.url {
         Some(url) => Some(parse_url(&api, &state, &url).await?),
@@ -476,6 +523,7 @@ async fn update(
         phone_numbers,
         enabled: body.enabled,
         sealed_signing_key: None,
+        device_id: None,
     };
     let endpoint = webhooks::update(&state.db, caller.scope(), id, changes, state.clock.now_ms())
         .await
@@ -536,6 +584,15 @@ async fn rotate_key(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, "webhook")?;
+    let current = webhooks::get(&state.db, caller.scope(), id)
+        .await
+        .map_err(missing("webhook"))?;
+    if current.format == WebhookFormat::Smsgate {
+        return Err(ApiError::validation(
+            "id",
+            "an smsgate-format endpoint is signed with the workspace's webhooks.signing_key; change it through the client API's settings (docs/compat.md, Settings)",
+        ));
+    }
     let (signing_key, sealed_signing_key) = new_signing_key(&api, id)?;
     let changes = EndpointChanges {
         sealed_signing_key: Some(sealed_signing_key),

@@ -4,6 +4,7 @@ pub mod ai;
 pub mod app_protocol;
 pub mod campaign;
 pub mod change;
+pub mod client_settings;
 pub mod ids;
 pub mod keys;
 pub mod keywords;

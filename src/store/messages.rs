@@ -40,6 +40,28 @@ pub struct Message {
     pub failed_at: Option<i64>,
     pub failure_reason: Option<String>,
     pub send_attempts: u32,
+    /// Set on messages of the client API (docs/compat.md, Messages).
+    pub client: Option<ClientOptions>,
+}
+
+/// What a message sent through the SMSGate-compatible client API keeps of its request
+/// (docs/compat.md, Messages): the client's message id, shared by one message per recipient,
+/// and the options an SMSGate-app phone is handed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientOptions {
+    pub group_id: String,
+    /// SIM slot, 1 to 3; `None` lets the phone choose.
+    pub sim_number: Option<u8>,
+    /// The SMSGate priority, -128 to 127.
+    pub priority: i8,
+    pub with_delivery_report: bool,
+}
+
+impl Message {
+    /// The client API's message id, for messages created through it.
+    pub fn group_id(&self) -> Option<&str> {
+        self.client.as_ref().map(|c| c.group_id.as_str())
+    }
 }
 
 impl From<messages::Model> for Message {
@@ -69,6 +91,15 @@ impl From<messages::Model> for Message {
             failed_at: m.failed_at,
             failure_reason: m.failure_reason,
             send_attempts: u32::try_from(m.send_attempts).unwrap_or(0),
+            client: m.group_id.map(|group_id| ClientOptions {
+                group_id,
+                sim_number: m.sim_number.and_then(|n| u8::try_from(n).ok()),
+                priority: m
+                    .sms_priority
+                    .and_then(|p| i8::try_from(p).ok())
+                    .unwrap_or(0),
+                with_delivery_report: m.with_delivery_report,
+            }),
         }
     }
 }
@@ -167,7 +198,7 @@ pub struct Scope {
 }
 
 impl Scope {
-    fn condition(self) -> Condition {
+    pub(crate) fn condition(self) -> Condition {
         Condition::all()
             .add(messages::Column::WorkspaceId.eq(self.workspace_id))
             .add(messages::Column::TestMode.eq(self.mode.is_test()))

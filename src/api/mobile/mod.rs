@@ -340,10 +340,14 @@ async fn fetch(
                 text: handout.content,
             },
             phone_numbers: [handout.to],
-            sim_number: None,
-            with_delivery_report: true,
+            // The client API's options (docs/compat.md, Messages); `/v1` messages have none.
+            sim_number: message.client.as_ref().and_then(|c| c.sim_number),
+            with_delivery_report: message
+                .client
+                .as_ref()
+                .is_none_or(|c| c.with_delivery_report),
             is_encrypted: false,
-            priority: 0,
+            priority: message.client.as_ref().map_or(0, |c| c.priority),
             valid_until: format_ms(message.expires_at),
             created_at: format_ms(message.created_at),
             state: AppMessageState::Pending.as_str(),
