@@ -36,7 +36,7 @@ struct Node {
 impl Node {
     /// Starts a node on `database` and waits (30 s) for its address.
     fn start(database: &str) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_smsgw"))
+        let child = Command::new(env!("CARGO_BIN_EXE_smsgw"))
             .arg("serve")
             .env("SMSGW_DATABASE__URL", database)
             .env("SMSGW_SERVER__BIND", "127.0.0.1:0")
@@ -59,7 +59,13 @@ impl Node {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("the smsgw binary starts");
-        let stdout = child.stdout.take().expect("stdout piped");
+        // From here on the process is killed and reaped when `node` drops, even on a panic.
+        let mut node = Node {
+            address: String::new(),
+            live_key: None,
+            child,
+        };
+        let stdout = node.child.stdout.take().expect("stdout piped");
         let (tx, rx) = std::sync::mpsc::channel::<String>();
         // The thread keeps draining stdout so the node never blocks on a full pipe.
         std::thread::spawn(move || {
@@ -69,22 +75,18 @@ impl Node {
             }
         });
         let deadline = Instant::now() + Duration::from_secs(30);
-        let mut live_key = None;
-        loop {
+        while node.address.is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = rx
                 .recv_timeout(left)
                 .expect("the node prints `listening on` within 30 s");
             if let Some(key) = line.strip_prefix("live key: ") {
-                live_key = Some(key.trim().to_string());
+                node.live_key = Some(key.trim().to_string());
             } else if let Some(address) = line.strip_prefix("listening on ") {
-                return Node {
-                    address: address.trim().to_string(),
-                    live_key,
-                    child,
-                };
+                node.address = address.trim().to_string();
             }
         }
+        node
     }
 
     fn ws_url(&self) -> String {
