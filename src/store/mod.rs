@@ -5,6 +5,7 @@
 
 pub mod ai;
 pub mod campaigns;
+pub mod cluster;
 pub mod contacts;
 pub mod messages;
 mod paging;

@@ -9,6 +9,7 @@ mod ai;
 mod api_keys;
 mod auth;
 mod campaigns;
+mod cluster;
 mod cluster_failover;
 mod contacts;
 mod hardening;

@@ -1,0 +1,323 @@
+//! Cluster coordination on PostgreSQL (docs/architecture.md, "Cluster"): the node registry
+//! (`cluster_nodes`), the leases with fencing numbers (`leases`) and the notification carrier
+//! (`LISTEN`/`NOTIFY` on [`CHANNEL`]).
+//!
+//! Every time here is the database's clock (`clock_timestamp()`), so nodes whose clocks
+//! disagree still agree on when a lease expires. The statements are PostgreSQL's: a single
+//! node on SQLite never calls them.
+
+use std::time::Duration;
+
+use sea_orm::{ConnectionTrait, DbBackend, Statement, Value};
+use uuid::Uuid;
+
+use super::StoreError;
+
+/// The notification channel every node listens on.
+pub const CHANNEL: &str = "smsgw_cluster";
+
+/// Now on the database's clock, in milliseconds since the Unix epoch.
+const NOW_MS: &str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
+
+/// What a lease gives ownership of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "snake_case")]
+pub enum LeaseKind {
+    /// A phone's actor (its queue and pace); key: the phone id.
+    Phone,
+    /// A campaign's actor; key: the campaign id.
+    Campaign,
+    /// A webhook endpoint's delivery actor; key: the endpoint id.
+    WebhookEndpoint,
+    /// A periodic sweep; key: [`Sweep`]'s name.
+    Sweep,
+}
+
+impl LeaseKind {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// The periodic sweeps one node at a time runs (keys of [`LeaseKind::Sweep`] leases).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum Sweep {
+    /// Queued messages past `expires_at`.
+    Expiry,
+    /// Content removal and record deletion.
+    Retention,
+    /// Held messages whose `scheduled_for` came.
+    Scheduled,
+}
+
+impl Sweep {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// A lease a node holds: the thing, and the fencing number of this ownership. A write that
+/// acts on the ownership carries it ([`holds`]) and is refused once the lease moved on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Lease {
+    pub kind: LeaseKind,
+    pub key: String,
+    pub node: Uuid,
+    pub fence: i64,
+}
+
+/// A registered node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub id: Uuid,
+    pub address: String,
+    pub started_at: i64,
+    pub heartbeat_at: i64,
+    pub stopping: bool,
+}
+
+fn statement(sql: &str, values: Vec<Value>) -> Statement {
+    Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
+}
+
+fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Registers the node `id` reachable at `address` (a fresh id at every start).
+pub async fn register_node<C: ConnectionTrait>(
+    db: &C,
+    id: Uuid,
+    address: &str,
+) -> Result<(), StoreError> {
+    let sql = format!(
+        "INSERT INTO cluster_nodes (id, address, started_at, heartbeat_at, stopping) \
+         VALUES ($1, $2, {NOW_MS}, {NOW_MS}, FALSE)"
+    );
+    db.execute_raw(statement(&sql, vec![id.into(), address.into()]))
+        .await?;
+    Ok(())
+}
+
+/// One heartbeat of `node`: stamps its row and renews, in the same statement, every lease it
+/// still holds (unexpired) for `ttl`. Answers the leases renewed: one the node believes it
+/// holds and that is missing here was lost (expired, or taken), and the node stops acting on it.
+pub async fn heartbeat<C: ConnectionTrait>(
+    db: &C,
+    node: Uuid,
+    ttl: Duration,
+) -> Result<Vec<Lease>, StoreError> {
+    let sql = format!(
+        "WITH beat AS (UPDATE cluster_nodes SET heartbeat_at = {NOW_MS} WHERE id = $1) \
+         UPDATE leases SET expires_at = {NOW_MS} + $2 \
+         WHERE node_id = $1 AND expires_at > {NOW_MS} \
+         RETURNING kind, key, fence"
+    );
+    let rows = db
+        .query_all_raw(statement(&sql, vec![node.into(), ttl_ms(ttl).into()]))
+        .await?;
+    let mut leases = Vec::with_capacity(rows.len());
+    for row in rows {
+        let kind: String = row.try_get("", "kind")?;
+        let Ok(kind) = kind.parse::<LeaseKind>() else {
+            continue;
+        };
+        leases.push(Lease {
+            kind,
+            key: row.try_get("", "key")?,
+            node,
+            fence: row.try_get("", "fence")?,
+        });
+    }
+    Ok(leases)
+}
+
+/// Takes the lease on (`kind`, `key`) for `node` until `ttl` from now, when it is free,
+/// expired or already `node`'s. A new ownership (first, after expiry, or taken from another
+/// node that let go) raises the fencing number; a node renewing its own keeps it. None: another
+/// node holds it.
+pub async fn acquire<C: ConnectionTrait>(
+    db: &C,
+    node: Uuid,
+    kind: LeaseKind,
+    key: &str,
+    ttl: Duration,
+) -> Result<Option<Lease>, StoreError> {
+    let sql = format!(
+        "INSERT INTO leases (kind, key, node_id, fence, expires_at) \
+         VALUES ($1, $2, $3, 1, {NOW_MS} + $4) \
+         ON CONFLICT (kind, key) DO UPDATE SET \
+           fence = CASE WHEN leases.node_id = EXCLUDED.node_id AND leases.expires_at > {NOW_MS} \
+                        THEN leases.fence ELSE leases.fence + 1 END, \
+           node_id = EXCLUDED.node_id, expires_at = EXCLUDED.expires_at \
+         WHERE leases.node_id = EXCLUDED.node_id OR leases.expires_at <= {NOW_MS} \
+         RETURNING fence"
+    );
+    let row = db
+        .query_one_raw(statement(
+            &sql,
+            vec![
+                kind.as_str().into(),
+                key.into(),
+                node.into(),
+                ttl_ms(ttl).into(),
+            ],
+        ))
+        .await?;
+    match row {
+        Some(row) => Ok(Some(Lease {
+            kind,
+            key: key.to_string(),
+            node,
+            fence: row.try_get("", "fence")?,
+        })),
+        None => Ok(None),
+    }
+}
+
+/// Lets go of `lease` at once (it expires now; the row stays, so the next owner's fencing
+/// number is higher). A no-op when the lease already moved on.
+pub async fn release<C: ConnectionTrait>(db: &C, lease: &Lease) -> Result<(), StoreError> {
+    db.execute_raw(statement(
+        "UPDATE leases SET expires_at = 0 \
+         WHERE kind = $1 AND key = $2 AND node_id = $3 AND fence = $4",
+        vec![
+            lease.kind.as_str().into(),
+            lease.key.as_str().into(),
+            lease.node.into(),
+            lease.fence.into(),
+        ],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// A graceful stop's hand-back: marks `node` stopping and lets go of all its leases at once,
+/// in one transaction, so other nodes take them over without waiting for expiry.
+pub async fn hand_back<C: ConnectionTrait>(db: &C, node: Uuid) -> Result<u64, StoreError> {
+    let result = db
+        .execute_raw(statement(
+            "WITH stop AS (UPDATE cluster_nodes SET stopping = TRUE WHERE id = $1) \
+             UPDATE leases SET expires_at = 0 WHERE node_id = $1",
+            vec![node.into()],
+        ))
+        .await?;
+    Ok(result.rows_affected())
+}
+
+/// Whether `lease` is still held as given (same node, same fencing number, unexpired). Inside
+/// a transaction it also locks the lease row (`FOR SHARE`) until the transaction ends, so it
+/// cannot be taken over while the fenced write commits: call it in the transaction of the
+/// write that acts on the ownership, and write nothing when it answers false.
+pub async fn holds<C: ConnectionTrait>(db: &C, lease: &Lease) -> Result<bool, StoreError> {
+    let sql = format!(
+        "SELECT 1 AS held FROM leases \
+         WHERE kind = $1 AND key = $2 AND node_id = $3 AND fence = $4 AND expires_at > {NOW_MS} \
+         FOR SHARE"
+    );
+    let row = db
+        .query_one_raw(statement(
+            &sql,
+            vec![
+                lease.kind.as_str().into(),
+                lease.key.as_str().into(),
+                lease.node.into(),
+                lease.fence.into(),
+            ],
+        ))
+        .await?;
+    Ok(row.is_some())
+}
+
+/// The live holder of (`kind`, `key`), if any.
+pub async fn holder<C: ConnectionTrait>(
+    db: &C,
+    kind: LeaseKind,
+    key: &str,
+) -> Result<Option<Lease>, StoreError> {
+    let sql = format!(
+        "SELECT node_id, fence FROM leases \
+         WHERE kind = $1 AND key = $2 AND expires_at > {NOW_MS}"
+    );
+    let row = db
+        .query_one_raw(statement(&sql, vec![kind.as_str().into(), key.into()]))
+        .await?;
+    match row {
+        Some(row) => Ok(Some(Lease {
+            kind,
+            key: key.to_string(),
+            node: row.try_get("", "node_id")?,
+            fence: row.try_get("", "fence")?,
+        })),
+        None => Ok(None),
+    }
+}
+
+/// Every live lease of `kind` (for phones: the phones online somewhere in the cluster).
+pub async fn live<C: ConnectionTrait>(db: &C, kind: LeaseKind) -> Result<Vec<Lease>, StoreError> {
+    let sql =
+        format!("SELECT key, node_id, fence FROM leases WHERE kind = $1 AND expires_at > {NOW_MS}");
+    let rows = db
+        .query_all_raw(statement(&sql, vec![kind.as_str().into()]))
+        .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(Lease {
+                kind,
+                key: row.try_get("", "key")?,
+                node: row.try_get("", "node_id")?,
+                fence: row.try_get("", "fence")?,
+            })
+        })
+        .collect()
+}
+
+/// The nodes that heartbeat within `within` and are not stopping, oldest first.
+pub async fn live_nodes<C: ConnectionTrait>(
+    db: &C,
+    within: Duration,
+) -> Result<Vec<Node>, StoreError> {
+    let sql = format!(
+        "SELECT id, address, started_at, heartbeat_at, stopping FROM cluster_nodes \
+         WHERE heartbeat_at > {NOW_MS} - $1 AND NOT stopping ORDER BY started_at, id"
+    );
+    let rows = db
+        .query_all_raw(statement(&sql, vec![ttl_ms(within).into()]))
+        .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(Node {
+                id: row.try_get("", "id")?,
+                address: row.try_get("", "address")?,
+                started_at: row.try_get("", "started_at")?,
+                heartbeat_at: row.try_get("", "heartbeat_at")?,
+                stopping: row.try_get("", "stopping")?,
+            })
+        })
+        .collect()
+}
+
+/// Removes the rows of nodes silent for longer than `after` (and their expired leases' node
+/// ids stay in `leases` until taken: only the row in `cluster_nodes` goes).
+pub async fn forget_silent_nodes<C: ConnectionTrait>(
+    db: &C,
+    after: Duration,
+) -> Result<u64, StoreError> {
+    let sql = format!("DELETE FROM cluster_nodes WHERE heartbeat_at < {NOW_MS} - $1");
+    let result = db
+        .execute_raw(statement(&sql, vec![ttl_ms(after).into()]))
+        .await?;
+    Ok(result.rows_affected())
+}
+
+/// Sends `payload` (small JSON) to every node listening on [`CHANNEL`], the sender included.
+/// Inside a transaction it is delivered at commit, and not at all on rollback.
+pub async fn notify<C: ConnectionTrait>(db: &C, payload: &str) -> Result<(), StoreError> {
+    db.execute_raw(statement(
+        "SELECT pg_notify($1, $2)",
+        vec![CHANNEL.into(), payload.into()],
+    ))
+    .await?;
+    Ok(())
+}
