@@ -42,6 +42,7 @@ impl Node {
             .env("SMSGW_SERVER__BIND", "127.0.0.1:0")
             .env("SMSGW_SECRETS__KEY", POSTGRES_SECRETS_KEY)
             .env("SMSGW_LIMITS__API_PER_SECOND", "0")
+            .env("SMSGW_LIMITS__NEW_WORKSPACE_MESSAGES", "1000000")
             .env("SMSGW_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true")
             .env(
                 "SMSGW_WEBHOOKS__RETRY_SCHEDULE",
