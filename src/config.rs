@@ -33,6 +33,33 @@ pub struct Settings {
     pub ai: AiSettings,
     pub log: LogSettings,
     pub secrets: SecretsSettings,
+    pub cluster: ClusterSettings,
+}
+
+/// Several nodes on one PostgreSQL database (docs/architecture.md, "Cluster"). Ignored on
+/// SQLite, which runs a single node.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterSettings {
+    /// How often the node renews its leases and stamps its row.
+    #[serde(deserialize_with = "duration")]
+    pub heartbeat: Duration,
+    /// How long a lease lasts without renewal; another node takes it over after that.
+    #[serde(deserialize_with = "duration")]
+    pub lease_ttl: Duration,
+    /// The address other nodes and operators know this node by (default: the bound address).
+    #[serde(deserialize_with = "lenient_opt_string")]
+    pub advertise_address: Option<String>,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings {
+            heartbeat: Duration::from_secs(1),
+            lease_ttl: Duration::from_secs(5),
+            advertise_address: None,
+        }
+    }
 }
 
 /// The secrets key that seals webhook signing keys at rest (docs/api.md, "Secrets at rest").
@@ -372,6 +399,13 @@ impl Settings {
         if self.quotas.webhook_deliveries > 0 && self.quotas.webhook_delivery_window.is_zero() {
             return Err(ConfigError::Invalid(
                 "quotas.webhook_delivery_window must be longer than 0".into(),
+            ));
+        }
+        if self.cluster.heartbeat.is_zero()
+            || self.cluster.lease_ttl < self.cluster.heartbeat.saturating_mul(2)
+        {
+            return Err(ConfigError::Invalid(
+                "cluster.lease_ttl must be at least twice cluster.heartbeat (and the heartbeat longer than 0)".into(),
             ));
         }
         if !(self.database.url.starts_with("sqlite:") || self.database.url.starts_with("postgres"))

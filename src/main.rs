@@ -127,7 +127,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err}");
-            ExitCode::FAILURE
+            // Another node serves this SQLite file: a usage error, like a bad configuration.
+            match err.downcast_ref::<smsgw::startup::StartupError>() {
+                Some(smsgw::startup::StartupError::AlreadyServing(_)) => ExitCode::from(2),
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }

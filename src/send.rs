@@ -354,7 +354,7 @@ async fn route(
             device_id: found.as_ref().map(|r| r.device_id).or(device_id),
             pinned: device_id.is_some(),
             available: scope.mode == Mode::Test || found.is_some(),
-            phone: found.map(|r| r.phone),
+            phone: found.and_then(|r| r.phone),
         }),
         Err(RouteError::UnknownDevice) => Err(SendError::UnknownDevice),
         Err(RouteError::NumberMismatch) => Err(SendError::NumberMismatch),

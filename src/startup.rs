@@ -16,6 +16,7 @@ use secrecy::ExposeSecret;
 use crate::actors::Deps;
 use crate::actors::ai::{AiResponder, Received};
 use crate::actors::campaign::CampaignChanges;
+use crate::actors::cluster::Cluster;
 use crate::actors::registry::Registry;
 use crate::actors::retention::Retention;
 use crate::actors::webhook_endpoint::{DeliveryBudgets, WebhookDeps, WebhookFanout};
@@ -44,6 +45,11 @@ pub enum StartupError {
     Secrets(String),
     #[error("server.tls: {0}")]
     Tls(String),
+    /// Another process serves this SQLite database (it runs one node; several need PostgreSQL).
+    #[error(
+        "another smsgw node is already serving the SQLite database {0}; SQLite runs a single node (several nodes need PostgreSQL, docs/deploy.md)"
+    )]
+    AlreadyServing(String),
 }
 
 /// Where the secrets key comes from (docs/api.md, "Secrets at rest").
@@ -64,16 +70,69 @@ impl std::fmt::Display for SecretsKeySource {
     }
 }
 
+/// The database file of a SQLite URL (None for PostgreSQL and in-memory databases).
+fn sqlite_file(database_url: &str) -> Option<&str> {
+    database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| database_url.strip_prefix("sqlite:"))
+        .map(|rest| rest.split('?').next().unwrap_or_default())
+        .filter(|path| !path.is_empty() && !path.starts_with(":memory:"))
+}
+
+/// The exclusive lock a node holds on its SQLite database file for its whole life: an OS file
+/// lock (`flock`), released by the kernel when the process ends however it ends, so a kill -9
+/// leaves nothing behind. SQLite's own locks are `fcntl` locks, independent of this one.
+pub struct SingleNodeLock {
+    _file: std::fs::File,
+}
+
+impl SingleNodeLock {
+    /// Takes the lock of the SQLite database of `database_url` (None on PostgreSQL). A lock
+    /// another node holds is waited for up to [`SINGLE_NODE_LOCK_WAIT`] (a node of this
+    /// process restarting hands it over), then refused.
+    pub async fn take(database_url: &str) -> Result<Option<SingleNodeLock>, StartupError> {
+        let Some(path) = sqlite_file(database_url) else {
+            return Ok(None);
+        };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| {
+                StartupError::Store(StoreError::Busy(format!("cannot open {path}: {e}")))
+            })?;
+        let deadline = tokio::time::Instant::now() + SINGLE_NODE_LOCK_WAIT;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(Some(SingleNodeLock { _file: file })),
+                Err(std::fs::TryLockError::WouldBlock)
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(StartupError::AlreadyServing(path.to_string()));
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(StartupError::Store(StoreError::Busy(format!(
+                        "cannot lock {path}: {e}"
+                    ))));
+                }
+            }
+        }
+    }
+}
+
+/// How long a start waits for another node's lock on the SQLite file before refusing.
+const SINGLE_NODE_LOCK_WAIT: Duration = Duration::from_secs(2);
+
 /// The key file used when neither `secrets.key` nor `secrets.key_file` is set: beside the
 /// SQLite database file (`<db file>.key`), else `smsgw.secrets.key` in the working directory
 /// (PostgreSQL, or an in-memory SQLite database).
 pub fn default_key_file(database_url: &str) -> std::path::PathBuf {
-    let file = database_url
-        .strip_prefix("sqlite://")
-        .or_else(|| database_url.strip_prefix("sqlite:"))
-        .map(|rest| rest.split('?').next().unwrap_or_default())
-        .filter(|path| !path.is_empty() && !path.starts_with(":memory:"));
-    match file {
+    match sqlite_file(database_url) {
         Some(path) => std::path::PathBuf::from(format!("{path}.key")),
         None => std::path::PathBuf::from("smsgw.secrets.key"),
     }
@@ -184,6 +243,10 @@ pub struct Application {
     _retention: Addr<Retention>,
     /// Phone sessions still running; a stop waits for their close frames.
     sessions: Arc<crate::actors::phone_session::LiveSessions>,
+    /// This node in the cluster (PostgreSQL); None on SQLite.
+    pub cluster: Option<Cluster>,
+    /// The SQLite database file's lock, held for the node's life.
+    _single_node: Option<SingleNodeLock>,
     /// Registered in `build`, before the address is announced: a SIGTERM that arrives any time
     /// after that is handled gracefully (the default action would kill the process).
     signals: ShutdownSignals,
@@ -215,6 +278,7 @@ impl Application {
         install_crypto_provider();
         crate::domain::phone_number::warm_up();
         let settings = Arc::new(settings);
+        let single_node = SingleNodeLock::take(&settings.database.url).await?;
         let db = store::connect(&settings.database.url, settings.database.max_connections).await?;
         store::migrate(&db).await?;
         let (secrets, secrets_source) = load_secrets_key(&settings)?;
@@ -248,6 +312,40 @@ impl Application {
                 "webhooks.allow_insecure_targets is on: http:// and private targets are allowed (development only)"
             );
         }
+        let tcp =
+            TcpListener::bind(&settings.server.bind).map_err(|source| StartupError::Bind {
+                bind: settings.server.bind.clone(),
+                source,
+            })?;
+        let address = tcp.local_addr().map_err(|source| StartupError::Bind {
+            bind: settings.server.bind.clone(),
+            source,
+        })?;
+        // Every node on PostgreSQL joins the cluster; a single node on SQLite does no cluster
+        // work at all (docs/architecture.md, "Cluster").
+        let cluster = if store::is_sqlite(&db) {
+            None
+        } else {
+            let advertised = settings
+                .cluster
+                .advertise_address
+                .clone()
+                .unwrap_or_else(|| address.to_string());
+            Some(
+                Cluster::join(
+                    db.clone(),
+                    &settings.database.url,
+                    advertised,
+                    settings.cluster.clone(),
+                )
+                .await?,
+            )
+        };
+        crate::telemetry::set_node(
+            cluster
+                .as_ref()
+                .map_or_else(uuid::Uuid::new_v4, Cluster::node),
+        );
         crate::telemetry::metrics_handle();
         // The registry starts after the writer; the listener learns its address then.
         let campaign_watch: Arc<std::sync::OnceLock<Addr<Registry>>> = Arc::default();
@@ -307,6 +405,7 @@ impl Application {
             clock: clock.clone(),
             settings: settings.clone(),
             webhooks,
+            cluster: cluster.clone(),
         };
         let retention = actix::Supervisor::start({
             let deps = deps.clone();
@@ -326,22 +425,15 @@ impl Application {
             subscriptions,
             secrets,
         });
-        let state = web::Data::new(AppState::new(
+        let mut state = AppState::new(
             db.clone(),
             writer,
             registry.clone(),
             settings.clone(),
             clock,
-        ));
-        let tcp =
-            TcpListener::bind(&settings.server.bind).map_err(|source| StartupError::Bind {
-                bind: settings.server.bind.clone(),
-                source,
-            })?;
-        let address = tcp.local_addr().map_err(|source| StartupError::Bind {
-            bind: settings.server.bind.clone(),
-            source,
-        })?;
+        );
+        state.cluster = cluster.clone();
+        let state = web::Data::new(state);
         let sessions = state.sessions.clone();
         let tls = settings.server.tls.as_ref().map(load_tls).transpose()?;
         let server = http_server(tcp, address, &settings, tls, state, webhook_api)?;
@@ -354,6 +446,8 @@ impl Application {
             registry,
             _retention: retention,
             sessions,
+            cluster,
+            _single_node: single_node,
         })
     }
 
@@ -381,9 +475,14 @@ impl Application {
         let handle = self.server.handle();
         let registry = self.registry.clone();
         let sessions = self.sessions.clone();
+        let cluster = self.cluster.clone();
         actix_web::rt::spawn(async move {
             signals.recv().await;
             tracing::info!("shutdown requested: closing phone sessions and finishing requests");
+            if let Some(cluster) = &cluster {
+                // Other nodes take the phones, campaigns, endpoints and sweeps over at once.
+                cluster.hand_back().await;
+            }
             // No new connections from here on (phones told to go away would reconnect at once).
             handle.pause().await;
             let _ = registry.send(crate::actors::registry::Shutdown).await;

@@ -72,6 +72,17 @@ use crate::domain::status::QueueClass;
 
 static PROMETHEUS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
+/// The node id every series is labelled with (`node`), set once before the recorder is
+/// installed. The recorder is process-wide: in a process running several nodes (tests), the
+/// first node's id labels them all.
+static NODE: OnceLock<String> = OnceLock::new();
+
+/// Labels every series of this process with `node="<id>"` (docs/api.md, "Metrics"); only the
+/// first call before [`metrics_handle`] counts.
+pub fn set_node(id: uuid::Uuid) {
+    let _ = NODE.set(id.to_string());
+}
+
 /// Latency buckets of the request histogram, in seconds (0.5 ms to 10 s).
 const LATENCY_BUCKETS_SECONDS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -85,7 +96,11 @@ const BATCH_JOBS_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0
 pub fn metrics_handle() -> Option<PrometheusHandle> {
     PROMETHEUS
         .get_or_init(|| {
-            let handle = PrometheusBuilder::new()
+            let mut builder = PrometheusBuilder::new();
+            if let Some(node) = NODE.get() {
+                builder = builder.add_global_label("node", node);
+            }
+            let handle = builder
                 .set_buckets(LATENCY_BUCKETS_SECONDS)
                 .ok()?
                 .set_buckets_for_metric(

@@ -3,6 +3,7 @@
 
 pub mod ai;
 pub mod campaign;
+pub mod cluster;
 pub mod device_link;
 pub mod phone;
 pub mod phone_session;
@@ -28,4 +29,7 @@ pub struct Deps {
     pub clock: SharedClock,
     pub settings: Arc<Settings>,
     pub webhooks: webhook_endpoint::WebhookDeps,
+    /// This node in a cluster (PostgreSQL); None for a single node on SQLite, which does no
+    /// cluster work at all.
+    pub cluster: Option<cluster::Cluster>,
 }

@@ -68,6 +68,18 @@ fn millis(d: Duration) -> i64 {
 /// One sweep: content removal, then record deletion, each batch by batch until a batch comes
 /// back short.
 async fn sweep(deps: &Deps) -> Result<SweepCounts, StoreError> {
+    // In a cluster one node at a time sweeps: the holder of the `retention` sweep lease.
+    if let Some(cluster) = &deps.cluster
+        && cluster
+            .acquire(
+                crate::store::cluster::LeaseKind::Sweep,
+                crate::store::cluster::Sweep::Retention.as_str(),
+            )
+            .await
+            .is_none()
+    {
+        return Ok(SweepCounts::default());
+    }
     let settings = &deps.settings.retention;
     let mut counts = SweepCounts::default();
     loop {

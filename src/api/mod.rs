@@ -94,6 +94,8 @@ pub struct AppState {
     over_budget: std::sync::Mutex<HashMap<IpAddr, Instant>>,
     /// When `/metrics` last counted the stored messages by status.
     pub(crate) messages_counted_at: std::sync::Mutex<Option<Instant>>,
+    /// This node in the cluster (PostgreSQL); None on SQLite.
+    pub cluster: Option<crate::actors::cluster::Cluster>,
 }
 
 impl AppState {
@@ -138,6 +140,7 @@ impl AppState {
             failed_auth,
             over_budget: std::sync::Mutex::default(),
             messages_counted_at: std::sync::Mutex::new(None),
+            cluster: None,
         }
     }
 

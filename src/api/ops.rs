@@ -28,12 +28,15 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let answered = tokio::time::timeout(READY_TIMEOUT, crate::store::ping(&state.db))
         .await
         .unwrap_or(false);
-    if answered {
-        Ok(success(
-            StatusCode::OK,
-            "ready",
-            json!({ "database": "ok" }),
-        ))
+    // In a cluster the node is ready only while its leases are renewed in time.
+    let leases = state.cluster.as_ref().map(|c| c.healthy());
+    if answered && leases != Some(false) {
+        let mut data = json!({ "database": "ok" });
+        if let Some(cluster) = &state.cluster {
+            data["node"] = json!(cluster.node());
+            data["leases"] = json!("ok");
+        }
+        Ok(success(StatusCode::OK, "ready", data))
     } else {
         Err(ApiError::NotReady)
     }

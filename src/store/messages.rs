@@ -307,6 +307,50 @@ pub async fn unfinished_outbound(db: &DatabaseConnection) -> Result<Vec<Message>
         .collect())
 }
 
+/// The outbound messages of one phone still `queued` or `sending`, oldest first: what a node
+/// taking the phone over rebuilds its queue from (docs/architecture.md, "Cluster").
+pub async fn unfinished_of_phone(
+    db: &DatabaseConnection,
+    device: Uuid,
+) -> Result<Vec<Message>, StoreError> {
+    Ok(messages::Entity::find()
+        .filter(messages::Column::DeviceId.eq(device))
+        .filter(messages::Column::Status.is_in([
+            MessageStatus::Queued.as_str(),
+            MessageStatus::Sending.as_str(),
+        ]))
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
+        .order_by_asc(messages::Column::CreatedAt)
+        .order_by_asc(messages::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect())
+}
+
+/// Those of `ids` still `queued` on phone `device` (an enqueue notice from another node).
+pub async fn queued_of_phone(
+    db: &DatabaseConnection,
+    device: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Message>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(messages::Entity::find()
+        .filter(messages::Column::Id.is_in(super::id_list(ids)))
+        .filter(messages::Column::DeviceId.eq(device))
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
+        .order_by_asc(messages::Column::CreatedAt)
+        .order_by_asc(messages::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect())
+}
+
 /// The timeline detail of a hand-over to `device` (None: the test-mode simulated phone).
 pub fn handover_detail(device: Option<Uuid>) -> String {
     match device {

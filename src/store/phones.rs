@@ -123,6 +123,14 @@ pub async fn get(
         .ok_or(StoreError::NotFound)
 }
 
+/// The phone `id`, whatever its workspace (a change another node announced).
+pub async fn by_id(db: &DatabaseConnection, id: Uuid) -> Result<Option<PhoneRecord>, StoreError> {
+    Ok(phones::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .map(PhoneRecord::from))
+}
+
 /// Newest first by (created_at, id), after `after`.
 pub async fn list(
     db: &DatabaseConnection,

@@ -5,11 +5,17 @@
 
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use sea_orm::Database;
+use serde_json::{Value, json};
+use smsgw::domain::protocol::PhoneFrame;
 use smsgw::store::cluster::{self, LeaseKind};
 use uuid::Uuid;
 
-use crate::helpers::{Backend, fresh_database, postgres_enabled, run};
+use crate::helpers::{
+    Backend, RECIPIENT, SENDER, TestApp, fresh_database, postgres_enabled, run, run_cli, send_body,
+    spawn_app_with,
+};
 
 /// A migrated PostgreSQL database of its own.
 async fn migrated_postgres() -> (String, sea_orm::DatabaseConnection) {
@@ -102,5 +108,333 @@ fn leases_have_one_holder_and_fence_every_new_ownership() {
         );
         let nodes = cluster::live_nodes(&db, ttl).await.unwrap();
         assert_eq!(nodes.iter().map(|n| n.id).collect::<Vec<_>>(), vec![a]);
+    })
+}
+
+/// Two nodes on one fresh PostgreSQL database; the first creates the workspace.
+async fn two_nodes(configure: impl FnOnce(&mut smsgw::config::Settings)) -> (TestApp, TestApp) {
+    let a = spawn_app_with(Backend::Postgres, configure).await;
+    let b = a.spawn_peer().await;
+    (a, b)
+}
+
+/// The phone's lease holder, read from the database.
+async fn phone_holder(app: &TestApp, phone_id: &str) -> Option<Uuid> {
+    let db = Database::connect(&app.database_url).await.expect("connect");
+    cluster::holder(&db, LeaseKind::Phone, phone_id)
+        .await
+        .unwrap()
+        .map(|lease| lease.node)
+}
+
+/// Polls until `check` holds, or panics naming `what` after `within`.
+async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[test]
+fn a_send_on_one_node_reaches_a_phone_on_another() {
+    if !postgres_enabled() {
+        return;
+    }
+    run(async {
+        let (a, b) = two_nodes(|_| {}).await;
+        let (phone_id, token) = a.pair_phone(SENDER).await;
+        // A pace that never makes a send wait: the figure is the carrier's.
+        a.request(
+            "PATCH",
+            &format!("/v1/phones/{phone_id}"),
+            Some(&a.live_key),
+            Some(json!({ "pace": { "per_minute": 1000, "per_30_minutes": 10000 } })),
+        )
+        .await
+        .expect(200);
+        let mut phone = b.connect_phone(&token).await;
+        // Online is decided cluster-wide: node A sees the phone connected to B.
+        a.wait_online(&phone_id, true).await;
+
+        let mut latencies = Vec::new();
+        for i in 0..20 {
+            let started = std::time::Instant::now();
+            let reply = a
+                .post(
+                    "/v1/messages/send",
+                    &a.live_key,
+                    send_body(SENDER, RECIPIENT, &format!("cross-node {i}")),
+                )
+                .await
+                .expect(202);
+            let (id, _, content, attempt) = phone.expect_send().await;
+            latencies.push(started.elapsed());
+            assert_eq!(id.to_string(), reply.data()["id"].as_str().unwrap());
+            assert_eq!(content, format!("cross-node {i}"));
+            assert_eq!(attempt, 1);
+            phone
+                .report(PhoneFrame::Sent {
+                    message_id: id,
+                    reference: Some(format!("r{i}")),
+                })
+                .await;
+            a.wait_for_status(&a.live_key, &id.to_string(), "sent")
+                .await;
+        }
+        latencies.sort();
+        println!(
+            "cross-node accept -> phone: p50 {:?}, max {:?} over {} sends (request start to frame read, pace free)",
+            latencies[latencies.len() / 2],
+            latencies[latencies.len() - 1],
+            latencies.len()
+        );
+        // The node holding the phone's lease is B.
+        let b_node = b.node_id().await;
+        assert_eq!(phone_holder(&a, &phone_id).await, Some(b_node));
+    })
+}
+
+#[test]
+fn a_phone_moving_between_nodes_keeps_its_queue_and_exact_pace() {
+    if !postgres_enabled() {
+        return;
+    }
+    run(async {
+        let (a, b) = two_nodes(|_| {}).await;
+        let (phone_id, token) = a.pair_phone(SENDER).await;
+        a.request(
+            "PATCH",
+            &format!("/v1/phones/{phone_id}"),
+            Some(&a.live_key),
+            Some(json!({ "pace": { "per_minute": 2, "per_30_minutes": 10 } })),
+        )
+        .await
+        .expect(200);
+        let mut on_a = a.connect_phone(&token).await;
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let reply = a
+                .post(
+                    "/v1/messages/send",
+                    &a.live_key,
+                    send_body(SENDER, RECIPIENT, &format!("paced {i}")),
+                )
+                .await
+                .expect(202);
+            ids.push(reply.data()["id"].as_str().unwrap().to_string());
+        }
+        // Two sends fill the minute; the first is reported, the second is not.
+        let (first, ..) = on_a.expect_send().await;
+        let (second, ..) = on_a.expect_send().await;
+        on_a.report(PhoneFrame::Sent {
+            message_id: first,
+            reference: Some("r1".into()),
+        })
+        .await;
+        assert!(
+            on_a.next_frame_within(Duration::from_millis(300))
+                .await
+                .is_none(),
+            "a third send within the minute"
+        );
+        a.wait_for_status(&a.live_key, &first.to_string(), "sent")
+            .await;
+
+        // The phone moves to node B (as behind a load balancer after a reconnect).
+        on_a.close().await;
+        let mut on_b = b.connect_phone(&token).await;
+        let b_node = b.node_id().await;
+        eventually(
+            "node B takes the phone's lease",
+            Duration::from_secs(15),
+            || async { phone_holder(&a, &phone_id).await == Some(b_node) },
+        )
+        .await;
+        // The unreported message is queued again on B (re-sent once the pace allows), the
+        // third still waits: no send in this minute's window on the new node either.
+        a.wait_for_status(&a.live_key, &second.to_string(), "queued")
+            .await;
+        assert!(
+            on_b.next_frame_within(Duration::from_secs(2))
+                .await
+                .is_none(),
+            "node B sent within the pace window node A had filled"
+        );
+        for id in &ids[1..] {
+            let message = a.get(&format!("/v1/messages/{id}"), &a.live_key).await;
+            assert_eq!(message.data()["status"], "queued", "{}", message.body);
+        }
+    })
+}
+
+#[test]
+fn one_request_id_on_two_nodes_is_one_message() {
+    if !postgres_enabled() {
+        return;
+    }
+    run(async {
+        let (a, b) = two_nodes(|_| {}).await;
+        let body = json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "once",
+                           "request_id": "cluster-42" });
+        let replies = join_all((0..60).map(|i| {
+            let node = if i % 2 == 0 { &a } else { &b };
+            node.post("/v1/messages/send", &node.test_key, body.clone())
+        }))
+        .await;
+        let accepted: Vec<&Value> = replies
+            .iter()
+            .filter(|r| r.status == 202)
+            .map(|r| r.data())
+            .collect();
+        assert_eq!(accepted.len(), 1, "exactly one send is accepted");
+        let id = accepted[0]["id"].as_str().unwrap();
+        for reply in replies.iter().filter(|r| r.status != 202) {
+            assert_eq!(reply.status, 409, "{}", reply.body);
+            assert_eq!(reply.code(), "duplicate_request");
+            assert_eq!(reply.data()["id"], id);
+        }
+        for node in [&a, &b] {
+            let list = node
+                .get("/v1/messages?limit=100", &node.test_key)
+                .await
+                .expect(200);
+            assert_eq!(list.data()["messages"].as_array().unwrap().len(), 1);
+        }
+    })
+}
+
+#[test]
+fn the_new_workspace_limit_is_exact_across_nodes() {
+    if !postgres_enabled() {
+        return;
+    }
+    run(async {
+        let (a, b) = two_nodes(|_| {}).await;
+        let (phone_id, token) = a.pair_phone(SENDER).await;
+        let _phone = a.connect_phone(&token).await;
+        b.wait_online(&phone_id, true).await;
+        let replies = join_all((0..80).map(|i| {
+            let node = if i % 2 == 0 { &a } else { &b };
+            node.post(
+                "/v1/messages/send",
+                &node.live_key,
+                send_body(SENDER, RECIPIENT, &format!("limit {i}")),
+            )
+        }))
+        .await;
+        let accepted = replies.iter().filter(|r| r.status == 202).count();
+        for reply in replies.iter().filter(|r| r.status != 202) {
+            assert_eq!(reply.status, 429, "{}", reply.body);
+            assert_eq!(reply.code(), "new_account_limit");
+        }
+        assert_eq!(
+            accepted, 50,
+            "exactly the limit is accepted across both nodes"
+        );
+        let list = a
+            .get("/v1/messages?limit=100", &a.live_key)
+            .await
+            .expect(200);
+        assert_eq!(list.data()["messages"].as_array().unwrap().len(), 50);
+    })
+}
+
+#[test]
+fn a_node_stopping_gracefully_hands_its_leases_over_at_once() {
+    if !postgres_enabled() {
+        return;
+    }
+    run(async {
+        // Leases that would take a minute to expire: only a hand-back frees them in time.
+        let (a, b) = two_nodes(|s| s.cluster.lease_ttl = Duration::from_secs(60)).await;
+        let (phone_id, token) = a.pair_phone(SENDER).await;
+        let phone = a.connect_phone(&token).await;
+        let a_node = a.node_id().await;
+        eventually(
+            "node A takes the phone's lease",
+            Duration::from_secs(10),
+            || async { phone_holder(&a, &phone_id).await == Some(a_node) },
+        )
+        .await;
+        let ready = a.get("/ready", "").await.expect(200);
+        assert_eq!(ready.data()["leases"], "ok");
+
+        let stopped = std::time::Instant::now();
+        a.stop_gracefully().await;
+        drop(phone);
+        eventually(
+            "the lease is handed back",
+            Duration::from_secs(3),
+            || async { phone_holder(&b, &phone_id).await.is_none() },
+        )
+        .await;
+        println!(
+            "lease handed back {:?} after the stop began",
+            stopped.elapsed()
+        );
+        let db = Database::connect(&b.database_url).await.expect("connect");
+        let live = cluster::live_nodes(&db, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert!(
+            live.iter().all(|n| n.id != a_node),
+            "the stopped node is marked stopping"
+        );
+        // The phone reconnects to B, which takes it at once.
+        let _on_b = b.connect_phone(&token).await;
+        b.wait_online(&phone_id, true).await;
+        let b_node = b.node_id().await;
+        assert_eq!(phone_holder(&b, &phone_id).await, Some(b_node));
+    })
+}
+
+#[test]
+fn a_second_node_on_one_sqlite_file_refuses_to_start() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("one.db").display());
+        let env = [
+            ("SMSGW_DATABASE__URL", url.as_str()),
+            ("SMSGW_SERVER__BIND", "127.0.0.1:0"),
+            ("SMSGW_LOG__LEVEL", "warn"),
+        ];
+        let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_smsgw"))
+            .arg("serve")
+            .envs(env)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait until the first node listens (it holds the lock from before it connects).
+        let stdout = first.stdout.take().unwrap();
+        let listening = tokio::task::spawn_blocking(move || {
+            use std::io::BufRead;
+            std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .any(|line| line.starts_with("listening on"))
+        });
+        assert!(
+            tokio::time::timeout(Duration::from_secs(60), listening)
+                .await
+                .expect("the first node starts in time")
+                .unwrap(),
+            "the first node listens"
+        );
+        let second = run_cli(&["serve"], &env).await;
+        let _ = first.kill();
+        let _ = first.wait();
+        assert_eq!(second.status.code(), Some(2), "{second:?}");
+        let stderr = String::from_utf8_lossy(&second.stderr);
+        assert!(
+            stderr.contains("another smsgw node is already serving the SQLite database"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("PostgreSQL"), "{stderr}");
     })
 }

@@ -296,6 +296,55 @@ impl TestApp {
         self
     }
 
+    /// Starts another node on this app's database (same settings, its own port), as a second
+    /// `smsgw serve` behind a load balancer would be (PostgreSQL; docs/architecture.md,
+    /// "Cluster"). The keys are this app's.
+    pub async fn spawn_peer(&self) -> TestApp {
+        let app = Application::build_with(self.settings.clone(), hooks_for(&self.resolver))
+            .await
+            .expect("peer node starts");
+        assert!(app.initial_keys.is_none(), "a peer creates no workspace");
+        let handle = app.handle();
+        let registry = app.registry.clone();
+        let address = format!("http://{}", app.address());
+        actix_web::rt::spawn(app.run_until_stopped());
+        TestApp {
+            address,
+            live_key: self.live_key.clone(),
+            test_key: self.test_key.clone(),
+            workspace_id: self.workspace_id,
+            database_url: self.database_url.clone(),
+            settings: self.settings.clone(),
+            client: Client::builder().timeout(Duration::from_secs(30)).finish(),
+            handle,
+            registry,
+            resolver: self.resolver.clone(),
+            _dir: None,
+        }
+    }
+
+    /// This node's id in the cluster, as `GET /ready` reports it.
+    pub async fn node_id(&self) -> Uuid {
+        let mut response = self
+            .client
+            .get(format!("{}/ready", self.address))
+            .send()
+            .await
+            .expect("ready answers");
+        let body: Value = response.json().await.expect("ready body");
+        body["data"]["node"]
+            .as_str()
+            .and_then(|id| id.parse().ok())
+            .unwrap_or_else(|| panic!("no node id in /ready: {body}"))
+    }
+
+    /// Stops this node as a graceful stop does: its registry hands its leases back and stops
+    /// its actors, then the HTTP server stops.
+    pub async fn stop_gracefully(&self) {
+        let _ = self.registry.send(smsgw::actors::registry::Shutdown).await;
+        self.handle.stop(true).await;
+    }
+
     /// Sends a request with an optional key and JSON body.
     pub async fn request(
         &self,

@@ -223,6 +223,14 @@ impl Handler<StopPhone> for Phone {
     }
 }
 
+impl Handler<LoadQueued> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: LoadQueued, ctx: &mut Self::Context) {
+        self.load_queued(msg.ids, ctx);
+    }
+}
+
 impl Handler<HandBack> for Phone {
     type Result = MessageResult<HandBack>;
 

@@ -152,6 +152,22 @@ pub struct StopPhone;
 /// WebSocket close code "going away".
 pub const CLOSE_GOING_AWAY: u16 = 1001;
 
+/// Load these messages (None: every one still `queued`) of this phone from the database into
+/// the queue: another node stored them (docs/architecture.md, "Cluster").
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct LoadQueued {
+    pub ids: Option<Vec<Uuid>>,
+}
+
+/// Told by a phone's actor to its registry: this node does not (or no longer) own the phone
+/// (its lease could not be taken); the actor stopped.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct NotOwned {
+    pub phone_id: Uuid,
+}
+
 /// How many messages wait in each class, and how many are handed over.
 #[derive(Message)]
 #[rtype(result = "QueueDepth")]
@@ -205,6 +221,8 @@ pub struct Phone {
     wake_at: Option<i64>,
     /// Set by [`StopPhone`]: a supervised restart must not bring the actor back.
     stopping: bool,
+    /// In a cluster: told when the phone's lease could not be taken.
+    owner: Option<Recipient<NotOwned>>,
 }
 
 impl Phone {
@@ -223,7 +241,14 @@ impl Phone {
             wake: None,
             wake_at: None,
             stopping: false,
+            owner: None,
         }
+    }
+
+    /// In a cluster, `owner` (the registry) hears when this node cannot own the phone.
+    pub fn with_owner(mut self, owner: Recipient<NotOwned>) -> Phone {
+        self.owner = Some(owner);
+        self
     }
 
     /// Hands messages to the transport while the pace allows; otherwise sleeps until it does.
@@ -529,24 +554,143 @@ impl Phone {
             return;
         };
         let db = self.deps.db.clone();
+        let writer = self.deps.writer.clone();
+        let cluster = self.deps.cluster.clone();
         let since = (self.deps.clock.now() - THIRTY_MINUTE_WINDOW).timestamp_millis();
         ctx.wait(
-            async move { messages::handoffs_since(&db, device, since).await }
-                .into_actor(self)
-                .map(|result, act, ctx| {
-                    match result {
-                        Ok(times) => {
-                            let now = act.deps.clock.now();
-                            act.log = PaceLog::from_sends(times.into_iter().map(from_ms), now);
+            async move {
+                // In a cluster the phone is first claimed (its lease), then its queue is
+                // rebuilt from the database as after a restart: what another node handed over
+                // and the phone did not report is queued again and sent once more.
+                let mut taken = Vec::new();
+                if let Some(cluster) = &cluster {
+                    if !claim(cluster, device).await {
+                        return Ok(None);
+                    }
+                    for mut message in messages::unfinished_of_phone(&db, device).await? {
+                        if message.status == MessageStatus::Sending {
+                            let transition = Transition::requeue(
+                                message.id,
+                                "the phone moved to another node before reporting; queued again",
+                            );
+                            match writer.transition(transition).await? {
+                                Some(row) => message = row,
+                                None => continue,
+                            }
                         }
-                        Err(err) => {
-                            tracing::error!(error = %err, "pace log not rebuilt; starting empty")
+                        if message.status == MessageStatus::Queued {
+                            taken.push(message);
                         }
                     }
-                    act.ready = true;
-                    act.dispatch(ctx);
-                }),
+                }
+                let times = messages::handoffs_since(&db, device, since).await?;
+                Ok::<_, crate::store::StoreError>(Some((times, taken)))
+            }
+            .into_actor(self)
+            .map(move |result, act, ctx| {
+                match result {
+                    Ok(Some((times, taken))) => {
+                        let now = act.deps.clock.now();
+                        act.log = PaceLog::from_sends(times.into_iter().map(from_ms), now);
+                        let now_ms = now.timestamp_millis();
+                        for message in &taken {
+                            act.queue.enqueue(QueuedMessage::from(message), now_ms);
+                        }
+                    }
+                    Ok(None) => {
+                        tracing::warn!(phone_id = %device, "the phone's lease stays with another node; closing its session here");
+                        if let Some(link) = act.link.take() {
+                            link.close(CLOSE_TRY_AGAIN, "the phone is owned by another node; reconnect");
+                        }
+                        act.queue.drain_all();
+                        act.stopping = true;
+                        if let Some(owner) = &act.owner {
+                            owner.do_send(NotOwned { phone_id: device });
+                        }
+                        ctx.stop();
+                        return;
+                    }
+                    Err(err) => {
+                        tracing::error!(error = %err, "pace log not rebuilt; starting empty")
+                    }
+                }
+                act.ready = true;
+                act.dispatch(ctx);
+            }),
         );
+    }
+
+    /// Loads queued messages of this phone another node stored.
+    fn load_queued(&mut self, ids: Option<Vec<Uuid>>, ctx: &mut Context<Self>) {
+        let Some(device) = self.identity.device_id else {
+            return;
+        };
+        let db = self.deps.db.clone();
+        ctx.spawn(
+            async move {
+                match ids {
+                    Some(ids) => messages::queued_of_phone(&db, device, &ids).await,
+                    None => messages::unfinished_of_phone(&db, device).await,
+                }
+            }
+            .into_actor(self)
+            .map(|result, act, ctx| match result {
+                Ok(found) => {
+                    tracing::debug!(
+                        count = found.len(),
+                        "queued messages of another node loaded"
+                    );
+                    let now = act.deps.clock.now_ms();
+                    for message in found.iter().filter(|m| m.status == MessageStatus::Queued) {
+                        act.queue.enqueue(QueuedMessage::from(message), now);
+                    }
+                    act.dispatch(ctx);
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, "queued messages of another node not loaded")
+                }
+            }),
+        );
+    }
+}
+
+/// WebSocket close code "try again later": the phone reconnects (another node owns it now).
+pub const CLOSE_TRY_AGAIN: u16 = 1013;
+
+/// Takes the lease of phone `device` for this node: at once when it is free; when another
+/// node holds it, that node is asked to let go (a `release` notice) and the lease is tried
+/// again until it expires at the latest. False when it could not be taken in that time.
+async fn claim(cluster: &crate::actors::cluster::Cluster, device: Uuid) -> bool {
+    use crate::actors::cluster::Notice;
+    use crate::store::cluster::LeaseKind;
+    let key = device.to_string();
+    let deadline = std::time::Instant::now() + cluster.lease_ttl() * 2;
+    let mut asked = None;
+    loop {
+        if cluster.acquire(LeaseKind::Phone, &key).await.is_some() {
+            cluster
+                .notify(&Notice::Online {
+                    phone: device,
+                    node: cluster.node(),
+                })
+                .await;
+            return true;
+        }
+        if let Some(holder) = cluster.holder(LeaseKind::Phone, &key).await
+            && asked != Some(holder.node)
+        {
+            cluster
+                .notify(&Notice::Release {
+                    phone: device,
+                    node: holder.node,
+                })
+                .await;
+            asked = Some(holder.node);
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::*;
 use crate::actors::campaign::{self, CampaignChanges, Finished, Wake};
+use crate::actors::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnline, Resync};
 use crate::actors::webhook_endpoint::{
     self, Deliver, DeliveriesCreated, EndpointChanged, EndpointDeleted,
 };
@@ -29,14 +30,28 @@ impl Handler<Route> for Registry {
                 if entry.record.phone_number != msg.from_number {
                     return Err(RouteError::NumberMismatch);
                 }
-                entry.session.map(|_| device)
+                self.is_online(device).then_some(device)
             }
             None if msg.scope.mode == Mode::Test => None,
             None => self.online_for(msg.scope, &msg.from_number),
         };
         Ok(online.and_then(|device_id| {
-            self.phone_addr(device_id)
-                .map(|phone| Routed { device_id, phone })
+            let local = self
+                .phones
+                .get(&device_id)
+                .is_some_and(|e| e.session.is_some());
+            if local {
+                self.phone_addr(device_id).map(|phone| Routed {
+                    device_id,
+                    phone: Some(phone),
+                })
+            } else {
+                // Online on another node: the send takes the queue, and that node is told.
+                Some(Routed {
+                    device_id,
+                    phone: None,
+                })
+            }
         }))
     }
 }
@@ -58,9 +73,32 @@ impl Handler<Cancel> for Registry {
 }
 
 impl Handler<Connected> for Registry {
-    type Result = Option<Addr<Phone>>;
+    type Result = ResponseActFuture<Self, Option<Addr<Phone>>>;
 
     fn handle(&mut self, msg: Connected, _: &mut Self::Context) -> Self::Result {
+        if self.phones.contains_key(&msg.phone_id) || self.deps.cluster.is_none() {
+            return Box::pin(actix::fut::ready(self.connected(msg)));
+        }
+        // Paired on another node moments ago (its notice may not have arrived yet).
+        let db = self.deps.db.clone();
+        let phone_id = msg.phone_id;
+        Box::pin(
+            async move { phones::by_id(&db, phone_id).await }
+                .into_actor(self)
+                .map(move |found, act, _| {
+                    if let Ok(Some(record)) = found
+                        && !act.phones.contains_key(&record.id)
+                    {
+                        act.insert(record);
+                    }
+                    act.connected(msg)
+                }),
+        )
+    }
+}
+
+impl Registry {
+    fn connected(&mut self, msg: Connected) -> Option<Addr<Phone>> {
         let addr = self.phone_addr(msg.phone_id)?;
         let now = self.deps.clock.now_ms();
         let entry = self.phones.get_mut(&msg.phone_id)?;
@@ -101,6 +139,22 @@ impl Handler<Disconnected> for Registry {
                 self.reroute_from(ctx, addr, msg.phone_id, online, false);
             }
         }
+        if went_offline && let Some(cluster) = self.deps.cluster.clone() {
+            cluster.tell(crate::actors::cluster::Notice::Offline {
+                phone: msg.phone_id,
+                node: cluster.node(),
+            });
+            let phone_id = msg.phone_id;
+            ctx.run_later(OFFLINE_GRACE, move |act, _| {
+                if act
+                    .phones
+                    .get(&phone_id)
+                    .is_some_and(|e| e.session.is_none())
+                {
+                    act.let_go(phone_id);
+                }
+            });
+        }
         let db = self.deps.db.clone();
         let id = msg.phone_id;
         actix::spawn(async move {
@@ -115,6 +169,7 @@ impl Handler<Paired> for Registry {
     type Result = ();
 
     fn handle(&mut self, msg: Paired, _: &mut Self::Context) {
+        self.announce(msg.phone.id, PhoneChange::Paired);
         self.insert(msg.phone);
     }
 }
@@ -123,6 +178,7 @@ impl Handler<PaceChanged> for Registry {
     type Result = ();
 
     fn handle(&mut self, msg: PaceChanged, _: &mut Self::Context) {
+        self.announce(msg.phone_id, PhoneChange::PaceChanged);
         let Some(entry) = self.phones.get_mut(&msg.phone_id) else {
             return;
         };
@@ -143,6 +199,18 @@ impl Handler<Unpaired> for Registry {
     type Result = ();
 
     fn handle(&mut self, msg: Unpaired, ctx: &mut Self::Context) {
+        self.announce(msg.phone_id, PhoneChange::Unpaired);
+        self.unpaired(msg.phone_id, true, ctx);
+    }
+}
+
+impl Registry {
+    /// Forgets an unpaired phone: its actor (if it runs here) reroutes or fails its queue. Without
+    /// an actor, the node where it was unpaired (`origin`) fails its queued messages, unless
+    /// another node has it online (that node's actor does).
+    fn unpaired(&mut self, phone_id: Uuid, origin: bool, ctx: &mut Context<Self>) {
+        let msg = Unpaired { phone_id };
+        let online_elsewhere = self.remote_online.remove(&phone_id).is_some();
         let Some(entry) = self.phones.remove(&msg.phone_id) else {
             return;
         };
@@ -163,6 +231,7 @@ impl Handler<Unpaired> for Registry {
                 }
                 addr.do_send(phone::Unpair { stop: true });
             }
+            None if !origin || online_elsewhere => {}
             None => {
                 // No actor: fail its queued messages straight from the database.
                 let deps = self.deps.clone();
@@ -189,6 +258,14 @@ impl Handler<TokenRotated> for Registry {
     type Result = ();
 
     fn handle(&mut self, msg: TokenRotated, _: &mut Self::Context) {
+        self.announce(msg.phone_id, PhoneChange::TokenRotated);
+        self.token_rotated(msg.phone_id);
+    }
+}
+
+impl Registry {
+    fn token_rotated(&mut self, phone_id: Uuid) {
+        let msg = TokenRotated { phone_id };
         if let Some(entry) = self.phones.get_mut(&msg.phone_id) {
             entry.session = None;
             if let Some(addr) = &entry.addr {
@@ -210,7 +287,7 @@ impl Handler<GetPhoneStates> for Registry {
                         (
                             id,
                             PhoneState {
-                                online: e.session.is_some(),
+                                online: e.session.is_some() || self.remote_online.contains_key(&id),
                                 last_seen_at: e.last_seen_at,
                             },
                         )
@@ -233,6 +310,10 @@ impl Handler<Shutdown> for Registry {
     type Result = ();
 
     fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
+        if let Some(cluster) = self.deps.cluster.clone() {
+            // Handed back first, so other nodes take over at once, not after expiry.
+            actix::spawn(async move { cluster.hand_back().await });
+        }
         for (_, entry) in self.phones.drain() {
             if let Some(addr) = entry.addr {
                 addr.do_send(phone::StopPhone);
@@ -338,5 +419,175 @@ impl Handler<EndpointDeleted> for Registry {
 
     fn handle(&mut self, msg: EndpointDeleted, _: &mut Self::Context) {
         self.webhooks.stop(msg.endpoint_id);
+    }
+}
+
+// The cluster (docs/architecture.md, "Cluster").
+
+impl Registry {
+    /// Tells the other nodes about a change of a phone's record made here.
+    fn announce(&self, phone: Uuid, change: PhoneChange) {
+        if let Some(cluster) = &self.deps.cluster {
+            cluster.tell(Notice::Phone {
+                phone,
+                origin: cluster.node(),
+                change,
+            });
+        }
+    }
+
+    /// This node stops owning the phone: its actor stops (the session, if any, closes) and
+    /// the lease is released once it stopped.
+    pub(super) fn let_go(&mut self, phone_id: Uuid) {
+        let Some(cluster) = self.deps.cluster.clone() else {
+            return;
+        };
+        let addr = self.phones.get_mut(&phone_id).and_then(|e| {
+            e.session = None;
+            e.addr.take()
+        });
+        actix::spawn(async move {
+            if let Some(addr) = addr {
+                let _ = addr.send(phone::StopPhone).await;
+            }
+            cluster
+                .release(
+                    crate::store::cluster::LeaseKind::Phone,
+                    &phone_id.to_string(),
+                )
+                .await;
+        });
+    }
+
+    /// A phone changed on another node: read its record again and apply the change here.
+    fn phone_changed(&mut self, ctx: &mut Context<Self>, phone_id: Uuid, change: PhoneChange) {
+        match change {
+            PhoneChange::Unpaired => self.unpaired(phone_id, false, ctx),
+            PhoneChange::TokenRotated => self.token_rotated(phone_id),
+            PhoneChange::Paired | PhoneChange::PaceChanged => {
+                let db = self.deps.db.clone();
+                ctx.spawn(
+                    async move { phones::by_id(&db, phone_id).await }
+                        .into_actor(self)
+                        .map(move |result, act, _| match result {
+                            Ok(Some(record)) => {
+                                let pace = record.pace;
+                                match act.phones.get_mut(&phone_id) {
+                                    // Known here already (its transport may be connected):
+                                    // only the record changes.
+                                    Some(entry) => entry.record = record,
+                                    None => act.insert(record),
+                                }
+                                if change == PhoneChange::PaceChanged
+                                    && let Some(entry) = act.phones.get(&phone_id)
+                                    && let Some(addr) = &entry.addr
+                                {
+                                    let pace = pace.unwrap_or(act.deps.settings.pace);
+                                    addr.do_send(phone::SetPace { pace: Some(pace) });
+                                }
+                            }
+                            Ok(None) => {}
+                            Err(err) => {
+                                tracing::warn!(phone_id = %phone_id, error = %err, "phone change of another node not read")
+                            }
+                        }),
+                );
+            }
+        }
+    }
+}
+
+impl Handler<Noticed> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Noticed, ctx: &mut Self::Context) {
+        let Some(me) = self.deps.cluster.as_ref().map(|c| c.node()) else {
+            return;
+        };
+        tracing::debug!(notice = ?msg.0, "cluster notice");
+        match msg.0 {
+            Notice::Enqueue { phone, messages } => {
+                if let Some(addr) = self.owned_addr(phone) {
+                    addr.do_send(phone::LoadQueued { ids: messages });
+                }
+            }
+            Notice::Release { phone, node } if node == me => self.let_go(phone),
+            Notice::Release { .. } => {}
+            Notice::Online { phone, node } if node != me => {
+                self.remote_online.insert(phone, node);
+                // The phone moved: an actor of it still here lets go.
+                if self.phones.get(&phone).is_some_and(|e| e.addr.is_some()) {
+                    self.let_go(phone);
+                }
+            }
+            Notice::Offline { phone, node } => {
+                if self.remote_online.get(&phone) == Some(&node) {
+                    self.remote_online.remove(&phone);
+                }
+            }
+            Notice::Online { .. } => {}
+            Notice::Phone {
+                phone,
+                origin,
+                change,
+            } if origin != me => self.phone_changed(ctx, phone, change),
+            Notice::Phone { .. } => {}
+        }
+    }
+}
+
+impl Handler<Resync> for Registry {
+    type Result = ();
+
+    /// Notices may have been missed: every phone owned here loads its queued messages again.
+    fn handle(&mut self, _: Resync, _: &mut Self::Context) {
+        let owned: Vec<Uuid> = self.phones.keys().copied().collect();
+        for phone in owned {
+            if let Some(addr) = self.owned_addr(phone) {
+                addr.do_send(phone::LoadQueued { ids: None });
+            }
+        }
+    }
+}
+
+impl Handler<LeasesLost> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: LeasesLost, _: &mut Self::Context) {
+        for lease in msg.0 {
+            if lease.kind == crate::store::cluster::LeaseKind::Phone
+                && let Ok(phone_id) = lease.key.parse::<Uuid>()
+            {
+                tracing::warn!(phone_id = %phone_id, "phone lease lost: its actor stops here");
+                if let Some(entry) = self.phones.get_mut(&phone_id) {
+                    entry.session = None;
+                    if let Some(addr) = entry.addr.take() {
+                        addr.do_send(phone::StopPhone);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Handler<PhonesOnline> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: PhonesOnline, _: &mut Self::Context) {
+        let Some(me) = self.deps.cluster.as_ref().map(|c| c.node()) else {
+            return;
+        };
+        self.remote_online = msg.0.into_iter().filter(|(_, node)| *node != me).collect();
+    }
+}
+
+impl Handler<phone::NotOwned> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: phone::NotOwned, _: &mut Self::Context) {
+        if let Some(entry) = self.phones.get_mut(&msg.phone_id) {
+            entry.session = None;
+            entry.addr = None;
+        }
     }
 }

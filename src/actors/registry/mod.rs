@@ -24,6 +24,14 @@ use crate::store::writer::{Reroute, Transition};
 
 mod handlers;
 
+/// Most message ids an enqueue notice names (its payload stays far below PostgreSQL's 8,000
+/// bytes); beyond that the owner loads every queued message of the phone.
+const ENQUEUE_NOTICE_IDS: usize = 64;
+
+/// How long a phone's actor stays on a node after its transport closed (a quick reconnect to
+/// the same node keeps it) before the node lets go of the phone's lease (cluster only).
+const OFFLINE_GRACE: Duration = Duration::from_secs(2);
+
 /// How often queued messages are checked for expiry.
 const EXPIRY_SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Most messages expired per sweep.
@@ -43,8 +51,9 @@ pub struct Route {
 #[derive(Debug, Clone)]
 pub struct Routed {
     pub device_id: Uuid,
-    /// Its actor, for a hand-over reserved before the accept (`phone::Reserve`).
-    pub phone: Addr<Phone>,
+    /// Its actor, for a hand-over reserved before the accept (`phone::Reserve`); None when the
+    /// phone is online on another node of the cluster.
+    pub phone: Option<Addr<Phone>>,
 }
 
 /// Why a pinned device cannot take a send.
@@ -175,6 +184,10 @@ pub struct Registry {
     pub(crate) webhooks: super::webhook_endpoint::EndpointActors,
     /// One supervised actor per running, scheduled or paused campaign (see `campaign`).
     pub(crate) campaigns: super::campaign::CampaignActors,
+    /// In a cluster: phones online on other nodes, and the node holding each.
+    remote_online: HashMap<Uuid, Uuid>,
+    /// This actor's address (set when started), for the phones' [`phone::NotOwned`].
+    me: Option<Addr<Registry>>,
 }
 
 impl Registry {
@@ -188,6 +201,8 @@ impl Registry {
             next_pick: HashMap::new(),
             webhooks: Default::default(),
             campaigns: Default::default(),
+            remote_online: HashMap::new(),
+            me: None,
         }
     }
 
@@ -243,7 +258,18 @@ impl Registry {
             scope: entry.record.scope(),
             number: entry.record.phone_number.clone(),
         };
-        let addr = Supervisor::start(move |_| Phone::new(deps, identity, Some(pace)));
+        let owner = self
+            .me
+            .clone()
+            .filter(|_| deps.cluster.is_some())
+            .map(Addr::recipient);
+        let addr = Supervisor::start(move |_| {
+            let phone = Phone::new(deps, identity, Some(pace));
+            match owner {
+                Some(owner) => phone.with_owner(owner),
+                None => phone,
+            }
+        });
         entry.addr = Some(addr.clone());
         Some(addr)
     }
@@ -276,7 +302,7 @@ impl Registry {
             .get(&key)?
             .iter()
             .copied()
-            .filter(|id| self.phones.get(id).is_some_and(|e| e.session.is_some()))
+            .filter(|id| self.is_online(*id))
             .collect();
         if online.is_empty() {
             return None;
@@ -284,6 +310,33 @@ impl Registry {
         let pick = self.next_pick.entry(key).or_insert(0);
         *pick = pick.wrapping_add(1);
         online.get(*pick % online.len()).copied()
+    }
+
+    /// Whether a transport of the phone is open here or, in a cluster, on another node.
+    fn is_online(&self, phone_id: Uuid) -> bool {
+        self.phones
+            .get(&phone_id)
+            .is_some_and(|e| e.session.is_some())
+            || self.remote_online.contains_key(&phone_id)
+    }
+
+    /// The phone's actor when this node owns the phone: always on a single node; in a
+    /// cluster, when the actor runs here and holds (or is claiming) the phone's lease.
+    fn owned_addr(&self, phone_id: Uuid) -> Option<Addr<Phone>> {
+        let entry = self.phones.get(&phone_id)?;
+        let addr = entry.addr.clone().filter(Addr::connected)?;
+        match &self.deps.cluster {
+            None => Some(addr),
+            Some(cluster) => {
+                let leased = cluster
+                    .lease(
+                        crate::store::cluster::LeaseKind::Phone,
+                        &phone_id.to_string(),
+                    )
+                    .is_some();
+                (leased || entry.session.is_some()).then_some(addr)
+            }
+        }
     }
 
     fn deliver(&mut self, messages: Vec<Message>) {
@@ -306,6 +359,26 @@ impl Registry {
             }
         }
         for (device, messages) in per_phone {
+            if let Some(cluster) = &self.deps.cluster {
+                // The phone's owner (here or on another node) loads them from the database.
+                match self.owned_addr(device) {
+                    Some(addr) => addr.do_send(phone::Enqueue { messages }),
+                    None if self.phones.contains_key(&device) => {
+                        let ids = (messages.len() <= ENQUEUE_NOTICE_IDS)
+                            .then(|| messages.iter().map(|m| m.id).collect());
+                        cluster.tell(super::cluster::Notice::Enqueue {
+                            phone: device,
+                            messages: ids,
+                        });
+                    }
+                    None => {
+                        for m in messages {
+                            self.fail_unpaired(m.id);
+                        }
+                    }
+                }
+                continue;
+            }
             match self.phone_addr(device) {
                 Some(addr) => addr.do_send(phone::Enqueue { messages }),
                 None => {
@@ -444,7 +517,18 @@ impl Registry {
         ctx.wait(
             async move {
                 let phones = phones::all(&deps.db).await?;
+                if let Some(cluster) = &deps.cluster {
+                    // Live messages are rebuilt by the node that takes their phone (its
+                    // lease, when the phone connects there); test-mode ones by the first node
+                    // of a cluster starting from nothing, which owns no phone yet.
+                    if !cluster.alone().await {
+                        return Ok((phones, Vec::new(), Vec::new()));
+                    }
+                }
                 let mut pending = messages::unfinished_outbound(&deps.db).await?;
+                if deps.cluster.is_some() {
+                    pending.retain(|m| m.mode == Mode::Test);
+                }
                 for message in pending
                     .iter_mut()
                     .filter(|m| m.status == MessageStatus::Sending)
@@ -491,6 +575,18 @@ impl Registry {
         let deps = self.deps.clone();
         ctx.spawn(
             async move {
+                // In a cluster one node at a time sweeps: the holder of the `expiry` lease.
+                if let Some(cluster) = &deps.cluster
+                    && cluster
+                        .acquire(
+                            crate::store::cluster::LeaseKind::Sweep,
+                            crate::store::cluster::Sweep::Expiry.as_str(),
+                        )
+                        .await
+                        .is_none()
+                {
+                    return Ok(Vec::new());
+                }
                 let now = deps.clock.now_ms();
                 let ids = messages::expired_candidates(&deps.db, now, EXPIRY_BATCH).await?;
                 let mut expired = Vec::new();
@@ -524,6 +620,10 @@ impl Actor for Registry {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(65_536);
+        self.me = Some(ctx.address());
+        if let Some(cluster) = &self.deps.cluster {
+            cluster.start(ctx.address());
+        }
         self.rebuild(ctx);
         super::webhook_endpoint::EndpointActors::rebuild(ctx, self.deps.clone());
         super::campaign::CampaignActors::rebuild(ctx, self.deps.clone());

@@ -216,12 +216,28 @@ pub(super) enum LimitCheck {
 
 /// Live outbound messages counted per workspace still inside its first window; a workspace's
 /// count is read from the database once, then kept up to date by every commit.
+///
+/// On PostgreSQL several nodes may write (docs/architecture.md, "Cluster"), so a count kept
+/// by one writer misses the others' messages: there each batch locks the workspace's row
+/// (`FOR UPDATE`, held until its commit) and counts again, once per workspace and batch, and
+/// only for workspaces still inside their window. Writers of other nodes take turns on that
+/// row, so the limit is exact across nodes.
 #[derive(Default)]
 pub(super) struct NewWorkspaceCounts {
     counts: HashMap<Uuid, u64>,
+    /// Count under the workspace's lock in every batch (PostgreSQL).
+    shared: bool,
 }
 
 impl NewWorkspaceCounts {
+    /// Counts for a writer that may share the database with other nodes' writers.
+    pub(super) fn shared(shared: bool) -> NewWorkspaceCounts {
+        NewWorkspaceCounts {
+            counts: HashMap::new(),
+            shared,
+        }
+    }
+
     /// The new-workspace limit rule: whether `n` more live outbound messages of this workspace
     /// fit its limit; when they do, they are counted in this batch.
     pub(super) async fn check(
@@ -235,6 +251,10 @@ impl NewWorkspaceCounts {
     ) -> Result<LimitCheck, StoreError> {
         if now >= limit.window_ends_at {
             return Ok(LimitCheck::Fits);
+        }
+        if self.shared && batch.locked_workspaces.insert(scope.workspace_id) {
+            crate::store::quotas::lock_workspace(txn, scope.workspace_id).await?;
+            self.counts.remove(&scope.workspace_id);
         }
         let counted = match self.counts.get(&scope.workspace_id) {
             Some(count) => *count,

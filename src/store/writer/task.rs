@@ -293,6 +293,8 @@ pub(super) struct Batch {
     /// The (phone, ref) pairs of this batch's inbound messages already stored before it.
     pub(super) stored_refs: HashSet<(Uuid, String)>,
     pub(super) count_deltas: HashMap<Uuid, u64>,
+    /// Workspaces whose row this batch locked to count their new-workspace limit (PostgreSQL).
+    pub(super) locked_workspaces: HashSet<Uuid>,
     /// Outbound messages staged per scope in this batch.
     pub(super) staged: HashMap<Scope, u64>,
     /// Messages moved to `sent` in this batch.
@@ -373,12 +375,13 @@ impl WriterTask {
         hook: Option<SharedCommitHook>,
         quotas: MessageQuotas,
     ) -> WriterTask {
+        let shared = !crate::store::is_sqlite(&db);
         WriterTask {
             db,
             clock,
             listener,
             hook,
-            counts: NewWorkspaceCounts::default(),
+            counts: NewWorkspaceCounts::shared(shared),
             quotas: QuotaCounts::new(quotas),
         }
     }

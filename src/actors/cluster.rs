@@ -1,0 +1,430 @@
+//! This node's part in a cluster of `smsgw serve` nodes on one PostgreSQL database
+//! (docs/architecture.md, "Cluster"): its row in `cluster_nodes`, the leases it holds, the
+//! heartbeat that renews them all in one statement, and the notification carrier
+//! (`LISTEN`/`NOTIFY` on `smsgw_cluster`) that wakes the node owning a phone.
+//!
+//! A single node on SQLite has no `Cluster` (`Deps::cluster` is None) and does none of this.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use sea_orm::DatabaseConnection;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::config::ClusterSettings;
+use crate::store::StoreError;
+use crate::store::cluster::{self as leases, Lease, LeaseKind};
+
+/// What nodes tell each other (small JSON on the `smsgw_cluster` channel; messages themselves
+/// are read from the database).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Notice {
+    /// New `queued` messages of `phone` were stored: its owner loads them (those named, or
+    /// every queued one when None).
+    Enqueue {
+        phone: Uuid,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        messages: Option<Vec<Uuid>>,
+    },
+    /// `node` holds the lease of `phone`, whose transport now connected to another node: let go.
+    Release { phone: Uuid, node: Uuid },
+    /// `phone` is online on `node` (it took the phone's lease with a live transport).
+    Online { phone: Uuid, node: Uuid },
+    /// `phone` is no longer online on `node`.
+    Offline { phone: Uuid, node: Uuid },
+    /// A phone was paired, edited, unpaired or had its token rotated on node `origin`.
+    Phone {
+        phone: Uuid,
+        origin: Uuid,
+        change: PhoneChange,
+    },
+}
+
+/// What happened to a phone's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PhoneChange {
+    Paired,
+    PaceChanged,
+    Unpaired,
+    TokenRotated,
+}
+
+/// A notice arrived from the carrier (this node's own included).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct Noticed(pub Notice);
+
+/// The carrier reconnected: notices may have been missed, read the state again.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "()")]
+pub struct Resync;
+
+/// Leases this node held and no longer holds (a renewal failed or came too late, or another
+/// node took them): stop acting on them at once.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct LeasesLost(pub Vec<Lease>);
+
+/// The phones online anywhere in the cluster (their live phone leases), read every heartbeat.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct PhonesOnline(pub HashMap<Uuid, Uuid>);
+
+/// Where the cluster's events go (the Registry), set once it started.
+#[derive(Clone)]
+struct Listeners {
+    noticed: Recipient<Noticed>,
+    resync: Recipient<Resync>,
+    lost: Recipient<LeasesLost>,
+    online: Recipient<PhonesOnline>,
+}
+
+/// This node in the cluster; cheap to clone.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node: Uuid,
+    address: String,
+    db: DatabaseConnection,
+    url: String,
+    settings: ClusterSettings,
+    held: Mutex<HashMap<(LeaseKind, String), Lease>>,
+    /// The last renewal succeeded in time (readiness).
+    renewing: AtomicBool,
+    /// Set by a graceful stop: no new lease is taken.
+    stopping: AtomicBool,
+    listeners: OnceLock<Listeners>,
+}
+
+impl Cluster {
+    /// Registers this node (a fresh id) in `cluster_nodes`.
+    pub async fn join(
+        db: DatabaseConnection,
+        url: &str,
+        address: String,
+        settings: ClusterSettings,
+    ) -> Result<Cluster, StoreError> {
+        let node = Uuid::new_v4();
+        leases::register_node(&db, node, &address).await?;
+        tracing::info!(node = %node, %address, "joined the cluster");
+        Ok(Cluster {
+            inner: Arc::new(Inner {
+                node,
+                address,
+                db,
+                url: url.to_string(),
+                settings,
+                held: Mutex::new(HashMap::new()),
+                renewing: AtomicBool::new(true),
+                stopping: AtomicBool::new(false),
+                listeners: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// This node's id.
+    pub fn node(&self) -> Uuid {
+        self.inner.node
+    }
+
+    /// How long a lease lasts unrenewed (`cluster.lease_ttl`).
+    pub fn lease_ttl(&self) -> Duration {
+        self.inner.settings.lease_ttl
+    }
+
+    /// The address this node advertises.
+    pub fn address(&self) -> &str {
+        &self.inner.address
+    }
+
+    /// Whether the node's leases are being renewed in time (`GET /ready`).
+    pub fn healthy(&self) -> bool {
+        self.inner.renewing.load(Ordering::Relaxed) && !self.inner.stopping.load(Ordering::Relaxed)
+    }
+
+    /// Starts the heartbeat and the notification listener, delivering their events to
+    /// `registry`.
+    pub fn start<A>(&self, registry: Addr<A>)
+    where
+        A: Actor<Context = Context<A>>
+            + Handler<Noticed>
+            + Handler<Resync>
+            + Handler<LeasesLost>
+            + Handler<PhonesOnline>,
+    {
+        let listeners = Listeners {
+            noticed: registry.clone().recipient(),
+            resync: registry.clone().recipient(),
+            lost: registry.clone().recipient(),
+            online: registry.recipient(),
+        };
+        if self.inner.listeners.set(listeners).is_err() {
+            return;
+        }
+        actix::spawn(self.clone().heartbeats());
+        actix::spawn(self.clone().listen());
+    }
+
+    /// Takes the lease of (`kind`, `key`) for this node, or None when another node holds it
+    /// (or this node is stopping, or the database did not answer).
+    pub async fn acquire(&self, kind: LeaseKind, key: &str) -> Option<Lease> {
+        if self.inner.stopping.load(Ordering::Relaxed) {
+            return None;
+        }
+        match leases::acquire(
+            &self.inner.db,
+            self.inner.node,
+            kind,
+            key,
+            self.inner.settings.lease_ttl,
+        )
+        .await
+        {
+            Ok(Some(lease)) => {
+                self.held().insert((kind, key.to_string()), lease.clone());
+                Some(lease)
+            }
+            Ok(None) => None,
+            Err(err) => {
+                tracing::warn!(kind = kind.as_str(), key, error = %err, "lease not taken");
+                None
+            }
+        }
+    }
+
+    /// The lease this node holds on (`kind`, `key`), if any.
+    pub fn lease(&self, kind: LeaseKind, key: &str) -> Option<Lease> {
+        self.held().get(&(kind, key.to_string())).cloned()
+    }
+
+    /// Lets go of this node's lease on (`kind`, `key`).
+    pub async fn release(&self, kind: LeaseKind, key: &str) {
+        let lease = self.held().remove(&(kind, key.to_string()));
+        if let Some(lease) = lease
+            && let Err(err) = leases::release(&self.inner.db, &lease).await
+        {
+            tracing::warn!(kind = kind.as_str(), key, error = %err, "lease not released; it expires");
+        }
+    }
+
+    /// Whether this node is the only live one (a cluster starting from nothing).
+    pub async fn alone(&self) -> bool {
+        match leases::live_nodes(&self.inner.db, self.inner.settings.lease_ttl).await {
+            Ok(nodes) => nodes.iter().all(|n| n.id == self.inner.node),
+            Err(_) => false,
+        }
+    }
+
+    /// The live holder of (`kind`, `key`).
+    pub async fn holder(&self, kind: LeaseKind, key: &str) -> Option<Lease> {
+        leases::holder(&self.inner.db, kind, key)
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Tells every node (this one included) `notice`.
+    pub async fn notify(&self, notice: &Notice) {
+        let Ok(payload) = serde_json::to_string(notice) else {
+            return;
+        };
+        if let Err(err) = leases::notify(&self.inner.db, &payload).await {
+            tracing::warn!(error = %err, ?notice, "cluster notice not sent");
+        }
+    }
+
+    /// [`Cluster::notify`] from synchronous code (an actor's handler).
+    pub fn tell(&self, notice: Notice) {
+        let cluster = self.clone();
+        actix::spawn(async move { cluster.notify(&notice).await });
+    }
+
+    /// A graceful stop: marks the node stopping and hands every lease back at once, so other
+    /// nodes take them over without waiting for them to expire.
+    pub async fn hand_back(&self) {
+        self.inner.stopping.store(true, Ordering::Relaxed);
+        let held: Vec<Lease> = self.held().drain().map(|(_, lease)| lease).collect();
+        match leases::hand_back(&self.inner.db, self.inner.node).await {
+            Ok(count) => tracing::info!(leases = count, "handed the node's leases back"),
+            Err(err) => tracing::warn!(error = %err, "leases not handed back; they expire"),
+        }
+        for lease in held.into_iter().filter(|l| l.kind == LeaseKind::Phone) {
+            if let Ok(phone) = lease.key.parse() {
+                self.notify(&Notice::Offline {
+                    phone,
+                    node: self.inner.node,
+                })
+                .await;
+            }
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<(LeaseKind, String), Lease>> {
+        self.inner
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Renews every lease of the node each `cluster.heartbeat`. A lease missing from the
+    /// renewal is lost; when renewals fail for so long that the leases may have expired
+    /// (`lease_ttl` less one heartbeat since the last renewal was sent), every lease is dropped
+    /// before another node can take it.
+    async fn heartbeats(self) {
+        let settings = self.inner.settings.clone();
+        let mut last_ok = Instant::now();
+        let deadline = settings.lease_ttl.saturating_sub(settings.heartbeat);
+        loop {
+            tokio::time::sleep(settings.heartbeat).await;
+            if self.inner.stopping.load(Ordering::Relaxed) {
+                return;
+            }
+            let sent = Instant::now();
+            let renewal = tokio::time::timeout(
+                deadline.max(Duration::from_millis(100)),
+                leases::heartbeat(&self.inner.db, self.inner.node, settings.lease_ttl),
+            )
+            .await;
+            let Some(listeners) = self.inner.listeners.get().cloned() else {
+                continue;
+            };
+            match renewal {
+                Ok(Ok(renewed)) => {
+                    last_ok = sent;
+                    self.inner.renewing.store(true, Ordering::Relaxed);
+                    let lost: Vec<Lease> = {
+                        let mut held = self.held();
+                        let lost: Vec<Lease> = held
+                            .values()
+                            .filter(|lease| !renewed.contains(lease))
+                            .cloned()
+                            .collect();
+                        for lease in &lost {
+                            held.remove(&(lease.kind, lease.key.clone()));
+                        }
+                        lost
+                    };
+                    if !lost.is_empty() {
+                        tracing::warn!(count = lost.len(), "leases lost to other nodes");
+                        let _ = listeners.lost.try_send(LeasesLost(lost));
+                    }
+                }
+                failed => {
+                    let error = match failed {
+                        Ok(Err(err)) => err.to_string(),
+                        _ => "timed out".to_string(),
+                    };
+                    tracing::error!(%error, "lease renewal failed");
+                    if sent.duration_since(last_ok) >= deadline {
+                        self.inner.renewing.store(false, Ordering::Relaxed);
+                        let lost: Vec<Lease> = self.held().drain().map(|(_, l)| l).collect();
+                        if !lost.is_empty() {
+                            tracing::error!(
+                                count = lost.len(),
+                                "leases not renewed in time: this node stops acting on them"
+                            );
+                            let _ = listeners.lost.try_send(LeasesLost(lost));
+                        }
+                    }
+                }
+            }
+            if let Ok(online) = leases::live(&self.inner.db, LeaseKind::Phone).await {
+                let online = online
+                    .into_iter()
+                    .filter_map(|l| Some((l.key.parse().ok()?, l.node)))
+                    .collect();
+                let _ = listeners.online.try_send(PhonesOnline(online));
+            }
+        }
+    }
+
+    /// Listens on the carrier's channel and hands every notice to the registry; after a lost
+    /// connection (notices may have been missed) asks it to resync.
+    async fn listen(self) {
+        use sea_orm::sqlx::postgres::PgListener;
+        loop {
+            let Some(listeners) = self.inner.listeners.get().cloned() else {
+                return;
+            };
+            let mut listener = match PgListener::connect(&self.inner.url).await {
+                Ok(listener) => listener,
+                Err(err) => {
+                    tracing::error!(error = %err, "cluster listener cannot connect; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            if let Err(err) = listener.listen(leases::CHANNEL).await {
+                tracing::error!(error = %err, "cluster listener cannot LISTEN; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+            let _ = listeners.resync.try_send(Resync);
+            loop {
+                match listener.try_recv().await {
+                    Ok(Some(notification)) => {
+                        match serde_json::from_str::<Notice>(notification.payload()) {
+                            Ok(notice) => {
+                                let _ = listeners.noticed.try_send(Noticed(notice));
+                            }
+                            Err(err) => {
+                                tracing::warn!(error = %err, payload = notification.payload(), "unknown cluster notice")
+                            }
+                        }
+                    }
+                    Ok(None) => {
+                        tracing::warn!("cluster listener reconnected; resyncing");
+                        let _ = listeners.resync.try_send(Resync);
+                    }
+                    Err(err) => {
+                        tracing::error!(error = %err, "cluster listener failed; reconnecting");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        break;
+                    }
+                }
+                if self.inner.stopping.load(Ordering::Relaxed) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notices_are_small_tagged_json() {
+        let phone = Uuid::nil();
+        let text = serde_json::to_string(&Notice::Enqueue {
+            phone,
+            messages: None,
+        })
+        .unwrap_or_default();
+        assert_eq!(
+            text,
+            r#"{"kind":"enqueue","phone":"00000000-0000-0000-0000-000000000000"}"#
+        );
+        let change = Notice::Phone {
+            phone,
+            origin: phone,
+            change: PhoneChange::TokenRotated,
+        };
+        let text = serde_json::to_string(&change).unwrap_or_default();
+        assert_eq!(
+            serde_json::from_str::<Notice>(&text).ok(),
+            Some(change),
+            "{text}"
+        );
+    }
+}
