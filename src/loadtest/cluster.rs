@@ -241,6 +241,10 @@ async fn run_cluster(args: &LoadtestArgs, mut nodes: Vec<Target>) -> Result<Repo
             None => lost += 1,
         }
     }
+    if lost > 0 {
+        run.notes
+            .push(format!("{lost} accepted messages never reached a phone"));
+    }
     report.duration_s = elapsed.as_secs_f64();
     report.accepted = total;
     report.accepted_per_s = total as f64 / elapsed.as_secs_f64().max(0.001);
@@ -277,6 +281,17 @@ async fn run_cluster(args: &LoadtestArgs, mut nodes: Vec<Target>) -> Result<Repo
         report.duplicates += figures.duplicates;
         report.bad_signatures = figures.bad_signatures;
         lost += figures.missing;
+        if figures.missing > 0 {
+            let by_kind: Vec<String> = figures
+                .missing_by_kind
+                .iter()
+                .map(|(kind, n)| format!("{n} {kind}"))
+                .collect();
+            run.notes.push(format!(
+                "webhooks that never arrived: {}",
+                by_kind.join(", ")
+            ));
+        }
         if let (Some(kill), Ok(inbox)) = (killed_at, hooks.receiver.inbox.lock()) {
             report.webhook_after_kill_ms = inbox
                 .events
