@@ -43,6 +43,9 @@ impl Node {
             .env("SMSGW_SECRETS__KEY", POSTGRES_SECRETS_KEY)
             .env("SMSGW_LIMITS__API_PER_SECOND", "0")
             .env("SMSGW_LIMITS__NEW_WORKSPACE_MESSAGES", "1000000")
+            // Pace lifted: the campaign's window fills the phone at once.
+            .env("SMSGW_PACE__PER_MINUTE", "100000")
+            .env("SMSGW_PACE__PER_30_MINUTES", "100000")
             .env("SMSGW_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true")
             .env(
                 "SMSGW_WEBHOOKS__RETRY_SCHEDULE",
@@ -178,8 +181,11 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
     let (database, _dir) = fresh_database(Backend::Postgres).await;
     let mut a = Node::start(&database);
     let key = a.live_key.clone().expect("the first node creates the keys");
+    // B runs from the start: what A takes on it must take over through the leases, not
+    // pick up at its own start-up.
+    let b = Node::start(&database);
 
-    // On node A: a phone, a webhook endpoint that fails its first four attempts, one inbound
+    // Through node A: a phone, a webhook endpoint that fails its first four attempts, one inbound
     // SMS (its webhook starts retrying), one single send and a campaign the phone holds.
     let (status, body) = call(
         "POST",
@@ -254,8 +260,7 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
     // Two attempts of the webhook have failed on A before the kill.
     let before = receiver.wait_for(2, Duration::from_secs(20)).await;
 
-    // Node B joins; then A dies without a word.
-    let b = Node::start(&database);
+    // A dies without a word.
     a.kill();
     let killed_at = Instant::now();
     let attempts_before_kill = receiver.received().len();
@@ -393,7 +398,7 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
 }
 
 #[test]
-#[ignore = "needs the cluster core (leases, NOTIFY routing, takeover) of issue 21, not merged yet"]
+#[ignore = "needs campaign and webhook-endpoint takeover by lease (issue 21 core, h21a), not merged yet: the campaign never completes on B"]
 fn killed_node_hands_over_phone_campaign_and_webhooks_postgres() {
     if !postgres_enabled() {
         eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (cluster tests need PostgreSQL)");
