@@ -33,7 +33,18 @@ pub struct Settings {
     pub ai: AiSettings,
     pub log: LogSettings,
     pub secrets: SecretsSettings,
+    pub portal: PortalSettings,
     pub cluster: ClusterSettings,
+}
+
+/// What the portal (and the API's number lookup) reads numbers with (docs/api.md, "Workspace").
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PortalSettings {
+    /// ISO 3166-1 alpha-2 code (`US`) national numbers are read in when a workspace sets none;
+    /// unset: numbers must carry their country code. Checked at start.
+    #[serde(deserialize_with = "lenient_opt_string")]
+    pub default_country: Option<String>,
 }
 
 /// Several nodes on one PostgreSQL database (docs/architecture.md, "Cluster"). Ignored on
@@ -401,6 +412,14 @@ impl Settings {
                 "quotas.webhook_delivery_window must be longer than 0".into(),
             ));
         }
+        if let Some(code) = &self.portal.default_country
+            && crate::domain::number_lookup::Country::parse(code).is_err()
+        {
+            return Err(ConfigError::Invalid(format!(
+                "portal.default_country: {code:?} is {}",
+                crate::domain::number_lookup::UnknownCountry
+            )));
+        }
         if self.cluster.heartbeat.is_zero()
             || self.cluster.lease_ttl < self.cluster.heartbeat.saturating_mul(2)
         {
@@ -683,6 +702,20 @@ mod tests {
             jail.create_file(DEFAULT_FILE, "[nope]\nx = 1\n").unwrap();
             let err = load_err(None);
             assert!(err.contains("nope"), "{err}");
+        });
+    }
+
+    #[test]
+    fn the_portal_default_country_is_checked_at_start() {
+        jailed(|jail| {
+            jail.set_env("SMSGW_PORTAL__DEFAULT_COUNTRY", "USA");
+            let err = load_err(None);
+            assert!(err.contains("portal.default_country"), "{err}");
+        });
+        jailed(|jail| {
+            jail.set_env("SMSGW_PORTAL__DEFAULT_COUNTRY", "GB");
+            let settings = Settings::load(None).unwrap();
+            assert_eq!(settings.portal.default_country.as_deref(), Some("GB"));
         });
     }
 

@@ -134,8 +134,11 @@ pub enum ApiError {
     TestModeOnly,
     #[error("{0} not found")]
     NotFound(&'static str),
-    #[error("request_id was already used; the original message is returned in data.id")]
-    DuplicateRequest { id: uuid::Uuid },
+    #[error("request_id was already used; the original {what} is returned in data.id")]
+    DuplicateRequest { id: uuid::Uuid, what: &'static str },
+    /// A create with this request_id is still running (docs/api.md, "Idempotent creates").
+    #[error("a request with this request_id is still being processed; repeat it to get its result")]
+    RequestInProgress,
     #[error("{message}")]
     InvalidState { message: String, status: String },
     #[error("{what} already exists")]
@@ -209,7 +212,9 @@ impl ApiError {
             ApiError::AiRepliesOff { .. } => ErrorCode::AiRepliesOff,
             ApiError::TestModeOnly => ErrorCode::TestModeOnly,
             ApiError::NotFound(_) => ErrorCode::NotFound,
-            ApiError::DuplicateRequest { .. } => ErrorCode::DuplicateRequest,
+            ApiError::DuplicateRequest { .. } | ApiError::RequestInProgress => {
+                ErrorCode::DuplicateRequest
+            }
             ApiError::InvalidState { .. } => ErrorCode::InvalidState,
             ApiError::AlreadyExists { .. } => ErrorCode::AlreadyExists,
             ApiError::PayloadTooLarge => ErrorCode::PayloadTooLarge,
@@ -239,7 +244,7 @@ impl ApiError {
             | ApiError::AiRepliesOff { field }
             | ApiError::InvalidPhoneNumber { field }
             | ApiError::Validation { field, .. } => json!({ "field": field }),
-            ApiError::DuplicateRequest { id } => json!({ "id": id }),
+            ApiError::DuplicateRequest { id, .. } => json!({ "id": id }),
             ApiError::InvalidState { status, .. } => json!({ "status": status }),
             ApiError::AlreadyExists { id, .. } => json!({ "id": id }),
             ApiError::ContentTooLong {

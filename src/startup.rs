@@ -17,6 +17,7 @@ use crate::actors::Deps;
 use crate::actors::ai::{AiResponder, Received};
 use crate::actors::campaign::CampaignChanges;
 use crate::actors::cluster::Cluster;
+use crate::actors::live_events::{LiveEvent, LiveEvents, MessageStatusOut};
 use crate::actors::registry::Registry;
 use crate::actors::retention::Retention;
 use crate::actors::webhook_endpoint::{DeliveryBudgets, WebhookDeps, WebhookFanout};
@@ -26,6 +27,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
 use crate::domain::change::ChangeKind;
 use crate::domain::secrets::SecretBox;
+use crate::store::messages::Scope;
 use crate::store::webhooks::{AttemptRecorder, Subscriptions};
 use crate::store::writer::{Change, MessageQuotas, Writer};
 use crate::store::{self, StoreError, workspaces};
@@ -350,11 +352,31 @@ impl Application {
         // The registry starts after the writer; the listener learns its address then.
         let campaign_watch: Arc<std::sync::OnceLock<Addr<Registry>>> = Arc::default();
         let ai_watch: Arc<std::sync::OnceLock<Addr<AiResponder>>> = Arc::default();
+        let live = Arc::new(LiveEvents::default());
         let listener: Arc<dyn Fn(Vec<Change>) + Send + Sync> = Arc::new({
             let (campaign_watch, ai_watch) = (campaign_watch.clone(), ai_watch.clone());
+            let live = live.clone();
             move |changes: Vec<Change>| {
                 let mut of_campaigns = Vec::new();
                 let mut received = Vec::new();
+                live.publish(
+                    changes
+                        .iter()
+                        .filter(|c| c.kind != ChangeKind::AiDraft)
+                        .map(|change| {
+                            let message = &change.message;
+                            let status = MessageStatusOut {
+                                id: message.id,
+                                status: message.status.as_str().to_string(),
+                                direction: message.direction.as_str().to_string(),
+                            };
+                            let scope = Scope {
+                                workspace_id: message.workspace_id,
+                                mode: message.mode,
+                            };
+                            (scope, LiveEvent::MessageStatus(status))
+                        }),
+                );
                 for change in changes {
                     if change.kind == ChangeKind::AiDraft {
                         continue;
@@ -405,6 +427,7 @@ impl Application {
             clock: clock.clone(),
             settings: settings.clone(),
             webhooks,
+            live: live.clone(),
             cluster: cluster.clone(),
         };
         let retention = actix::Supervisor::start({
@@ -432,6 +455,7 @@ impl Application {
             settings.clone(),
             clock,
         );
+        state.live = live;
         state.cluster = cluster.clone();
         let state = web::Data::new(state);
         let sessions = state.sessions.clone();

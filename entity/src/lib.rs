@@ -12,6 +12,7 @@ pub mod campaigns;
 pub mod cluster_nodes;
 pub mod contact_tags;
 pub mod contacts;
+pub mod idempotency_keys;
 pub mod leases;
 pub mod message_events;
 pub mod messages;

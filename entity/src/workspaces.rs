@@ -8,6 +8,8 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
     pub name: String,
+    /// ISO 3166-1 alpha-2; null: the server's `portal.default_country`.
+    pub default_country: Option<String>,
     pub created_at: i64,
 }
 

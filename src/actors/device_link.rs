@@ -8,9 +8,16 @@
 //! The link is attached while the phone is *online*: an event stream is open, or the phone
 //! fetched or reported within [`ONLINE_WINDOW`]. When neither holds, the link detaches like a
 //! closed WebSocket session, and the actor queues its handed-over messages again (the app
-//! dedupes by message id).
+//! dedupes by message id, so each send is named by an [`AppMessageId`]).
+//!
+//! One transport is current per phone, the newest connection: opening an event stream takes the
+//! phone over (a connected WebSocket is closed with 4000), and a WebSocket that connects ends the
+//! event streams. A fetch, report or inbound post is activity, not a connection: it attaches the
+//! link only when no transport is current, and otherwise reaches the Phone actor without
+//! replacing anything.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -20,9 +27,9 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use uuid::Uuid;
 
-use super::phone::{Phone, Report};
+use super::phone::{Phone, ReportAndWait};
 use super::phone_session::{LINK_CAPACITY, Link, Outgoing, next_session_id};
-use super::registry::{Connected, Disconnected, Registry, Seen};
+use super::registry::{ConnectIfIdle, Connected, Disconnected, NotAttached, Registry, Seen};
 use crate::domain::protocol::{PhoneFrame, ServerFrame};
 
 /// How long a phone without an open event stream stays online after its last fetch or report.
@@ -39,11 +46,72 @@ const ONLINE_CHECK: Duration = Duration::from_secs(5);
 /// `MessageEnqueued` hints (the next fetch still serves everything).
 const STREAM_CAPACITY: usize = 64;
 
-/// How long an inbound post waits for its message to be stored before asking the app to retry.
-const INBOUND_WAIT: Duration = Duration::from_secs(10);
+/// How long a report or an inbound post waits for its outcome to be stored before the phone is
+/// asked to retry (the app retries a failed report 10 times, an inbound post 14 times).
+pub const STORE_WAIT: Duration = Duration::from_secs(10);
 
 /// Messages one `GET /message` hands out at most (the app's limit).
 pub const MAX_FETCH: usize = 100;
+
+/// Links kept before the map of links is first swept of idle ones.
+const SWEEP_FLOOR: usize = 64;
+
+/// The id a message goes by in the app for one send: the smsgw message id for its first send
+/// (so the app, the API and the webhooks speak of one id), `<message id>-<n>` for the n-th send
+/// after n - 1 failures the phone reported. The app keeps every id it has seen and answers a
+/// known one by reporting its state again, never by sending it again: a retry after `Failed`
+/// needs a new id. A send interrupted by a disconnect keeps its id, so the app, which may have
+/// sent it already, does not send it twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppMessageId {
+    pub message_id: Uuid,
+    /// 1 for the first send, one more after each failure the phone reported.
+    pub send: u32,
+}
+
+impl AppMessageId {
+    /// The id of the send that follows `failures` reported failures.
+    pub fn after_failures(message_id: Uuid, failures: u32) -> AppMessageId {
+        AppMessageId {
+            message_id,
+            send: failures.saturating_add(1),
+        }
+    }
+
+    /// Reads an id the app reports; None for anything this server did not hand out.
+    pub fn parse(text: &str) -> Option<AppMessageId> {
+        let uuid = text.get(..36)?;
+        let message_id = Uuid::try_parse(uuid).ok()?;
+        let send = match &text[36..] {
+            "" => 1,
+            rest => {
+                let digits = rest.strip_prefix('-')?;
+                if digits.is_empty()
+                    || digits.starts_with('0')
+                    || !digits.bytes().all(|b| b.is_ascii_digit())
+                {
+                    return None;
+                }
+                let send: u32 = digits.parse().ok()?;
+                if send < 2 {
+                    return None;
+                }
+                send
+            }
+        };
+        Some(AppMessageId { message_id, send })
+    }
+}
+
+impl fmt::Display for AppMessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.send <= 1 {
+            write!(f, "{}", self.message_id)
+        } else {
+            write!(f, "{}-{}", self.message_id, self.send)
+        }
+    }
+}
 
 /// A message handed over to the phone and not yet reported on.
 #[derive(Debug, Clone)]
@@ -89,7 +157,23 @@ pub const KEEPALIVE_FRAME: &[u8] = b":keepalive\n\n";
 /// The links of every phone that uses this transport, shared by all HTTP workers.
 pub struct DeviceLinks {
     registry: Addr<Registry>,
-    phones: StdMutex<HashMap<Uuid, Arc<DeviceLink>>>,
+    phones: StdMutex<Phones>,
+}
+
+/// The map of links, swept of idle ones whenever it doubled since the last sweep.
+struct Phones {
+    links: HashMap<Uuid, Arc<DeviceLink>>,
+    sweep_at: usize,
+}
+
+impl Phones {
+    /// Drops the links nobody holds but the map: not attached (an attached link's task holds
+    /// it), no request under way. Such a link has no stream, outbox or waiter left, and as the
+    /// map's lock is held nobody can take it meanwhile.
+    fn sweep(&mut self) {
+        self.links.retain(|_, link| Arc::strong_count(link) > 1);
+        self.sweep_at = (self.links.len() * 2).max(SWEEP_FLOOR);
+    }
 }
 
 /// The transport state of one phone.
@@ -106,8 +190,6 @@ struct State {
     outbox: Vec<Handout>,
     streams: Vec<mpsc::Sender<Bytes>>,
     last_active: Option<tokio::time::Instant>,
-    /// Inbound messages waiting for the actor's ack (stored), by reference.
-    waiting: HashMap<String, Vec<oneshot::Sender<()>>>,
 }
 
 #[derive(Clone)]
@@ -116,15 +198,59 @@ struct Attached {
     phone: Addr<Phone>,
 }
 
+/// Where the phone's frames go: this link is the current transport, or another one is.
+enum Linked {
+    Current(Attached),
+    Elsewhere(Addr<Phone>),
+}
+
+impl Linked {
+    fn phone(self) -> Addr<Phone> {
+        match self {
+            Linked::Current(attached) => attached.phone,
+            Linked::Elsewhere(phone) => phone,
+        }
+    }
+}
+
 /// The phone is not paired (any more): its token just stopped working.
 #[derive(Debug)]
 pub struct NotPaired;
+
+/// A report or inbound post handed to the Phone actor: resolves once its outcome is stored.
+#[must_use]
+pub struct Pending(Option<oneshot::Receiver<()>>);
+
+impl Pending {
+    /// Nothing to store.
+    pub fn done() -> Pending {
+        Pending(None)
+    }
+
+    /// True when every one is stored within `limit`.
+    pub async fn all_within(pending: Vec<Pending>, limit: Duration) -> bool {
+        let waits = pending.into_iter().filter_map(|p| p.0);
+        tokio::time::timeout(limit, async {
+            for wait in waits {
+                if wait.await.is_err() {
+                    return false;
+                }
+            }
+            true
+        })
+        .await
+        .unwrap_or(false)
+    }
+}
 
 impl DeviceLinks {
     pub fn new(registry: Addr<Registry>) -> DeviceLinks {
         DeviceLinks {
             registry,
-            phones: StdMutex::new(HashMap::new()),
+            phones: StdMutex::new(Phones {
+                links: HashMap::new(),
+                sweep_at: SWEEP_FLOOR,
+            }),
         }
     }
 
@@ -134,26 +260,44 @@ impl DeviceLinks {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        phones
-            .entry(phone_id)
-            .or_insert_with(|| {
-                Arc::new(DeviceLink {
-                    phone_id,
-                    registry: self.registry.clone(),
-                    state: Mutex::new(State::default()),
-                })
-            })
-            .clone()
+        if let Some(link) = phones.links.get(&phone_id) {
+            return link.clone();
+        }
+        if phones.links.len() >= phones.sweep_at {
+            phones.sweep();
+        }
+        let link = Arc::new(DeviceLink {
+            phone_id,
+            registry: self.registry.clone(),
+            state: Mutex::new(State::default()),
+        });
+        phones.links.insert(phone_id, link.clone());
+        link
+    }
+
+    /// How many phones have a link in the map (idle ones until the next sweep).
+    pub fn len(&self) -> usize {
+        match self.phones.lock() {
+            Ok(guard) => guard.links.len(),
+            Err(poisoned) => poisoned.into_inner().links.len(),
+        }
+    }
+
+    /// True when no phone has a link.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
 impl DeviceLink {
     /// Opens an event stream: the receiver yields SSE frames (keepalives are the caller's).
-    /// A stream opened while messages wait starts with `MessageEnqueued`.
+    /// A stream is a new connection: it makes this link the phone's current transport,
+    /// replacing a WebSocket session. A stream opened while messages wait starts with
+    /// `MessageEnqueued`.
     pub async fn open_stream(self: &Arc<Self>) -> Result<mpsc::Receiver<Bytes>, NotPaired> {
         let (tx, rx) = mpsc::channel(STREAM_CAPACITY);
         let mut state = self.state.lock().await;
-        self.attach(&mut state).await?;
+        self.attach(&mut state, true).await?;
         if !state.outbox.is_empty() {
             let _ = tx.try_send(Event::MessageEnqueued.frame());
         }
@@ -161,10 +305,13 @@ impl DeviceLink {
         Ok(rx)
     }
 
-    /// The messages handed over and not yet reported, at most [`MAX_FETCH`].
+    /// The messages handed over and not yet reported, at most [`MAX_FETCH`]; none while
+    /// another transport is current (they were handed to that one).
     pub async fn fetch(self: &Arc<Self>, order: FetchOrder) -> Result<Vec<Handout>, NotPaired> {
         let mut state = self.state.lock().await;
-        self.attach(&mut state).await?;
+        if let Linked::Elsewhere(_) = self.attach(&mut state, false).await? {
+            return Ok(Vec::new());
+        }
         state.last_active = Some(tokio::time::Instant::now());
         let mut out = state.outbox.clone();
         if order == FetchOrder::Lifo {
@@ -180,68 +327,67 @@ impl DeviceLink {
         self: &Arc<Self>,
         message_id: Uuid,
         frame: Option<PhoneFrame>,
-    ) -> Result<(), NotPaired> {
-        let mut state = self.state.lock().await;
-        let attached = self.attach(&mut state).await?;
-        state.last_active = Some(tokio::time::Instant::now());
-        state.outbox.retain(|h| h.message_id != message_id);
-        if let Some(frame) = frame {
-            attached.phone.do_send(Report {
-                session_id: attached.session_id,
-                frame,
-            });
-        }
-        Ok(())
+    ) -> Result<Pending, NotPaired> {
+        let phone = {
+            let mut state = self.state.lock().await;
+            state.outbox.retain(|h| h.message_id != message_id);
+            let linked = self.attach(&mut state, false).await?;
+            if let Linked::Current(_) = linked {
+                state.last_active = Some(tokio::time::Instant::now());
+            }
+            linked.phone()
+        };
+        Ok(match frame {
+            Some(frame) => deliver(&phone, frame),
+            None => Pending::done(),
+        })
     }
 
     /// An inbound SMS the phone posted (a `received` frame): handed to the Phone actor like a
-    /// WebSocket frame; true once it is stored (or was already), false when that took longer
-    /// than [`INBOUND_WAIT`].
-    pub async fn inbound(self: &Arc<Self>, frame: PhoneFrame) -> Result<bool, NotPaired> {
-        let PhoneFrame::Received { reference, .. } = &frame else {
-            return Ok(false);
-        };
-        let (tx, rx) = oneshot::channel();
-        {
+    /// WebSocket frame; resolves once it is stored (or was already).
+    pub async fn inbound(self: &Arc<Self>, frame: PhoneFrame) -> Result<Pending, NotPaired> {
+        let phone = {
             let mut state = self.state.lock().await;
-            let attached = self.attach(&mut state).await?;
-            state.last_active = Some(tokio::time::Instant::now());
-            state.waiting.entry(reference.clone()).or_default().push(tx);
-            attached.phone.do_send(Report {
-                session_id: attached.session_id,
-                frame,
-            });
-        }
-        Ok(matches!(
-            tokio::time::timeout(INBOUND_WAIT, rx).await,
-            Ok(Ok(()))
-        ))
+            let linked = self.attach(&mut state, false).await?;
+            if let Linked::Current(_) = linked {
+                state.last_active = Some(tokio::time::Instant::now());
+            }
+            linked.phone()
+        };
+        Ok(deliver(&phone, frame))
     }
 
-    /// The Phone actor of this phone, with this link attached (attaching it when needed).
-    async fn attach(self: &Arc<Self>, state: &mut State) -> Result<Attached, NotPaired> {
+    /// The Phone actor of this phone, with this link attached when it already is, when
+    /// `take_over` (a new event stream), or when no other transport is current.
+    async fn attach(
+        self: &Arc<Self>,
+        state: &mut State,
+        take_over: bool,
+    ) -> Result<Linked, NotPaired> {
         if let Some(attached) = &state.attached {
-            return Ok(attached.clone());
+            return Ok(Linked::Current(attached.clone()));
         }
         let session_id = next_session_id();
         let (tx, rx) = mpsc::channel(LINK_CAPACITY);
         let link = Link { session_id, tx };
-        let phone = match self
-            .registry
-            .send(Connected {
-                phone_id: self.phone_id,
-                link,
-            })
-            .await
-        {
-            Ok(Some(phone)) => phone,
-            _ => return Err(NotPaired),
+        let phone_id = self.phone_id;
+        let phone = if take_over {
+            match self.registry.send(Connected { phone_id, link }).await {
+                Ok(Some(phone)) => phone,
+                _ => return Err(NotPaired),
+            }
+        } else {
+            match self.registry.send(ConnectIfIdle { phone_id, link }).await {
+                Ok(Ok(phone)) => phone,
+                Ok(Err(NotAttached::Busy(phone))) => return Ok(Linked::Elsewhere(phone)),
+                Ok(Err(NotAttached::NotPaired)) | Err(_) => return Err(NotPaired),
+            }
         };
         let attached = Attached { session_id, phone };
         state.attached = Some(attached.clone());
         state.last_active = Some(tokio::time::Instant::now());
         actix_web::rt::spawn(self.clone().carry(session_id, rx));
-        Ok(attached)
+        Ok(Linked::Current(attached))
     }
 
     /// Carries what the Phone actor queues on the link into the outbox and the event streams,
@@ -253,13 +399,10 @@ impl DeviceLink {
                 outgoing = rx.recv() => {
                     let mut state = self.state.lock().await;
                     match outgoing {
-                        Some(Outgoing::Frame(frame)) => match *frame {
-                            ServerFrame::Ack { reference } => {
-                                for waiter in state.waiting.remove(&reference).unwrap_or_default() {
-                                    let _ = waiter.send(());
-                                }
-                            }
-                            ServerFrame::Send { message_id, to, content, attempt, .. } => {
+                        Some(Outgoing::Frame(frame)) => {
+                            // Acks are for WebSocket phones: reports and inbound posts here
+                            // wait for their outcome instead (`ReportAndWait`).
+                            if let ServerFrame::Send { message_id, to, content, attempt, .. } = *frame {
                                 state.outbox.retain(|h| h.message_id != message_id);
                                 state.outbox.push(Handout {
                                     message_id,
@@ -270,19 +413,23 @@ impl DeviceLink {
                                 });
                                 broadcast(&mut state, &Event::MessageEnqueued);
                             }
-                            ServerFrame::Hello { .. } | ServerFrame::Error { .. } => {}
-                        },
+                        }
                         Some(Outgoing::Withdrawn { message_id }) => {
                             broadcast(&mut state, &Event::MessageCancelled { message_id });
                         }
-                        Some(Outgoing::Close { .. }) | None => {
-                            // Replaced by another transport, unpaired, or the server stops:
-                            // the actor took back what was handed over; streams end.
-                            if state.attached.as_ref().is_some_and(|a| a.session_id == session_id) {
-                                state.attached = None;
-                                state.outbox.clear();
-                                state.streams.clear();
+                        Some(Outgoing::Close { reason, .. }) => {
+                            // Replaced by a newer connection, or unpaired: the actor took back
+                            // what was handed over; each stream is told why, then ends.
+                            let told = Bytes::from(format!(": {reason}\n\n"));
+                            for stream in &state.streams {
+                                let _ = stream.try_send(told.clone());
                             }
+                            self.detach(&mut state, session_id);
+                            return;
+                        }
+                        None => {
+                            // The Phone actor stopped (the server stops): streams end.
+                            self.detach(&mut state, session_id);
                             return;
                         }
                     }
@@ -294,10 +441,7 @@ impl DeviceLink {
                         .last_active
                         .is_some_and(|at| at.elapsed() < ONLINE_WINDOW);
                     if state.streams.is_empty() && !recently {
-                        if state.attached.as_ref().is_some_and(|a| a.session_id == session_id) {
-                            state.attached = None;
-                            state.outbox.clear();
-                        }
+                        self.detach(&mut state, session_id);
                         self.registry.do_send(Disconnected {
                             phone_id: self.phone_id,
                             session_id,
@@ -309,6 +453,27 @@ impl DeviceLink {
             }
         }
     }
+
+    /// Forgets session `session_id` if it is still this link's: its streams end, its outbox
+    /// is the actor's again.
+    fn detach(&self, state: &mut State, session_id: u64) {
+        if state
+            .attached
+            .as_ref()
+            .is_some_and(|a| a.session_id == session_id)
+        {
+            state.attached = None;
+            state.outbox.clear();
+            state.streams.clear();
+        }
+    }
+}
+
+/// Hands a frame to the Phone actor, to be answered once its outcome is stored.
+fn deliver(phone: &Addr<Phone>, frame: PhoneFrame) -> Pending {
+    let (done, wait) = oneshot::channel();
+    phone.do_send(ReportAndWait { frame, done });
+    Pending(Some(wait))
 }
 
 /// Sends an event to every open stream of the phone; closed ones are dropped.
@@ -320,4 +485,73 @@ fn broadcast(state: &mut State, event: &Event) {
             Err(mpsc::error::TrySendError::Closed(_))
         )
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_send_goes_by_the_message_id_and_each_retry_by_a_new_one() {
+        let id = Uuid::now_v7();
+        let first = AppMessageId::after_failures(id, 0);
+        assert_eq!(first.to_string(), id.to_string());
+        let third = AppMessageId::after_failures(id, 2);
+        assert_eq!(third.to_string(), format!("{id}-3"));
+        for app_id in [first, third] {
+            assert_eq!(AppMessageId::parse(&app_id.to_string()), Some(app_id));
+        }
+    }
+
+    #[test]
+    fn ids_this_server_never_hands_out_are_not_read() {
+        let id = Uuid::now_v7();
+        for bad in [
+            String::new(),
+            "not-a-uuid".to_string(),
+            format!("{id}-"),
+            format!("{id}-1"),
+            format!("{id}-02"),
+            format!("{id}-+2"),
+            format!("{id}-2x"),
+            format!("{id}2"),
+            format!("{id}-99999999999"),
+            format!("{}é", &id.to_string()[..35]),
+        ] {
+            assert_eq!(AppMessageId::parse(&bad), None, "{bad}");
+        }
+    }
+
+    /// A registry address nothing reads: the links below never attach.
+    fn idle_registry() -> Addr<Registry> {
+        let (tx, _rx) = actix::dev::channel::channel::<Registry>(16);
+        Addr::new(tx)
+    }
+
+    #[test]
+    fn the_map_of_links_drops_idle_ones_as_new_phones_come() {
+        let links = DeviceLinks::new(idle_registry());
+        // 10,000 phones that each used the API once and left.
+        for _ in 0..10_000 {
+            drop(links.of(Uuid::now_v7()));
+        }
+        assert!(
+            links.len() < 2 * SWEEP_FLOOR + 1,
+            "{} links kept",
+            links.len()
+        );
+        // A link someone still holds (an attached one's task, a request under way) stays,
+        // and is the same link when asked for again.
+        let held_id = Uuid::now_v7();
+        let held = links.of(held_id);
+        for _ in 0..10_000 {
+            drop(links.of(Uuid::now_v7()));
+        }
+        assert!(Arc::ptr_eq(&held, &links.of(held_id)));
+        assert!(
+            links.len() < 2 * SWEEP_FLOOR + 1,
+            "{} links kept",
+            links.len()
+        );
+    }
 }

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::idempotent::create_once;
 use super::messages::{new_workspace_limit, parse_number, parse_timestamp};
 use super::schemas::{CampaignEnvelope, CampaignPageEnvelope, CampaignRecipientPageEnvelope};
 use super::{
@@ -34,6 +35,7 @@ use crate::domain::template;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::campaigns::{self, Campaign, Counts, NewCampaign, NewRecipient, Recipient};
 use crate::store::contacts::{self, Contact};
+use crate::store::idempotency::Operation;
 use crate::store::messages::Position;
 use crate::store::phones;
 use crate::store::writer::{CampaignOp, CampaignOutcome};
@@ -62,6 +64,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
             InvalidPhoneNumber,
             ContentTooLong,
             NewAccountLimit,
+            DuplicateRequest,
         ]),
         DocumentedRoute::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
         DocumentedRoute::of::<__path_get>(|| web::to(get)),
@@ -106,6 +109,9 @@ pub struct CreateCampaignIn {
     pub scheduled_for: Option<String>,
     /// false (default) saves a draft; true starts it (or schedules it).
     pub launch_now: Option<bool>,
+    /// Idempotency key (1–255 characters): a repeat answers 409 `duplicate_request` with the
+    /// first campaign's id in `data.id` (docs/api.md, "Idempotent creates").
+    pub request_id: Option<String>,
 }
 
 /// A campaign as the API shows it.
@@ -166,21 +172,41 @@ fn render(
     contact: Option<&Contact>,
 ) -> Result<SmsText, ContentError> {
     let mut text = SmsTextBuilder::new();
-    let lookup = |name: &str| {
-        if let Some(value) = vars.get(name) {
-            return Some(value.as_str());
-        }
-        let contact = contact?;
-        match name {
-            "first_name" => contact.first_name.as_deref(),
-            "last_name" => contact.last_name.as_deref(),
-            "email" => contact.email.as_deref(),
-            other => contact.custom_fields.get(other).map(String::as_str),
-        }
-    };
+    let lookup = |name: &str| value_of(name, vars, contact);
     // A break only means the text is too long; `finish` says so.
     let _ = template::render_into(body, lookup, |piece| text.push_str(piece));
     text.finish()
+}
+
+/// A template variable's value for one recipient: its vars first, then its contact's fields.
+fn value_of<'v>(
+    name: &str,
+    vars: &'v BTreeMap<String, String>,
+    contact: Option<&'v Contact>,
+) -> Option<&'v str> {
+    if let Some(value) = vars.get(name) {
+        return Some(value.as_str());
+    }
+    let contact = contact?;
+    match name {
+        "first_name" => contact.first_name.as_deref(),
+        "last_name" => contact.last_name.as_deref(),
+        "email" => contact.email.as_deref(),
+        other => contact.custom_fields.get(other).map(String::as_str),
+    }
+}
+
+/// The variables of `names` that render empty for one recipient (no value, or a blank one).
+fn missing_vars(
+    names: &[String],
+    vars: &BTreeMap<String, String>,
+    contact: Option<&Contact>,
+) -> Vec<String> {
+    names
+        .iter()
+        .filter(|name| value_of(name, vars, contact).is_none_or(|v| v.trim().is_empty()))
+        .cloned()
+        .collect()
 }
 
 /// Checks a campaign body: at most [`MAX_BODY_CHARS`], and its own text (the tokens left
@@ -259,14 +285,15 @@ fn parse_recipients(explicit: Vec<RecipientIn>) -> Result<Vec<Wanted>, ApiError>
 }
 
 /// Adds the tagged contacts not already wanted (in their order), refuses a campaign past its
-/// limit, and renders each recipient's text.
+/// limit, and renders each recipient's text; with each, the body's variables it has no value
+/// for (none for a skipped recipient).
 fn expand(
     mut wanted: Vec<Wanted>,
     mut seen: HashSet<String>,
     tagged: Vec<Contact>,
     mut by_number: HashMap<String, Contact>,
     template: &str,
-) -> Result<Vec<NewRecipient>, ApiError> {
+) -> Result<Vec<(NewRecipient, Vec<String>)>, ApiError> {
     for contact in tagged {
         if seen.contains(&contact.phone_number) {
             continue;
@@ -287,9 +314,19 @@ fn expand(
             ));
         }
     }
+    let names = template::variables(template);
     Ok(wanted
         .iter()
-        .map(|w| recipient(template, w, by_number.get(w.to.as_str())))
+        .map(|w| {
+            let contact = by_number.get(w.to.as_str());
+            let planned = recipient(template, w, contact);
+            let missing = if planned.status == RecipientStatus::Skipped {
+                Vec::new()
+            } else {
+                missing_vars(&names, &w.vars, contact)
+            };
+            (planned, missing)
+        })
         .collect())
 }
 
@@ -353,8 +390,79 @@ fn recipient(body: &str, wanted: &Wanted, contact: Option<&Contact>) -> NewRecip
 async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(body): JsonBody<CreateCampaignIn>,
+    JsonBody(mut body): JsonBody<CreateCampaignIn>,
 ) -> Result<HttpResponse, ApiError> {
+    let request_id = body.request_id.take();
+    let operation = Operation::CreateCampaign;
+    create_once(
+        &state,
+        &caller,
+        operation,
+        "campaign",
+        request_id,
+        async || create_campaign(&state, &caller, body).await,
+    )
+    .await
+}
+
+/// Creates a campaign: the response and the campaign's id.
+async fn create_campaign(
+    state: &AppState,
+    caller: &Caller,
+    body: CreateCampaignIn,
+) -> Result<(HttpResponse, Uuid), ApiError> {
+    let prepared = prepare(state, caller, body).await?;
+    let recipients: Vec<NewRecipient> = prepared.recipients.into_iter().map(|(r, _)| r).collect();
+    let initial: Vec<RecipientStatus> = recipients.iter().map(|r| r.status).collect();
+    let launch = prepared.launch;
+    let new = NewCampaign {
+        id: Uuid::now_v7(),
+        scope: caller.scope(),
+        name: prepared.name,
+        from_number: prepared.from_number.as_str().to_string(),
+        body: prepared.template,
+        scheduled_for: prepared.scheduled_for,
+        recipients,
+    };
+    let op = CampaignOp::Create {
+        campaign: new,
+        launch,
+        limit: new_workspace_limit(state, caller),
+    };
+    let campaign = controlled(state, state.writer.campaign(op).await?)?;
+    for status in RecipientStatus::ALL {
+        let n = initial.iter().filter(|s| **s == status).count() as u64;
+        crate::telemetry::count_campaign_recipients(status, n);
+    }
+    if launch {
+        state.registry.do_send(Wake { id: campaign.id });
+    }
+    let response = success(
+        StatusCode::CREATED,
+        "campaign created",
+        with_counts(state, &campaign).await?,
+    );
+    Ok((response, campaign.id))
+}
+
+/// A campaign request validated and expanded: what creation stores and a preview shows.
+pub(super) struct Prepared {
+    pub name: String,
+    pub from_number: PhoneNumber,
+    pub template: String,
+    pub scheduled_for: Option<i64>,
+    pub launch: bool,
+    /// Every recipient in order, with the body's variables it has no value for.
+    pub recipients: Vec<(NewRecipient, Vec<String>)>,
+}
+
+/// Validates a campaign request (docs/api.md, Campaigns, in its order), expands its tags and
+/// renders every recipient's text; writes nothing.
+pub(super) async fn prepare(
+    state: &AppState,
+    caller: &Caller,
+    body: CreateCampaignIn,
+) -> Result<Prepared, ApiError> {
     let name = required(body.name, "name")?;
     if name.trim().is_empty() || name.chars().count() > MAX_NAME_CHARS {
         return Err(ApiError::validation(
@@ -417,35 +525,14 @@ async fn create(
         contacts::for_campaign(&state.db, caller.scope(), &numbers, &tags, tagged_limit).await?;
     let text = template.clone();
     let recipients = off_worker(move || expand(wanted, seen, tagged, by_number, &text)).await?;
-    let initial: Vec<RecipientStatus> = recipients.iter().map(|r| r.status).collect();
-    let launch = body.launch_now.unwrap_or(false);
-    let new = NewCampaign {
-        id: Uuid::now_v7(),
-        scope: caller.scope(),
+    Ok(Prepared {
         name,
-        from_number: from_number.as_str().to_string(),
-        body: template,
+        from_number,
+        template,
         scheduled_for,
+        launch: body.launch_now.unwrap_or(false),
         recipients,
-    };
-    let op = CampaignOp::Create {
-        campaign: new,
-        launch,
-        limit: new_workspace_limit(&state, &caller),
-    };
-    let campaign = controlled(&state, state.writer.campaign(op).await?)?;
-    for status in RecipientStatus::ALL {
-        let n = initial.iter().filter(|s| **s == status).count() as u64;
-        crate::telemetry::count_campaign_recipients(status, n);
-    }
-    if launch {
-        state.registry.do_send(Wake { id: campaign.id });
-    }
-    Ok(success(
-        StatusCode::CREATED,
-        "campaign created",
-        with_counts(&state, &campaign).await?,
-    ))
+    })
 }
 
 /// Turns the writer's answer into the campaign or the error docs/api.md, Campaigns, names; the

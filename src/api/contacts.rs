@@ -5,15 +5,15 @@ use std::collections::{BTreeMap, HashMap};
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use utoipa::ToSchema;
 
+use super::envelope::envelope_of;
+use super::idempotent::create_once;
 use super::messages::parse_number;
-use super::schemas::{
-    ContactEnvelope, ContactPageEnvelope, DeletedEnvelope, ImportContactsEnvelope,
-};
+use super::schemas::{ContactEnvelope, ContactPageEnvelope, DeletedEnvelope};
 use super::{
     AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, page_response, parse_id,
     required,
@@ -23,10 +23,13 @@ use crate::domain::quota::Quota;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::StoreError;
 use crate::store::contacts::{self, Contact, ContactFields, ContactFilter, ContactPatch};
+use crate::store::idempotency::Operation;
 use crate::store::messages::Position;
 
 /// Most contacts of one import.
 pub const MAX_IMPORT_CONTACTS: usize = 10_000;
+/// Longest contact search (`q`), in characters.
+const MAX_SEARCH_CHARS: usize = 64;
 /// Longest first or last name.
 const MAX_NAME_CHARS: usize = 120;
 /// Longest email (RFC 5321 path limit).
@@ -54,6 +57,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
             InvalidPhoneNumber,
             AlreadyExists,
             QuotaExceeded,
+            DuplicateRequest,
         ]),
         DocumentedRoute::of::<__path_get>(|| web::to(get)),
         DocumentedRoute::of::<__path_update>(|| web::to(update)).errors(&[
@@ -76,6 +80,42 @@ pub struct ContactIn {
     pub email: Option<String>,
     pub custom_fields: Option<BTreeMap<String, String>>,
     pub tags: Option<Vec<String>>,
+    /// `POST /v1/contacts` only (ignored in an import item): idempotency key (1–255
+    /// characters); a repeat answers 409 `duplicate_request` with the first contact's id in
+    /// `data.id` (docs/api.md, "Idempotent creates").
+    pub request_id: Option<String>,
+}
+
+/// What an import did, or with `dry_run` would do.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ImportOutcomeOut {
+    pub created: u64,
+    pub updated: u64,
+    /// `dry_run=true` only: each item and what the import would do with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub items: Option<Vec<ImportPlanItemOut>>,
+}
+envelope_of!(
+    ImportOutcomeEnvelope,
+    ImportOutcomeOut,
+    "Counts of an import (and, for a dry run, its plan)."
+);
+
+/// What an import would do with one item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ImportAction {
+    Create,
+    Update,
+}
+
+/// One item of a dry-run import.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ImportPlanItemOut {
+    /// Its place in `contacts` (from 0).
+    pub index: usize,
+    pub phone_number: String,
+    pub action: ImportAction,
 }
 
 /// Body of `PATCH /v1/contacts/{id}`: absent fields stay, `null` clears a nullable one.
@@ -255,21 +295,36 @@ async fn already_exists(state: &AppState, caller: &Caller, number: &str) -> ApiE
 async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(body): JsonBody<ContactIn>,
+    JsonBody(mut body): JsonBody<ContactIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let fields = parse_contact(body, "")?;
-    let number = fields.phone_number.clone();
-    let quota = state.settings.quotas.count(Quota::Contacts);
-    let now = state.clock.now_ms();
-    match contacts::create(&state.db, caller.scope(), fields, quota, now).await {
-        Ok(contact) => Ok(success(
-            StatusCode::CREATED,
-            "contact created",
-            contact_out(&contact),
-        )),
-        Err(StoreError::Conflict(_)) => Err(already_exists(&state, &caller, &number).await),
-        Err(err) => Err(err.into()),
-    }
+    let request_id = body.request_id.take();
+    let operation = Operation::CreateContact;
+    create_once(
+        &state,
+        &caller,
+        operation,
+        "contact",
+        request_id,
+        async || {
+            let fields = parse_contact(body, "")?;
+            let number = fields.phone_number.clone();
+            let quota = state.settings.quotas.count(Quota::Contacts);
+            let now = state.clock.now_ms();
+            match contacts::create(&state.db, caller.scope(), fields, quota, now).await {
+                Ok(contact) => {
+                    let response = success(
+                        StatusCode::CREATED,
+                        "contact created",
+                        contact_out(&contact),
+                    );
+                    Ok((response, contact.id))
+                }
+                Err(StoreError::Conflict(_)) => Err(already_exists(&state, &caller, &number).await),
+                Err(err) => Err(err.into()),
+            }
+        },
+    )
+    .await
 }
 
 /// Reads one contact.
@@ -383,6 +438,7 @@ async fn delete(
     params(
         ("tag" = Option<String>, Query, description = "only contacts with this tag"),
         ("opted_out" = Option<bool>, Query, description = "true or false"),
+        ("q" = Option<String>, Query, description = "words each found in the first or last name, email or number (case-insensitive), up to 64 characters"),
         ("limit" = Option<u32>, Query, description = "1–100, default 25"),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
     ),
@@ -412,7 +468,18 @@ async fn list(
         }
         other => other.cloned(),
     };
-    let filter = ContactFilter { tag, opted_out };
+    let search = match query.get("q").map(|q| q.trim()) {
+        Some(q) if q.chars().count() > MAX_SEARCH_CHARS => {
+            return Err(ApiError::validation("q", "q must be at most 64 characters"));
+        }
+        Some(q) => q.split_whitespace().map(str::to_string).collect(),
+        None => Vec::new(),
+    };
+    let filter = ContactFilter {
+        tag,
+        opted_out,
+        search,
+    };
     let (rows, has_more) =
         contacts::list(&state.db, caller.scope(), &filter, page.after, page.limit).await?;
     let last = rows.last().map(|c| Position {
@@ -429,14 +496,26 @@ async fn list(
     path = "/v1/contacts/import",
     tag = "contacts",
     request_body = ImportContactsIn,
-    responses((status = 200, description = "How many were created and updated.", body = ImportContactsEnvelope))
+    params(("dry_run" = Option<bool>, Query, description = "true: answer what the import would do, with `items`, and write nothing")),
+    responses((status = 200, description = "How many were (or would be) created and updated.", body = ImportOutcomeEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
 async fn import(
     state: web::Data<AppState>,
     caller: Caller,
+    query: web::Query<HashMap<String, String>>,
     JsonBody(body): JsonBody<ImportContactsIn>,
 ) -> Result<HttpResponse, ApiError> {
+    let dry_run = match query.get("dry_run").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => {
+            return Err(ApiError::validation(
+                "dry_run",
+                "dry_run must be true or false",
+            ));
+        }
+    };
     let items = required(body.contacts, "contacts")?;
     if items.is_empty() || items.len() > MAX_IMPORT_CONTACTS {
         return Err(ApiError::validation(
@@ -445,6 +524,34 @@ async fn import(
         ));
     }
     let fields = super::off_worker(move || parse_import(items)).await?;
+    if dry_run {
+        let numbers: Vec<&str> = fields.iter().map(|f| f.phone_number.as_str()).collect();
+        let quota = state.settings.quotas.count(Quota::Contacts);
+        let existing = contacts::plan_import(&state.db, caller.scope(), &numbers, quota).await?;
+        let items: Vec<ImportPlanItemOut> = fields
+            .iter()
+            .enumerate()
+            .map(|(index, f)| ImportPlanItemOut {
+                index,
+                phone_number: f.phone_number.clone(),
+                action: if existing.contains(&f.phone_number) {
+                    ImportAction::Update
+                } else {
+                    ImportAction::Create
+                },
+            })
+            .collect();
+        let updated = items
+            .iter()
+            .filter(|i| i.action == ImportAction::Update)
+            .count() as u64;
+        let out = ImportOutcomeOut {
+            created: items.len() as u64 - updated,
+            updated,
+            items: Some(items),
+        };
+        return Ok(success(StatusCode::OK, "dry run: nothing was written", out));
+    }
     let outcome = crate::store::retry_busy(|| {
         contacts::import(
             &state.db,
@@ -455,11 +562,12 @@ async fn import(
         )
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "contacts imported",
-        json!({ "created": outcome.created, "updated": outcome.updated }),
-    ))
+    let out = ImportOutcomeOut {
+        created: outcome.created,
+        updated: outcome.updated,
+        items: None,
+    };
+    Ok(success(StatusCode::OK, "contacts imported", out))
 }
 
 /// Every contact of an import parsed, or the first error (a number given twice is one).

@@ -203,7 +203,10 @@ pub fn send_error(err: SendError, recipient_field: impl Fn(usize) -> String) -> 
         SendError::AiRepliesOff => ApiError::AiRepliesOff {
             field: recipient_field(0),
         },
-        SendError::Duplicate(id) => ApiError::DuplicateRequest { id: id.as_uuid() },
+        SendError::Duplicate(id) => ApiError::DuplicateRequest {
+            id: id.as_uuid(),
+            what: "message",
+        },
         SendError::LimitReached {
             limit,
             window_ends_at,

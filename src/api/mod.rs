@@ -2,10 +2,16 @@
 
 pub mod ai;
 pub mod api_keys;
+pub mod campaign_preview;
 pub mod campaigns;
 pub mod contacts;
+pub mod conversations;
+mod envelope;
+pub mod events;
+mod idempotent;
 pub mod messages;
 pub mod mobile;
+pub mod numbers;
 pub mod openapi;
 pub mod ops;
 pub mod phone_ws;
@@ -14,6 +20,7 @@ pub mod routes;
 pub mod schemas;
 pub mod test_mode;
 pub mod webhooks;
+pub mod workspace;
 
 use std::collections::HashMap;
 use std::future::{Ready, ready};
@@ -82,6 +89,9 @@ pub struct AppState {
     pub sessions: Arc<crate::actors::phone_session::LiveSessions>,
     /// The device API's transport state per phone (`actors::device_link`).
     pub device_links: crate::actors::device_link::DeviceLinks,
+    /// The portal's live event streams (`actors::live_events`); the server's own hub is set
+    /// by `startup` after construction.
+    pub live: Arc<crate::actors::live_events::LiveEvents>,
     keys: RwLock<HashMap<String, CachedKey>>,
     generation: std::sync::Mutex<KnownGeneration>,
     /// Hashes of well-formed keys the database did not know, answered 401 without asking it
@@ -133,6 +143,7 @@ impl AppState {
             settings,
             clock,
             sessions: Arc::default(),
+            live: Arc::default(),
             keys: RwLock::new(HashMap::new()),
             generation: std::sync::Mutex::new(KnownGeneration::default()),
             unknown_keys: UnknownKeys::default(),
@@ -696,6 +707,11 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
     all.extend(test_mode::documented_routes());
     all.extend(webhooks::documented_routes());
     all.extend(api_keys::documented_routes());
+    all.extend(workspace::documented_routes());
+    all.extend(numbers::documented_routes());
+    all.extend(events::documented_routes());
+    all.extend(conversations::documented_routes());
+    all.extend(campaign_preview::documented_routes());
     all
 }
 

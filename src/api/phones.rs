@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
+use super::idempotent::create_once;
 use super::schemas::{DeletedEnvelope, PhoneEnvelope, PhonePageEnvelope, PhoneWithTokenEnvelope};
 use super::{
     AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, page_response, parse_id,
@@ -22,6 +23,7 @@ use crate::domain::keys;
 use crate::domain::pace::Pace;
 use crate::domain::quota::Quota;
 use crate::error::{ApiError, ErrorCode, success};
+use crate::store::idempotency::Operation;
 use crate::store::messages::Position;
 use crate::store::phones::{self, PhoneRecord};
 
@@ -43,6 +45,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
             ValidationFailed,
             InvalidPhoneNumber,
             QuotaExceeded,
+            DuplicateRequest,
         ]),
         DocumentedRoute::of::<__path_get>(|| web::to(get)),
         DocumentedRoute::of::<__path_update>(|| web::to(update)).errors(&[ValidationFailed]),
@@ -59,6 +62,9 @@ pub struct CreatePhoneIn {
     pub phone_number: Option<String>,
     /// Up to 120 characters.
     pub name: Option<String>,
+    /// Idempotency key (1–255 characters): a repeat answers 409 `duplicate_request` with the
+    /// first phone's id in `data.id` (docs/api.md, "Idempotent creates").
+    pub request_id: Option<String>,
 }
 
 /// A pace in a request body.
@@ -137,8 +143,27 @@ fn validate_name(name: Option<String>) -> Result<Option<String>, ApiError> {
 async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(body): JsonBody<CreatePhoneIn>,
+    JsonBody(mut body): JsonBody<CreatePhoneIn>,
 ) -> Result<HttpResponse, ApiError> {
+    let request_id = body.request_id.take();
+    let operation = Operation::CreatePhone;
+    create_once(
+        &state,
+        &caller,
+        operation,
+        "phone",
+        request_id,
+        async || create_phone(&state, &caller, body).await,
+    )
+    .await
+}
+
+/// Pairs a phone: the response and the new phone's id.
+async fn create_phone(
+    state: &AppState,
+    caller: &Caller,
+    body: CreatePhoneIn,
+) -> Result<(HttpResponse, uuid::Uuid), ApiError> {
     let number_text = required(body.phone_number, "phone_number")?;
     let number = parse_number(&number_text, "phone_number")?;
     let name = validate_name(body.name)?;
@@ -157,15 +182,16 @@ async fn create(
     state.registry.do_send(Paired {
         phone: phone.clone(),
     });
-    let mut out = phone_out(&state, &phone, None);
+    let mut out = phone_out(state, &phone, None);
     if let Some(obj) = out.as_object_mut() {
         obj.insert("device_token".into(), Value::String(token));
     }
-    Ok(success(
+    let response = success(
         StatusCode::CREATED,
         "phone paired; the device token is shown only now",
         out,
-    ))
+    );
+    Ok((response, phone.id))
 }
 
 /// Lists phones with their live state, cursor paged.

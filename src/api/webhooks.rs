@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use utoipa::ToSchema;
 
+use super::idempotent::create_once;
 use super::routes::DocumentedRoute;
 use super::schemas::{
     DeletedEnvelope, DeliveryPageEnvelope, DeliveryRetryEnvelope, ErrorCode, WebhookEnvelope,
@@ -26,6 +27,7 @@ use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
 use crate::domain::webhook_event::{EventKind, is_event_kind};
 use crate::error::{ApiError, success};
+use crate::store::idempotency::Operation;
 use crate::store::messages::Position;
 use crate::store::webhooks::{
     self, AttemptRow, DeliveryState, EndpointChanges, EndpointRecord, NewEndpoint, Subscriptions,
@@ -54,6 +56,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
             ValidationFailed,
             InvalidPhoneNumber,
             QuotaExceeded,
+            DuplicateRequest,
         ]),
         DocumentedRoute::of::<__path_get>(|| web::to(get)),
         DocumentedRoute::of::<__path_update>(|| web::to(update))
@@ -80,6 +83,9 @@ pub struct CreateWebhookIn {
     pub phone_numbers: Option<Vec<String>>,
     /// Default true.
     pub enabled: Option<bool>,
+    /// Idempotency key (1–255 characters): a repeat answers 409 `duplicate_request` with the
+    /// first endpoint's id in `data.id` (docs/api.md, "Idempotent creates").
+    pub request_id: Option<String>,
 }
 
 /// Body of `PATCH /v1/webhooks/{id}`; absent or null fields stay as they are.
@@ -229,15 +235,35 @@ async fn create(
     state: web::Data<AppState>,
     api: web::Data<WebhookApi>,
     caller: Caller,
-    JsonBody(body): JsonBody<CreateWebhookIn>,
+    JsonBody(mut body): JsonBody<CreateWebhookIn>,
 ) -> Result<HttpResponse, ApiError> {
+    let request_id = body.request_id.take();
+    let operation = Operation::CreateWebhook;
+    create_once(
+        &state,
+        &caller,
+        operation,
+        "endpoint",
+        request_id,
+        async || create_endpoint(&state, &api, &caller, body).await,
+    )
+    .await
+}
+
+/// Creates an endpoint: the response (with its signing key) and the endpoint's id.
+async fn create_endpoint(
+    state: &AppState,
+    api: &WebhookApi,
+    caller: &Caller,
+    body: CreateWebhookIn,
+) -> Result<(HttpResponse, Uuid), ApiError> {
     let url_text = required(body.url, "url")?;
     let events = required(body.events, "events")?;
     let events = parse_events(events)?;
     let phone_numbers = parse_phone_numbers(body.phone_numbers.unwrap_or_default())?;
-    let url = parse_url(&api, &state, &url_text).await?;
+    let url = parse_url(api, state, &url_text).await?;
     let id = Uuid::now_v7();
-    let (signing_key, sealed_signing_key) = new_signing_key(&api, id)?;
+    let (signing_key, sealed_signing_key) = new_signing_key(api, id)?;
     let new = NewEndpoint {
         id,
         url,
@@ -250,11 +276,12 @@ async fn create(
     let now = state.clock.now_ms();
     let endpoint = webhooks::create(&state.db, caller.scope(), new, quota, now).await?;
     api.subscriptions.upsert(&endpoint);
-    Ok(success(
+    let response = success(
         StatusCode::CREATED,
         "webhook endpoint created; the signing key is shown only now",
         with_key(&endpoint, signing_key),
-    ))
+    );
+    Ok((response, id))
 }
 
 /// Lists webhook endpoints, newest first.

@@ -6,6 +6,7 @@ pub mod change;
 pub mod ids;
 pub mod keys;
 pub mod keywords;
+pub mod number_lookup;
 pub mod pace;
 pub mod phone_number;
 pub mod phone_queue;

@@ -3,8 +3,9 @@
 //! registers with the device token, reads its webhook and signing key, holds an event stream,
 //! fetches on open and on every `MessageEnqueued`, reports Processed → Sent → Delivered (or
 //! Failed), and posts inbound SMS as signed `sms:received` webhooks. Like the app it dedupes
-//! fetched messages by id (a known id is reported again, never sent twice) and reconnects its
-//! stream with backoff, to the next of several server URLs in turn.
+//! fetched messages by id (a known id is reported again, never sent twice; a retry after a
+//! failure comes under a new id) and reconnects its stream with backoff, to the next of several
+//! server URLs in turn.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -19,6 +20,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::{FIRST_BACKOFF, MAX_BACKOFF, SimCommand, SimError, SimEvent, SimOptions, next_server};
+use crate::actors::device_link::AppMessageId;
 
 /// Where the device API is mounted under the server's base URL.
 const MOUNT: &str = "/mobile/v1";
@@ -77,9 +79,9 @@ pub async fn run_phone(
         }
     };
     let client = Client::builder().timeout(Duration::from_secs(10)).finish();
-    // The last state reported per message: a message served again is reported again.
-    let mut outcome: HashMap<Uuid, State> = HashMap::new();
-    let (timer_tx, mut timer_rx) = mpsc::unbounded_channel::<Uuid>();
+    // The last state reported per app message id: a message served again is reported again.
+    let mut outcome: HashMap<String, State> = HashMap::new();
+    let (timer_tx, mut timer_rx) = mpsc::unbounded_channel::<String>();
     let mut backoff = FIRST_BACKOFF;
     let mut inbound_seq: u64 = 0;
     loop {
@@ -137,11 +139,13 @@ pub async fn run_phone(
                         app.fetch_and_send(&options, &mut outcome, &timer_tx, &emit).await;
                     }
                 }
-                Some(message_id) = timer_rx.recv() => {
-                    if outcome.get(&message_id) == Some(&State::Sent) {
-                        outcome.insert(message_id, State::Delivered);
-                        app.report(message_id, State::Delivered).await;
-                        emit(SimEvent::Reported { message_id, status: "delivered" });
+                Some(app_id) = timer_rx.recv() => {
+                    if outcome.get(&app_id) == Some(&State::Sent) {
+                        outcome.insert(app_id.clone(), State::Delivered);
+                        app.report(&app_id, State::Delivered).await;
+                        if let Some(id) = AppMessageId::parse(&app_id) {
+                            emit(SimEvent::Reported { message_id: id.message_id, status: "delivered" });
+                        }
                     }
                 }
                 Some(command) = next_command(&mut commands) => {
@@ -244,8 +248,8 @@ impl AppCalls<'_> {
     async fn fetch_and_send(
         &self,
         options: &SimOptions,
-        outcome: &mut HashMap<Uuid, State>,
-        timers: &mpsc::UnboundedSender<Uuid>,
+        outcome: &mut HashMap<String, State>,
+        timers: &mpsc::UnboundedSender<String>,
         emit: &impl Fn(SimEvent),
     ) {
         let fetched = self
@@ -258,30 +262,34 @@ impl AppCalls<'_> {
         let at = Instant::now();
         let messages: Vec<Value> = reply.json().await.unwrap_or_default();
         for message in messages {
-            let Some(message_id) = message["id"].as_str().and_then(|id| id.parse().ok()) else {
+            // The app keeps ids as they come; the sim reads them only for its own events.
+            let Some(app_id) = message["id"].as_str().map(str::to_string) else {
                 continue;
             };
-            if let Some(done) = outcome.get(&message_id).copied() {
+            let Some(AppMessageId { message_id, send }) = AppMessageId::parse(&app_id) else {
+                continue;
+            };
+            if let Some(done) = outcome.get(&app_id).copied() {
                 emit(SimEvent::Send {
                     message_id,
-                    attempt: 0,
+                    attempt: send,
                     repeat: true,
                     at,
                 });
-                self.report(message_id, done).await;
+                self.report(&app_id, done).await;
                 continue;
             }
             emit(SimEvent::Send {
                 message_id,
-                attempt: 0,
+                attempt: send,
                 repeat: false,
                 at,
             });
-            self.report_named(message_id, "Processed", None).await;
+            self.report_named(&app_id, "Processed", None).await;
             let fails = options.fail_rate > 0.0 && rand::rng().random_bool(options.fail_rate);
             let state = if fails { State::Failed } else { State::Sent };
-            outcome.insert(message_id, state);
-            self.report(message_id, state).await;
+            outcome.insert(app_id.clone(), state);
+            self.report(&app_id, state).await;
             emit(SimEvent::Reported {
                 message_id,
                 status: state.event(),
@@ -290,26 +298,26 @@ impl AppCalls<'_> {
                 let (timers, delay) = (timers.clone(), options.deliver_after);
                 actix_web::rt::spawn(async move {
                     tokio::time::sleep(delay).await;
-                    let _ = timers.send(message_id);
+                    let _ = timers.send(app_id);
                 });
             }
         }
     }
 
-    async fn report(&self, message_id: Uuid, state: State) {
+    async fn report(&self, app_id: &str, state: State) {
         let error = (state == State::Failed).then_some("simulated radio failure");
-        self.report_named(message_id, state.name(), error).await;
+        self.report_named(app_id, state.name(), error).await;
     }
 
     /// `PATCH /message` with one item, as the app's state worker sends it.
-    async fn report_named(&self, message_id: Uuid, state: &str, error: Option<&str>) {
+    async fn report_named(&self, app_id: &str, state: &str, error: Option<&str>) {
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let mut recipient = json!({ "phoneNumber": "", "state": state });
         if let Some(error) = error {
             recipient["error"] = json!(error);
         }
         let body = json!([{
-            "id": message_id,
+            "id": app_id,
             "state": state,
             "recipients": [recipient],
             "states": { state: now }

@@ -91,6 +91,9 @@ pub struct ContactPatch {
 pub struct ContactFilter {
     pub tag: Option<String>,
     pub opted_out: Option<bool>,
+    /// Words that must each appear (case-insensitively) in the first name, last name, email
+    /// or number (docs/api.md, Contacts, `q`).
+    pub search: Vec<String>,
 }
 
 /// What an import did.
@@ -318,6 +321,9 @@ pub async fn list(
     if let Some(opted_out) = filter.opted_out {
         condition = condition.add(contacts::Column::OptedOut.eq(opted_out));
     }
+    for word in &filter.search {
+        condition = condition.add(word_matches(word));
+    }
     if let Some(tag) = &filter.tag {
         let tagged = contact_tags::Entity::find()
             .select_only()
@@ -346,6 +352,60 @@ pub async fn list(
         })
         .collect();
     Ok((contacts, has_more))
+}
+
+/// A search word found in the first name, last name, email or number, case-insensitively
+/// (`%` and `_` in the word match themselves).
+fn word_matches(word: &str) -> Condition {
+    use sea_orm::sea_query::{ExprTrait, Func, LikeExpr};
+    let escaped: String = word
+        .to_lowercase()
+        .chars()
+        .flat_map(|c| match c {
+            '%' | '_' | '\\' => vec!['\\', c],
+            other => vec![other],
+        })
+        .collect();
+    let pattern = format!("%{escaped}%");
+    let like = |column: contacts::Column| {
+        Expr::expr(Func::lower(Expr::col(column))).like(LikeExpr::new(pattern.clone()).escape('\\'))
+    };
+    Condition::any()
+        .add(like(contacts::Column::FirstName))
+        .add(like(contacts::Column::LastName))
+        .add(like(contacts::Column::Email))
+        .add(like(contacts::Column::PhoneNumber))
+}
+
+/// What an import of `numbers` would do, writing nothing: the numbers that already have a
+/// contact. `QuotaExceeded` when the new ones would not fit, the check [`import`] makes.
+#[tracing::instrument(skip_all, fields(contacts = numbers.len()))]
+pub async fn plan_import(
+    db: &DatabaseConnection,
+    scope: Scope,
+    numbers: &[&str],
+    quota: CountQuota,
+) -> Result<std::collections::HashSet<String>, StoreError> {
+    use sea_orm::TransactionTrait;
+    // A read transaction: the existing numbers and the quota count see one snapshot.
+    let txn = db.begin().await?;
+    let mut existing = std::collections::HashSet::with_capacity(numbers.len());
+    for chunk in numbers.chunks(IDS_PER_LOOKUP) {
+        let rows: Vec<String> = contacts::Entity::find()
+            .select_only()
+            .column(contacts::Column::PhoneNumber)
+            .filter(in_scope(scope))
+            .filter(contacts::Column::PhoneNumber.is_in(chunk.iter().copied()))
+            .into_tuple()
+            .all(&txn)
+            .await?;
+        existing.extend(rows);
+    }
+    let adding = numbers.len().saturating_sub(existing.len()) as u64;
+    let stored = contacts::Entity::find().filter(in_scope(scope));
+    super::quotas::ensure_room(&txn, quota, stored, adding).await?;
+    txn.rollback().await?;
+    Ok(existing)
 }
 
 /// Upserts contacts by phone number in one transaction with multi-row statements. A field an

@@ -4,11 +4,13 @@
 
 use entity::{message_events, messages};
 use sea_orm::{
-    ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
 use super::StoreError;
+use crate::domain::change::ChangeKind;
 use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
 
 /// A stored message.
@@ -374,6 +376,17 @@ pub async fn expired_candidates(
         .into_tuple()
         .all(db)
         .await?)
+}
+
+/// How many of this message's attempts failed and were retried (its `attempt_failed` timeline
+/// entries). The device API names each new send after a failure with it.
+pub async fn failed_attempts(db: &DatabaseConnection, id: Uuid) -> Result<u32, StoreError> {
+    let count = message_events::Entity::find()
+        .filter(message_events::Column::MessageId.eq(id))
+        .filter(message_events::Column::Kind.eq(ChangeKind::AttemptFailed.as_str()))
+        .count(db)
+        .await?;
+    Ok(u32::try_from(count).unwrap_or(u32::MAX))
 }
 
 /// Times at which this phone was handed messages since `since_ms`: its pace log after a restart.

@@ -7,6 +7,8 @@ pub mod ai;
 pub mod campaigns;
 pub mod cluster;
 pub mod contacts;
+pub mod conversations;
+pub mod idempotency;
 pub mod messages;
 mod paging;
 pub mod phones;

@@ -262,3 +262,22 @@ pub async fn token_hash_of(
         .await?
         .map(|m| m.token_hash))
 }
+
+/// The phones of this scope paired with `number`, oldest first (several phones may share
+/// one; the phones' (workspace, number) index).
+pub async fn with_number(
+    db: &DatabaseConnection,
+    scope: Scope,
+    number: &str,
+) -> Result<Vec<PhoneRecord>, StoreError> {
+    use sea_orm::QueryOrder;
+    Ok(phones::Entity::find()
+        .filter(in_scope(scope))
+        .filter(phones::Column::PhoneNumber.eq(number))
+        .order_by_asc(phones::Column::CreatedAt)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(PhoneRecord::from)
+        .collect())
+}

@@ -22,7 +22,61 @@ const GENERATION_ROW: i32 = 1;
 pub struct Workspace {
     pub id: Uuid,
     pub name: String,
+    /// Its own default country (ISO 3166-1 alpha-2); None: the server's default.
+    pub default_country: Option<String>,
     pub created_at: i64,
+}
+
+impl From<workspaces::Model> for Workspace {
+    fn from(row: workspaces::Model) -> Workspace {
+        Workspace {
+            id: row.id,
+            name: row.name,
+            default_country: row.default_country,
+            created_at: row.created_at,
+        }
+    }
+}
+
+/// A change to a workspace's settings: `None` leaves a field as it is; `Some(None)` clears
+/// the default country.
+#[derive(Debug, Clone, Default)]
+pub struct WorkspaceChange {
+    pub name: Option<String>,
+    pub default_country: Option<Option<String>>,
+}
+
+/// One workspace by id.
+pub async fn get(db: &DatabaseConnection, id: Uuid) -> Result<Workspace, StoreError> {
+    workspaces::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .map(Workspace::from)
+        .ok_or(StoreError::NotFound)
+}
+
+/// Applies `change` to a workspace and answers it as stored.
+#[tracing::instrument(skip_all, fields(workspace_id = %id))]
+pub async fn update(
+    db: &DatabaseConnection,
+    id: Uuid,
+    change: WorkspaceChange,
+) -> Result<Workspace, StoreError> {
+    let txn = super::begin_write(db).await?;
+    let row = workspaces::Entity::find_by_id(id)
+        .one(&txn)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let mut active: workspaces::ActiveModel = row.into();
+    if let Some(name) = change.name {
+        active.name = Set(name);
+    }
+    if let Some(country) = change.default_country {
+        active.default_country = Set(country);
+    }
+    let row = active.update(&txn).await?;
+    txn.commit().await?;
+    Ok(row.into())
 }
 
 /// A freshly created workspace with its first keys, shown once.
@@ -97,6 +151,7 @@ pub async fn create(
     let workspace = workspaces::ActiveModel {
         id: Set(Uuid::now_v7()),
         name: Set(name.to_string()),
+        default_country: Set(None),
         created_at: Set(now_ms),
     }
     .insert(&txn)
@@ -109,11 +164,7 @@ pub async fn create(
         .secret;
     txn.commit().await?;
     Ok(CreatedWorkspace {
-        workspace: Workspace {
-            id: workspace.id,
-            name: workspace.name,
-            created_at: workspace.created_at,
-        },
+        workspace: Workspace::from(workspace),
         live_key,
         test_key,
     })

@@ -22,6 +22,7 @@ mod ops;
 mod phone_sim;
 mod phones;
 mod portal;
+mod portal_api;
 mod quotas;
 mod retention;
 mod secrets;

@@ -590,7 +590,239 @@ async fn inbound_posts_are_verified_and_stored_once(backend: Backend) {
     receiver.stop().await;
 }
 
+/// Polls `GET /message` until it serves `n` messages (or panics after 10 s); their ids.
+async fn fetch_n(phone: &AppClient, n: usize) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let served = phone.fetch("fifo").await;
+        if served.len() >= n {
+            return served
+                .iter()
+                .map(|m| m["id"].as_str().unwrap().to_string())
+                .collect();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{n} messages never served; last {served:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn event_kinds(app: &TestApp, id: &str) -> Vec<String> {
+    app.get(&format!("/v1/messages/{id}"), &app.live_key)
+        .await
+        .expect(200)
+        .data()["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn a_retry_after_failed_is_a_new_send_for_the_app(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let phone = AppClient::new(&app, BASE, &token);
+    assert_eq!(phone.register().await.status, 201);
+    let _events = phone.events().await;
+    app.wait_online(&phone_id, true).await;
+    let id = send_live(&app, "try again").await;
+    // The first send goes by the message id itself.
+    assert_eq!(fetch_n(&phone, 1).await, [id.as_str()]);
+    phone.report(&id, "Processed", None).await;
+    phone
+        .report(&id, "Failed", Some("RESULT_ERROR_NO_SERVICE"))
+        .await;
+    // Answered once stored: the failed attempt is in the timeline already.
+    assert!(
+        event_kinds(&app, &id)
+            .await
+            .contains(&"attempt_failed".to_string())
+    );
+    // The app never sends an id it has seen again: the retry comes under a new one that
+    // names the message and its second send.
+    let retry = format!("{id}-2");
+    assert_eq!(fetch_n(&phone, 1).await, [retry.as_str()]);
+    assert_eq!(status_of(&app, &id).await, "sending");
+    // The app's state worker repeats a report it is unsure was taken: a late `Failed` of the
+    // first send does not fail the second.
+    phone
+        .report(&id, "Failed", Some("RESULT_ERROR_NO_SERVICE"))
+        .await;
+    assert_eq!(status_of(&app, &id).await, "sending");
+    assert_eq!(phone.fetch("fifo").await.len(), 1);
+    // The second send fails too, the third is delivered; the API and the webhooks speak of the
+    // message id throughout.
+    phone
+        .report(&retry, "Failed", Some("RESULT_ERROR_NO_SERVICE"))
+        .await;
+    let third = format!("{id}-3");
+    assert_eq!(fetch_n(&phone, 1).await, [third.as_str()]);
+    phone.report(&third, "Sent", None).await;
+    assert_eq!(status_of(&app, &id).await, "sent", "answered once stored");
+    phone.report(&third, "Delivered", None).await;
+    assert_eq!(status_of(&app, &id).await, "delivered");
+    let kinds = event_kinds(&app, &id).await;
+    assert_eq!(
+        kinds,
+        [
+            "queued",
+            "sending",
+            "attempt_failed",
+            "sending",
+            "attempt_failed",
+            "sending",
+            "sent",
+            "delivered"
+        ]
+    );
+    // An id this server never handed out changes nothing.
+    phone.report(&format!("{id}-4"), "Failed", None).await;
+    phone.report(&format!("{id}-x"), "Failed", None).await;
+    assert_eq!(event_kinds(&app, &id).await, kinds);
+}
+
+async fn a_report_is_answered_once_it_is_stored(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 100;
+        s.pace.per_30_minutes = 1_000;
+    })
+    .await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let phone = AppClient::new(&app, BASE, &token);
+    assert_eq!(phone.register().await.status, 201);
+    let _events = phone.events().await;
+    app.wait_online(&phone_id, true).await;
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        ids.push(send_live(&app, &format!("durable {i}")).await);
+    }
+    let served = fetch_n(&phone, ids.len()).await;
+    assert_eq!(served, ids);
+    // Each 204 means stored: the very next read sees the move.
+    for id in &ids {
+        phone.report(id, "Sent", None).await;
+        assert_eq!(status_of(&app, id).await, "sent");
+        phone.report(id, "Delivered", None).await;
+        assert_eq!(status_of(&app, id).await, "delivered");
+    }
+}
+
+/// Reads the stream until it ends (within 5 s); the comments it ended with.
+async fn stream_ends(stream: &mut EventStream) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut comments = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        assert!(!left.is_zero(), "the event stream never ended");
+        match stream.next_within(left).await {
+            None => return comments,
+            Some(Sse::Comment(text)) => comments.push(text),
+            Some(Sse::Event { .. }) => {}
+        }
+    }
+}
+
+async fn the_newest_connection_wins_and_nothing_is_lost_or_sent_twice(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 100;
+        s.pace.per_30_minutes = 1_000;
+    })
+    .await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let phone = AppClient::new(&app, BASE, &token);
+    assert_eq!(phone.register().await.status, 201);
+    let mut stream = phone.events().await;
+    app.wait_online(&phone_id, true).await;
+    // One physical phone with both transports: what it has sent, by message id (the app and a
+    // WebSocket phone both dedupe by id), and how often.
+    let mut radio: std::collections::HashMap<String, u32> = Default::default();
+    let mut all = Vec::new();
+    for round in 0..2 {
+        // The event stream is current: three messages are handed to it; the app sends one and
+        // has not reported the other two when the WebSocket connects.
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            ids.push(send_live(&app, &format!("round {round} sse {i}")).await);
+        }
+        assert_eq!(fetch_n(&phone, 3).await, ids);
+        *radio.entry(ids[0].clone()).or_default() += 1;
+        phone.report(&ids[0], "Sent", None).await;
+
+        // The WebSocket is the newest connection: the event stream is told and ends, and the
+        // two unreported messages come over the WebSocket under their own ids.
+        let mut ws = app.connect_phone(&token).await;
+        let told = stream_ends(&mut stream).await;
+        assert!(
+            told.iter().any(|c| c.contains("replaced")),
+            "the stream is told why it ends: {told:?}"
+        );
+        let mut moved = vec![ws.expect_send().await.0.to_string()];
+        moved.push(ws.expect_send().await.0.to_string());
+        moved.sort();
+        let mut expected = ids[1..].to_vec();
+        expected.sort();
+        assert_eq!(moved, expected);
+        // The app's fetch and reports no longer take the phone back: only a new connection does.
+        assert!(phone.fetch("fifo").await.is_empty());
+        phone.report(&ids[1], "Processed", None).await;
+        for id in &moved {
+            *radio.entry(id.clone()).or_default() += 1;
+            let message_id = id.parse().unwrap();
+            let ack = ws
+                .report(smsgw::domain::protocol::PhoneFrame::Sent {
+                    message_id,
+                    reference: Some(format!("sent-{id}")),
+                })
+                .await;
+            assert!(
+                matches!(ack, Some(smsgw::domain::protocol::ServerFrame::Ack { .. })),
+                "{ack:?}"
+            );
+        }
+        // Traffic while the WebSocket is current goes to it; it sends nothing yet.
+        let mut later = Vec::new();
+        for i in 0..2 {
+            later.push(send_live(&app, &format!("round {round} ws {i}")).await);
+        }
+        for id in &later {
+            assert_eq!(ws.expect_send().await.0.to_string(), *id);
+        }
+
+        // The app reconnects its stream: the WebSocket is closed with 4000 and what it held
+        // unsent is fetched by the app under the same ids.
+        stream = phone.events().await;
+        assert_eq!(ws.close_code().await, Some(4000));
+        let mut fetched = fetch_n(&phone, 2).await;
+        fetched.sort();
+        let mut expected = later.clone();
+        expected.sort();
+        assert_eq!(fetched, expected);
+        for id in &later {
+            *radio.entry(id.clone()).or_default() += 1;
+            phone.report(id, "Sent", None).await;
+        }
+        all.extend(ids);
+        all.extend(later);
+    }
+    for id in &all {
+        assert_eq!(radio.get(id), Some(&1), "{id} sent once");
+        assert_eq!(status_of(&app, id).await, "sent", "{id}");
+        let kinds = event_kinds(&app, id).await;
+        assert_eq!(
+            kinds.iter().filter(|k| *k == "sent").count(),
+            1,
+            "{id}: {kinds:?}"
+        );
+    }
+}
+
 backend_tests!(
+    a_retry_after_failed_is_a_new_send_for_the_app,
+    a_report_is_answered_once_it_is_stored,
+    the_newest_connection_wins_and_nothing_is_lost_or_sent_twice,
     inbound_posts_are_verified_and_stored_once,
     registration_binds_the_app_to_its_phone,
     a_wrong_token_is_401_at_every_route,

@@ -245,7 +245,72 @@ async fn smsgate_simulator_sends_and_forwards_inbound(backend: Backend) {
     assert!(String::from_utf8_lossy(&output.stderr).contains("refused"));
 }
 
+/// A message the phone fails is sent again by the simulated app: each retry comes under a new
+/// app id, which the app (and the sim) has not seen.
+async fn smsgate_simulator_sends_each_retry(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let options = SimOptions {
+        server: app.address.clone(),
+        token,
+        fail_rate: 1.0,
+        deliver_after: Duration::from_millis(30),
+        heartbeat_every: Duration::from_secs(5),
+    };
+    actix_web::rt::spawn(smsgw::phone_sim::smsgate::run_phone(
+        options,
+        Some(tx),
+        None,
+    ));
+    wait_for(&mut events, |e| *e == SimEvent::Connected).await;
+    app.wait_online(&phone_id, true).await;
+    let id = app
+        .post(
+            "/v1/messages/send",
+            &app.live_key,
+            send_body(SENDER, RECIPIENT, "fails every time"),
+        )
+        .await
+        .expect(202)
+        .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let message = app.wait_for_status(&app.live_key, &id, "failed").await;
+    let kinds: Vec<&str> = message["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    // messages.max_send_attempts = 3: three sends, each reported failed by the phone.
+    assert_eq!(
+        kinds,
+        [
+            "queued",
+            "sending",
+            "attempt_failed",
+            "sending",
+            "attempt_failed",
+            "sending",
+            "failed"
+        ]
+    );
+    let mut sends = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let SimEvent::Send {
+            attempt, repeat, ..
+        } = event
+        {
+            sends.push((attempt, repeat));
+        }
+    }
+    assert_eq!(sends, [(1, false), (2, false), (3, false)]);
+}
+
 backend_tests!(
+    smsgate_simulator_sends_each_retry,
     simulated_phone_delivers_live_sends,
     simulated_phone_survives_a_server_restart,
     simulated_phone_moves_on_to_the_next_server,

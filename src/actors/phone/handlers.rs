@@ -117,15 +117,30 @@ impl Handler<Report> for Phone {
     type Result = ();
 
     fn handle(&mut self, msg: Report, ctx: &mut Self::Context) {
-        match msg.frame {
+        self.on_frame(msg.frame, None, ctx);
+    }
+}
+
+impl Handler<ReportAndWait> for Phone {
+    type Result = ();
+
+    fn handle(&mut self, msg: ReportAndWait, ctx: &mut Self::Context) {
+        self.on_frame(msg.frame, Some(msg.done), ctx);
+    }
+}
+
+impl Phone {
+    /// A frame from the phone; `done` is answered once its outcome is stored.
+    fn on_frame(&mut self, frame: PhoneFrame, done: Option<Done>, ctx: &mut Context<Self>) {
+        match frame {
             PhoneFrame::Sent {
                 message_id,
                 reference,
-            } => self.status_report(message_id, StatusReport::Sent, reference, ctx),
+            } => self.status_report(message_id, StatusReport::Sent, reference, done, ctx),
             PhoneFrame::Delivered {
                 message_id,
                 reference,
-            } => self.status_report(message_id, StatusReport::Delivered, reference, ctx),
+            } => self.status_report(message_id, StatusReport::Delivered, reference, done, ctx),
             PhoneFrame::Failed {
                 message_id,
                 error,
@@ -134,6 +149,7 @@ impl Handler<Report> for Phone {
                 message_id,
                 StatusReport::Failed { reason: error },
                 reference,
+                done,
                 ctx,
             ),
             PhoneFrame::Received {
@@ -141,8 +157,8 @@ impl Handler<Report> for Phone {
                 from,
                 content,
                 received_at: _,
-            } => self.inbound(reference, from, content, ctx),
-            PhoneFrame::Heartbeat { .. } => {}
+            } => self.inbound(reference, from, content, done, ctx),
+            PhoneFrame::Heartbeat { .. } => answer(done),
         }
     }
 }

@@ -2,8 +2,8 @@
 //! queue, its exact pace windows and the link to its current transport.
 //!
 //! Mailbox: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`, `StopPhone`,
-//! `HandBack`; the immediate hand-over `Reserve` → `Handed` or `Release`; the event `Report`
-//! (a frame from the phone). The actor never holds a database connection while it waits: every
+//! `HandBack`; the immediate hand-over `Reserve` → `Handed` or `Release`; the events `Report`
+//! (a frame from the phone) and `ReportAndWait` (one whose transport waits until it is stored). The actor never holds a database connection while it waits: every
 //! write is a future spawned on its context.
 //!
 //! Its decisions are plain types it holds: the queue (`domain::phone_queue`), the pace log
@@ -113,6 +113,17 @@ pub struct Detach {
 pub struct Report {
     pub session_id: u64,
     pub frame: PhoneFrame,
+}
+
+/// A frame from the phone whose transport answers the phone only once the frame's outcome is
+/// stored (the device API's `PATCH /message` and inbound posts): `done` is answered once the
+/// report or the inbound message is written, or changed nothing; it is dropped when storing
+/// failed. Unlike [`Report`], it may come from a transport that is not the current one.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ReportAndWait {
+    pub frame: PhoneFrame,
+    pub done: tokio::sync::oneshot::Sender<()>,
 }
 
 /// Drop a message from the queue (it was cancelled or expired).
@@ -402,6 +413,7 @@ impl Phone {
         message_id: Uuid,
         report: StatusReport,
         reference: Option<String>,
+        done: Option<Done>,
         ctx: &mut Context<Self>,
     ) {
         let deps = self.deps.clone();
@@ -457,6 +469,7 @@ impl Phone {
             .map(move |result, act, ctx| match result {
                 Ok(ReportOutcome::Moved(row)) => {
                     act.ack(reference);
+                    answer(done);
                     if row.status.is_terminal() || row.status == MessageStatus::Sent {
                         // A late report can settle a message that waits for another attempt.
                         act.queue.remove_waiting(row.id);
@@ -469,11 +482,17 @@ impl Phone {
                         }
                     }
                 }
-                Ok(ReportOutcome::Ignored) => act.ack(reference),
-                Ok(ReportOutcome::NotYours) => act.reject(
-                    FrameErrorCode::UnknownMessage,
-                    format!("message {message_id} was not sent to this phone"),
-                ),
+                Ok(ReportOutcome::Ignored) => {
+                    act.ack(reference);
+                    answer(done);
+                }
+                Ok(ReportOutcome::NotYours) => {
+                    act.reject(
+                        FrameErrorCode::UnknownMessage,
+                        format!("message {message_id} was not sent to this phone"),
+                    );
+                    answer(done);
+                }
                 Err(err) => {
                     // Not acked: the phone re-sends the report after reconnecting.
                     tracing::error!(message_id = %message_id, error = %err, "report not stored");
@@ -487,6 +506,7 @@ impl Phone {
         reference: String,
         from: String,
         content: String,
+        done: Option<Done>,
         ctx: &mut Context<Self>,
     ) {
         let Some(device) = self.identity.device_id else {
@@ -508,7 +528,8 @@ impl Phone {
                 .into_actor(self)
                 .map(move |result, act, _| match result {
                     Ok(InboundOutcome::Stored(_)) | Ok(InboundOutcome::Repeat) => {
-                        act.ack(Some(reference))
+                        act.ack(Some(reference));
+                        answer(done);
                     }
                     Err(err) => {
                         tracing::error!(error = %err, "inbound message not stored; the phone will re-send it");
@@ -691,6 +712,16 @@ async fn claim(cluster: &crate::actors::cluster::Cluster, device: Uuid) -> bool 
             return false;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The answer a [`ReportAndWait`] waits for.
+type Done = tokio::sync::oneshot::Sender<()>;
+
+/// Tells a waiting transport its frame's outcome is stored.
+fn answer(done: Option<Done>) {
+    if let Some(done) = done {
+        let _ = done.send(());
     }
 }
 

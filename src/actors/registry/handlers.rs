@@ -102,10 +102,37 @@ impl Registry {
         let addr = self.phone_addr(msg.phone_id)?;
         let now = self.deps.clock.now_ms();
         let entry = self.phones.get_mut(&msg.phone_id)?;
+        let came_online = entry.session.is_none();
+        entry.session = Some(msg.link.session_id);
+        entry.last_seen_at = Some(now);
+        let scope = entry.record.scope();
+        addr.do_send(phone::Attach { link: msg.link });
+        if came_online {
+            self.publish_phone_status(scope, msg.phone_id, true, now);
+        }
+        Some(addr)
+    }
+}
+
+impl Handler<ConnectIfIdle> for Registry {
+    type Result = Result<Addr<Phone>, NotAttached>;
+
+    fn handle(&mut self, msg: ConnectIfIdle, _: &mut Self::Context) -> Self::Result {
+        let addr = self
+            .phone_addr(msg.phone_id)
+            .ok_or(NotAttached::NotPaired)?;
+        let now = self.deps.clock.now_ms();
+        let entry = self
+            .phones
+            .get_mut(&msg.phone_id)
+            .ok_or(NotAttached::NotPaired)?;
+        if entry.session.is_some() {
+            return Err(NotAttached::Busy(addr));
+        }
         entry.session = Some(msg.link.session_id);
         entry.last_seen_at = Some(now);
         addr.do_send(phone::Attach { link: msg.link });
-        Some(addr)
+        Ok(addr)
     }
 }
 
@@ -128,6 +155,9 @@ impl Handler<Disconnected> for Registry {
             addr.do_send(phone::Detach {
                 session_id: msg.session_id,
             });
+        }
+        if went_offline {
+            self.publish_phone_status(scope, msg.phone_id, false, now);
         }
         if went_offline && let Some(addr) = addr {
             let online: Vec<Uuid> = self

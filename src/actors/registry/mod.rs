@@ -89,6 +89,25 @@ pub struct Connected {
     pub link: Link,
 }
 
+/// A transport asks to become the phone's link only while none is current (the device API's
+/// fetch, report or inbound post: activity, not a new connection, so it never replaces a
+/// connected WebSocket or event stream). Answers the Phone actor either way.
+#[derive(Message)]
+#[rtype(result = "Result<Addr<Phone>, NotAttached>")]
+pub struct ConnectIfIdle {
+    pub phone_id: Uuid,
+    pub link: Link,
+}
+
+/// Why a [`ConnectIfIdle`] attached nothing.
+#[derive(Debug)]
+pub enum NotAttached {
+    /// The phone is not (or no longer) paired.
+    NotPaired,
+    /// Another transport is current; its Phone actor still takes reports.
+    Busy(Addr<Phone>),
+}
+
 /// A transport of a phone closed.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -209,6 +228,19 @@ impl Registry {
     /// What the actors share.
     pub(crate) fn deps(&self) -> &Deps {
         &self.deps
+    }
+
+    /// Tells the portal's live event streams that a phone came online or went offline.
+    fn publish_phone_status(&self, scope: Scope, phone_id: Uuid, online: bool, now_ms: i64) {
+        use super::live_events::{LiveEvent, PhoneStatusOut};
+        let status = PhoneStatusOut {
+            id: phone_id,
+            online,
+            last_seen_at: Some(crate::clock::format_ms(now_ms)),
+        };
+        self.deps
+            .live
+            .publish([(scope, LiveEvent::PhoneStatus(status))]);
     }
 
     fn number_key(scope: Scope, number: &str) -> NumberKey {

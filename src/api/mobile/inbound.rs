@@ -13,6 +13,7 @@ use sha2::Sha256;
 use uuid::Uuid;
 
 use super::{MobileError, parse};
+use crate::actors::device_link::{Pending, STORE_WAIT};
 use crate::api::AppState;
 use crate::domain::keys;
 use crate::domain::protocol::PhoneFrame;
@@ -136,8 +137,8 @@ pub async fn receive(
             .received_at
             .map_or_else(|| state.clock.now(), |at| at.with_timezone(&chrono::Utc)),
     };
-    let stored = state.device_links.of(phone_id).inbound(frame).await?;
-    if !stored {
+    let pending = state.device_links.of(phone_id).inbound(frame).await?;
+    if !Pending::all_within(vec![pending], STORE_WAIT).await {
         return Err(MobileError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "not stored yet; retry",

@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::AppState;
-use crate::actors::device_link::{FetchOrder, KEEPALIVE, KEEPALIVE_FRAME, NotPaired};
+use crate::actors::device_link::{
+    AppMessageId, FetchOrder, KEEPALIVE, KEEPALIVE_FRAME, NotPaired, Pending, STORE_WAIT,
+};
 use crate::clock::format_ms;
 use crate::domain::keys;
 use crate::domain::protocol::PhoneFrame;
@@ -274,11 +276,12 @@ struct TextOut {
     text: String,
 }
 
-/// One message in the app's shape: one recipient, `id` the smsgw message id.
+/// One message in the app's shape: one recipient; `id` names this send of it
+/// ([`AppMessageId`]: the smsgw message id, or a new id for each retry after a failure).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct MobileMessageOut {
-    id: Uuid,
+    id: String,
     text_message: TextOut,
     phone_numbers: [String; 1],
     sim_number: Option<u8>,
@@ -318,8 +321,9 @@ async fn fetch(
         if message.status != MessageStatus::Sending || message.device_id != Some(phone.id) {
             continue;
         }
+        let app_id = app_message_id(&state, &message).await?;
         out.push(MobileMessageOut {
-            id: message.id,
+            id: app_id.to_string(),
             text_message: TextOut {
                 text: handout.content,
             },
@@ -354,8 +358,10 @@ struct ReportIn {
 /// Reports in one `PATCH /message` at most (the app sends one at a time).
 const MAX_REPORTS: usize = 100;
 
-/// `PATCH /message`: the app's states mapped onto smsgw's (docs/api.md). Always 204: an unknown
-/// id, another phone's message or a report that would move a message backwards changes nothing.
+/// `PATCH /message`: the app's states mapped onto smsgw's (docs/api.md). 204 once every report
+/// that moves a message is stored (503 when that took longer than [`STORE_WAIT`]: the app
+/// retries). An unknown id, another phone's message, an earlier send of a message sent again
+/// since, or a report that would move a message backwards changes nothing.
 #[tracing::instrument(skip_all)]
 async fn report(
     state: web::Data<AppState>,
@@ -370,10 +376,12 @@ async fn report(
         )));
     }
     let link = state.device_links.of(phone.id);
+    let mut pending = Vec::new();
     for item in items {
-        let Ok(message_id) = Uuid::parse_str(&item.id) else {
+        let Some(app_id) = AppMessageId::parse(&item.id) else {
             continue;
         };
+        let message_id = app_id.message_id;
         let frame = match item.state.as_str() {
             "Sent" => Some(PhoneFrame::Sent {
                 message_id,
@@ -396,9 +404,49 @@ async fn report(
             // the message already is; cancel states have no meaning for a handed-over message.
             _ => None,
         };
-        link.report(message_id, frame).await?;
+        // Only a report on this phone's current send of the message counts: a late or
+        // repeated report of an earlier send must neither fail the retry nor stop serving it.
+        if !is_current_send(&state, phone.id, app_id).await? {
+            continue;
+        }
+        pending.push(link.report(message_id, frame).await?);
+    }
+    if !Pending::all_within(pending, STORE_WAIT).await {
+        return Err(MobileError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the report is not stored yet; retry",
+        ));
     }
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// The id the app knows this message's current send by: it counts the failures the message
+/// was retried after, which only a message handed over more than once can have.
+async fn app_message_id(
+    state: &AppState,
+    message: &messages::Message,
+) -> Result<AppMessageId, MobileError> {
+    let failures = if message.send_attempts > 1 {
+        messages::failed_attempts(&state.db, message.id).await?
+    } else {
+        0
+    };
+    Ok(AppMessageId::after_failures(message.id, failures))
+}
+
+/// Whether `app_id` names the current send of a message handed to this phone.
+async fn is_current_send(
+    state: &AppState,
+    phone_id: Uuid,
+    app_id: AppMessageId,
+) -> Result<bool, MobileError> {
+    let Some(message) = messages::get(&state.db, app_id.message_id).await? else {
+        return Ok(false);
+    };
+    if message.device_id != Some(phone_id) {
+        return Ok(false);
+    }
+    Ok(app_message_id(state, &message).await? == app_id)
 }
 
 /// `GET /settings`: only the webhook signing key the app signs inbound posts with; never the

@@ -1,0 +1,102 @@
+//! Live events for the portal (docs/api.md, "Live events"): `GET /v1/events/stream`, a
+//! server-sent event stream of the key's workspace and mode. A `snapshot` of every phone on
+//! open, then `phone.status` and `message.status` as they happen (`actors::live_events`), and
+//! a `:keepalive` comment after 15 s of silence.
+
+use std::time::Duration;
+
+use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use actix_web::{HttpResponse, web};
+use bytes::Bytes;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::{AppState, Caller, DocumentedRoute};
+use crate::actors::live_events::{self, EventName, PhoneStatusOut};
+use crate::actors::registry::GetPhoneStates;
+use crate::clock::format_ms;
+use crate::error::ApiError;
+use crate::store::phones;
+
+/// Longest silence on a stream before a `:keepalive` comment (proxies close idle connections).
+const KEEPALIVE: Duration = Duration::from_secs(15);
+/// The `:keepalive` comment frame.
+const KEEPALIVE_FRAME: &[u8] = b":keepalive\n\n";
+/// Phones a snapshot lists at most (the `phones` quota is 100 by default).
+const MAX_SNAPSHOT_PHONES: u64 = 1_000;
+/// A refused stream may try again after this many seconds.
+const RETRY_AFTER_SECS: u64 = 15;
+
+/// The live-event operations (route registry, see `super::documented_routes`).
+pub fn documented_routes() -> Vec<DocumentedRoute> {
+    vec![DocumentedRoute::of::<__path_stream>(|| web::to(stream))]
+}
+
+/// The `snapshot` event: every phone of the workspace and mode with its live state.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SnapshotOut {
+    pub phones: Vec<PhoneStatusOut>,
+}
+
+/// Opens the live event stream (`text/event-stream`). Events: `snapshot` (`SnapshotOut`, once,
+/// first), `phone.status` (`PhoneStatusOut`), `message.status` (`MessageStatusOut`); a reader
+/// that falls behind misses events rather than holding the server's memory.
+#[utoipa::path(
+    get,
+    path = "/v1/events/stream",
+    tag = "events",
+    responses(
+        (status = 200, description = "A server-sent event stream: `event: snapshot` then `phone.status` and `message.status` events, each with one JSON `data` line; `:keepalive` comments after 15 s of silence. Five streams of one workspace and mode are open at most (429 `rate_limited` beyond).", content_type = "text/event-stream", body = String)
+    )
+)]
+#[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
+async fn stream(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse, ApiError> {
+    // Subscribed before the snapshot is read, so no change between the two is missed.
+    let receiver = state
+        .live
+        .subscribe(caller.scope())
+        .map_err(|_| ApiError::RateLimited {
+            retry_after_secs: RETRY_AFTER_SECS,
+        })?;
+    let (rows, _) = phones::list(&state.db, caller.scope(), None, MAX_SNAPSHOT_PHONES).await?;
+    let live = state
+        .registry
+        .send(GetPhoneStates {
+            ids: rows.iter().map(|p| p.id).collect(),
+        })
+        .await
+        .unwrap_or_default();
+    let snapshot = SnapshotOut {
+        phones: rows
+            .iter()
+            .map(|phone| {
+                let now = live.get(&phone.id);
+                PhoneStatusOut {
+                    id: phone.id,
+                    online: now.is_some_and(|s| s.online),
+                    last_seen_at: now
+                        .and_then(|s| s.last_seen_at)
+                        .or(phone.last_seen_at)
+                        .map(format_ms),
+                }
+            })
+            .collect(),
+    };
+    let first = live_events::frame(EventName::Snapshot, &snapshot);
+    let events = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        let frame = match tokio::time::timeout(KEEPALIVE, receiver.recv()).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return None,
+            Err(_) => Bytes::from_static(KEEPALIVE_FRAME),
+        };
+        Some((Ok::<_, actix_web::Error>(frame), receiver))
+    });
+    use futures_util::StreamExt;
+    let body =
+        futures_util::stream::once(async move { Ok::<_, actix_web::Error>(first) }).chain(events);
+    Ok(HttpResponse::Ok()
+        .insert_header((CONTENT_TYPE, "text/event-stream"))
+        .insert_header((CACHE_CONTROL, "no-cache"))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .streaming(body))
+}

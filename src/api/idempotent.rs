@@ -1,0 +1,66 @@
+//! `request_id` on creates other than sends (docs/api.md, "Idempotent creates"): a repeat of
+//! a create that succeeded answers 409 `duplicate_request` with the first resource's id, and
+//! never creates a second one, even when the two requests arrive at once.
+
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::{AppState, Caller};
+use crate::error::ApiError;
+use crate::send::RequestId;
+use crate::store::idempotency::{self, IdempotencyKey, Operation, Reservation};
+
+/// How long a repeat waits for the first request with its key to finish before answering
+/// that it is still running.
+const WAIT_FOR_FIRST: Duration = Duration::from_secs(5);
+/// How often a waiting repeat looks again.
+const POLL_EVERY: Duration = Duration::from_millis(25);
+
+/// Runs `create` at most once per `request_id` (none given: every time). `create` answers the
+/// resource and its id; its error releases the key, so a corrected retry may use it.
+pub async fn create_once<T>(
+    state: &AppState,
+    caller: &Caller,
+    operation: Operation,
+    what: &'static str,
+    request_id: Option<String>,
+    create: impl AsyncFnOnce() -> Result<(T, Uuid), ApiError>,
+) -> Result<T, ApiError> {
+    let Some(text) = request_id else {
+        return create().await.map(|(out, _)| out);
+    };
+    let request_id = RequestId::parse(text)
+        .map_err(|err| ApiError::validation("request_id", err.to_string()))?;
+    let key = IdempotencyKey {
+        scope: caller.scope(),
+        operation,
+        request_id: request_id.into_string(),
+    };
+    let deadline = actix_web::rt::time::Instant::now() + WAIT_FOR_FIRST;
+    loop {
+        match idempotency::reserve(&state.db, &key, state.clock.now_ms()).await? {
+            Reservation::Reserved => break,
+            Reservation::Done(id) => return Err(ApiError::DuplicateRequest { id, what }),
+            Reservation::Running if actix_web::rt::time::Instant::now() < deadline => {
+                actix_web::rt::time::sleep(POLL_EVERY).await;
+            }
+            Reservation::Running => return Err(ApiError::RequestInProgress),
+        }
+    }
+    match create().await {
+        Ok((out, id)) => {
+            if let Err(err) = idempotency::complete(&state.db, &key, id).await {
+                // The resource exists; the key stays reserved and is given up after a minute.
+                tracing::warn!(error = %err, "request_id could not be recorded");
+            }
+            Ok(out)
+        }
+        Err(err) => {
+            if let Err(release) = idempotency::release(&state.db, &key).await {
+                tracing::warn!(error = %release, "request_id could not be released");
+            }
+            Err(err)
+        }
+    }
+}
