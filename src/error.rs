@@ -183,6 +183,10 @@ pub enum ApiError {
     /// `GET /ready`: the database did not answer in time.
     #[error("the database does not answer")]
     NotReady,
+    /// `GET /ready` of a cluster node whose leases are not renewed in time (or that is
+    /// stopping): it must not take traffic.
+    #[error("this node's leases are not renewed")]
+    LeasesNotRenewed,
     #[error("internal error")]
     Internal(String),
 }
@@ -229,7 +233,7 @@ impl ApiError {
             ApiError::NoDeviceAvailable { .. } => ErrorCode::NoDeviceAvailable,
             ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
             ApiError::BadRequest(_) => ErrorCode::BadRequest,
-            ApiError::NotReady => ErrorCode::NotReady,
+            ApiError::NotReady | ApiError::LeasesNotRenewed => ErrorCode::NotReady,
             ApiError::Internal(_) => ErrorCode::InternalError,
         }
     }
@@ -267,6 +271,7 @@ impl ApiError {
             } => json!({ "limit": limit, "window_ends_at": window_ends_at }),
             ApiError::NoDeviceAvailable { field, .. } => json!({ "field": field }),
             ApiError::NotReady => json!({ "database": "unavailable" }),
+            ApiError::LeasesNotRenewed => json!({ "database": "ok", "leases": "not_renewed" }),
             _ => json!({}),
         }
     }

@@ -37,6 +37,11 @@ pub enum Notice {
     Online { phone: Uuid, node: Uuid },
     /// `phone` is no longer online on `node`.
     Offline { phone: Uuid, node: Uuid },
+    /// A campaign changed (API) on a node that does not run it: its owner reloads it.
+    Campaign { campaign: Uuid },
+    /// A webhook endpoint changed or got deliveries on a node that does not run it: its owner
+    /// reads the endpoint and its pending deliveries again.
+    Endpoint { endpoint: Uuid },
     /// A phone was paired, edited, unpaired or had its token rotated on node `origin`.
     Phone {
         phone: Uuid,
@@ -222,6 +227,18 @@ impl Cluster {
             Ok(nodes) => nodes.iter().all(|n| n.id == self.inner.node),
             Err(_) => false,
         }
+    }
+
+    /// The keys of every live lease of `kind` (any node's).
+    pub async fn live_keys(
+        &self,
+        kind: LeaseKind,
+    ) -> Result<std::collections::HashSet<String>, StoreError> {
+        Ok(leases::live(&self.inner.db, kind)
+            .await?
+            .into_iter()
+            .map(|lease| lease.key)
+            .collect())
     }
 
     /// The live holder of (`kind`, `key`).

@@ -108,6 +108,12 @@ pub struct Deliver {
 #[rtype(result = "()")]
 pub struct Reload;
 
+/// Read the endpoint's pending deliveries again (another node of the cluster stored some):
+/// those this actor does not hold yet join its queue.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct LoadPending;
+
 /// Stop the actor (endpoint deleted, shutdown); pending deliveries stay in the database.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -205,6 +211,16 @@ impl EndpointActors {
         }
     }
 
+    /// Whether the endpoint's actor runs here.
+    pub fn running(&self, endpoint_id: Uuid) -> bool {
+        self.actors.get(&endpoint_id).is_some_and(Addr::connected)
+    }
+
+    /// The endpoint's actor, if it runs here.
+    pub fn get(&self, endpoint_id: Uuid) -> Option<Addr<WebhookEndpoint>> {
+        self.actors.get(&endpoint_id).cloned()
+    }
+
     /// Stops every endpoint actor.
     pub fn stop_all(&mut self) {
         for (_, addr) in self.actors.drain() {
@@ -216,17 +232,18 @@ impl EndpointActors {
     pub fn rebuild(ctx: &mut Context<Registry>, deps: Deps) {
         let load = async move { webhooks::endpoints_with_pending(&deps.db).await };
         ctx.spawn(
-            actix::fut::wrap_future::<_, Registry>(load).map(|result, registry, _| match result {
-                Ok(ids) => {
-                    let deps = registry.deps().clone();
-                    for id in ids {
-                        registry.webhooks.addr(&deps, id);
+            actix::fut::wrap_future::<_, Registry>(load).map(
+                |result, registry, ctx| match result {
+                    Ok(ids) => {
+                        for id in ids {
+                            registry.ensure_endpoint(ctx, id, None);
+                        }
                     }
-                }
-                Err(err) => {
-                    tracing::error!(error = %err, "pending webhook deliveries not reloaded")
-                }
-            }),
+                    Err(err) => {
+                        tracing::error!(error = %err, "pending webhook deliveries not reloaded")
+                    }
+                },
+            ),
         );
     }
 }
@@ -533,6 +550,25 @@ impl Handler<Deliver> for WebhookEndpoint {
             }
         }
         self.enqueue(msg.deliveries, ctx);
+    }
+}
+
+impl Handler<LoadPending> for WebhookEndpoint {
+    type Result = ();
+
+    fn handle(&mut self, _: LoadPending, ctx: &mut Self::Context) {
+        let db = self.deps.db.clone();
+        let id = self.endpoint_id;
+        ctx.spawn(
+            async move { webhooks::pending_for(&db, id).await }
+                .into_actor(self)
+                .map(|result, act, ctx| match result {
+                    Ok(pending) => act.enqueue(pending, ctx),
+                    Err(err) => {
+                        tracing::error!(endpoint_id = %act.endpoint_id, error = %err, "pending deliveries of another node not loaded")
+                    }
+                }),
+        );
     }
 }
 

@@ -30,7 +30,10 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
         .unwrap_or(false);
     // In a cluster the node is ready only while its leases are renewed in time.
     let leases = state.cluster.as_ref().map(|c| c.healthy());
-    if answered && leases != Some(false) {
+    if answered && leases == Some(false) {
+        return Err(ApiError::LeasesNotRenewed);
+    }
+    if answered {
         let mut data = json!({ "database": "ok" });
         if let Some(cluster) = &state.cluster {
             data["node"] = json!(cluster.node());

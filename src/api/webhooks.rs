@@ -276,6 +276,11 @@ async fn create_endpoint(
     let now = state.clock.now_ms();
     let endpoint = webhooks::create(&state.db, caller.scope(), new, quota, now).await?;
     api.subscriptions.upsert(&endpoint);
+    // Other nodes of a cluster learn it through the registry (their subscription index).
+    state.registry.do_send(EndpointChanged {
+        endpoint_id: endpoint.id,
+        retry: None,
+    });
     let response = success(
         StatusCode::CREATED,
         "webhook endpoint created; the signing key is shown only now",

@@ -13,8 +13,8 @@ use smsgw::store::cluster::{self, LeaseKind};
 use uuid::Uuid;
 
 use crate::helpers::{
-    Backend, RECIPIENT, SENDER, TestApp, fresh_database, postgres_enabled, run, run_cli, send_body,
-    spawn_app_with,
+    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, fresh_database, postgres_enabled, run,
+    run_cli, send_body, spawn_app_with,
 };
 
 /// A migrated PostgreSQL database of its own.
@@ -390,6 +390,70 @@ fn a_node_stopping_gracefully_hands_its_leases_over_at_once() {
         b.wait_online(&phone_id, true).await;
         let b_node = b.node_id().await;
         assert_eq!(phone_holder(&b, &phone_id).await, Some(b_node));
+    })
+}
+
+#[test]
+fn a_webhook_fires_once_whichever_node_stores_the_event() {
+    if !postgres_enabled() {
+        return;
+    }
+    run(async {
+        let (a, b) = two_nodes(|s| {
+            s.webhooks.allow_insecure_targets = true;
+            s.webhooks.retry_schedule = vec![Duration::from_millis(300); 3];
+        })
+        .await;
+        let receiver = WebhookReceiver::start().await;
+        // The endpoint is created on node A; the phone reports on node B, whose writer stores
+        // the `sent` event and its delivery.
+        a.post(
+            "/v1/webhooks",
+            &a.live_key,
+            json!({ "url": receiver.url, "events": ["message.sent"] }),
+        )
+        .await
+        .expect(201);
+        let (phone_id, token) = a.pair_phone(SENDER).await;
+        let mut phone = b.connect_phone(&token).await;
+        a.wait_online(&phone_id, true).await;
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let reply = a
+                .post(
+                    "/v1/messages/send",
+                    &a.live_key,
+                    send_body(SENDER, RECIPIENT, &format!("hooked {i}")),
+                )
+                .await
+                .expect(202);
+            ids.push(reply.data()["id"].as_str().unwrap().to_string());
+            let (id, ..) = phone.expect_send().await;
+            phone
+                .report(PhoneFrame::Sent {
+                    message_id: id,
+                    reference: Some(format!("h{i}")),
+                })
+                .await;
+        }
+        receiver.wait_for(3, Duration::from_secs(15)).await;
+        // Nothing more arrives: each event is delivered by one node only.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let received = receiver.received();
+        assert_eq!(received.len(), 3, "one delivery per event");
+        let mut delivered: Vec<String> = received
+            .iter()
+            .map(|r| {
+                r.json()["message"]["id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        delivered.sort();
+        ids.sort();
+        assert_eq!(delivered, ids);
+        receiver.stop().await;
     })
 }
 

@@ -32,6 +32,9 @@ const ENQUEUE_NOTICE_IDS: usize = 64;
 /// the same node keeps it) before the node lets go of the phone's lease (cluster only).
 const OFFLINE_GRACE: Duration = Duration::from_secs(2);
 
+/// How often a cluster node looks for campaigns and webhook endpoints no node holds.
+const TAKE_OVER_EVERY: Duration = Duration::from_secs(2);
+
 /// How often queued messages are checked for expiry.
 const EXPIRY_SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Most messages expired per sweep.
@@ -660,5 +663,8 @@ impl Actor for Registry {
         super::webhook_endpoint::EndpointActors::rebuild(ctx, self.deps.clone());
         super::campaign::CampaignActors::rebuild(ctx, self.deps.clone());
         ctx.run_interval(EXPIRY_SWEEP_EVERY, |act, ctx| act.sweep_expired(ctx));
+        if self.deps.cluster.is_some() {
+            ctx.run_interval(TAKE_OVER_EVERY, |act, ctx| act.take_over(ctx));
+        }
     }
 }
