@@ -245,6 +245,12 @@ async fn run_cluster(args: &LoadtestArgs, mut nodes: Vec<Target>) -> Result<Repo
         run.notes
             .push(format!("{lost} accepted messages never reached a phone"));
     }
+    if seen.duplicates > 0 {
+        run.notes.push(format!(
+            "{} messages handed to a phone as new a second time",
+            seen.duplicates
+        ));
+    }
     report.duration_s = elapsed.as_secs_f64();
     report.accepted = total;
     report.accepted_per_s = total as f64 / elapsed.as_secs_f64().max(0.001);
@@ -281,6 +287,12 @@ async fn run_cluster(args: &LoadtestArgs, mut nodes: Vec<Target>) -> Result<Repo
         report.duplicates += figures.duplicates;
         report.bad_signatures = figures.bad_signatures;
         lost += figures.missing;
+        if figures.duplicates > 0 {
+            run.notes.push(format!(
+                "{} webhook events received twice (same event id)",
+                figures.duplicates
+            ));
+        }
         if figures.missing > 0 {
             let by_kind: Vec<String> = figures
                 .missing_by_kind
