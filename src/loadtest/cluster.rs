@@ -233,13 +233,29 @@ async fn run_cluster(args: &LoadtestArgs, mut nodes: Vec<Target>) -> Result<Repo
     let mut report = base_report(&run, count);
     report.scenario = "cluster".into();
     let seen = observed.borrow();
+    // accept -> phone of the sends accepted before the kill (each crossed nodes); those
+    // accepted after it include the wait for the dead node's phones to come back.
     let mut dispatch = Vec::with_capacity(accepted.len());
+    let mut after_kill = Vec::new();
     let mut lost = 0;
     for (id, at) in &accepted {
         match seen.dispatched.get(id) {
-            Some(d) => dispatch.push(d.at.saturating_duration_since(*at).as_micros() as u64),
+            Some(d) => {
+                let micros = d.at.saturating_duration_since(*at).as_micros() as u64;
+                if killed_at.is_some_and(|kill| *at >= kill) {
+                    after_kill.push(micros);
+                } else {
+                    dispatch.push(micros);
+                }
+            }
             None => lost += 1,
         }
+    }
+    if let Some(l) = percentiles(after_kill) {
+        run.notes.push(format!(
+            "accept -> phone of the sends accepted after the kill: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            l.p50, l.p99, l.max
+        ));
     }
     if lost > 0 {
         run.notes
