@@ -17,6 +17,7 @@ use crate::actors::Deps;
 use crate::actors::ai::{AiResponder, Received};
 use crate::actors::campaign::CampaignChanges;
 use crate::actors::cluster::Cluster;
+use crate::actors::daily_stats::{Counted, DailyStats};
 use crate::actors::live_events::{LiveEvent, LiveEvents, MessageStatusOut};
 use crate::actors::registry::Registry;
 use crate::actors::retention::Retention;
@@ -280,16 +281,17 @@ impl Application {
         install_crypto_provider();
         crate::domain::phone_number::warm_up();
         let settings = Arc::new(settings);
-        let single_node = SingleNodeLock::take(&settings.database.url).await?;
         let db = store::connect(&settings.database.url, settings.database.max_connections).await?;
         store::migrate(&db).await?;
         let (secrets, secrets_source) = load_secrets_key(&settings)?;
         let sealed = store::webhooks::seal_signing_keys(&db, &secrets, None)
             .await
             .map_err(|e| match e {
-                StoreError::Secret { .. } => StartupError::Secrets(format!(
-                    "{e}; is {secrets_source} the key they were sealed with?"
-                )),
+                StoreError::Secret { .. } | StoreError::SettingsSecret { .. } => {
+                    StartupError::Secrets(format!(
+                        "{e}; is {secrets_source} the key they were sealed with?"
+                    ))
+                }
                 other => StartupError::Store(other),
             })?;
         if sealed.sealed > 0 {
@@ -299,6 +301,9 @@ impl Application {
             );
         }
         let secrets = Arc::new(secrets);
+        // SQLite runs one node: taken once the configuration and the secrets key proved usable,
+        // before this node writes anything of its own or serves.
+        let single_node = SingleNodeLock::take(&settings.database.url).await?;
         let initial_keys = if workspaces::count(&db).await? == 0 {
             let created = workspaces::create(&db, "default", clock.now_ms()).await?;
             Some(InitialKeys {
@@ -353,10 +358,15 @@ impl Application {
         let campaign_watch: Arc<std::sync::OnceLock<Addr<Registry>>> = Arc::default();
         let ai_watch: Arc<std::sync::OnceLock<Addr<AiResponder>>> = Arc::default();
         let live = Arc::new(LiveEvents::default());
+        let daily_stats = DailyStats::new(db.clone()).start();
         let listener: Arc<dyn Fn(Vec<Change>) + Send + Sync> = Arc::new({
             let (campaign_watch, ai_watch) = (campaign_watch.clone(), ai_watch.clone());
             let live = live.clone();
             move |changes: Vec<Change>| {
+                let counted = Counted::of(&changes);
+                if !counted.counts.is_empty() {
+                    daily_stats.do_send(counted);
+                }
                 let mut of_campaigns = Vec::new();
                 let mut received = Vec::new();
                 live.publish(

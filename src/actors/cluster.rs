@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::config::ClusterSettings;
 use crate::store::StoreError;
-use crate::store::cluster::{self as leases, Lease, LeaseKind};
+use crate::store::cluster::{self as leases, Lease, LeaseKind, Sweep};
 
 /// What nodes tell each other (small JSON on the `smsgw_cluster` channel; messages themselves
 /// are read from the database).
@@ -121,7 +121,7 @@ impl Cluster {
         let node = Uuid::new_v4();
         leases::register_node(&db, node, &address).await?;
         tracing::info!(node = %node, %address, "joined the cluster");
-        Ok(Cluster {
+        let cluster = Cluster {
             inner: Arc::new(Inner {
                 node,
                 address,
@@ -133,7 +133,13 @@ impl Cluster {
                 stopping: AtomicBool::new(false),
                 listeners: OnceLock::new(),
             }),
-        })
+        };
+        // The sweeps nobody runs are taken at once (their node's lease rows exist from the
+        // start, so no later write of this node's grows the database during a request).
+        for sweep in [Sweep::Expiry, Sweep::Retention] {
+            cluster.acquire(LeaseKind::Sweep, sweep.as_str()).await;
+        }
+        Ok(cluster)
     }
 
     /// This node's id.

@@ -4,6 +4,7 @@
 pub mod ai;
 pub mod campaign;
 pub mod cluster;
+pub mod daily_stats;
 pub mod device_link;
 pub mod live_events;
 pub mod phone;
@@ -11,6 +12,7 @@ pub mod phone_session;
 pub mod registry;
 pub mod retention;
 pub mod simulator;
+pub mod smsgate_body;
 pub mod webhook_endpoint;
 pub mod webhook_target;
 

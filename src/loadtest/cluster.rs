@@ -16,9 +16,13 @@ use sea_orm::{ConnectionTrait, Database};
 use super::report::{Latency, Meter, Report};
 use super::server::{self, Target};
 use super::{
-    LoadError, LoadtestArgs, Run, SEND_EVENTS, StopAfter, base_report, clients, connect_phones,
-    drain, hook_figures, hooks, percentiles, phones, stop_of,
+    LoadError, LoadtestArgs, Run, StopAfter, base_report, clients, connect_phones, drain,
+    hook_figures, hooks, percentiles, phones, stop_of,
 };
+use crate::domain::webhook_event::EventKind;
+
+/// Events due per sent message, the one timed end to end first.
+const SEND_EVENTS: [EventKind; 2] = [EventKind::MessageDelivered, EventKind::MessageSent];
 
 /// A database of its own on the PostgreSQL server of `--database-url`, dropped at the end.
 struct FreshDatabase {
@@ -124,7 +128,7 @@ async fn run_cluster(args: &LoadtestArgs, mut nodes: Vec<Target>) -> Result<Repo
     };
     let hooks = hooks(
         &mut run,
-        &["message.sent", "message.delivered"],
+        &[EventKind::MessageSent, EventKind::MessageDelivered],
         false,
         false,
     )

@@ -230,6 +230,55 @@ pub async fn holds<C: ConnectionTrait>(db: &C, lease: &Lease) -> Result<bool, St
     Ok(row.is_some())
 }
 
+/// Of `leases` (all `node`'s), those still held as given: same fence, unexpired. One
+/// statement for a whole batch of fenced writes; inside the batch's transaction it locks the
+/// lease rows (`FOR SHARE`) until it commits, so none can be taken over before the fenced
+/// writes are in.
+pub async fn still_held<C: ConnectionTrait>(
+    db: &C,
+    leases: &[&Lease],
+) -> Result<std::collections::HashSet<Lease>, StoreError> {
+    let mut held = std::collections::HashSet::new();
+    for chunk in leases.chunks(256) {
+        let mut values: Vec<Value> = Vec::with_capacity(chunk.len() * 4);
+        let mut terms = Vec::with_capacity(chunk.len());
+        for (i, lease) in chunk.iter().enumerate() {
+            let n = i * 4;
+            terms.push(format!(
+                "(kind = ${} AND key = ${} AND node_id = ${} AND fence = ${})",
+                n + 1,
+                n + 2,
+                n + 3,
+                n + 4
+            ));
+            values.extend([
+                lease.kind.as_str().into(),
+                lease.key.as_str().into(),
+                lease.node.into(),
+                lease.fence.into(),
+            ]);
+        }
+        let sql = format!(
+            "SELECT kind, key, node_id, fence FROM leases WHERE expires_at > {NOW_MS} AND ({}) \
+             FOR SHARE",
+            terms.join(" OR ")
+        );
+        for row in db.query_all_raw(statement(&sql, values)).await? {
+            let kind: String = row.try_get("", "kind")?;
+            let Ok(kind) = kind.parse::<LeaseKind>() else {
+                continue;
+            };
+            held.insert(Lease {
+                kind,
+                key: row.try_get("", "key")?,
+                node: row.try_get("", "node_id")?,
+                fence: row.try_get("", "fence")?,
+            });
+        }
+    }
+    Ok(held)
+}
+
 /// The live holder of (`kind`, `key`), if any.
 pub async fn holder<C: ConnectionTrait>(
     db: &C,

@@ -24,6 +24,7 @@ pub enum Operation {
     CreateContact,
     CreatePhone,
     CreateWebhook,
+    BulkSend,
 }
 
 /// The key of one create.

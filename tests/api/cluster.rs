@@ -70,6 +70,11 @@ fn leases_have_one_holder_and_fence_every_new_ownership() {
             !cluster::holds(&db, &first).await.unwrap(),
             "the old fence is refused"
         );
+        let batch = cluster::still_held(&db, &[&first, &taken]).await.unwrap();
+        assert!(
+            !batch.contains(&first) && batch.contains(&taken),
+            "a batch of fenced writes keeps only the current fence: {batch:?}"
+        );
         assert!(cluster::holds(&db, &taken).await.unwrap());
         assert!(
             cluster::heartbeat(&db, a, ttl).await.unwrap().is_empty(),

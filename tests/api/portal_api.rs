@@ -203,6 +203,11 @@ fn creates() -> Vec<(&'static str, Value)> {
             "/v1/webhooks",
             json!({ "url": "http://127.0.0.1:9/hook", "events": ["message.sent"] }),
         ),
+        (
+            "/v1/messages/bulk-send",
+            json!({ "from_number": SENDER, "to_numbers": [RECIPIENT, "+14155550124"],
+                    "content": "Closed tomorrow" }),
+        ),
     ]
 }
 
@@ -212,11 +217,38 @@ fn with_request_id(body: &Value, request_id: &str) -> Value {
     body
 }
 
-/// Items of the first page of a list (its key is the path's last word).
+/// Resources the create at `path` made so far: items of the first page of its list (a bulk
+/// send's: its messages, two per bulk send).
 async fn listed(app: &TestApp, path: &str, key: &str) -> usize {
+    if path == BULK {
+        let list = app.get("/v1/messages?limit=100", key).await.expect(200);
+        let sent = list.data()["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["content"] == "Closed tomorrow")
+            .count();
+        return sent / 2;
+    }
     let list = app.get(path, key).await.expect(200);
     let name = path.trim_start_matches("/v1/");
     list.data()[name].as_array().unwrap().len()
+}
+
+const BULK: &str = "/v1/messages/bulk-send";
+
+/// The status a successful create at `path` answers.
+fn created_status(path: &str) -> u16 {
+    if path == BULK { 202 } else { 201 }
+}
+
+/// The id a repeat names: the resource's (a bulk send's first message).
+fn created_id(path: &str, data: &Value) -> Value {
+    if path == BULK {
+        data["message_ids"][0].clone()
+    } else {
+        data["id"].clone()
+    }
 }
 
 async fn a_repeated_request_id_creates_once(backend: Backend) {
@@ -224,8 +256,11 @@ async fn a_repeated_request_id_creates_once(backend: Backend) {
     let key = app.test_key.clone();
     for (path, body) in creates() {
         let body = with_request_id(&body, "form-1");
-        let first = app.post(path, &key, body.clone()).await.expect(201);
-        let id = first.data()["id"].clone();
+        let first = app
+            .post(path, &key, body.clone())
+            .await
+            .expect(created_status(path));
+        let id = created_id(path, first.data());
         let repeat = app
             .post(path, &key, body.clone())
             .await
@@ -268,10 +303,20 @@ async fn a_double_click_creates_one_resource(backend: Backend) {
         .await;
         let mut statuses = [a.status, b.status];
         statuses.sort_unstable();
-        assert_eq!(statuses, [201, 409], "{path}: {} / {}", a.body, b.body);
-        let (created, repeat) = if a.status == 201 { (a, b) } else { (b, a) };
+        assert_eq!(
+            statuses,
+            [created_status(path), 409],
+            "{path}: {} / {}",
+            a.body,
+            b.body
+        );
+        let (created, repeat) = if a.status == 409 { (b, a) } else { (a, b) };
         assert_eq!(repeat.code(), "duplicate_request");
-        assert_eq!(repeat.data()["id"], created.data()["id"], "{path}");
+        assert_eq!(
+            repeat.data()["id"],
+            created_id(path, created.data()),
+            "{path}"
+        );
         assert_eq!(listed(&app, path, &key).await, 1, "{path}");
     }
 }
@@ -856,6 +901,136 @@ async fn a_dry_run_import_checks_the_quota(backend: Backend) {
         .expect(200);
 }
 
+/// Polls `path` until `check` holds on its data; panics after 10 s.
+async fn wait_for_data(
+    app: &TestApp,
+    path: &str,
+    key: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = app.get(path, key).await.expect(200);
+        if check(reply.data()) {
+            return reply.data().clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{path} never as expected: {}",
+            reply.body
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn daily_counts_and_the_overview_add_up(backend: Backend) {
+    let app = spawn_app_with(backend, |s| s.webhooks.allow_insecure_targets = true).await;
+    let key = app.test_key.clone();
+    for (url, enabled) in [
+        ("http://127.0.0.1:9/refused", true),
+        ("http://127.0.0.1:9/off", false),
+    ] {
+        app.post(
+            "/v1/webhooks",
+            &key,
+            json!({ "url": url, "events": ["message.sent"], "enabled": enabled }),
+        )
+        .await
+        .expect(201);
+    }
+    app.send_test(RECIPIENT, "one").await.expect(202);
+    app.send_test("+14155550124", "two").await.expect(202);
+    // Test mode's number that fails every attempt.
+    app.send_test("+15005550001", "three").await.expect(202);
+    app.post(
+        "/v1/test/inbound",
+        &key,
+        json!({ "from_number": RECIPIENT, "to_number": SENDER, "content": "hello" }),
+    )
+    .await
+    .expect(201);
+
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let stats = wait_for_data(&app, "/v1/stats/daily", &key, |d| {
+        let last = &d["days"][6];
+        last["delivered"] == 2 && last["failed"] == 1 && last["received"] == 1
+    })
+    .await;
+    let days = stats["days"].as_array().unwrap();
+    assert_eq!(days.len(), 7);
+    assert_eq!(days[6]["date"], today.as_str());
+    assert_eq!(days[6]["sent"], 2);
+    let dates: Vec<&str> = days.iter().map(|d| d["date"].as_str().unwrap()).collect();
+    let mut sorted = dates.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted, dates, "oldest first, each day once");
+    for day in &days[..6] {
+        assert_eq!(
+            (
+                &day["sent"],
+                &day["delivered"],
+                &day["failed"],
+                &day["received"]
+            ),
+            (&json!(0), &json!(0), &json!(0), &json!(0))
+        );
+    }
+    let one = app.get("/v1/stats/daily?days=1", &key).await.expect(200);
+    assert_eq!(one.data()["days"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        app.get("/v1/stats/daily?days=90", &key)
+            .await
+            .expect(200)
+            .data()["days"]
+            .as_array()
+            .unwrap()
+            .len(),
+        90
+    );
+    for days in ["0", "91", "week"] {
+        let reply = app
+            .get(&format!("/v1/stats/daily?days={days}"), &key)
+            .await
+            .expect_error(422, "validation_failed");
+        assert_eq!(reply.data()["field"], "days");
+    }
+    // The live side counted nothing.
+    let live = app.get("/v1/stats/daily", &app.live_key).await.expect(200);
+    assert_eq!(live.data()["days"][6]["sent"], 0);
+
+    // The overview: today's counts, and the endpoint that refuses plus the disabled one.
+    let overview = wait_for_data(&app, "/v1/overview", &key, |d| {
+        d["webhook_endpoints_failing"] == 2
+    })
+    .await;
+    assert_eq!(
+        overview["today"],
+        json!({ "sent": 2, "delivered": 2, "failed": 1, "received": 1 })
+    );
+    assert_eq!(overview["phones"], json!({ "total": 0, "online": 0 }));
+    assert_eq!(overview["campaigns_running"], 0);
+
+    // Live: a phone paired and offline, a campaign running (waiting for it), then online.
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    app.post(
+        "/v1/campaigns",
+        &app.live_key,
+        json!({ "name": "Reminders", "from_number": SENDER, "body": "See you",
+                "recipients": [{ "to": RECIPIENT }], "launch_now": true }),
+    )
+    .await
+    .expect(201);
+    let live = app.get("/v1/overview", &app.live_key).await.expect(200);
+    assert_eq!(live.data()["phones"], json!({ "total": 1, "online": 0 }));
+    assert_eq!(live.data()["campaigns_running"], 1);
+    assert_eq!(live.data()["webhook_endpoints_failing"], 0);
+    let _phone = app.connect_phone(&token).await;
+    app.wait_online(&phone_id, true).await;
+    let live = app.get("/v1/overview", &app.live_key).await.expect(200);
+    assert_eq!(live.data()["phones"], json!({ "total": 1, "online": 1 }));
+}
+
 /// Percent-encodes a query or path value.
 fn urlencode(text: &str) -> String {
     text.bytes()
@@ -867,6 +1042,7 @@ fn urlencode(text: &str) -> String {
 }
 
 backend_tests!(
+    daily_counts_and_the_overview_add_up,
     contacts_are_searched_and_imports_previewed,
     a_dry_run_import_checks_the_quota,
     a_campaign_preview_shows_texts_and_blanks_and_writes_nothing,

@@ -13,6 +13,7 @@ use super::{Change, rows, sql};
 use crate::domain::change::{ChangeKind, FailureReason};
 use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
+use crate::store::cluster::Lease;
 use crate::store::messages::Message;
 
 /// Move a message to another status if its current status allows it. Built by one
@@ -33,6 +34,9 @@ pub struct Transition {
     /// Timeline kind; the target status when None.
     pub(super) event_kind: Option<ChangeKind>,
     pub(super) detail: Option<String>,
+    /// The lease this move acts under (a cluster node's hand-over): written only while the
+    /// lease is still held with this fence (docs/architecture.md, "Cluster").
+    pub(super) fence: Option<Lease>,
 }
 
 impl Transition {
@@ -48,6 +52,16 @@ impl Transition {
             failure_reason: None,
             event_kind: None,
             detail: None,
+            fence: None,
+        }
+    }
+
+    /// Writes the move only while `lease` is held as given (same node, same fencing
+    /// number): a node that lost the phone's lease cannot hand its messages over any more.
+    pub fn fenced(self, lease: Option<Lease>) -> Transition {
+        Transition {
+            fence: lease,
+            ..self
         }
     }
 
@@ -176,6 +190,7 @@ pub(super) async fn apply_moves(
     if moves.is_empty() {
         return Ok(());
     }
+    let moves = refuse_stale_fences(txn, moves).await?;
     let mut seen: HashMap<Uuid, usize> = HashMap::new();
     let rounds: Vec<usize> = moves
         .iter()
@@ -216,6 +231,33 @@ pub(super) async fn apply_moves(
         *m.answer = Some(row);
     }
     Ok(())
+}
+
+/// Answers the moves whose lease moved on (another node owns the thing now) as refused, and
+/// keeps the others; one statement for every fenced move of the batch, none without.
+async fn refuse_stale_fences<'a>(
+    txn: &DatabaseTransaction,
+    moves: Vec<Move<'a>>,
+) -> Result<Vec<Move<'a>>, StoreError> {
+    let fences: Vec<&Lease> = moves
+        .iter()
+        .filter_map(|m| m.transition.fence.as_ref())
+        .collect();
+    if fences.is_empty() {
+        return Ok(moves);
+    }
+    let held = crate::store::cluster::still_held(txn, &fences).await?;
+    let mut kept = Vec::with_capacity(moves.len());
+    for m in moves {
+        match &m.transition.fence {
+            Some(lease) if !held.contains(lease) => {
+                tracing::warn!(message_id = %m.transition.id, "move refused: its lease moved to another node");
+                *m.answer = Some(None);
+            }
+            _ => kept.push(m),
+        }
+    }
+    Ok(kept)
 }
 
 /// The timeline entry and published change of a move that was written.
