@@ -265,7 +265,7 @@ fn the_cluster_scenario_needs_a_postgresql_url() {
 /// Three nodes, one killed halfway: nothing lost, duplicated or mis-paced, and the killed
 /// node's phones are served again by a survivor within the takeover bound (15 s).
 #[test]
-#[ignore = "needs the cluster core (leases, NOTIFY routing, takeover) of issue 21, not merged yet"]
+#[ignore = "cluster core (h21a) in progress: a 3-node debug run with a kill lost 0 but counted 4 duplicates"]
 fn the_cluster_scenario_loses_nothing_when_a_node_dies() {
     if !crate::helpers::postgres_enabled() {
         eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (the cluster needs PostgreSQL)");
