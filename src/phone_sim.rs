@@ -2,9 +2,10 @@
 //! Phone WebSocket).
 //!
 //! It is a developer tool and the building block of the load-test harness: it reconnects with
-//! backoff, re-sends every report the server has not acked on the new session, dedupes `send`
-//! frames by message id (a repeat is answered with the report already made, never sent twice),
-//! fails a share of attempts, and delivers after a delay.
+//! backoff (to the next of several server URLs in turn, as a phone behind a load balancer would
+//! land on another node), re-sends every report the server has not acked on the new session,
+//! dedupes `send` frames by message id (a repeat is answered with the report already made, never
+//! sent twice, and counted), fails a share of attempts, and delivers after a delay.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -34,9 +35,10 @@ pub enum Protocol {
 /// Command-line options of the simulator.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimArgs {
-    /// Server base URL, e.g. http://127.0.0.1:8080
-    #[arg(long)]
-    pub server: String,
+    /// Server base URL, e.g. http://127.0.0.1:8080. Repeat the flag or separate URLs with commas
+    /// for several nodes: a lost connection moves on to the next URL.
+    #[arg(long, required = true, value_delimiter = ',')]
+    pub server: Vec<String>,
     /// Device token (dt_…) shown when the phone was paired.
     #[arg(long)]
     pub token: String,
@@ -55,6 +57,7 @@ pub struct SimArgs {
 /// How a simulated phone behaves.
 #[derive(Debug, Clone)]
 pub struct SimOptions {
+    /// Base URL of the server; several (one per node) separated by commas, tried in turn.
     pub server: String,
     pub token: String,
     pub fail_rate: f64,
@@ -66,7 +69,7 @@ pub struct SimOptions {
 impl From<SimArgs> for SimOptions {
     fn from(args: SimArgs) -> Self {
         SimOptions {
-            server: args.server,
+            server: args.server.join(","),
             token: args.token,
             fail_rate: args.fail_rate.clamp(0.0, 1.0),
             deliver_after: Duration::from_millis(args.deliver_after_ms),
@@ -112,6 +115,22 @@ pub enum SimEvent {
     Reconnecting {
         after: Duration,
     },
+}
+
+impl SimOptions {
+    /// The server base URLs, in the order they are tried (blanks around commas dropped).
+    pub fn servers(&self) -> Vec<&str> {
+        self.server
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+}
+
+/// The URL tried after a lost or failed connection to `servers[at]`: the next one in turn.
+fn next_server(at: usize, servers: usize) -> usize {
+    (at + 1) % servers.max(1)
 }
 
 /// Why the simulator stopped.
@@ -194,7 +213,15 @@ pub async fn run_phone(
     events: Option<mpsc::UnboundedSender<SimEvent>>,
     mut commands: Option<mpsc::UnboundedReceiver<SimCommand>>,
 ) -> Result<(), SimError> {
-    let url = ws_url(&options.server)?;
+    let urls = options
+        .servers()
+        .into_iter()
+        .map(ws_url)
+        .collect::<Result<Vec<_>, _>>()?;
+    if urls.is_empty() {
+        return Err(SimError::BadUrl(options.server.clone()));
+    }
+    let mut at = 0;
     let emit = |event: SimEvent| {
         if let Some(tx) = &events {
             let _ = tx.send(event);
@@ -206,7 +233,7 @@ pub async fn run_phone(
     let (timer_tx, mut timer_rx) = mpsc::unbounded_channel::<PhoneFrame>();
     loop {
         let connected = client
-            .ws(url.as_str())
+            .ws(urls[at].as_str())
             .bearer_auth(&options.token)
             .max_frame_size(1 << 20)
             .connect()
@@ -219,6 +246,7 @@ pub async fn run_phone(
                 return Err(SimError::Refused(status.as_u16()));
             }
             Err(_) => {
+                at = next_server(at, urls.len());
                 let jittered = backoff.mul_f64(rand::rng().random_range(0.5..1.5));
                 emit(SimEvent::Reconnecting { after: jittered });
                 tokio::time::sleep(jittered).await;
@@ -282,6 +310,7 @@ pub async fn run_phone(
             }
         }
         emit(SimEvent::Disconnected);
+        at = next_server(at, urls.len());
         let jittered = backoff.mul_f64(rand::rng().random_range(0.5..1.5));
         emit(SimEvent::Reconnecting { after: jittered });
         tokio::time::sleep(jittered).await;
@@ -399,46 +428,73 @@ fn ws_url(server: &str) -> Result<String, SimError> {
     Ok(format!("{ws}/v1/phones/connect"))
 }
 
-/// The CLI: runs one phone and prints one line per event.
+/// The CLI: runs one phone and prints one line per event; on Ctrl-C it prints how many messages
+/// it sent and how many it was handed again (and did not send twice), then stops.
 pub async fn run(args: SimArgs) -> Result<(), Box<dyn std::error::Error>> {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let printer = actix_web::rt::spawn(async move {
-        while let Some(event) = rx.recv().await {
-            let line = match event {
-                SimEvent::Connected => "connected".to_string(),
-                SimEvent::Send {
-                    message_id,
-                    attempt,
-                    repeat,
-                    ..
-                } => format!(
-                    "send {message_id} attempt {attempt}{}",
-                    if repeat {
-                        " (repeat, not sent again)"
-                    } else {
-                        ""
-                    }
-                ),
-                SimEvent::Reported { message_id, status } => format!("{status} {message_id}"),
-                SimEvent::Acked { reference } => format!("ack {reference}"),
-                SimEvent::Forwarded { reference } => format!("received {reference}"),
-                SimEvent::ServerError { code, message } => {
-                    format!("server error {code}: {message}")
-                }
-                SimEvent::Disconnected => "disconnected".to_string(),
-                SimEvent::Reconnecting { after } => {
-                    format!("reconnecting in {} ms", after.as_millis())
-                }
-            };
-            println!("{line}");
+    let counts = std::rc::Rc::new(std::cell::Cell::new((0u64, 0u64)));
+    let printer = actix_web::rt::spawn({
+        let counts = counts.clone();
+        async move {
+            while let Some(event) = rx.recv().await {
+                println!("{}", describe(&event, &counts));
+            }
         }
     });
-    let result = match args.protocol {
-        Protocol::Websocket => run_phone(SimOptions::from(args), Some(tx), None).await,
-        Protocol::Smsgate => smsgate::run_phone(SimOptions::from(args), Some(tx), None).await,
+    let phone = async {
+        match args.protocol {
+            Protocol::Websocket => run_phone(SimOptions::from(args), Some(tx), None).await,
+            Protocol::Smsgate => smsgate::run_phone(SimOptions::from(args), Some(tx), None).await,
+        }
     };
+    let result = tokio::select! {
+        result = phone => result,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    };
+    // Let the printer drain what the phone emitted before the summary.
+    actix_web::rt::task::yield_now().await;
     printer.abort();
+    if result.is_ok() {
+        let (sent, repeats) = counts.get();
+        println!("stopped: {sent} messages sent, {repeats} duplicates received and not sent again");
+    }
     result.map_err(Into::into)
+}
+
+/// One printed line per event; `counts` keeps (messages sent, duplicates received).
+fn describe(event: &SimEvent, counts: &std::cell::Cell<(u64, u64)>) -> String {
+    match event {
+        SimEvent::Connected => "connected".to_string(),
+        SimEvent::Send {
+            message_id,
+            attempt,
+            repeat: false,
+            ..
+        } => {
+            let (sent, repeats) = counts.get();
+            counts.set((sent + 1, repeats));
+            format!("send {message_id} attempt {attempt}")
+        }
+        SimEvent::Send {
+            message_id,
+            attempt,
+            repeat: true,
+            ..
+        } => {
+            let (sent, repeats) = counts.get();
+            counts.set((sent, repeats + 1));
+            format!(
+                "send {message_id} attempt {attempt} (repeat, not sent again; {} duplicates so far)",
+                repeats + 1
+            )
+        }
+        SimEvent::Reported { message_id, status } => format!("{status} {message_id}"),
+        SimEvent::Acked { reference } => format!("ack {reference}"),
+        SimEvent::Forwarded { reference } => format!("received {reference}"),
+        SimEvent::ServerError { code, message } => format!("server error {code}: {message}"),
+        SimEvent::Disconnected => "disconnected".to_string(),
+        SimEvent::Reconnecting { after } => format!("reconnecting in {} ms", after.as_millis()),
+    }
 }
 
 #[cfg(test)]
@@ -456,6 +512,39 @@ mod tests {
             Some("wss://gw.example/v1/phones/connect")
         );
         assert!(ws_url("gw.example").is_err());
+    }
+
+    #[test]
+    fn several_servers_are_tried_in_turn() {
+        let options = SimOptions {
+            server: "http://a:1, http://b:2,,http://c:3".into(),
+            token: "dt_x".into(),
+            fail_rate: 0.0,
+            deliver_after: Duration::ZERO,
+            heartbeat_every: HEARTBEAT_EVERY,
+        };
+        assert_eq!(
+            options.servers(),
+            ["http://a:1", "http://b:2", "http://c:3"]
+        );
+        assert_eq!(next_server(0, 3), 1);
+        assert_eq!(next_server(2, 3), 0, "after the last comes the first again");
+        assert_eq!(next_server(0, 1), 0, "one server is retried");
+    }
+
+    #[test]
+    fn repeats_are_counted_apart_from_sends() {
+        let counts = std::cell::Cell::new((0, 0));
+        let send = |repeat| SimEvent::Send {
+            message_id: Uuid::nil(),
+            attempt: 1,
+            repeat,
+            at: Instant::now(),
+        };
+        describe(&send(false), &counts);
+        let line = describe(&send(true), &counts);
+        assert!(line.contains("1 duplicates so far"), "{line}");
+        assert_eq!(counts.get(), (1, 1));
     }
 
     #[test]

@@ -84,11 +84,11 @@ impl Numbers {
     }
 }
 
-/// Runs `clients` concurrent senders against `url` (the API's send route, or the ceiling's);
+/// Runs `clients` concurrent senders against `urls` (the API's send route on each node, or the ceiling's);
 /// the accepted message's id is read from the envelope (the bare ceiling answers one too).
 pub async fn run(
     client: &Client,
-    url: &str,
+    urls: &[String],
     api_key: &str,
     numbers: &Numbers,
     clients: usize,
@@ -104,11 +104,14 @@ pub async fn run(
     }));
     let issued = Rc::new(Cell::new(0u64));
     let started = Instant::now();
-    let url = url.to_string();
+    let urls: Rc<[String]> = urls.into();
     let mut tasks = Vec::with_capacity(clients);
-    for _ in 0..clients.max(1) {
+    for task in 0..clients.max(1) {
         let client = client.clone();
-        let url = url.clone();
+        let urls = urls.clone();
+        // Clients spread over the URLs; one whose request fails to get an answer moves on to
+        // the next URL, as behind a load balancer (one URL: it stays).
+        let mut at = task % urls.len().max(1);
         let key = api_key.to_string();
         let shared = shared.clone();
         let issued = issued.clone();
@@ -127,6 +130,7 @@ pub async fn run(
                 issued.set(i + 1);
                 let body = numbers.send_body(i);
                 let sent = Instant::now();
+                let Some(url) = urls.get(at) else { break };
                 let result = client
                     .post(url.as_str())
                     .insert_header(("x-api-key", key.as_str()))
@@ -144,7 +148,10 @@ pub async fn run(
                             Err(e) => Err(format!("HTTP {status}, unreadable body: {e}")),
                         }
                     }
-                    Err(e) => Err(format!("request failed: {e}")),
+                    Err(e) => {
+                        at = (at + 1) % urls.len();
+                        Err(format!("request failed: {e}"))
+                    }
                 };
                 let done = Instant::now();
                 let mut run = shared.borrow_mut();

@@ -6,6 +6,7 @@
 
 mod ceiling;
 mod clients;
+mod cluster;
 mod phones;
 mod receiver;
 mod report;
@@ -43,6 +44,8 @@ pub enum Scenario {
     Inbound,
     /// Sends with one healthy and one hanging webhook endpoint.
     Webhooks,
+    /// N nodes on one PostgreSQL database, sends across nodes, one node killed halfway.
+    Cluster,
 }
 
 impl Scenario {
@@ -53,6 +56,7 @@ impl Scenario {
             Scenario::Campaign => "campaign",
             Scenario::Inbound => "inbound",
             Scenario::Webhooks => "webhooks",
+            Scenario::Cluster => "cluster",
         }
     }
 
@@ -60,6 +64,7 @@ impl Scenario {
         match self {
             Scenario::Fleet => 10_000,
             Scenario::Campaign => 1,
+            Scenario::Cluster => 30,
             _ => 10,
         }
     }
@@ -95,8 +100,12 @@ pub struct LoadtestArgs {
     #[arg(long)]
     pub server_pid: Option<u32>,
     /// Database of the started server (default: a temporary SQLite file). Must be empty.
-    #[arg(long)]
+    /// Cluster scenario: a PostgreSQL server URL; a fresh database is created on it and dropped.
+    #[arg(long, alias = "database-url")]
     pub database: Option<String>,
+    /// Cluster scenario: nodes started (at least 2).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
     /// HTTP workers of the started server and of the ceiling (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -199,6 +208,8 @@ struct Run<'a> {
     meter: Meter,
     notes: Vec<String>,
     workers: usize,
+    /// The URLs phones connect to (one node: the target's).
+    nodes: Vec<String>,
 }
 
 impl Run<'_> {
@@ -214,6 +225,9 @@ async fn execute(args: &LoadtestArgs) -> Result<Report, LoadError> {
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if args.scenario == Scenario::Cluster {
+        return cluster::cluster_scenario(args).await;
+    }
     let target = match &args.server {
         Some(url) => Target::existing(
             url.clone(),
@@ -230,6 +244,7 @@ async fn execute(args: &LoadtestArgs) -> Result<Report, LoadError> {
     };
     let run = Run {
         args,
+        nodes: vec![target.url.clone()],
         target,
         client: clients::http_client(args.clients),
         meter: Meter::new(),
@@ -241,6 +256,8 @@ async fn execute(args: &LoadtestArgs) -> Result<Report, LoadError> {
         Scenario::Fleet => scenarios::fleet(run).await,
         Scenario::Campaign => scenarios::campaign(run).await,
         Scenario::Inbound => scenarios::inbound(run).await,
+        // Started above, before any single target.
+        Scenario::Cluster => cluster::cluster_scenario(args).await,
     }
 }
 
@@ -381,6 +398,7 @@ async fn connect_phones(
     let (list, observed) = phones::start(
         &run.client,
         &run.target.url,
+        &run.nodes,
         &run.target.api_key,
         count,
         Duration::from_millis(run.args.deliver_after_ms),
@@ -451,7 +469,7 @@ async fn drive(
     let work = async {
         let result = clients::run(
             &run.client,
-            url,
+            &[url.to_string()],
             &run.target.api_key,
             numbers,
             run.args.clients,
@@ -548,6 +566,9 @@ fn base_report(run: &Run<'_>, phones: usize) -> Report {
         harness_cpu_us_per_accepted: None,
         harness_bound_ratio: None,
         server_cpu_per_send_bare: None,
+        nodes: None,
+        takeover_ms: None,
+        webhook_after_kill_ms: None,
         machine: Machine::detect(),
         notes: Vec::new(),
     }

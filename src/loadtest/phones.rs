@@ -51,6 +51,10 @@ pub struct Observed {
     /// When the last inbound ack arrived.
     pub last_ack: Option<Instant>,
     pub server_errors: u64,
+    /// From this instant on (the cluster scenario's kill), the first `send` frame (repeat or
+    /// not) each phone gets is recorded in `first_send_since`.
+    pub watch_from: Option<Instant>,
+    pub first_send_since: Vec<Option<Instant>>,
 }
 
 /// `count` distinct valid E.164 senders (none premium, none the harness's recipient).
@@ -108,11 +112,25 @@ async fn pair(
     ))
 }
 
-/// Pairs `count` phones (32 requests at a time), starts a simulator for each, and a collector
-/// that folds their events into the returned [`Observed`].
+/// The server list of phone `index`: every node, starting with node `index % nodes` (phones
+/// spread evenly; after a lost connection each moves on to the next node).
+pub fn servers_of(nodes: &[String], index: usize) -> String {
+    let first = index % nodes.len().max(1);
+    nodes[first..]
+        .iter()
+        .chain(&nodes[..first])
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Pairs `count` phones (32 requests at a time) through `base`, starts a simulator for each
+/// (spread over `nodes`, see [`servers_of`]), and a collector that folds their events into the
+/// returned [`Observed`].
 pub async fn start(
     client: &Client,
     base: &str,
+    nodes: &[String],
     api_key: &str,
     count: usize,
     deliver_after: Duration,
@@ -134,6 +152,7 @@ pub async fn start(
     let observed = Rc::new(RefCell::new(Observed {
         connected: vec![false; count],
         send_times: vec![Vec::new(); count],
+        first_send_since: vec![None; count],
         ..Observed::default()
     }));
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(usize, SimEvent)>();
@@ -143,7 +162,7 @@ pub async fn start(
         let (token, per_minute, per_30_minutes) = result?;
         let (command_tx, command_rx) = mpsc::unbounded_channel();
         let options = SimOptions {
-            server: base.to_string(),
+            server: servers_of(nodes, index),
             token,
             fail_rate: 0.0,
             deliver_after,
@@ -229,6 +248,11 @@ fn fold(seen: &mut Observed, phone: usize, event: SimEvent) {
             at,
             ..
         } => {
+            if seen.watch_from.is_some_and(|from| at >= from)
+                && let Some(slot @ None) = seen.first_send_since.get_mut(phone)
+            {
+                *slot = Some(at);
+            }
             if repeat {
                 seen.repeats += 1;
             } else if let std::collections::hash_map::Entry::Vacant(slot) =
@@ -292,6 +316,15 @@ mod tests {
         let unique: std::collections::HashSet<_> = list.iter().collect();
         assert_eq!(unique.len(), list.len());
         assert!(!list.iter().any(|n| n == "+14155550123"));
+    }
+
+    #[test]
+    fn phones_spread_over_the_nodes() {
+        let nodes = ["a".to_string(), "b".to_string(), "c".to_string()];
+        assert_eq!(servers_of(&nodes, 0), "a,b,c");
+        assert_eq!(servers_of(&nodes, 1), "b,c,a");
+        assert_eq!(servers_of(&nodes, 5), "c,a,b");
+        assert_eq!(servers_of(&nodes[..1], 7), "a");
     }
 
     #[test]

@@ -104,6 +104,13 @@ pub struct Report {
     /// different speeds and loads compare. Null when either CPU time is unknown. The goal is
     /// [`CPU_PER_SEND_GOAL`] or less.
     pub server_cpu_per_send_bare: Option<f64>,
+    /// Cluster scenario: nodes started.
+    pub nodes: Option<usize>,
+    /// Cluster scenario: for each phone of the killed node, the kill → the first message a
+    /// surviving node handed it.
+    pub takeover_ms: Option<Latency>,
+    /// Cluster scenario: the kill → the first webhook event received after it.
+    pub webhook_after_kill_ms: Option<f64>,
     pub machine: Machine,
     pub notes: Vec<String>,
 }
@@ -212,6 +219,14 @@ impl Report {
         );
         line("server rss", opt(self.server_rss_mb, " MB"));
         line("server peak rss", opt(self.server_peak_rss_mb, " MB"));
+        if let Some(nodes) = self.nodes {
+            line("nodes", nodes.to_string());
+            line("takeover (phones)", lat(&self.takeover_ms));
+            line(
+                "first webhook after kill",
+                opt(self.webhook_after_kill_ms, " ms"),
+            );
+        }
         line("api errors", self.api_errors.to_string());
         line("bad signatures", self.bad_signatures.to_string());
         line("pace violations", self.pace_violations.to_string());

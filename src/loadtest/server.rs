@@ -65,6 +65,18 @@ impl Target {
     /// Starts `smsgw serve` (this same binary) on a fresh database and waits for its live key
     /// and address. `database` overrides the temporary SQLite file (it must be empty).
     pub fn start(database: Option<&str>, workers: Option<usize>) -> Result<Target, LoadError> {
+        Target::start_node(database, workers, &[], true)
+    }
+
+    /// [`Target::start`] with extra environment configuration; `first` when this start creates
+    /// the database's first workspace (and prints its keys): a node joining a cluster does not,
+    /// and its `api_key` stays empty.
+    pub fn start_node(
+        database: Option<&str>,
+        workers: Option<usize>,
+        extra_env: &[(String, String)],
+        first: bool,
+    ) -> Result<Target, LoadError> {
         let exe = std::env::current_exe()
             .map_err(|e| LoadError::Setup(format!("cannot find the smsgw binary: {e}")))?;
         let dir = std::env::temp_dir().join(format!("smsgw-loadtest-{}", uuid::Uuid::new_v4()));
@@ -80,6 +92,7 @@ impl Target {
             .current_dir(&dir)
             .envs(CHILD_ENV.iter().copied())
             .env("SMSGW_DATABASE__URL", &url)
+            .envs(extra_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -115,7 +128,7 @@ impl Target {
             }
         });
         let deadline = Instant::now() + Duration::from_secs(60);
-        while target.url.is_empty() || target.api_key.is_empty() {
+        while target.url.is_empty() || (first && target.api_key.is_empty()) {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = rx.recv_timeout(left).map_err(|e| match e {
                 RecvTimeoutError::Timeout => {

@@ -4,7 +4,8 @@
 //! fetches on open and on every `MessageEnqueued`, reports Processed → Sent → Delivered (or
 //! Failed), and posts inbound SMS as signed `sms:received` webhooks. Like the app it dedupes
 //! fetched messages by id (a known id is reported again, never sent twice; a retry after a
-//! failure comes under a new id) and reconnects its stream with backoff.
+//! failure comes under a new id) and reconnects its stream with backoff, to the next of several
+//! server URLs in turn.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -20,7 +21,7 @@ use uuid::Uuid;
 
 use crate::domain::app_protocol::{AppEvent, AppMessageState};
 
-use super::{FIRST_BACKOFF, MAX_BACKOFF, SimCommand, SimError, SimEvent, SimOptions};
+use super::{FIRST_BACKOFF, MAX_BACKOFF, SimCommand, SimError, SimEvent, SimOptions, next_server};
 use crate::actors::device_link::AppMessageId;
 
 /// Where the device API is mounted under the server's base URL.
@@ -66,7 +67,15 @@ pub async fn run_phone(
     events: Option<mpsc::UnboundedSender<SimEvent>>,
     mut commands: Option<mpsc::UnboundedReceiver<SimCommand>>,
 ) -> Result<(), SimError> {
-    let base = base_url(&options.server)?;
+    let bases = options
+        .servers()
+        .into_iter()
+        .map(base_url)
+        .collect::<Result<Vec<_>, _>>()?;
+    if bases.is_empty() {
+        return Err(SimError::BadUrl(options.server.clone()));
+    }
+    let mut at = 0;
     let emit = |event: SimEvent| {
         if let Some(tx) = &events {
             let _ = tx.send(event);
@@ -79,17 +88,19 @@ pub async fn run_phone(
     let mut backoff = FIRST_BACKOFF;
     let mut inbound_seq: u64 = 0;
     loop {
-        let registered = match register(&client, &base, &options.token).await {
+        let base = &bases[at];
+        let registered = match register(&client, base, &options.token).await {
             Ok(registered) => registered,
             Err(Some(status)) => return Err(SimError::Refused(status)),
             Err(None) => {
+                at = next_server(at, bases.len());
                 backoff = wait(backoff, &emit).await;
                 continue;
             }
         };
         let app = AppCalls {
             client: &client,
-            base: &base,
+            base,
             token: &registered.token,
         };
         let stream = client
@@ -104,6 +115,7 @@ pub async fn run_phone(
                 return Err(SimError::Refused(401));
             }
             _ => {
+                at = next_server(at, bases.len());
                 backoff = wait(backoff, &emit).await;
                 continue;
             }
@@ -153,6 +165,7 @@ pub async fn run_phone(
             }
         }
         emit(SimEvent::Disconnected);
+        at = next_server(at, bases.len());
         backoff = wait(backoff, &emit).await;
     }
 }

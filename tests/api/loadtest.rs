@@ -241,6 +241,72 @@ async fn missing_feature_exits_2() {
     handle.stop(false).await;
 }
 
+#[test]
+fn the_cluster_scenario_needs_a_postgresql_url() {
+    crate::helpers::run(async {
+        for extra in [
+            &[][..],
+            &["--database-url", "sqlite://cluster.db?mode=rwc"][..],
+        ] {
+            let mut args = vec!["loadtest", "--scenario", "cluster", "--duration", "1"];
+            args.extend_from_slice(extra);
+            let output = run_cli(&args, &[]).await;
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(1), "{extra:?}: {stderr}");
+            assert!(
+                stderr.contains("--database-url postgres://"),
+                "{extra:?}: {stderr}"
+            );
+            assert!(output.stdout.is_empty(), "no figures are printed");
+        }
+    })
+}
+
+/// Three nodes, one killed halfway: nothing lost, duplicated or mis-paced, and the killed
+/// node's phones are served again by a survivor within the takeover bound (15 s).
+#[test]
+#[ignore = "cluster core (h21a) in progress: a 3-node debug run with a kill lost 0 but counted 4 duplicates"]
+fn the_cluster_scenario_loses_nothing_when_a_node_dies() {
+    if !crate::helpers::postgres_enabled() {
+        eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (the cluster needs PostgreSQL)");
+        return;
+    }
+    crate::helpers::run(async {
+        let server = std::env::var("SMSGW_TEST_DATABASE_URL").unwrap();
+        let (stdout, report) = loadtest_ok(&[
+            "--scenario",
+            "cluster",
+            "--nodes",
+            "3",
+            "--phones",
+            "6",
+            "--clients",
+            "6",
+            "--duration",
+            "8",
+            "--drain-timeout",
+            "30",
+            "--database-url",
+            &server,
+        ])
+        .await;
+        assert_eq!(report["scenario"], "cluster");
+        assert_eq!(report["nodes"], 3);
+        assert!(assert_number(&report, "/accepted") > 0.0, "{stdout}");
+        assert_eq!(report["lost"], 0, "{stdout}");
+        assert_eq!(report["duplicates"], 0, "{stdout}");
+        assert_eq!(report["pace_violations"], 0, "{stdout}");
+        assert!(
+            assert_number(&report, "/takeover_ms/max") <= 15_000.0,
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("2 of its 2 phones were handed a message by a survivor"),
+            "{stdout}"
+        );
+    })
+}
+
 async fn campaign_scenario_completes_the_campaign(backend: Backend) {
     let (database, _dir) = fresh_database(backend).await;
     let (stdout, report) = loadtest_ok(&[

@@ -10,6 +10,7 @@ mod api_keys;
 mod auth;
 mod campaigns;
 mod cluster;
+mod cluster_failover;
 mod contacts;
 mod hardening;
 mod inbound;

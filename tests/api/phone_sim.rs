@@ -92,6 +92,54 @@ async fn simulated_phone_survives_a_server_restart(backend: Backend) {
     app.wait_for_status(&app.live_key, &id, "delivered").await;
 }
 
+/// A port nothing listens on (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Several server URLs: when the node it is connected to goes away, the phone moves on to the
+/// next URL, and a message sent there reaches it.
+async fn simulated_phone_moves_on_to_the_next_server(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let next = free_port();
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let options = SimOptions {
+        server: format!("{},http://127.0.0.1:{next}", app.address),
+        token: token.clone(),
+        fail_rate: 0.0,
+        deliver_after: Duration::from_millis(30),
+        heartbeat_every: Duration::from_secs(5),
+    };
+    actix_web::rt::spawn(run_phone(options, Some(tx), None));
+    wait_for(&mut events, |e| *e == SimEvent::Connected).await;
+    app.wait_online(&phone_id, true).await;
+    // The first node goes away; the same database comes back on the second URL only.
+    let app = app
+        .restart_with(|s| s.server.bind = format!("127.0.0.1:{next}"))
+        .await;
+    assert_eq!(app.address, format!("http://127.0.0.1:{next}"));
+    wait_for(&mut events, |e| *e == SimEvent::Disconnected).await;
+    wait_for(&mut events, |e| *e == SimEvent::Connected).await;
+    app.wait_online(&phone_id, true).await;
+    let id = app
+        .post(
+            "/v1/messages/send",
+            &app.live_key,
+            send_body(SENDER, RECIPIENT, "on the next node"),
+        )
+        .await
+        .expect(202)
+        .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.wait_for_status(&app.live_key, &id, "delivered").await;
+}
+
 async fn cli_refuses_a_bad_token(backend: Backend) {
     let app = spawn_app(backend).await;
     let output = run_cli(
@@ -99,6 +147,21 @@ async fn cli_refuses_a_bad_token(backend: Backend) {
             "phone-sim",
             "--server",
             &app.address,
+            "--token",
+            "dt_not_a_real_token",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("refused"));
+    // With several URLs (comma-separated), a dead one is passed over and the live one answers.
+    let servers = format!("http://127.0.0.1:{},{}", free_port(), app.address);
+    let output = run_cli(
+        &[
+            "phone-sim",
+            "--server",
+            &servers,
             "--token",
             "dt_not_a_real_token",
         ],
@@ -250,6 +313,7 @@ backend_tests!(
     smsgate_simulator_sends_each_retry,
     simulated_phone_delivers_live_sends,
     simulated_phone_survives_a_server_restart,
+    simulated_phone_moves_on_to_the_next_server,
     cli_refuses_a_bad_token,
     smsgate_simulator_sends_and_forwards_inbound,
 );

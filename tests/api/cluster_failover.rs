@@ -1,0 +1,408 @@
+//! Failover of a cluster (docs/api.md "Cluster", docs/deploy.md): nodes are child processes of
+//! the real binary on one PostgreSQL database, and one is killed with SIGKILL. PostgreSQL only:
+//! without `SMSGW_TEST_DATABASE_URL` these tests return at once.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use awc::Client;
+use serde_json::{Value, json};
+use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
+use uuid::Uuid;
+
+use crate::helpers::{
+    Backend, FakePhone, POSTGRES_SECRETS_KEY, RECIPIENT, SENDER, WebhookReceiver, fresh_database,
+    postgres_enabled, run, send_body,
+};
+
+/// Retry delays of the webhook endpoint under test: short, so retries straddle the kill.
+const RETRY_EVERY: Duration = Duration::from_secs(2);
+/// The nodes' lease time to live; a dead node's work is taken within it plus one scan.
+const LEASE_TTL: &str = "3s";
+/// docs/api.md "Cluster": a dead node's campaigns, endpoints and sweeps are taken over within
+/// `lease_ttl` + one scan, at most 15 s.
+const TAKEOVER_BOUND: Duration = Duration::from_secs(15);
+
+/// One `smsgw serve` child process; killed (SIGKILL) when dropped.
+struct Node {
+    address: String,
+    /// The live key, printed by the node that created the database's first workspace.
+    live_key: Option<String>,
+    child: Child,
+}
+
+impl Node {
+    /// Starts a node on `database` and waits (30 s) for its address.
+    fn start(database: &str) -> Node {
+        let child = Command::new(env!("CARGO_BIN_EXE_smsgw"))
+            .arg("serve")
+            .env("SMSGW_DATABASE__URL", database)
+            .env("SMSGW_SERVER__BIND", "127.0.0.1:0")
+            .env("SMSGW_SECRETS__KEY", POSTGRES_SECRETS_KEY)
+            .env("SMSGW_LIMITS__API_PER_SECOND", "0")
+            .env("SMSGW_LIMITS__NEW_WORKSPACE_MESSAGES", "1000000")
+            // Pace lifted: the campaign's window fills the phone at once.
+            .env("SMSGW_PACE__PER_MINUTE", "100000")
+            .env("SMSGW_PACE__PER_30_MINUTES", "100000")
+            .env("SMSGW_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true")
+            .env(
+                "SMSGW_WEBHOOKS__RETRY_SCHEDULE",
+                format!(
+                    r#"["{0}s","{0}s","{0}s","{0}s","{0}s","{0}s"]"#,
+                    RETRY_EVERY.as_secs()
+                ),
+            )
+            .env("SMSGW_CLUSTER__HEARTBEAT", "500ms")
+            .env("SMSGW_CLUSTER__LEASE_TTL", LEASE_TTL)
+            .env("SMSGW_PHONES__HEARTBEAT_TIMEOUT", "60s")
+            .env("SMSGW_LOG__LEVEL", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the smsgw binary starts");
+        // From here on the process is killed and reaped when `node` drops, even on a panic.
+        let mut node = Node {
+            address: String::new(),
+            live_key: None,
+            child,
+        };
+        let stdout = node.child.stdout.take().expect("stdout piped");
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        // The thread keeps draining stdout so the node never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while node.address.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .expect("the node prints `listening on` within 30 s");
+            if let Some(key) = line.strip_prefix("live key: ") {
+                node.live_key = Some(key.trim().to_string());
+            } else if let Some(address) = line.strip_prefix("listening on ") {
+                node.address = address.trim().to_string();
+            }
+        }
+        node
+    }
+
+    fn ws_url(&self) -> String {
+        format!(
+            "{}/v1/phones/connect",
+            self.address.replacen("http", "ws", 1)
+        )
+    }
+
+    /// kill -9: no shutdown, no lease hand-back.
+    fn kill(&mut self) {
+        self.child.kill().expect("SIGKILL delivered");
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A JSON API call to a node; (status, body).
+async fn call(method: &str, url: String, key: &str, body: Option<Value>) -> (u16, Value) {
+    let client = Client::builder().timeout(Duration::from_secs(30)).finish();
+    let request = match method {
+        "POST" => client.post(url),
+        _ => client.get(url),
+    }
+    .insert_header(("x-api-key", key));
+    let mut reply = match body {
+        Some(body) => request.send_json(&body).await,
+        None => request.send().await,
+    }
+    .expect("the node answers");
+    let status = reply.status().as_u16();
+    let body = reply
+        .json::<Value>()
+        .limit(16 << 20)
+        .await
+        .unwrap_or(Value::Null);
+    (status, body)
+}
+
+/// `count` distinct valid recipients, none of them the sender.
+fn recipients(count: usize) -> Vec<Value> {
+    (0..count)
+        .map(|i| json!({"to": format!("+1650555{:04}", 1000 + i), "vars": {"name": format!("r{i}")}}))
+        .collect()
+}
+
+/// Waits until the phone is online as the node's API reports it.
+async fn wait_online(node: &Node, key: &str, phone_id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = call(
+            "GET",
+            format!("{}/v1/phones/{phone_id}", node.address),
+            key,
+            None,
+        )
+        .await;
+        if body["data"]["online"] == true {
+            return;
+        }
+        assert!(Instant::now() < deadline, "phone never online: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Reads `send` frames without reporting any, until none came for `quiet`: the ids handed over.
+async fn take_sends_unreported(phone: &mut FakePhone, quiet: Duration) -> Vec<Uuid> {
+    let mut ids = Vec::new();
+    while let Some(frame) = phone.next_frame_within(quiet).await {
+        if let ServerFrame::Send { message_id, .. } = frame {
+            ids.push(message_id);
+        }
+    }
+    ids
+}
+
+/// kill -9 of the node holding a phone, a running campaign and a retrying webhook endpoint: the
+/// phone reconnects to the other node and gets the messages it had not reported, once each; the
+/// campaign completes; the webhook retries continue on schedule and end delivered once; nothing
+/// accepted is lost.
+async fn killed_node_hands_over_phone_campaign_and_webhooks() {
+    let (database, _dir) = fresh_database(Backend::Postgres).await;
+    let mut a = Node::start(&database);
+    let key = a.live_key.clone().expect("the first node creates the keys");
+    // B runs from the start: what A takes on it must take over through the leases, not
+    // pick up at its own start-up.
+    let b = Node::start(&database);
+
+    // Through node A: a phone, a webhook endpoint that fails its first four attempts, one inbound
+    // SMS (its webhook starts retrying), one single send and a campaign the phone holds.
+    let (status, body) = call(
+        "POST",
+        format!("{}/v1/phones", a.address),
+        &key,
+        Some(json!({"phone_number": SENDER})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let phone_id = body["data"]["id"].as_str().unwrap().to_string();
+    let token = body["data"]["device_token"].as_str().unwrap().to_string();
+    let mut phone = FakePhone::connect(&a.ws_url(), &token)
+        .await
+        .expect("phone connects to A");
+    assert!(matches!(
+        phone.next_frame().await,
+        Some(ServerFrame::Hello { .. })
+    ));
+    wait_online(&a, &key, &phone_id).await;
+
+    let receiver = WebhookReceiver::start().await;
+    receiver.answer(&[500, 500, 500, 500]);
+    let (status, body) = call(
+        "POST",
+        format!("{}/v1/webhooks", a.address),
+        &key,
+        Some(json!({"url": receiver.url, "events": ["message.received"]})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    phone
+        .receive("in-1", "+14155550177", "a customer writes")
+        .await;
+
+    let (status, body) = call(
+        "POST",
+        format!("{}/v1/messages/send", a.address),
+        &key,
+        Some(send_body(SENDER, RECIPIENT, "before the kill")),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let single: Uuid = body["data"]["id"].as_str().unwrap().parse().unwrap();
+
+    // More recipients than the campaign's feed window (100): the rest is fed after the kill.
+    let total = 150;
+    let (status, body) = call(
+        "POST",
+        format!("{}/v1/campaigns", a.address),
+        &key,
+        Some(json!({
+            "name": "failover",
+            "from_number": SENDER,
+            "body": "Hi {{name}}",
+            "recipients": recipients(total),
+            "launch_now": true,
+        })),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let campaign = body["data"]["id"].as_str().unwrap().to_string();
+
+    let handed_on_a = take_sends_unreported(&mut phone, Duration::from_secs(2)).await;
+    assert!(
+        handed_on_a.contains(&single),
+        "A handed the single send to its phone"
+    );
+    assert!(
+        handed_on_a.len() > 1,
+        "A handed campaign messages to its phone"
+    );
+    // Two attempts of the webhook have failed on A before the kill.
+    let before = receiver.wait_for(2, Duration::from_secs(20)).await;
+
+    // A dies without a word.
+    a.kill();
+    let killed_at = Instant::now();
+    let attempts_before_kill = receiver.received().len();
+    assert!(attempts_before_kill >= before.len());
+
+    // The phone reconnects to B (as it would through a load balancer) and reports everything.
+    let mut phone = {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match FakePhone::connect(&b.ws_url(), &token).await {
+                Ok(phone) => break phone,
+                Err(status) => {
+                    assert!(Instant::now() < deadline, "B refused the phone: {status}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    };
+    let mut handed_on_b: HashMap<Uuid, u32> = HashMap::new();
+    let mut next_ref = 0u32;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut done = false;
+    while !done {
+        assert!(
+            Instant::now() < deadline,
+            "the campaign did not complete on B; handed {} of {} messages",
+            handed_on_b.len(),
+            total + 1
+        );
+        if let Some(ServerFrame::Send { message_id, .. }) =
+            phone.next_frame_within(Duration::from_millis(500)).await
+        {
+            *handed_on_b.entry(message_id).or_default() += 1;
+            for delivered in [false, true] {
+                next_ref += 1;
+                let reference = Some(format!("b{next_ref}"));
+                let frame = if delivered {
+                    PhoneFrame::Delivered {
+                        message_id,
+                        reference,
+                    }
+                } else {
+                    PhoneFrame::Sent {
+                        message_id,
+                        reference,
+                    }
+                };
+                phone.send(&frame).await;
+            }
+            continue;
+        }
+        let (_, body) = call(
+            "GET",
+            format!("{}/v1/campaigns/{campaign}", b.address),
+            &key,
+            None,
+        )
+        .await;
+        done = body["data"]["status"] == "completed";
+    }
+
+    // The phone got every message A had handed it and it had not reported, once, and nothing
+    // twice; the campaign delivered every recipient; the single send is delivered.
+    for id in &handed_on_a {
+        assert_eq!(
+            handed_on_b.get(id),
+            Some(&1),
+            "message {id}, unreported on A, is handed once by B"
+        );
+    }
+    let twice: Vec<_> = handed_on_b.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "messages handed twice by B: {twice:?}");
+    assert_eq!(
+        handed_on_b.len(),
+        total + 1,
+        "every message reached the phone"
+    );
+    let (_, body) = call(
+        "GET",
+        format!("{}/v1/campaigns/{campaign}", b.address),
+        &key,
+        None,
+    )
+    .await;
+    assert_eq!(body["data"]["counts"]["delivered"], total, "{body}");
+    let status_deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = call(
+            "GET",
+            format!("{}/v1/messages/{single}", b.address),
+            &key,
+            None,
+        )
+        .await;
+        if body["data"]["status"] == "delivered" {
+            break;
+        }
+        assert!(Instant::now() < status_deadline, "single send: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The webhook: the retries went on from B on schedule, and the fifth attempt (answered 200)
+    // ended the delivery; no attempt was made twice.
+    let attempts = receiver.wait_for(5, Duration::from_secs(60)).await;
+    tokio::time::sleep(RETRY_EVERY * 2).await;
+    let attempts_all = receiver.received();
+    assert_eq!(
+        attempts_all.len(),
+        5,
+        "four failed attempts and one delivery, nothing repeated"
+    );
+    let ids: HashSet<&str> = attempts_all
+        .iter()
+        .map(|r| r.header("webhook-id"))
+        .collect();
+    assert_eq!(ids.len(), 1, "every attempt carries the one event");
+    assert!(
+        attempts_before_kill < 5,
+        "A made every attempt before the kill"
+    );
+    let first_after = &attempts[attempts_before_kill];
+    assert!(
+        first_after.at.duration_since(killed_at) <= RETRY_EVERY + TAKEOVER_BOUND,
+        "the first attempt after the kill came {:?} after it",
+        first_after.at.duration_since(killed_at)
+    );
+    for pair in attempts_all.windows(2) {
+        let gap = pair[1].at.duration_since(pair[0].at);
+        assert!(
+            gap >= RETRY_EVERY.mul_f64(0.9),
+            "attempts {gap:?} apart, sooner than the schedule ({RETRY_EVERY:?})"
+        );
+    }
+    receiver.stop().await;
+}
+
+#[test]
+#[ignore = "needs campaign and webhook-endpoint takeover by lease (issue 21 core, h21a), not merged yet: the campaign never completes on B"]
+fn killed_node_hands_over_phone_campaign_and_webhooks_postgres() {
+    if !postgres_enabled() {
+        eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (cluster tests need PostgreSQL)");
+        return;
+    }
+    run(killed_node_hands_over_phone_campaign_and_webhooks());
+}
