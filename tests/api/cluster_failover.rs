@@ -398,7 +398,6 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
 }
 
 #[test]
-#[ignore = "needs campaign and webhook-endpoint takeover by lease (issue 21 core, h21a), not merged yet: the campaign never completes on B"]
 fn killed_node_hands_over_phone_campaign_and_webhooks_postgres() {
     if !postgres_enabled() {
         eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (cluster tests need PostgreSQL)");

@@ -265,7 +265,7 @@ fn the_cluster_scenario_needs_a_postgresql_url() {
 /// Three nodes, one killed halfway: nothing lost, duplicated or mis-paced, and the killed
 /// node's phones are served again by a survivor within the takeover bound (15 s).
 #[test]
-#[ignore = "cluster core (h21a) in progress: a 3-node debug run with a kill lost 0 but counted 4 duplicates"]
+#[ignore = "issue 21 open: runs lose 0 and mis-pace 0, but 10-33 webhook events reach the receiver twice (same event id) after the kill; not yet told apart from double ownership"]
 fn the_cluster_scenario_loses_nothing_when_a_node_dies() {
     if !crate::helpers::postgres_enabled() {
         eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (the cluster needs PostgreSQL)");
