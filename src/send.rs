@@ -24,7 +24,7 @@ use crate::domain::quota::CountQuota;
 use crate::domain::sms::SmsText;
 use crate::domain::status::{MessageStatus, Mode, QueueClass};
 use crate::store::StoreError;
-use crate::store::messages::{Message, Scope};
+use crate::store::messages::{ClientOptions, Message, Scope};
 use crate::store::writer::{
     Accept, AcceptOutcome, DraftLink, NewMessage, NewWorkspaceLimit, Transition, Writer,
 };
@@ -96,6 +96,12 @@ pub struct BulkSendRequest {
     places: Vec<usize>,
     text: SmsText,
     device_id: Option<PhoneId>,
+    /// The idempotency key, kept by the first message (the whole send is refused as a repeat).
+    request_id: Option<RequestId>,
+    /// What the client API keeps of its request, on every message.
+    client: Option<ClientOptions>,
+    /// Expires no later than this (ms since the epoch); never later than `messages.ttl`.
+    expires_by: Option<i64>,
 }
 
 /// A bulk send without recipients or with more than [`MAX_BULK_RECIPIENTS`].
@@ -131,7 +137,27 @@ impl BulkSendRequest {
             places,
             text,
             device_id,
+            request_id: None,
+            client: None,
+            expires_by: None,
         })
+    }
+
+    /// A send of the client API (docs/compat.md, Messages): refused as a repeat when
+    /// `request_id` was used before, `client` kept on every message, expiring by `expires_by`
+    /// (ms) when that is sooner than `messages.ttl`.
+    pub fn for_client(
+        self,
+        request_id: RequestId,
+        client: ClientOptions,
+        expires_by: Option<i64>,
+    ) -> BulkSendRequest {
+        BulkSendRequest {
+            request_id: Some(request_id),
+            client: Some(client),
+            expires_by,
+            ..self
+        }
     }
 }
 
@@ -256,10 +282,15 @@ pub async fn send_bulk(
     }
     let routing = route(deps, sender.scope, &request.from_number, request.device_id).await?;
     let expires_at = expires_at(deps, deps.clock.now_ms());
+    let expires_at = request
+        .expires_by
+        .map_or(expires_at, |by| by.min(expires_at));
+    let request_id = request.request_id.map(RequestId::into_string);
     let messages = request
         .to_numbers
         .iter()
-        .map(|to| {
+        .enumerate()
+        .map(|(i, to)| {
             NewMessage::outbound(
                 QueueClass::Bulk,
                 request.from_number.as_str().to_string(),
@@ -268,11 +299,13 @@ pub async fn send_bulk(
                 expires_at,
             )
             .with_device(routing.device_id, routing.pinned)
+            .with_request_id(request_id.clone().filter(|_| i == 0))
+            .with_client(request.client.clone())
         })
         .collect();
     let accept = Accept {
         scope: sender.scope,
-        request_id: None,
+        request_id,
         messages,
         device_available: routing.available,
         limit: sender.limit,

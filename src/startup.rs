@@ -287,9 +287,11 @@ impl Application {
         let sealed = store::webhooks::seal_signing_keys(&db, &secrets, None)
             .await
             .map_err(|e| match e {
-                StoreError::Secret { .. } => StartupError::Secrets(format!(
-                    "{e}; is {secrets_source} the key they were sealed with?"
-                )),
+                StoreError::Secret { .. } | StoreError::SettingsSecret { .. } => {
+                    StartupError::Secrets(format!(
+                        "{e}; is {secrets_source} the key they were sealed with?"
+                    ))
+                }
                 other => StartupError::Store(other),
             })?;
         if sealed.sealed > 0 {

@@ -20,4 +20,5 @@ pub mod phones;
 pub mod webhook_attempts;
 pub mod webhook_deliveries;
 pub mod webhook_endpoints;
+pub mod workspace_settings;
 pub mod workspaces;

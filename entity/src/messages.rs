@@ -34,6 +34,12 @@ pub struct Model {
     pub failure_reason: Option<String>,
     pub send_attempts: i32,
     pub content_removed_at: Option<i64>,
+    /// The client API's message id (docs/compat.md, Messages), shared by its recipients.
+    pub group_id: Option<String>,
+    /// SMSGate options of a client API message, handed to SMSGate-app phones.
+    pub sim_number: Option<i16>,
+    pub sms_priority: Option<i16>,
+    pub with_delivery_report: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

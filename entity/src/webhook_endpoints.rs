@@ -18,6 +18,12 @@ pub struct Model {
     pub signing_key: String,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The body format: smsgw or smsgate.
+    pub format: String,
+    /// The id an SMSGate client knows the endpoint by (unique per workspace and mode).
+    pub external_id: Option<String>,
+    /// The phone (`deviceId`) an SMSGate endpoint was limited to, as given.
+    pub device_id: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -11,6 +11,9 @@ mod m20261125_000006_drop_status_index;
 mod m20261125_000007_index_ai_drafts_sender;
 mod m20261125_000008_add_key_generation;
 mod m20261125_000009_create_queued_index;
+mod m20261125_000190_add_message_groups;
+mod m20261125_000195_add_webhook_format;
+mod m20261125_000196_create_workspace_settings;
 mod m20261125_000200_add_workspace_default_country;
 mod m20261125_000201_create_idempotency_keys;
 mod m20261125_000210_create_cluster_tables;
@@ -31,6 +34,9 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000007_index_ai_drafts_sender::Migration),
             Box::new(m20261125_000008_add_key_generation::Migration),
             Box::new(m20261125_000009_create_queued_index::Migration),
+            Box::new(m20261125_000190_add_message_groups::Migration),
+            Box::new(m20261125_000195_add_webhook_format::Migration),
+            Box::new(m20261125_000196_create_workspace_settings::Migration),
             Box::new(m20261125_000200_add_workspace_default_country::Migration),
             Box::new(m20261125_000201_create_idempotency_keys::Migration),
             Box::new(m20261125_000210_create_cluster_tables::Migration),

@@ -17,14 +17,16 @@ use uuid::Uuid;
 
 use super::Deps;
 use super::registry::Registry;
+use super::smsgate_body;
 use super::webhook_target::{self, AttemptError, SharedResolver};
 use crate::clock::format_ms;
 use crate::config::QuotaSettings;
 use crate::domain::quota::SlidingBudget;
 use crate::domain::signing;
-use crate::domain::webhook_event::EventKind;
+use crate::domain::webhook_event::{EventKind, WebhookFormat};
 use crate::store::ai::Draft;
 use crate::store::messages::{self, Scope};
+use crate::store::settings::{self, SettingsSecret};
 use crate::store::webhooks::{
     self, AttemptRecord, AttemptRecorder, DeliveryState, EndpointRecord, PendingDelivery,
     Subscriptions,
@@ -252,6 +254,10 @@ pub struct WebhookEndpoint {
     ready: VecDeque<(PendingDelivery, Result<Option<Subject>, String>)>,
     /// The workspace's delivery budget is spent: a timer pumps again when it allows more.
     waiting_for_budget: bool,
+    /// An SMSGate-format endpoint's signing key (the workspace's `webhooks.signing_key`,
+    /// sealed), read again with every batch of messages, so a key changed through the
+    /// settings signs the deliveries read after the change.
+    smsgate_key: Option<String>,
     stopping: bool,
 }
 
@@ -270,6 +276,7 @@ impl WebhookEndpoint {
             reading: false,
             ready: VecDeque::new(),
             waiting_for_budget: false,
+            smsgate_key: None,
             stopping: false,
         }
     }
@@ -367,6 +374,7 @@ impl WebhookEndpoint {
                 self.deps.clone(),
                 self.client().clone(),
                 endpoint.clone(),
+                self.smsgate_key.clone(),
                 delivery,
                 message,
             );
@@ -405,23 +413,44 @@ impl WebhookEndpoint {
             .map(|d| d.message_id)
             .collect();
         self.reading = true;
+        let key_read = (endpoint.format == WebhookFormat::Smsgate).then(|| {
+            (
+                scope,
+                self.deps.webhooks.secrets.clone(),
+                self.deps.clock.now_ms(),
+            )
+        });
         ctx.spawn(
-            async move { subjects(&db, &ids, &drafted).await }
-                .into_actor(self)
-                .map(move |read, act, ctx| {
-                    act.reading = false;
-                    if act.stopping {
-                        return;
+            async move {
+                let key = match key_read {
+                    Some((scope, secrets, now)) => {
+                        Some(settings::signing_key(&db, scope, &secrets, now).await?)
                     }
-                    for delivery in batch {
-                        let message = match &read {
-                            Ok(found) => Ok(found.get(&delivery.message_id).cloned()),
-                            Err(err) => Err(err.to_string()),
-                        };
-                        act.ready.push_back((delivery, message));
+                    None => None,
+                };
+                Ok::<_, crate::store::StoreError>((subjects(&db, &ids, &drafted).await?, key))
+            }
+            .into_actor(self)
+            .map(move |read, act, ctx| {
+                act.reading = false;
+                if act.stopping {
+                    return;
+                }
+                let read = read.map(|(found, key)| {
+                    if key.is_some() {
+                        act.smsgate_key = key;
                     }
-                    act.pump(ctx);
-                }),
+                    found
+                });
+                for delivery in batch {
+                    let message = match &read {
+                        Ok(found) => Ok(found.get(&delivery.message_id).cloned()),
+                        Err(err) => Err(err.to_string()),
+                    };
+                    act.ready.push_back((delivery, message));
+                }
+                act.pump(ctx);
+            }),
         );
     }
 
@@ -509,6 +538,7 @@ impl Supervised for WebhookEndpoint {
         self.waiting_for_budget = false;
         self.in_flight = 0;
         self.recording = 0;
+        self.smsgate_key = None;
     }
 }
 
@@ -648,6 +678,7 @@ async fn attempt(
     deps: Deps,
     client: awc::Client,
     endpoint: EndpointRecord,
+    smsgate_key: Option<String>,
     delivery: PendingDelivery,
     message: Result<Option<Subject>, String>,
 ) -> AttemptRecord {
@@ -655,7 +686,7 @@ async fn attempt(
     let attempt_no = delivery.attempts + 1;
     let attempted_at = deps.clock.now_ms();
     let started = tokio::time::Instant::now();
-    let answer = send(&deps, &client, &endpoint, &delivery, message).await;
+    let answer = send(&deps, &client, &endpoint, smsgate_key, &delivery, message).await;
     let duration = started.elapsed();
     let duration_ms = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
     let (state, retryable) = match (answer.status_code, answer.error) {
@@ -716,6 +747,7 @@ async fn send(
     deps: &Deps,
     client: &awc::Client,
     endpoint: &EndpointRecord,
+    smsgate_key: Option<String>,
     delivery: &PendingDelivery,
     message: Result<Option<Subject>, String>,
 ) -> Answer {
@@ -750,6 +782,17 @@ async fn send(
             error: Some(error),
             detail: Some(detail.into()),
         };
+    }
+    if endpoint.format == WebhookFormat::Smsgate {
+        return send_smsgate(
+            deps,
+            client,
+            endpoint,
+            smsgate_key,
+            delivery,
+            &message.message,
+        )
+        .await;
     }
     let body = match serde_json::to_vec(&payload(delivery, &message)) {
         Ok(body) => body,
@@ -792,6 +835,63 @@ async fn send(
     if !signed.webhook_signature.is_empty() {
         request = request.insert_header(("webhook-signature", signed.webhook_signature));
     }
+    post(settings, request, body).await
+}
+
+/// Builds, signs (as the SMSGate app signs, with the workspace's key) and posts the body of a
+/// delivery to an SMSGate-format endpoint (docs/compat.md, Webhooks).
+async fn send_smsgate(
+    deps: &Deps,
+    client: &awc::Client,
+    endpoint: &EndpointRecord,
+    sealed_key: Option<String>,
+    delivery: &PendingDelivery,
+    message: &messages::Message,
+) -> Answer {
+    let fail = |detail: String| Answer {
+        status_code: None,
+        error: Some(AttemptError::Connect),
+        detail: Some(detail),
+    };
+    let body = match smsgate_body::body(endpoint, delivery, message) {
+        Some(Ok(body)) => body,
+        Some(Err(err)) => return fail(format!("body not serialized: {err}")),
+        None => return fail(format!("{} is never delivered", delivery.event)),
+    };
+    let scope = Scope {
+        workspace_id: endpoint.workspace_id,
+        mode: endpoint.mode,
+    };
+    let Some(sealed_key) = sealed_key else {
+        return fail("the workspace's webhooks.signing_key was not read".into());
+    };
+    let signing_key = match deps
+        .webhooks
+        .secrets
+        .open(&sealed_key, &SettingsSecret::SigningKey.context(scope))
+    {
+        Ok(key) => key,
+        Err(err) => return fail(format!("signing key not opened: {err}")),
+    };
+    let timestamp = deps.clock.now().timestamp();
+    let request = client
+        .post(&endpoint.url)
+        .insert_header(("content-type", "application/json"))
+        .insert_header(("user-agent", USER_AGENT))
+        .insert_header((
+            "x-signature",
+            signing::smsgate_signature(&signing_key, &body, timestamp),
+        ))
+        .insert_header(("x-timestamp", timestamp.to_string()));
+    post(&deps.settings.webhooks, request, body).await
+}
+
+/// Posts a signed body and classifies the answer.
+async fn post(
+    settings: &crate::config::WebhookSettings,
+    request: awc::ClientRequest,
+    body: Vec<u8>,
+) -> Answer {
     match request.send_body(body).await {
         Ok(mut response) => {
             let status = response.status().as_u16();

@@ -5,15 +5,16 @@ use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use uuid::Uuid;
 
+use super::envelope::envelope_of;
 use super::messages::{message_out, parse_content, parse_number, send_error, sender};
-use super::schemas::{AiRule, AiSettingsEnvelope, DraftEnvelope, DraftPageEnvelope};
+use super::page::{Page, page_out};
 use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, OptionalJsonBody, PageRequest, missing,
-    page_response, parse_id, query_param, required,
+    AppState, Caller, DocumentedRoute, JsonBody, OptionalJsonBody, PageRequest, missing, parse_id,
+    query_param, required,
 };
 use crate::clock::format_ms;
 use crate::domain::ai::{AiMode, DraftStatus, Rule};
@@ -21,7 +22,6 @@ use crate::domain::ai::{AiMode, DraftStatus, Rule};
 use crate::error::{ApiError, ErrorCode, success};
 use crate::send::{self, ReplyRequest};
 use crate::store::ai::{self, AiSettings, Draft};
-use crate::store::messages::Position;
 use crate::store::writer::DraftLink;
 
 /// Longest `instructions`.
@@ -88,28 +88,74 @@ pub struct SendDraftIn {
     pub content: Option<String>,
 }
 
-fn settings_out(s: &AiSettings) -> Value {
-    json!({
-        "enabled": s.enabled,
-        "mode": s.mode.as_str(),
-        "instructions": s.instructions,
-        "rules": s.rules.iter().map(|r| AiRule { keywords: r.keywords.clone(), reply: r.reply.clone() }).collect::<Vec<_>>(),
-    })
+/// The AI reply settings of the key's workspace and mode.
+#[derive(Serialize, ToSchema)]
+pub struct AiSettingsOut<'a> {
+    pub enabled: bool,
+    /// `draft`: stored for review; `auto`: sent at once.
+    pub mode: AiMode,
+    pub instructions: &'a str,
+    pub rules: &'a [Rule],
+}
+envelope_of!(
+    AiSettingsEnvelope,
+    AiSettingsOut<'static>,
+    "AI reply settings."
+);
+
+/// An AI reply draft.
+#[derive(Serialize, ToSchema)]
+pub struct DraftOut<'a> {
+    pub id: Uuid,
+    /// The inbound message it answers.
+    pub message_id: Uuid,
+    /// The contact who wrote.
+    pub from_number: &'a str,
+    /// Your number it arrived on; the reply goes from it.
+    pub to_number: &'a str,
+    pub content: &'a str,
+    pub status: DraftStatus,
+    /// The reply once sent.
+    pub sent_message_id: Option<Uuid>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+envelope_of!(DraftEnvelope, DraftOut<'static>, "One AI reply draft.");
+
+page_out!(
+    /// A page of drafts, newest first.
+    DraftPage<'a>, drafts: DraftOut<'a>
+);
+envelope_of!(
+    DraftPageEnvelope,
+    DraftPage<'static>,
+    "A page of AI reply drafts."
+);
+
+fn settings_out(s: &AiSettings) -> AiSettingsOut<'_> {
+    AiSettingsOut {
+        enabled: s.enabled,
+        mode: s.mode,
+        instructions: &s.instructions,
+        rules: &s.rules,
+    }
 }
 
 /// A draft as the API shows it.
-pub fn draft_out(d: &Draft) -> Value {
-    json!({
-        "id": d.id,
-        "message_id": d.message_id,
-        "from_number": d.from_number,
-        "to_number": d.to_number,
-        "content": d.content,
-        "status": d.status.as_str(),
-        "sent_message_id": d.sent_message_id,
-        "created_at": format_ms(d.created_at),
-        "updated_at": format_ms(d.updated_at),
-    })
+pub fn draft_out(d: &Draft) -> DraftOut<'_> {
+    DraftOut {
+        id: d.id,
+        message_id: d.message_id,
+        from_number: &d.from_number,
+        to_number: &d.to_number,
+        content: &d.content,
+        status: d.status,
+        sent_message_id: d.sent_message_id,
+        created_at: format_ms(d.created_at),
+        updated_at: format_ms(d.updated_at),
+    }
 }
 
 /// The AI reply settings.
@@ -233,17 +279,14 @@ async fn list_drafts(
         DraftStatus::parse,
         "status must be pending, sent or discarded",
     )?;
-    let (rows, has_more) =
-        ai::list(&state.db, caller.scope(), status, page.after, page.limit).await?;
-    let last = rows.last().map(|d| Position {
-        created_at: d.created_at,
-        id: d.id,
-    });
-    Ok(page_response(
+    let rows = Page::read(page, |after, limit| {
+        ai::list(&state.db, caller.scope(), status, after, limit)
+    })
+    .await?;
+    Ok(success(
+        StatusCode::OK,
         "drafts",
-        rows.iter().map(draft_out).collect(),
-        has_more,
-        last,
+        DraftPage::from(rows.map(draft_out)),
     ))
 }
 
@@ -282,7 +325,7 @@ fn not_pending(status: DraftStatus) -> ApiError {
     tag = "ai",
     params(("id" = Uuid, Path, description = "draft id")),
     request_body = SendDraftIn,
-    responses((status = 202, description = "The reply, queued.", body = super::schemas::MessageEnvelope))
+    responses((status = 202, description = "The reply, queued.", body = super::messages::MessageEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(draft_id = %path))]
 async fn send_draft(

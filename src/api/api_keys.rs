@@ -6,14 +6,17 @@ use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
 
+use super::envelope::envelope_of;
+use super::page::{Page, page_out};
 use super::routes::DocumentedRoute;
-use super::schemas::{ApiKeyEnvelope, ApiKeyPageEnvelope, ApiKeyWithSecretEnvelope, ErrorCode};
-use super::{AppState, Caller, PageRequest, missing, page_response, parse_id};
+use super::schemas::ErrorCode;
+use super::{AppState, Caller, PageRequest, missing, parse_id};
 use crate::clock::format_ms;
 use crate::error::{ApiError, success};
-use crate::store::messages::Position;
 use crate::store::workspaces::{self, KeyRecord, KeyToRevoke};
 
 /// The key operations (route list, see `super::documented_routes`).
@@ -26,15 +29,55 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
     ]
 }
 
+/// An API key as listed (never the secret nor its hash).
+#[derive(Serialize, ToSchema)]
+pub struct ApiKeyOut<'a> {
+    pub id: Uuid,
+    /// `live` or `test`: the caller's own mode.
+    pub mode: &'static str,
+    /// The first 12 characters of the key (`sk_live_` and 4 more), to tell keys apart.
+    pub prefix: &'a str,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// When the key was revoked; null while it works.
+    #[schema(format = DateTime)]
+    pub revoked_at: Option<String>,
+}
+envelope_of!(ApiKeyEnvelope, ApiKeyOut<'static>, "One API key.");
+
+/// A new API key with its secret, shown only at creation.
+#[derive(Serialize, ToSchema)]
+pub struct ApiKeyWithSecretOut<'a> {
+    #[serde(flatten)]
+    pub api_key: ApiKeyOut<'a>,
+    /// `sk_live_…` / `sk_test_…`: the `x-api-key` value. Only its hash is stored.
+    pub key: String,
+}
+envelope_of!(
+    ApiKeyWithSecretEnvelope,
+    ApiKeyWithSecretOut<'static>,
+    "A new API key and its secret."
+);
+
+page_out!(
+    /// A page of API keys, newest first.
+    ApiKeyPage<'a>, keys: ApiKeyOut<'a>
+);
+envelope_of!(
+    ApiKeyPageEnvelope,
+    ApiKeyPage<'static>,
+    "A page of API keys."
+);
+
 /// A key as the API shows it: never the secret nor its hash.
-pub fn key_out(key: &KeyRecord) -> Value {
-    json!({
-        "id": key.id,
-        "mode": key.mode.as_str(),
-        "prefix": key.prefix,
-        "created_at": format_ms(key.created_at),
-        "revoked_at": key.revoked_at.map(format_ms),
-    })
+pub fn key_out(key: &KeyRecord) -> ApiKeyOut<'_> {
+    ApiKeyOut {
+        id: key.id,
+        mode: key.mode.as_str(),
+        prefix: &key.prefix,
+        created_at: format_ms(key.created_at),
+        revoked_at: key.revoked_at.map(format_ms),
+    }
 }
 
 /// Lists the keys of the caller's workspace in the caller's mode, revoked ones included.
@@ -55,14 +98,15 @@ async fn list(
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     let page = PageRequest::parse(&query)?;
-    let (rows, has_more) =
-        workspaces::list_keys(&state.db, caller.scope(), page.after, page.limit).await?;
-    let last = rows.last().map(|k| Position {
-        created_at: k.created_at,
-        id: k.id,
-    });
-    let items = rows.iter().map(key_out).collect();
-    Ok(page_response("keys", items, has_more, last))
+    let rows = Page::read(page, |after, limit| {
+        workspaces::list_keys(&state.db, caller.scope(), after, limit)
+    })
+    .await?;
+    Ok(success(
+        StatusCode::OK,
+        "keys",
+        ApiKeyPage::from(rows.map(key_out)),
+    ))
 }
 
 /// Issues one more key in the caller's mode; its secret is shown only in this answer.
@@ -81,10 +125,10 @@ async fn create(state: web::Data<AppState>, caller: Caller) -> Result<HttpRespon
         state.clock.now_ms(),
     )
     .await?;
-    let mut out = key_out(&issued.record);
-    if let Some(obj) = out.as_object_mut() {
-        obj.insert("key".into(), Value::String(issued.secret));
-    }
+    let out = ApiKeyWithSecretOut {
+        api_key: key_out(&issued.record),
+        key: issued.secret,
+    };
     Ok(success(
         StatusCode::CREATED,
         "API key created; the key is shown only now",

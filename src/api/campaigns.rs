@@ -10,17 +10,17 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::envelope::envelope_of;
 use super::idempotent::create_once;
 use super::messages::{new_workspace_limit, parse_number, parse_timestamp};
-use super::schemas::{CampaignEnvelope, CampaignPageEnvelope, CampaignRecipientPageEnvelope};
+use super::page::{Page, Positioned, page_out};
 use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, off_worker, page_response,
-    parse_id, query_param, required,
+    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, off_worker, parse_id,
+    query_param, required,
 };
 use crate::actors::campaign::Wake;
 use crate::actors::registry::Cancel;
@@ -114,45 +114,137 @@ pub struct CreateCampaignIn {
     pub request_id: Option<String>,
 }
 
+/// How many recipients of a campaign are in each state; they add up to `total`.
+#[derive(Serialize, ToSchema)]
+pub struct CampaignCountsOut {
+    /// Recipients to send (skipped ones are not counted).
+    pub total: u64,
+    /// Not queued yet.
+    pub pending: u64,
+    /// Message queued or with the phone.
+    pub queued: u64,
+    pub sent: u64,
+    pub delivered: u64,
+    /// Failed, expired, or a rendered text over 10 segments.
+    pub failed: u64,
+    /// Canceled with the campaign, or opted out after it was created.
+    pub canceled: u64,
+}
+
+/// Recipients not sent, by reason.
+#[derive(Serialize, ToSchema)]
+pub struct CampaignSkippedOut {
+    pub opted_out: u64,
+    pub premium_rate: u64,
+}
+
+/// A campaign (docs/api.md, Campaigns).
+#[derive(Serialize, ToSchema)]
+pub struct CampaignOut<'a> {
+    pub id: Uuid,
+    pub name: &'a str,
+    pub from_number: &'a str,
+    /// The template, with `{{variable}}` tokens.
+    pub body: &'a str,
+    pub status: CampaignStatus,
+    #[schema(format = DateTime)]
+    pub scheduled_for: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub started_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub finished_at: Option<String>,
+    pub counts: CampaignCountsOut,
+    pub skipped: CampaignSkippedOut,
+}
+envelope_of!(CampaignEnvelope, CampaignOut<'static>, "One campaign.");
+
+page_out!(
+    /// A page of campaigns, newest first.
+    CampaignPage<'a>, campaigns: CampaignOut<'a>
+);
+envelope_of!(
+    CampaignPageEnvelope,
+    CampaignPage<'static>,
+    "A page of campaigns."
+);
+
+/// One recipient of a campaign.
+#[derive(Serialize, ToSchema)]
+pub struct CampaignRecipientOut<'a> {
+    pub to: &'a str,
+    pub status: RecipientStatus,
+    /// Its message once queued.
+    pub message_id: Option<Uuid>,
+    /// `opted_out` or `premium_rate`.
+    pub skip_reason: Option<&'a str>,
+    /// `content_too_long` or `content_empty` when its rendered text cannot be sent.
+    pub failure_reason: Option<&'a str>,
+}
+
+page_out!(
+    /// A page of a campaign's recipients, in order.
+    CampaignRecipientPage<'a>, recipients: CampaignRecipientOut<'a>
+);
+envelope_of!(
+    CampaignRecipientPageEnvelope,
+    CampaignRecipientPage<'static>,
+    "A page of a campaign's recipients."
+);
+
+/// Recipients are paged by their place in the campaign.
+impl Positioned for Recipient {
+    fn position(&self) -> Position {
+        Position {
+            created_at: self.position,
+            id: self.id,
+        }
+    }
+}
+
 /// A campaign as the API shows it.
-pub fn campaign_out(c: &Campaign, counts: &Counts) -> Value {
-    json!({
-        "id": c.id,
-        "name": c.name,
-        "from_number": c.from_number,
-        "body": c.body,
-        "status": c.status.as_str(),
-        "scheduled_for": c.scheduled_for.map(format_ms),
-        "created_at": format_ms(c.created_at),
-        "started_at": c.started_at.map(format_ms),
-        "finished_at": c.finished_at.map(format_ms),
-        "counts": {
-            "total": c.total,
-            (RecipientStatus::Pending.as_str()): counts.pending,
-            (RecipientStatus::Queued.as_str()): counts.queued,
-            (RecipientStatus::Sent.as_str()): counts.sent,
-            (RecipientStatus::Delivered.as_str()): counts.delivered,
-            (RecipientStatus::Failed.as_str()): counts.failed,
-            (RecipientStatus::Canceled.as_str()): counts.canceled,
+pub fn campaign_out<'a>(c: &'a Campaign, counts: &Counts) -> CampaignOut<'a> {
+    CampaignOut {
+        id: c.id,
+        name: &c.name,
+        from_number: &c.from_number,
+        body: &c.body,
+        status: c.status,
+        scheduled_for: c.scheduled_for.map(format_ms),
+        created_at: format_ms(c.created_at),
+        started_at: c.started_at.map(format_ms),
+        finished_at: c.finished_at.map(format_ms),
+        counts: CampaignCountsOut {
+            total: u64::from(c.total),
+            pending: counts.pending,
+            queued: counts.queued,
+            sent: counts.sent,
+            delivered: counts.delivered,
+            failed: counts.failed,
+            canceled: counts.canceled,
         },
-        "skipped": {
-            (SkipReason::OptedOut.as_str()): c.skipped_opted_out,
-            (SkipReason::PremiumRate.as_str()): c.skipped_premium_rate,
+        skipped: CampaignSkippedOut {
+            opted_out: u64::from(c.skipped_opted_out),
+            premium_rate: u64::from(c.skipped_premium_rate),
         },
-    })
+    }
 }
 
-fn recipient_out(r: &Recipient) -> Value {
-    json!({
-        "to": r.to_number,
-        "status": r.status.as_str(),
-        "message_id": r.message_id,
-        "skip_reason": r.skip_reason,
-        "failure_reason": r.failure_reason,
-    })
+fn recipient_out(r: &Recipient) -> CampaignRecipientOut<'_> {
+    CampaignRecipientOut {
+        to: &r.to_number,
+        status: r.status,
+        message_id: r.message_id,
+        skip_reason: r.skip_reason.as_deref(),
+        failure_reason: r.failure_reason.as_deref(),
+    }
 }
 
-async fn with_counts(state: &AppState, campaign: &Campaign) -> Result<Value, ApiError> {
+async fn with_counts<'a>(
+    state: &AppState,
+    campaign: &'a Campaign,
+) -> Result<CampaignOut<'a>, ApiError> {
     let counts = campaigns::counts(&state.db, campaign.id).await?;
     Ok(campaign_out(campaign, &counts))
 }
@@ -722,19 +814,18 @@ async fn list(
         CampaignStatus::parse,
         "status must be draft, scheduled, running, paused, completed or canceled",
     )?;
-    let (rows, has_more) =
-        campaigns::list(&state.db, caller.scope(), status, page.after, page.limit).await?;
-    let ids: Vec<Uuid> = rows.iter().map(|c| c.id).collect();
+    let rows = Page::read(page, |after, limit| {
+        campaigns::list(&state.db, caller.scope(), status, after, limit)
+    })
+    .await?;
+    let ids: Vec<Uuid> = rows.items.iter().map(|c| c.id).collect();
     let mut counts = campaigns::counts_of(&state.db, &ids).await?;
-    let items = rows
-        .iter()
-        .map(|c| campaign_out(c, &counts.remove(&c.id).unwrap_or_default()))
-        .collect();
-    let last = rows.last().map(|c| Position {
-        created_at: c.created_at,
-        id: c.id,
-    });
-    Ok(page_response("campaigns", items, has_more, last))
+    let items = rows.map(|c| campaign_out(c, &counts.remove(&c.id).unwrap_or_default()));
+    Ok(success(
+        StatusCode::OK,
+        "campaigns",
+        CampaignPage::from(items),
+    ))
 }
 
 /// A campaign's recipients in order, with their statuses, cursor paged.
@@ -761,16 +852,13 @@ async fn recipients(
     campaigns::get(&state.db, caller.scope(), id)
         .await
         .map_err(missing("campaign"))?;
-    let (rows, has_more) =
-        campaigns::recipients(&state.db, id, page.after.map(|p| p.created_at), page.limit).await?;
-    let last = rows.last().map(|r| Position {
-        created_at: r.position,
-        id: r.id,
-    });
-    Ok(page_response(
+    let rows = Page::read(page, |after, limit| {
+        campaigns::recipients(&state.db, id, after.map(|p| p.created_at), limit)
+    })
+    .await?;
+    Ok(success(
+        StatusCode::OK,
         "recipients",
-        rows.iter().map(recipient_out).collect(),
-        has_more,
-        last,
+        CampaignRecipientPage::from(rows.map(recipient_out)),
     ))
 }

@@ -6,17 +6,16 @@ use std::collections::{BTreeMap, HashMap};
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-
 use utoipa::ToSchema;
+use uuid::Uuid;
 
 use super::envelope::envelope_of;
 use super::idempotent::create_once;
 use super::messages::parse_number;
-use super::schemas::{ContactEnvelope, ContactPageEnvelope, DeletedEnvelope};
+use super::page::{Page, page_out};
+use super::schemas::{DeletedEnvelope, DeletedOut};
 use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, page_response, parse_id,
-    required,
+    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, required,
 };
 use crate::clock::format_ms;
 use crate::domain::quota::Quota;
@@ -24,7 +23,6 @@ use crate::error::{ApiError, ErrorCode, success};
 use crate::store::StoreError;
 use crate::store::contacts::{self, Contact, ContactFields, ContactFilter, ContactPatch};
 use crate::store::idempotency::Operation;
-use crate::store::messages::Position;
 
 /// Most contacts of one import.
 pub const MAX_IMPORT_CONTACTS: usize = 10_000;
@@ -158,22 +156,59 @@ where
     Option::<T>::deserialize(deserializer).map(Some)
 }
 
+/// A contact (docs/api.md, Contacts).
+#[derive(Serialize, ToSchema)]
+pub struct ContactOut<'a> {
+    pub id: Uuid,
+    pub phone_number: &'a str,
+    pub first_name: Option<&'a str>,
+    pub last_name: Option<&'a str>,
+    pub email: Option<&'a str>,
+    /// String to string; `{}` when none.
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub custom_fields: &'a BTreeMap<String, String>,
+    /// Sorted; `[]` when none.
+    #[schema(value_type = Vec<String>)]
+    pub tags: &'a [String],
+    /// Opted out by keyword (STOP, …) or by hand; campaigns skip the contact.
+    pub opted_out: bool,
+    #[schema(format = DateTime)]
+    pub opted_out_at: Option<String>,
+    /// False after STOP AI: no AI replies to this contact.
+    pub ai_replies: bool,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+envelope_of!(ContactEnvelope, ContactOut<'static>, "One contact.");
+
+page_out!(
+    /// A page of contacts, newest first.
+    ContactPage<'a>, contacts: ContactOut<'a>
+);
+envelope_of!(
+    ContactPageEnvelope,
+    ContactPage<'static>,
+    "A page of contacts."
+);
+
 /// A contact as the API shows it.
-pub fn contact_out(c: &Contact) -> Value {
-    json!({
-        "id": c.id,
-        "phone_number": c.phone_number,
-        "first_name": c.first_name,
-        "last_name": c.last_name,
-        "email": c.email,
-        "custom_fields": c.custom_fields,
-        "tags": c.tags,
-        "opted_out": c.opted_out,
-        "opted_out_at": c.opted_out_at.map(format_ms),
-        "ai_replies": c.ai_replies,
-        "created_at": format_ms(c.created_at),
-        "updated_at": format_ms(c.updated_at),
-    })
+pub fn contact_out(c: &Contact) -> ContactOut<'_> {
+    ContactOut {
+        id: c.id,
+        phone_number: &c.phone_number,
+        first_name: c.first_name.as_deref(),
+        last_name: c.last_name.as_deref(),
+        email: c.email.as_deref(),
+        custom_fields: &c.custom_fields,
+        tags: &c.tags,
+        opted_out: c.opted_out,
+        opted_out_at: c.opted_out_at.map(format_ms),
+        ai_replies: c.ai_replies,
+        created_at: format_ms(c.created_at),
+        updated_at: format_ms(c.updated_at),
+    }
 }
 
 fn name(value: Option<String>, field: String) -> Result<Option<String>, ApiError> {
@@ -426,7 +461,7 @@ async fn delete(
     Ok(success(
         StatusCode::OK,
         "contact deleted",
-        json!({ "id": id }),
+        DeletedOut { id },
     ))
 }
 
@@ -480,14 +515,15 @@ async fn list(
         opted_out,
         search,
     };
-    let (rows, has_more) =
-        contacts::list(&state.db, caller.scope(), &filter, page.after, page.limit).await?;
-    let last = rows.last().map(|c| Position {
-        created_at: c.created_at,
-        id: c.id,
-    });
-    let items = rows.iter().map(contact_out).collect();
-    Ok(page_response("contacts", items, has_more, last))
+    let rows = Page::read(page, |after, limit| {
+        contacts::list(&state.db, caller.scope(), &filter, after, limit)
+    })
+    .await?;
+    Ok(success(
+        StatusCode::OK,
+        "contacts",
+        ContactPage::from(rows.map(contact_out)),
+    ))
 }
 
 /// Upserts up to 10,000 contacts by phone number, atomically.

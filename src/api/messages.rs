@@ -5,18 +5,15 @@ use std::collections::HashMap;
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::schemas::{
-    BatchStatusEnvelope, BulkSendEnvelope, MessageDetailEnvelope, MessageEnvelope,
-    MessagePageEnvelope,
-};
+use super::envelope::envelope_of;
+use super::page::{Page, page_out};
 use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, page_response, parse_id,
-    query_param, required,
+    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, query_param,
+    required,
 };
 use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
@@ -30,7 +27,7 @@ use crate::send::{
     self, BulkSendRequest, MAX_BULK_RECIPIENTS, RecipientCount, RequestId, SendError, SendRequest,
     Sender,
 };
-use crate::store::messages::{self, ListFilter, Message, MessageEvent, Position};
+use crate::store::messages::{self, ListFilter, Message, MessageEvent, Record};
 use crate::store::writer::{NewWorkspaceLimit, Transition};
 
 /// Most ids of one batch-status call.
@@ -111,18 +108,87 @@ pub struct BatchStatusIn {
 }
 
 /// A message as every API response and webhook shows it (docs/api.md, Messages).
-pub fn message_out(m: &Message) -> Value {
-    m.record()
+pub fn message_out(m: &Message) -> Record<'_> {
+    m.view()
 }
 
-fn event_out(e: &MessageEvent) -> Value {
-    json!({
-        "type": e.kind,
-        "status": e.status,
-        "at": format_ms(e.at),
-        "detail": e.detail,
-    })
+envelope_of!(MessageEnvelope, Record<'static>, "One message.");
+
+/// One transition of a message's timeline.
+#[derive(Serialize, ToSchema)]
+pub struct MessageEventOut<'a> {
+    /// queued, sending, sent, delivered, failed, expired, canceled, content_removed, …
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    pub status: &'a str,
+    #[schema(format = DateTime)]
+    pub at: String,
+    pub detail: Option<&'a str>,
 }
+
+impl<'a> From<&'a MessageEvent> for MessageEventOut<'a> {
+    fn from(e: &'a MessageEvent) -> Self {
+        MessageEventOut {
+            kind: &e.kind,
+            status: &e.status,
+            at: format_ms(e.at),
+            detail: e.detail.as_deref(),
+        }
+    }
+}
+
+/// A message with its timeline, oldest event first.
+#[derive(Serialize, ToSchema)]
+pub struct MessageDetailOut<'a> {
+    #[serde(flatten)]
+    pub message: Record<'a>,
+    pub events: Vec<MessageEventOut<'a>>,
+}
+envelope_of!(
+    MessageDetailEnvelope,
+    MessageDetailOut<'static>,
+    "One message with its events."
+);
+
+page_out!(
+    /// A page of messages, newest first.
+    MessagePage<'a>, messages: Record<'a>
+);
+envelope_of!(
+    MessagePageEnvelope,
+    MessagePage<'static>,
+    "A page of messages."
+);
+
+/// Result of a bulk send.
+#[derive(Serialize, ToSchema)]
+pub struct BulkSendOut {
+    /// Messages created (duplicate numbers are sent once).
+    pub count: u64,
+    pub message_ids: Vec<Uuid>,
+}
+envelope_of!(
+    BulkSendEnvelope,
+    BulkSendOut,
+    "Messages queued by a bulk send."
+);
+
+/// The status of one message.
+#[derive(Serialize, ToSchema)]
+pub struct MessageStatusOut {
+    pub id: Uuid,
+    pub status: MessageStatus,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+/// Statuses of the requested messages; unknown ids are listed as given.
+#[derive(Serialize, ToSchema)]
+pub struct BatchStatusOut {
+    pub messages: Vec<MessageStatusOut>,
+    pub not_found: Vec<String>,
+}
+envelope_of!(BatchStatusEnvelope, BatchStatusOut, "Statuses of messages.");
 
 /// Parses a number field, naming it on failure.
 pub fn parse_number(text: &str, field: &str) -> Result<PhoneNumber, ApiError> {
@@ -353,11 +419,14 @@ async fn bulk_send(
     let stored = send::send_bulk(&state.send_deps(), sender(&state, &caller), request)
         .await
         .map_err(|err| send_error(err, |i| format!("to_numbers[{i}]")))?;
-    let ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();
+    let message_ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();
     Ok(success(
         StatusCode::ACCEPTED,
         "messages queued",
-        json!({ "count": ids.len(), "message_ids": ids }),
+        BulkSendOut {
+            count: message_ids.len() as u64,
+            message_ids,
+        },
     ))
 }
 
@@ -393,18 +462,21 @@ async fn batch_status(
             .ok()
             .and_then(|id| by_id.get(&id).map(|v| (id, *v)))
         {
-            Some((id, (status, at))) => out.push(json!({
-                "id": id,
-                "status": status.as_str(),
-                "updated_at": format_ms(at),
-            })),
+            Some((id, (status, at))) => out.push(MessageStatusOut {
+                id,
+                status,
+                updated_at: format_ms(at),
+            }),
             None => not_found.push(text.clone()),
         }
     }
     Ok(success(
         StatusCode::OK,
         "statuses",
-        json!({ "messages": out, "not_found": not_found }),
+        BatchStatusOut {
+            messages: out,
+            not_found,
+        },
     ))
 }
 
@@ -447,17 +519,14 @@ async fn list(
             .map(|n| parse_number(n, "phone_number").map(PhoneNumber::into_string))
             .transpose()?,
     };
-    let (rows, has_more) =
-        messages::list(&state.db, caller.scope(), &filter, page.after, page.limit).await?;
-    let last = rows.last().map(|m| Position {
-        created_at: m.created_at,
-        id: m.id,
-    });
-    Ok(page_response(
+    let rows = Page::read(page, |after, limit| {
+        messages::list(&state.db, caller.scope(), &filter, after, limit)
+    })
+    .await?;
+    Ok(success(
+        StatusCode::OK,
         "messages",
-        rows.iter().map(message_out).collect(),
-        has_more,
-        last,
+        MessagePage::from(rows.map(message_out)),
     ))
 }
 
@@ -479,13 +548,10 @@ async fn get(
     let (message, events) = messages::get_with_events(&state.db, caller.scope(), id)
         .await
         .map_err(missing("message"))?;
-    let mut out = message_out(&message);
-    if let Some(obj) = out.as_object_mut() {
-        obj.insert(
-            "events".into(),
-            Value::Array(events.iter().map(event_out).collect()),
-        );
-    }
+    let out = MessageDetailOut {
+        message: message_out(&message),
+        events: events.iter().map(MessageEventOut::from).collect(),
+    };
     Ok(success(StatusCode::OK, "message", out))
 }
 

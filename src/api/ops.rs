@@ -2,13 +2,12 @@
 
 use std::time::Duration;
 
-use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
-use serde_json::json;
-
 use super::AppState;
+use super::schemas::{Empty, Readiness};
 use crate::error::{ApiError, success};
 use crate::telemetry::MESSAGE_COUNTS_EVERY;
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
 
 /// Registers `/health`, `/ready` and `/metrics`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -18,7 +17,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 async fn health() -> HttpResponse {
-    success(StatusCode::OK, "serving", json!({}))
+    success(StatusCode::OK, "serving", Empty {})
 }
 
 /// Longest wait for the database before `/ready` answers 503.
@@ -31,12 +30,12 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     // In a cluster the node is ready only while its leases are renewed in time.
     let leases = state.cluster.as_ref().map(|c| c.healthy());
     if answered && leases != Some(false) {
-        let mut data = json!({ "database": "ok" });
-        if let Some(cluster) = &state.cluster {
-            data["node"] = json!(cluster.node());
-            data["leases"] = json!("ok");
-        }
-        Ok(success(StatusCode::OK, "ready", data))
+        let readiness = Readiness {
+            database: "ok",
+            node: state.cluster.as_ref().map(|c| c.node().to_string()),
+            leases: state.cluster.as_ref().map(|_| "ok"),
+        };
+        Ok(success(StatusCode::OK, "ready", readiness))
     } else {
         Err(ApiError::NotReady)
     }

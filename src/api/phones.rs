@@ -4,15 +4,16 @@ use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use uuid::Uuid;
 
+use super::envelope::envelope_of;
 use super::idempotent::create_once;
-use super::schemas::{DeletedEnvelope, PhoneEnvelope, PhonePageEnvelope, PhoneWithTokenEnvelope};
+use super::page::{Page, page_out};
+use super::schemas::{DeletedEnvelope, DeletedOut};
 use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, page_response, parse_id,
-    required,
+    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, required,
 };
 use crate::actors::registry::{
     GetPhoneStates, PaceChanged, Paired, PhoneState, TokenRotated, Unpaired,
@@ -24,7 +25,6 @@ use crate::domain::pace::Pace;
 use crate::domain::quota::Quota;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::idempotency::Operation;
-use crate::store::messages::Position;
 use crate::store::phones::{self, PhoneRecord};
 
 /// Longest phone name.
@@ -98,17 +98,66 @@ where
     Option::<T>::deserialize(deserializer).map(Some)
 }
 
-fn phone_out(state: &AppState, p: &PhoneRecord, live: Option<PhoneState>) -> Value {
+/// A phone's sending pace: both sliding windows must allow a send.
+#[derive(Serialize, ToSchema)]
+pub struct PaceOut {
+    pub per_minute: u32,
+    pub per_30_minutes: u32,
+}
+
+/// A paired phone; its `id` is the `device_id` of docs/api.md, Phones.
+#[derive(Serialize, ToSchema)]
+pub struct PhoneOut<'a> {
+    pub id: Uuid,
+    pub phone_number: &'a str,
+    pub name: Option<&'a str>,
+    /// True while a WebSocket session is open.
+    pub online: bool,
+    pub pace: PaceOut,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub last_seen_at: Option<String>,
+}
+envelope_of!(PhoneEnvelope, PhoneOut<'static>, "One phone.");
+
+/// A phone with its device token, shown only when paired or rotated.
+#[derive(Serialize, ToSchema)]
+pub struct PhoneWithTokenOut<'a> {
+    #[serde(flatten)]
+    pub phone: PhoneOut<'a>,
+    /// `dt_…`; the phone authenticates its WebSocket with it.
+    pub device_token: String,
+}
+envelope_of!(
+    PhoneWithTokenEnvelope,
+    PhoneWithTokenOut<'static>,
+    "A phone and its new device token."
+);
+
+page_out!(
+    /// A page of phones.
+    PhonePage<'a>, phones: PhoneOut<'a>
+);
+envelope_of!(PhonePageEnvelope, PhonePage<'static>, "A page of phones.");
+
+fn phone_out<'a>(state: &AppState, p: &'a PhoneRecord, live: Option<PhoneState>) -> PhoneOut<'a> {
     let pace = p.pace.unwrap_or(state.settings.pace);
-    json!({
-        "id": p.id,
-        "phone_number": p.phone_number,
-        "name": p.name,
-        "online": live.is_some_and(|s| s.online),
-        "pace": { "per_minute": pace.per_minute, "per_30_minutes": pace.per_30_minutes },
-        "created_at": format_ms(p.created_at),
-        "last_seen_at": live.and_then(|s| s.last_seen_at).or(p.last_seen_at).map(format_ms),
-    })
+    PhoneOut {
+        id: p.id,
+        phone_number: &p.phone_number,
+        name: p.name.as_deref(),
+        online: live.is_some_and(|s| s.online),
+        pace: PaceOut {
+            per_minute: pace.per_minute,
+            per_30_minutes: pace.per_30_minutes,
+        },
+        created_at: format_ms(p.created_at),
+        last_seen_at: live
+            .and_then(|s| s.last_seen_at)
+            .or(p.last_seen_at)
+            .map(format_ms),
+    }
 }
 
 async fn live_states(state: &AppState, phones: &[PhoneRecord]) -> HashMap<uuid::Uuid, PhoneState> {
@@ -182,10 +231,10 @@ async fn create_phone(
     state.registry.do_send(Paired {
         phone: phone.clone(),
     });
-    let mut out = phone_out(state, &phone, None);
-    if let Some(obj) = out.as_object_mut() {
-        obj.insert("device_token".into(), Value::String(token));
-    }
+    let out = PhoneWithTokenOut {
+        phone: phone_out(state, &phone, None),
+        device_token: token,
+    };
     let response = success(
         StatusCode::CREATED,
         "phone paired; the device token is shown only now",
@@ -212,17 +261,13 @@ async fn list(
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     let page = PageRequest::parse(&query)?;
-    let (rows, has_more) = phones::list(&state.db, caller.scope(), page.after, page.limit).await?;
-    let live = live_states(&state, &rows).await;
-    let last = rows.last().map(|p| Position {
-        created_at: p.created_at,
-        id: p.id,
-    });
-    let items = rows
-        .iter()
-        .map(|p| phone_out(&state, p, live.get(&p.id).copied()))
-        .collect();
-    Ok(page_response("phones", items, has_more, last))
+    let rows = Page::read(page, |after, limit| {
+        phones::list(&state.db, caller.scope(), after, limit)
+    })
+    .await?;
+    let live = live_states(&state, &rows.items).await;
+    let items = rows.map(|p| phone_out(&state, p, live.get(&p.id).copied()));
+    Ok(success(StatusCode::OK, "phones", PhonePage::from(items)))
 }
 
 /// One phone with its live state.
@@ -320,11 +365,7 @@ async fn delete(
         .await
         .map_err(missing("phone"))?;
     state.registry.do_send(Unpaired { phone_id: id });
-    Ok(success(
-        StatusCode::OK,
-        "phone unpaired",
-        json!({ "id": id }),
-    ))
+    Ok(success(StatusCode::OK, "phone unpaired", DeletedOut { id }))
 }
 
 /// Issues a new device token; the old one stops working and the session is closed.
@@ -347,10 +388,10 @@ async fn rotate_token(
         .await
         .map_err(missing("phone"))?;
     state.registry.do_send(TokenRotated { phone_id: id });
-    let mut out = phone_out(&state, &phone, None);
-    if let Some(obj) = out.as_object_mut() {
-        obj.insert("device_token".into(), Value::String(token));
-    }
+    let out = PhoneWithTokenOut {
+        phone: phone_out(&state, &phone, None),
+        device_token: token,
+    };
     Ok(success(
         StatusCode::OK,
         "device token rotated; the old one no longer works",

@@ -9,8 +9,8 @@ use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
+use super::messages::MessageEnvelope;
 use super::messages::{message_out, parse_content, parse_number};
-use super::schemas::MessageEnvelope;
 use super::{AppState, Caller, DocumentedRoute, JsonBody, required};
 use crate::domain::status::Mode;
 use crate::error::{ApiError, ErrorCode, success};

@@ -5,19 +5,16 @@ use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
-use utoipa::ToSchema;
-
+use super::envelope::envelope_of;
 use super::idempotent::create_once;
+use super::page::{Page, Positioned, page_out};
 use super::routes::DocumentedRoute;
-use super::schemas::{
-    DeletedEnvelope, DeliveryPageEnvelope, DeliveryRetryEnvelope, ErrorCode, WebhookEnvelope,
-    WebhookPageEnvelope, WebhookWithKeyEnvelope,
-};
-use super::{AppState, Caller, JsonBody, PageRequest, missing, page_response, parse_id, required};
+use super::schemas::{DeletedEnvelope, DeletedOut, ErrorCode};
+use super::{AppState, Caller, JsonBody, PageRequest, missing, parse_id, required};
 use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted};
 use crate::actors::webhook_target::{self, SharedResolver, TargetError};
 use crate::api::messages::parse_number;
@@ -25,7 +22,7 @@ use crate::clock::format_ms;
 use crate::domain::quota::Quota;
 use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
-use crate::domain::webhook_event::{EventKind, is_event_kind};
+use crate::domain::webhook_event::{EventKind, SmsGateEvent, WebhookFormat, is_event_kind};
 use crate::error::{ApiError, success};
 use crate::store::idempotency::Operation;
 use crate::store::messages::Position;
@@ -99,27 +96,143 @@ pub struct UpdateWebhookIn {
     pub enabled: Option<bool>,
 }
 
+/// A webhook endpoint (docs/api.md, Webhooks); the signing key is never shown here.
+#[derive(Serialize, ToSchema)]
+pub struct WebhookOut<'a> {
+    pub id: Uuid,
+    pub url: &'a str,
+    /// Subscribed event kinds.
+    #[schema(value_type = Vec<String>)]
+    pub events: &'a [String],
+    /// E.164 numbers the endpoint is limited to; empty: every phone.
+    #[schema(value_type = Vec<String>)]
+    pub phone_numbers: &'a [String],
+    pub enabled: bool,
+    /// The body format: `smsgw`, or `smsgate` for endpoints created through the client API
+    /// compatible with the SMSGate clients (their `events` are SMSGate names, docs/compat.md).
+    #[schema(example = "smsgw")]
+    pub format: &'static str,
+    pub test_mode: bool,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+envelope_of!(
+    WebhookEnvelope,
+    WebhookOut<'static>,
+    "One webhook endpoint."
+);
+
+/// A webhook endpoint with its signing key, shown only at creation and rotation.
+#[derive(Serialize, ToSchema)]
+pub struct WebhookWithKeyOut<'a> {
+    #[serde(flatten)]
+    pub webhook: WebhookOut<'a>,
+    /// `whsec_…`: keys `X-Signature` (whole string) and `webhook-signature` (base64 part).
+    pub signing_key: String,
+}
+envelope_of!(
+    WebhookWithKeyEnvelope,
+    WebhookWithKeyOut<'static>,
+    "A webhook endpoint and its signing key."
+);
+
+page_out!(
+    /// A page of webhook endpoints.
+    WebhookPage<'a>, webhooks: WebhookOut<'a>
+);
+envelope_of!(
+    WebhookPageEnvelope,
+    WebhookPage<'static>,
+    "A page of webhook endpoints."
+);
+
+/// One delivery attempt of the deliveries log.
+#[derive(Serialize, ToSchema)]
+pub struct DeliveryAttemptOut<'a> {
+    /// The attempt's id.
+    pub id: Uuid,
+    pub delivery_id: Uuid,
+    pub event: &'a str,
+    pub event_id: Uuid,
+    pub message_id: Uuid,
+    /// From 1.
+    pub attempt: u32,
+    /// Null when no response arrived.
+    pub status_code: Option<u16>,
+    /// dns, connect, tls, timeout, blocked_address, redirect, http_status, message_deleted.
+    pub error: Option<&'a str>,
+    pub error_detail: Option<&'a str>,
+    pub duration_ms: i64,
+    #[schema(format = DateTime)]
+    pub attempted_at: String,
+    #[schema(format = DateTime)]
+    pub next_attempt_at: Option<String>,
+    /// The delivery's state after this attempt: pending, succeeded or failed.
+    pub state: &'a str,
+}
+
+page_out!(
+    /// A page of delivery attempts, newest first.
+    DeliveryPage<'a>, deliveries: DeliveryAttemptOut<'a>
+);
+envelope_of!(
+    DeliveryPageEnvelope,
+    DeliveryPage<'static>,
+    "A page of delivery attempts."
+);
+
+/// A delivery scheduled for another attempt.
+#[derive(Serialize, ToSchema)]
+pub struct DeliveryRetryOut<'a> {
+    pub id: Uuid,
+    pub event: &'a str,
+    pub event_id: Uuid,
+    pub message_id: Uuid,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// Always `pending`.
+    pub state: &'static str,
+    #[schema(format = DateTime)]
+    pub next_attempt_at: String,
+}
+envelope_of!(
+    DeliveryRetryEnvelope,
+    DeliveryRetryOut<'static>,
+    "The delivery, due now."
+);
+
+impl Positioned for AttemptRow {
+    fn position(&self) -> Position {
+        Position {
+            created_at: self.attempted_at,
+            id: self.id,
+        }
+    }
+}
+
 /// An endpoint as the API shows it (never the signing key, except where added once).
-pub fn endpoint_out(e: &EndpointRecord) -> Value {
-    json!({
-        "id": e.id,
-        "url": e.url,
-        "events": e.events,
-        "phone_numbers": e.phone_numbers,
-        "enabled": e.enabled,
-        "test_mode": e.mode.is_test(),
-        "created_at": format_ms(e.created_at),
-        "updated_at": format_ms(e.updated_at),
-    })
+pub fn endpoint_out(e: &EndpointRecord) -> WebhookOut<'_> {
+    WebhookOut {
+        id: e.id,
+        url: &e.url,
+        events: &e.events,
+        phone_numbers: &e.phone_numbers,
+        enabled: e.enabled,
+        format: e.format.as_str(),
+        test_mode: e.mode.is_test(),
+        created_at: format_ms(e.created_at),
+        updated_at: format_ms(e.updated_at),
+    }
 }
 
 /// An endpoint with its clear signing key, shown once (the store holds it sealed only).
-fn with_key(e: &EndpointRecord, signing_key: String) -> Value {
-    let mut out = endpoint_out(e);
-    if let Some(obj) = out.as_object_mut() {
-        obj.insert("signing_key".into(), Value::String(signing_key));
+fn with_key(e: &EndpointRecord, signing_key: String) -> WebhookWithKeyOut<'_> {
+    WebhookWithKeyOut {
+        webhook: endpoint_out(e),
+        signing_key,
     }
-    out
 }
 
 /// A new signing key for endpoint `id`: the clear key to show once, and its sealed form to store.
@@ -133,54 +246,63 @@ fn new_signing_key(api: &WebhookApi, id: Uuid) -> Result<(String, String), ApiEr
 }
 
 /// One attempt of the deliveries log.
-pub fn attempt_out(a: &AttemptRow) -> Value {
-    json!({
-        "id": a.id,
-        "delivery_id": a.delivery_id,
-        "event": a.event,
-        "event_id": a.event_id,
-        "message_id": a.message_id,
-        "attempt": a.attempt,
-        "status_code": a.status_code,
-        "error": a.error,
-        "error_detail": a.error_detail,
-        "duration_ms": a.duration_ms,
-        "attempted_at": format_ms(a.attempted_at),
-        "next_attempt_at": a.next_attempt_at.map(format_ms),
-        "state": a.state,
-    })
+pub fn attempt_out(a: &AttemptRow) -> DeliveryAttemptOut<'_> {
+    DeliveryAttemptOut {
+        id: a.id,
+        delivery_id: a.delivery_id,
+        event: &a.event,
+        event_id: a.event_id,
+        message_id: a.message_id,
+        attempt: a.attempt,
+        status_code: a.status_code,
+        error: a.error.as_deref(),
+        error_detail: a.error_detail.as_deref(),
+        duration_ms: a.duration_ms,
+        attempted_at: format_ms(a.attempted_at),
+        next_attempt_at: a.next_attempt_at.map(format_ms),
+        state: &a.state,
+    }
 }
 
 /// The static URL rules, then the DNS check (every address public) unless insecure targets
 /// are allowed. No request is made to the target.
 async fn parse_url(api: &WebhookApi, state: &AppState, url: &str) -> Result<String, ApiError> {
+    check_url(api, state, url)
+        .await
+        .map_err(|message| ApiError::validation("url", message))
+}
+
+/// [`parse_url`]'s rules with the refusal as plain text (the client API answers it as its own
+/// 400, docs/compat.md, Webhooks).
+pub(crate) async fn check_url(
+    api: &WebhookApi,
+    state: &AppState,
+    url: &str,
+) -> Result<String, String> {
     let url = url.trim();
     if url.is_empty() {
-        return Err(ApiError::validation("url", "url must not be empty"));
+        return Err("url must not be empty".into());
     }
     if url.len() > MAX_URL_BYTES {
-        return Err(ApiError::validation(
-            "url",
-            "url must be at most 2048 bytes",
-        ));
+        return Err("url must be at most 2048 bytes".into());
     }
     let allow_insecure = state.settings.webhooks.allow_insecure_targets;
     webhook_target::check_target(url, allow_insecure, api.resolver.as_ref())
         .await
-        .map_err(|err| {
-            let message = match &err {
-                TargetError::Url(e) => format!("url is refused: {e}"),
-                TargetError::Unresolvable => "url host does not resolve".to_string(),
-                TargetError::Blocked(_) => {
-                    "url host resolves to a private, loopback or internal address".to_string()
-                }
-            };
-            ApiError::validation("url", message)
+        .map_err(|err| match &err {
+            TargetError::Url(e) => format!("url is refused: {e}"),
+            TargetError::Unresolvable => "url host does not resolve".to_string(),
+            TargetError::Blocked(_) => {
+                "url host resolves to a private, loopback or internal address".to_string()
+            }
         })?;
     Ok(url.to_string())
 }
 
-fn parse_events(events: Vec<String>) -> Result<Vec<String>, ApiError> {
+fn parse_events(events: Vec<String>, format: WebhookFormat) -> Result<Vec<String>, ApiError> {
+    if format == WebhookFormat::Smsgate {
+        return parse_smsgate_events(events);
+    }
     if events.is_empty() {
         return Err(ApiError::validation(
             "events",
@@ -195,6 +317,33 @@ fn parse_events(events: Vec<String>) -> Result<Vec<String>, ApiError> {
                 format!(
                     "unknown event kind {event:?}; known kinds: {}",
                     EventKind::list()
+                ),
+            ));
+        }
+        if !out.contains(&event) {
+            out.push(event);
+        }
+    }
+    Ok(out)
+}
+
+/// The events of an SMSGate-format endpoint changed through `/v1`: SMSGate names.
+fn parse_smsgate_events(events: Vec<String>) -> Result<Vec<String>, ApiError> {
+    let known = || SmsGateEvent::list();
+    if events.is_empty() {
+        return Err(ApiError::validation(
+            "events",
+            format!("events must list at least one of {}", known()),
+        ));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(events.len());
+    for (i, event) in events.into_iter().enumerate() {
+        if !WebhookFormat::Smsgate.accepts(&event) {
+            return Err(ApiError::validation(
+                format!("events[{i}]"),
+                format!(
+                    "unknown event {event:?} for an smsgate-format endpoint; known events: {}",
+                    known()
                 ),
             ));
         }
@@ -259,7 +408,7 @@ async fn create_endpoint(
 ) -> Result<(HttpResponse, Uuid), ApiError> {
     let url_text = required(body.url, "url")?;
     let events = required(body.events, "events")?;
-    let events = parse_events(events)?;
+    let events = parse_events(events, WebhookFormat::Smsgw)?;
     let phone_numbers = parse_phone_numbers(body.phone_numbers.unwrap_or_default())?;
     let url = parse_url(api, state, &url_text).await?;
     let id = Uuid::now_v7();
@@ -271,6 +420,9 @@ async fn create_endpoint(
         phone_numbers,
         enabled: body.enabled.unwrap_or(true),
         sealed_signing_key,
+        format: WebhookFormat::Smsgw,
+        external_id: None,
+        device_id: None,
     };
     let quota = state.settings.quotas.count(Quota::WebhookEndpoints);
     let now = state.clock.now_ms();
@@ -302,14 +454,15 @@ async fn list(
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     let page = PageRequest::parse(&query)?;
-    let (rows, has_more) =
-        webhooks::list(&state.db, caller.scope(), page.after, page.limit).await?;
-    let last = rows.last().map(|e| Position {
-        created_at: e.created_at,
-        id: e.id,
-    });
-    let items = rows.iter().map(endpoint_out).collect();
-    Ok(page_response("webhooks", items, has_more, last))
+    let rows = Page::read(page, |after, limit| {
+        webhooks::list(&state.db, caller.scope(), after, limit)
+    })
+    .await?;
+    Ok(success(
+        StatusCode::OK,
+        "webhooks",
+        WebhookPage::from(rows.map(endpoint_out)),
+    ))
 }
 
 /// Reads a webhook endpoint (never its key).
@@ -352,10 +505,13 @@ async fn update(
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, "webhook")?;
     // Unknown ids are 404 before any field is judged.
-    webhooks::get(&state.db, caller.scope(), id)
+    let current = webhooks::get(&state.db, caller.scope(), id)
         .await
         .map_err(missing("webhook"))?;
-    let events = body.events.map(parse_events).transpose()?;
+    let events = body
+        .events
+        .map(|events| parse_events(events, current.format))
+        .transpose()?;
     let phone_numbers = body.phone_numbers.map(parse_phone_numbers).transpose()?;
     let url = match body.url {
         Some(url) => Some(parse_url(&api, &state, &url).await?),
@@ -367,6 +523,7 @@ async fn update(
         phone_numbers,
         enabled: body.enabled,
         sealed_signing_key: None,
+        device_id: None,
     };
     let endpoint = webhooks::update(&state.db, caller.scope(), id, changes, state.clock.now_ms())
         .await
@@ -407,7 +564,7 @@ async fn delete(
     Ok(success(
         StatusCode::OK,
         "webhook endpoint deleted",
-        json!({ "id": id }),
+        DeletedOut { id },
     ))
 }
 
@@ -427,6 +584,15 @@ async fn rotate_key(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, "webhook")?;
+    let current = webhooks::get(&state.db, caller.scope(), id)
+        .await
+        .map_err(missing("webhook"))?;
+    if current.format == WebhookFormat::Smsgate {
+        return Err(ApiError::validation(
+            "id",
+            "an smsgate-format endpoint is signed with the workspace's webhooks.signing_key; change it through the client API's settings (docs/compat.md, Settings)",
+        ));
+    }
     let (signing_key, sealed_signing_key) = new_signing_key(&api, id)?;
     let changes = EndpointChanges {
         sealed_signing_key: Some(sealed_signing_key),
@@ -470,13 +636,15 @@ async fn deliveries(
         .await
         .map_err(missing("webhook"))?;
     let page = PageRequest::parse(&query)?;
-    let (rows, has_more) = webhooks::list_attempts(&state.db, id, page.after, page.limit).await?;
-    let last = rows.last().map(|a| Position {
-        created_at: a.attempted_at,
-        id: a.id,
-    });
-    let items = rows.iter().map(attempt_out).collect();
-    Ok(page_response("deliveries", items, has_more, last))
+    let rows = Page::read(page, |after, limit| {
+        webhooks::list_attempts(&state.db, id, after, limit)
+    })
+    .await?;
+    Ok(success(
+        StatusCode::OK,
+        "deliveries",
+        DeliveryPage::from(rows.map(attempt_out)),
+    ))
 }
 
 /// Sends a delivery again now (same event_id).
@@ -511,14 +679,14 @@ async fn retry(
     Ok(success(
         StatusCode::ACCEPTED,
         "delivery scheduled for another attempt now",
-        json!({
-            "id": delivery.id,
-            "event": delivery.event,
-            "event_id": delivery.event_id,
-            "message_id": delivery.message_id,
-            "attempts": delivery.attempts,
-            "state": DeliveryState::Pending.as_str(),
-            "next_attempt_at": format_ms(delivery.next_attempt_at),
-        }),
+        DeliveryRetryOut {
+            id: delivery.id,
+            event: &delivery.event,
+            event_id: delivery.event_id,
+            message_id: delivery.message_id,
+            attempts: delivery.attempts,
+            state: DeliveryState::Pending.as_str(),
+            next_attempt_at: format_ms(delivery.next_attempt_at),
+        },
     ))
 }

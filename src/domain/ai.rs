@@ -5,8 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use super::sms::{MAX_SEGMENTS, measure};
 
-/// What happens to a reply the provider made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What happens to a reply the provider made: `draft` stores it for review, `auto` sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = AiModeOut)]
 pub enum AiMode {
     /// Stored pending for review (`ai.draft.created`).
     Draft,
@@ -32,7 +34,9 @@ impl AiMode {
 }
 
 /// Where a draft is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = DraftStatusOut)]
 pub enum DraftStatus {
     Pending,
     Sent,
@@ -65,10 +69,14 @@ impl std::fmt::Display for DraftStatus {
     }
 }
 
-/// One keyword rule: any of `keywords` in an inbound text makes `reply` the draft.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One keyword rule of the embedded `rules` provider: any of `keywords` in an inbound text
+/// makes `reply` the draft.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = AiRule)]
 pub struct Rule {
+    /// Any of these, found in an inbound text as a whole word or phrase (any case).
     pub keywords: Vec<String>,
+    /// The draft's text.
     pub reply: String,
 }
 

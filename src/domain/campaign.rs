@@ -3,8 +3,10 @@
 
 use super::status::MessageStatus;
 
-/// Where a campaign is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Where a campaign is in its life (its wire name in `snake_case`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = CampaignStatusOut)]
 pub enum CampaignStatus {
     Draft,
     Scheduled,
@@ -114,7 +116,9 @@ impl RenderFailure {
 }
 
 /// What a recipient's status is (the names of `counts` and of the recipients list).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = RecipientStatusOut)]
 pub enum RecipientStatus {
     Pending,
     Queued,

@@ -1,8 +1,10 @@
 //! Pure types and rules of the product. No I/O, no clocks, no knowledge of the layers above.
 
 pub mod ai;
+pub mod app_protocol;
 pub mod campaign;
 pub mod change;
+pub mod client_settings;
 pub mod ids;
 pub mod keys;
 pub mod keywords;

@@ -4,11 +4,13 @@ use std::fmt;
 use std::ops::ControlFlow;
 
 /// The encoding a phone will use to send a text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
 pub enum Encoding {
     /// GSM 03.38 7-bit default alphabet with its extension table.
+    #[serde(rename = "GSM-7")]
     Gsm7,
     /// UCS-2, used as soon as one character falls outside GSM-7; counted in UTF-16 code units.
+    #[serde(rename = "UCS-2")]
     Ucs2,
 }
 
@@ -50,12 +52,6 @@ impl Encoding {
 impl fmt::Display for Encoding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-impl serde::Serialize for Encoding {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
     }
 }
 

@@ -2,8 +2,9 @@
 
 use serde::Serialize;
 
-/// Where a message is in its life (docs/api.md, Messages).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+/// Where a message is in its life (docs/api.md, Messages); terminal: delivered, failed,
+/// expired, canceled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageStatus {
     /// Accepted; also while held for scheduled_for.
@@ -92,7 +93,7 @@ impl std::fmt::Display for MessageStatus {
 }
 
 /// Outbound (sent by a phone) or inbound (received by a phone).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
     Outbound,

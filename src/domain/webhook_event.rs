@@ -1,4 +1,5 @@
-//! Webhook event kinds (docs/api.md, Webhooks) and which message change fires which event.
+//! Webhook event kinds (docs/api.md, Webhooks) and which message change fires which event;
+//! the body formats of an endpoint and the event names of the SMSGate format.
 
 use crate::domain::change::ChangeKind;
 use crate::domain::status::MessageStatus;
@@ -71,6 +72,132 @@ pub fn event_for_change(kind: ChangeKind) -> Option<EventKind> {
     }
 }
 
+/// The body shape (and signature) an endpoint is delivered in (docs/api.md, Webhooks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "lowercase")]
+pub enum WebhookFormat {
+    /// smsgw's own body and signature.
+    Smsgw,
+    /// The body and signature of the SMSGate app (endpoints created through the client API).
+    Smsgate,
+}
+
+impl WebhookFormat {
+    /// The stored name (`smsgw`, `smsgate`).
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// The stored name read back; an unknown one is smsgw's own format.
+    pub fn parse(name: &str) -> WebhookFormat {
+        name.parse().unwrap_or(WebhookFormat::Smsgw)
+    }
+
+    /// The `event` of a delivery of `kind` in this format, None when the format has no such
+    /// event (an SMSGate endpoint never receives `ai.draft.created`).
+    pub fn event_name(self, kind: EventKind) -> Option<&'static str> {
+        match self {
+            WebhookFormat::Smsgw => Some(kind.as_str()),
+            WebhookFormat::Smsgate => SmsGateEvent::iter()
+                .find(|e| e.fires_on() == Some(kind))
+                .map(SmsGateEvent::as_str),
+        }
+    }
+
+    /// The smsgw kind an event name subscribes to in this format: None for a name the format
+    /// accepts but never fires (SMSGate's `system:ping`, `mms:received`, …).
+    pub fn kind_of(self, name: &str) -> Option<EventKind> {
+        match self {
+            WebhookFormat::Smsgw => name.parse().ok(),
+            WebhookFormat::Smsgate => name.parse::<SmsGateEvent>().ok()?.fires_on(),
+        }
+    }
+
+    /// True for an event name an endpoint of this format may subscribe to.
+    pub fn accepts(self, name: &str) -> bool {
+        match self {
+            WebhookFormat::Smsgw => is_event_kind(name),
+            WebhookFormat::Smsgate => name.parse::<SmsGateEvent>().is_ok(),
+        }
+    }
+}
+
+/// Every event an SMSGate client may subscribe to (docs/compat.md, Webhooks). Only the four
+/// `sms:` events with an smsgw counterpart are ever delivered; the rest are accepted and never
+/// fired (smsgw has no such event, or the app alone produces it).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+    strum::EnumString,
+)]
+pub enum SmsGateEvent {
+    #[strum(serialize = "sms:received")]
+    SmsReceived,
+    #[strum(serialize = "sms:data-received")]
+    SmsDataReceived,
+    #[strum(serialize = "sms:sent")]
+    SmsSent,
+    #[strum(serialize = "sms:delivered")]
+    SmsDelivered,
+    #[strum(serialize = "sms:failed")]
+    SmsFailed,
+    #[strum(serialize = "sms:cancelled")]
+    SmsCancelled,
+    #[strum(serialize = "system:ping")]
+    SystemPing,
+    #[strum(serialize = "mms:received")]
+    MmsReceived,
+    #[strum(serialize = "mms:downloaded")]
+    MmsDownloaded,
+    #[strum(serialize = "app:started")]
+    AppStarted,
+    #[strum(serialize = "sms:batch:received")]
+    SmsBatchReceived,
+    #[strum(serialize = "sms:batch:data-received")]
+    SmsBatchDataReceived,
+    #[strum(serialize = "mms:batch:received")]
+    MmsBatchReceived,
+    #[strum(serialize = "mms:batch:downloaded")]
+    MmsBatchDownloaded,
+}
+
+impl SmsGateEvent {
+    /// The wire name (`sms:sent`).
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// Every event, in the order docs/compat.md lists them.
+    pub fn iter() -> impl Iterator<Item = SmsGateEvent> {
+        <SmsGateEvent as strum::IntoEnumIterator>::iter()
+    }
+
+    /// Every name, comma-separated (for error messages).
+    pub fn list() -> String {
+        SmsGateEvent::iter()
+            .map(SmsGateEvent::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The smsgw event this one is delivered for, None when it never fires.
+    pub fn fires_on(self) -> Option<EventKind> {
+        match self {
+            SmsGateEvent::SmsReceived => Some(EventKind::MessageReceived),
+            SmsGateEvent::SmsSent => Some(EventKind::MessageSent),
+            SmsGateEvent::SmsDelivered => Some(EventKind::MessageDelivered),
+            SmsGateEvent::SmsFailed => Some(EventKind::MessageFailed),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +229,42 @@ mod tests {
             EventKind::list(),
             "message.received, message.sent, message.delivered, message.failed, ai.draft.created"
         );
+    }
+
+    #[test]
+    fn smsgate_events_map_to_four_kinds_and_back() {
+        let smsgate = WebhookFormat::Smsgate;
+        assert_eq!(smsgate.kind_of("sms:sent"), Some(EventKind::MessageSent));
+        assert_eq!(
+            smsgate.event_name(EventKind::MessageFailed),
+            Some("sms:failed")
+        );
+        assert_eq!(
+            smsgate.event_name(EventKind::MessageReceived),
+            Some("sms:received")
+        );
+        assert_eq!(smsgate.event_name(EventKind::AiDraftCreated), None);
+        for never in [
+            "system:ping",
+            "mms:received",
+            "sms:batch:received",
+            "sms:cancelled",
+        ] {
+            assert!(smsgate.accepts(never), "{never}");
+            assert_eq!(smsgate.kind_of(never), None, "{never}");
+        }
+        assert!(!smsgate.accepts("message.sent"));
+        assert!(!smsgate.accepts("invalid:event"));
+        assert!(!WebhookFormat::Smsgw.accepts("sms:sent"));
+        assert_eq!(
+            WebhookFormat::Smsgw.event_name(EventKind::MessageSent),
+            Some("message.sent")
+        );
+        assert_eq!(WebhookFormat::parse("smsgate"), WebhookFormat::Smsgate);
+        assert_eq!(WebhookFormat::parse("smsgw"), WebhookFormat::Smsgw);
+        let fired: Vec<_> = SmsGateEvent::iter()
+            .filter_map(SmsGateEvent::fires_on)
+            .collect();
+        assert_eq!(fired.len(), 4);
     }
 }

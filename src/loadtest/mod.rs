@@ -9,10 +9,10 @@ mod clients;
 mod phones;
 mod receiver;
 mod report;
+mod scenarios;
 mod server;
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,7 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::phone_sim::SimCommand;
+use crate::domain::webhook_event::EventKind;
 use clients::StopAfter;
 pub use report::{Latency, Report};
 use report::{Machine, Meter};
@@ -109,6 +109,10 @@ pub struct LoadtestArgs {
     /// Skip the bare actix-web ceiling measurement.
     #[arg(long)]
     pub no_ceiling: bool,
+    /// Serve only the bare ceiling route (with --workers) until killed: the process the harness
+    /// starts to measure the ceiling in.
+    #[arg(long, hide = true)]
+    pub serve_ceiling: bool,
     /// How the simulated phones talk to the server: `websocket` (smsgw's protocol) or
     /// `smsgate` (the device API, as the SMSGate Android app speaks it).
     #[arg(long, value_enum, default_value_t = crate::phone_sim::Protocol::Websocket)]
@@ -137,6 +141,16 @@ pub enum LoadError {
 /// something was lost, duplicated, badly signed or paced wrong (or setup failed), 2 when the
 /// server lacks the scenario's feature.
 pub async fn run(args: LoadtestArgs) -> u8 {
+    if args.serve_ceiling {
+        let workers = args.workers.unwrap_or(1);
+        return match ceiling::serve(workers).await {
+            Ok(()) => 0,
+            Err(err) => {
+                eprintln!("error: ceiling server: {err}");
+                1
+            }
+        };
+    }
     // Ctrl-C drops the run, and with it the child server (killed when its handle drops).
     let outcome = tokio::select! {
         outcome = execute(&args) => outcome,
@@ -187,6 +201,15 @@ struct Run<'a> {
     workers: usize,
 }
 
+impl Run<'_> {
+    /// Simulated phones of this run: `--phones`, or the scenario's default.
+    fn phone_count(&self) -> usize {
+        self.args
+            .phones
+            .unwrap_or(self.args.scenario.default_phones())
+    }
+}
+
 async fn execute(args: &LoadtestArgs) -> Result<Report, LoadError> {
     let workers = args
         .workers
@@ -214,10 +237,10 @@ async fn execute(args: &LoadtestArgs) -> Result<Report, LoadError> {
         workers,
     };
     match args.scenario {
-        Scenario::Send | Scenario::Webhooks => send_scenario(run).await,
-        Scenario::Fleet => fleet_scenario(run).await,
-        Scenario::Campaign => campaign_scenario(run).await,
-        Scenario::Inbound => inbound_scenario(run).await,
+        Scenario::Send | Scenario::Webhooks => scenarios::send(run).await,
+        Scenario::Fleet => scenarios::fleet(run).await,
+        Scenario::Campaign => scenarios::campaign(run).await,
+        Scenario::Inbound => scenarios::inbound(run).await,
     }
 }
 
@@ -289,7 +312,7 @@ struct Hooks {
 /// server has no webhooks and they are optional.
 async fn hooks(
     run: &mut Run<'_>,
-    events: &[&str],
+    events: &[EventKind],
     hanging: bool,
     required: bool,
 ) -> Result<Option<Hooks>, LoadError> {
@@ -311,7 +334,10 @@ async fn hooks(
     let (status, body) = post(
         run,
         "/v1/webhooks",
-        &json!({"url": format!("{}/healthy", receiver.url), "events": events}),
+        &json!({
+            "url": format!("{}/healthy", receiver.url),
+            "events": events.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+        }),
     )
     .await?;
     let key = body["data"]["signing_key"].as_str().map(str::to_string);
@@ -331,7 +357,10 @@ async fn hooks(
         let (status, body) = post(
             run,
             "/v1/webhooks",
-            &json!({"url": format!("{}/hanging", receiver.url), "events": events}),
+            &json!({
+                "url": format!("{}/hanging", receiver.url),
+                "events": events.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            }),
         )
         .await?;
         if status != 201 {
@@ -468,7 +497,7 @@ impl CpuUse {
 
     /// Fills the report's CPU figures: what each process used since `self`, per accepted
     /// item, the ratio of the ceiling the harness's share alone leaves possible, and the
-    /// server's CPU per item in bare-route requests.
+    /// server's CPU per item in units of the ceiling process's CPU per bare-route request.
     fn per_accepted(self, run: &Run<'_>, report: &mut Report) {
         let end = CpuUse::now(run);
         let accepted = report.accepted;
@@ -485,8 +514,8 @@ impl CpuUse {
             .map(|(us, ceiling)| report.machine.cores as f64 * 1_000_000.0 / us / ceiling);
         report.server_cpu_per_send_bare = report
             .server_cpu_us_per_accepted
-            .zip(report.ceiling_per_s.filter(|c| *c > 0.0))
-            .map(|(us, ceiling)| us / (report.machine.cores as f64 * 1_000_000.0 / ceiling));
+            .zip(report.ceiling_cpu_us_per_request.filter(|us| *us > 0.0))
+            .map(|(send, bare)| send / bare);
     }
 }
 
@@ -510,6 +539,7 @@ fn base_report(run: &Run<'_>, phones: usize) -> Report {
         duplicates: 0,
         ceiling_per_s: None,
         ceiling_ratio: None,
+        ceiling_cpu_us_per_request: None,
         api_errors: 0,
         bad_signatures: 0,
         phones_connected: 0,
@@ -554,7 +584,7 @@ struct HookFigures {
 fn hook_figures(
     hooks: &Hooks,
     accepted: &[(Uuid, Instant)],
-    expected: &[&str],
+    expected: &[EventKind],
     since: Instant,
 ) -> HookFigures {
     let due = (accepted.len() * expected.len()) as u64;
@@ -579,11 +609,13 @@ fn hook_figures(
     }
     let mut e2e = Vec::new();
     let mut missing = 0;
-    let mut missing_by_kind: Vec<(String, u64)> =
-        expected.iter().map(|k| (k.to_string(), 0)).collect();
+    let mut missing_by_kind: Vec<(String, u64)> = expected
+        .iter()
+        .map(|k| (k.as_str().to_string(), 0))
+        .collect();
     for (id, at) in accepted {
         for (i, kind) in expected.iter().enumerate() {
-            match seen.get(&(*id, *kind)) {
+            match seen.get(&(*id, kind.as_str())) {
                 Some(hook) if i == 0 => {
                     e2e.push(hook.saturating_duration_since(*at).as_micros() as u64)
                 }
@@ -607,381 +639,4 @@ fn hook_figures(
         duplicates: inbox.duplicates,
         bad_signatures: inbox.bad_signatures,
     }
-}
-
-/// Events due per sent message, the one timed end to end first.
-const SEND_EVENTS: [&str; 2] = ["message.delivered", "message.sent"];
-
-/// `send` and `webhooks`: K clients send single messages through N phones.
-async fn send_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
-    let webhooks = run.args.scenario == Scenario::Webhooks;
-    let count = run
-        .args
-        .phones
-        .unwrap_or(run.args.scenario.default_phones());
-    let hooks = hooks(
-        &mut run,
-        &["message.sent", "message.delivered"],
-        webhooks,
-        webhooks,
-    )
-    .await?;
-    let (phones, observed) = connect_phones(&run, count).await?;
-    let from: Vec<String> = phones.iter().map(|p| p.number.clone()).collect();
-    // Recipients: valid numbers that are none of the phones.
-    let senders: HashSet<&String> = from.iter().collect();
-    let numbers = clients::Numbers {
-        to: phones::numbers(from.len() + clients::RECIPIENTS)
-            .into_iter()
-            .filter(|n| !senders.contains(n))
-            .take(clients::RECIPIENTS)
-            .collect(),
-        from: from.into(),
-    };
-    let mut report = base_report(&run, count);
-    if !run.args.no_ceiling {
-        let bare = ceiling::start(run.workers)?;
-        let bare_run = drive(&run, "ceiling", &bare.send_url.clone(), &numbers).await;
-        drop(bare);
-        report.ceiling_per_s =
-            Some(bare_run.accepted.len() as f64 / bare_run.elapsed.as_secs_f64().max(0.001));
-    }
-    let load_start = Instant::now();
-    let cpu = CpuUse::now(&run);
-    let url = format!("{}/v1/messages/send", run.target.url);
-    let load = drive(&run, "sending", &url, &numbers).await;
-    let accepted = load.accepted.len() as u64;
-    let (rss_now, rss_peak) = rss(&run);
-    drain(&run, accepted, || {
-        let seen = observed.borrow();
-        load.accepted
-            .iter()
-            .filter(|(id, _)| seen.dispatched.contains_key(id))
-            .count() as u64
-    })
-    .await;
-    if let Some(hooks) = &hooks {
-        drain(&run, accepted * 2, || {
-            accepted * 2 - hook_figures(hooks, &load.accepted, &SEND_EVENTS, load_start).missing
-        })
-        .await;
-    }
-    run.meter.finish();
-    let seen = observed.borrow();
-    let mut dispatch = Vec::with_capacity(load.accepted.len());
-    let mut lost = 0;
-    for (id, at) in &load.accepted {
-        match seen.dispatched.get(id) {
-            Some(d) => dispatch.push(d.at.saturating_duration_since(*at).as_micros() as u64),
-            None => lost += 1,
-        }
-    }
-    report.duration_s = load.elapsed.as_secs_f64();
-    report.accepted = accepted;
-    report.accepted_per_s = accepted as f64 / load.elapsed.as_secs_f64().max(0.001);
-    report.api_latency_ms = Latency::of(&load.latency_us);
-    report.dispatch_latency_ms = percentiles(dispatch);
-    report.server_rss_mb = rss_now;
-    report.server_peak_rss_mb = rss_peak;
-    report.pace_violations = phones::pace_violations(&phones, &seen);
-    report.duplicates = seen.duplicates;
-    report.api_errors = load.errors;
-    report.phones_connected = seen.connected_count;
-    report.ceiling_ratio = report
-        .ceiling_per_s
-        .filter(|c| *c > 0.0)
-        .map(|c| report.accepted_per_s / c);
-    cpu.per_accepted(&run, &mut report);
-    if let Some(hooks) = &hooks {
-        let figures = hook_figures(hooks, &load.accepted, &SEND_EVENTS, load_start);
-        report.webhooks_delivered = Some(figures.delivered);
-        report.webhooks_per_s = Some(figures.per_s);
-        report.e2e_latency_ms = figures.e2e;
-        report.duplicates += figures.duplicates;
-        report.bad_signatures = figures.bad_signatures;
-        lost += figures.missing;
-        if figures.missing > 0 {
-            let by_kind: Vec<String> = figures
-                .missing_by_kind
-                .iter()
-                .map(|(kind, n)| format!("{n} {kind}"))
-                .collect();
-            run.notes.push(format!(
-                "webhooks that never arrived: {}",
-                by_kind.join(", ")
-            ));
-        }
-        if webhooks && let Ok(inbox) = hooks.receiver.inbox.lock() {
-            run.notes.push(format!(
-                "hanging endpoint received {} requests (never answered)",
-                inbox.hanging_hits
-            ));
-        }
-    }
-    report.lost = lost;
-    if let Some(e) = &load.first_error {
-        run.notes.push(format!("first API error: {e}"));
-    }
-    if seen.repeats > 0 {
-        run.notes
-            .push(format!("{} re-sent frames deduped by phones", seen.repeats));
-    }
-    run.notes.push(
-        "accept -> phone is measured from the client's receipt of the 202 (a frame that beats it counts 0)"
-            .into(),
-    );
-    report.notes = std::mem::take(&mut run.notes);
-    Ok(report)
-}
-
-/// `fleet`: N idle phones connected; the server's memory after they settle.
-async fn fleet_scenario(run: Run<'_>) -> Result<Report, LoadError> {
-    let count = run
-        .args
-        .phones
-        .unwrap_or(run.args.scenario.default_phones());
-    let (rss_before, _) = rss(&run);
-    let started = Instant::now();
-    let (_phones, observed) = connect_phones(&run, count).await?;
-    let connect_time = started.elapsed();
-    let idle = Duration::from_secs(run.args.duration);
-    run.meter.phase("idle", idle.as_secs());
-    let idle_start = Instant::now();
-    while idle_start.elapsed() < idle {
-        run.meter
-            .update(idle_start.elapsed().as_secs(), String::new());
-        actix_web::rt::time::sleep(Duration::from_millis(250)).await;
-    }
-    run.meter.finish();
-    let (rss_now, rss_peak) = rss(&run);
-    let seen = observed.borrow();
-    let mut report = base_report(&run, count);
-    report.clients = 0;
-    report.duration_s = idle.as_secs_f64();
-    report.server_rss_mb = rss_now;
-    report.server_peak_rss_mb = rss_peak;
-    report.phones_connected = seen.connected_count;
-    report.lost = (count - seen.connected_count.min(count)) as u64;
-    let mut notes = run.notes;
-    notes.push(format!(
-        "{count} phones paired and connected in {:.1} s; {} disconnects while idle",
-        connect_time.as_secs_f64(),
-        seen.disconnects
-    ));
-    if let (Some(before), Some(after)) = (rss_before, rss_now) {
-        notes.push(format!(
-            "server RSS before the phones {before:.1} MB; {:.1} KB per connected phone",
-            (after - before) * 1024.0 / count.max(1) as f64
-        ));
-    }
-    report.notes = notes;
-    Ok(report)
-}
-
-/// `inbound`: phones forward SMS as `received` frames, `--clients` in flight at a time.
-async fn inbound_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
-    let count = run
-        .args
-        .phones
-        .unwrap_or(run.args.scenario.default_phones());
-    let hooks = hooks(&mut run, &["message.received"], false, false).await?;
-    let (phones, observed) = connect_phones(&run, count).await?;
-    let stop = stop_of(run.args);
-    let total = match stop {
-        StopAfter::Count(n) => n,
-        StopAfter::Duration(d) => d.as_secs(),
-    };
-    run.meter.phase("inbound", total);
-    let started = Instant::now();
-    let cpu = CpuUse::now(&run);
-    let mut injected: u64 = 0;
-    let in_flight = run.args.clients.max(1) as u64;
-    loop {
-        let more = match stop {
-            StopAfter::Count(n) => injected < n,
-            StopAfter::Duration(d) => started.elapsed() < d,
-        };
-        if !more {
-            break;
-        }
-        let acked = observed.borrow().inbound_acked.len() as u64;
-        if injected - acked >= in_flight {
-            actix_web::rt::time::sleep(Duration::from_micros(200)).await;
-            continue;
-        }
-        let phone = &phones[(injected as usize) % phones.len()];
-        let _ = phone.commands.send(SimCommand::Receive {
-            from: "+14155550123".into(),
-            content: format!("loadtest inbound {injected}"),
-        });
-        injected += 1;
-        if injected.is_multiple_of(64) {
-            let position = match stop {
-                StopAfter::Count(_) => injected,
-                StopAfter::Duration(_) => started.elapsed().as_secs(),
-            };
-            run.meter.update(position, format!("{acked} stored"));
-            actix_web::rt::task::yield_now().await;
-        }
-    }
-    let elapsed = started.elapsed();
-    let (rss_now, rss_peak) = rss(&run);
-    drain(&run, injected, || {
-        observed.borrow().inbound_acked.len() as u64
-    })
-    .await;
-    let mut lost_hooks = 0;
-    let mut report = base_report(&run, count);
-    if let Some(hooks) = &hooks {
-        let delivered = || {
-            hooks.receiver.inbox.lock().map_or(0, |i| {
-                i.events
-                    .values()
-                    .filter(|e| e.event == "message.received")
-                    .count() as u64
-            })
-        };
-        drain(&run, injected, delivered).await;
-        let figures = hook_figures(hooks, &[], &["message.received"], started);
-        let received = delivered();
-        lost_hooks = injected.saturating_sub(received);
-        report.webhooks_delivered = Some(figures.delivered);
-        report.webhooks_per_s = Some(figures.per_s);
-        report.duplicates += figures.duplicates;
-        report.bad_signatures = figures.bad_signatures;
-    }
-    run.meter.finish();
-    let seen = observed.borrow();
-    let acked = seen.inbound_acked.len() as u64;
-    // The rate runs until the last SMS was stored, not until the last was forwarded.
-    let elapsed = seen
-        .last_ack
-        .map_or(elapsed, |at| at.duration_since(started).max(elapsed));
-    report.clients = run.args.clients;
-    report.duration_s = elapsed.as_secs_f64();
-    report.accepted = acked;
-    report.accepted_per_s = acked as f64 / elapsed.as_secs_f64().max(0.001);
-    cpu.per_accepted(&run, &mut report);
-    report.inbound_ack_latency_ms = percentiles(seen.inbound_acked.iter().copied());
-    report.server_rss_mb = rss_now;
-    report.server_peak_rss_mb = rss_peak;
-    report.phones_connected = seen.connected_count;
-    report.duplicates += seen.duplicates;
-    report.lost = injected.saturating_sub(acked) + lost_hooks;
-    let mut notes = run.notes;
-    notes.push(format!(
-        "{injected} inbound SMS forwarded; accepted = stored (acked) by the server; --clients = SMS in flight"
-    ));
-    report.notes = notes;
-    Ok(report)
-}
-
-/// `campaign`: one campaign of `--recipients` recipients through one phone, pace lifted.
-async fn campaign_scenario(mut run: Run<'_>) -> Result<Report, LoadError> {
-    if !route_exists(&run, "/v1/campaigns").await? {
-        return Err(LoadError::MissingFeature {
-            feature: "campaigns",
-            route: "POST /v1/campaigns",
-            scenario: "campaign",
-        });
-    }
-    let count = run
-        .args
-        .phones
-        .unwrap_or(run.args.scenario.default_phones());
-    let hooks = hooks(
-        &mut run,
-        &["message.sent", "message.delivered"],
-        false,
-        false,
-    )
-    .await?;
-    let (phones, observed) = connect_phones(&run, count).await?;
-    let Some(sender) = phones.first().map(|p| p.number.clone()) else {
-        return Err(LoadError::Setup("the campaign needs a phone".into()));
-    };
-    let all = phones::numbers(count + run.args.recipients);
-    let recipients: Vec<Value> = all
-        .iter()
-        .skip(count)
-        .enumerate()
-        .map(|(i, to)| json!({"to": to, "vars": {"name": format!("r{i}")}}))
-        .collect();
-    let total = recipients.len() as u64;
-    let body = json!({
-        "name": "loadtest campaign",
-        "from_number": sender,
-        "body": "Hello {{name}}, this is a load test",
-        "recipients": recipients,
-        "launch_now": true,
-    });
-    let started = Instant::now();
-    let cpu = CpuUse::now(&run);
-    let (status, reply) = post(&run, "/v1/campaigns", &body).await?;
-    let created_in = started.elapsed();
-    if status != 201 {
-        return Err(LoadError::Setup(format!(
-            "creating the campaign: HTTP {status}: {reply}"
-        )));
-    }
-    let campaign_id = reply["data"]["id"].as_str().unwrap_or_default().to_string();
-    drain(&run, total, || observed.borrow().dispatched.len() as u64).await;
-    let elapsed = started.elapsed();
-    let (rss_now, rss_peak) = rss(&run);
-    let mut report = base_report(&run, count);
-    let dispatched_ids: Vec<(Uuid, Instant)> = observed
-        .borrow()
-        .dispatched
-        .iter()
-        .map(|(id, d)| (*id, d.at))
-        .collect();
-    if let Some(hooks) = &hooks {
-        drain(&run, dispatched_ids.len() as u64 * 2, || {
-            dispatched_ids.len() as u64 * 2
-                - hook_figures(hooks, &dispatched_ids, &SEND_EVENTS, started).missing
-        })
-        .await;
-        let figures = hook_figures(hooks, &dispatched_ids, &SEND_EVENTS, started);
-        report.webhooks_delivered = Some(figures.delivered);
-        report.webhooks_per_s = Some(figures.per_s);
-        report.duplicates += figures.duplicates;
-        report.bad_signatures = figures.bad_signatures;
-        report.lost += figures.missing;
-    }
-    // The campaign itself must end `completed`, every recipient delivered.
-    let outcome = campaign_outcome(&run, &campaign_id).await?;
-    run.meter.finish();
-    let seen = observed.borrow();
-    let dispatched = seen.dispatched.len() as u64;
-    let mut latency = clients::histogram();
-    let _ = latency.record((created_in.as_micros() as u64).clamp(1, 60_000_000));
-    report.clients = 1;
-    report.duration_s = elapsed.as_secs_f64();
-    report.accepted = dispatched;
-    report.accepted_per_s = dispatched as f64 / elapsed.as_secs_f64().max(0.001);
-    cpu.per_accepted(&run, &mut report);
-    report.api_latency_ms = Latency::of(&latency);
-    report.server_rss_mb = rss_now;
-    report.server_peak_rss_mb = rss_peak;
-    report.phones_connected = seen.connected_count;
-    report.pace_violations = phones::pace_violations(&phones, &seen);
-    report.duplicates += seen.duplicates;
-    report.lost += total.saturating_sub(dispatched);
-    let mut notes = run.notes;
-    notes.push(format!(
-        "campaign {campaign_id}: {total} recipients; accepted = recipients handed to the phone; api latency = the create request"
-    ));
-    let delivered = outcome["counts"]["delivered"].as_u64().unwrap_or(0);
-    notes.push(format!(
-        "campaign status {} with {delivered} of {total} delivered (started {}, finished {})",
-        outcome["status"].as_str().unwrap_or("unknown"),
-        outcome["started_at"].as_str().unwrap_or("-"),
-        outcome["finished_at"].as_str().unwrap_or("-"),
-    ));
-    // A campaign that did not complete lost its undelivered recipients, as far as the run goes.
-    if outcome["status"] != "completed" {
-        report.lost += total.saturating_sub(delivered).max(1);
-    }
-    report.notes = notes;
-    Ok(report)
 }

@@ -78,6 +78,10 @@ pub struct Report {
     pub ceiling_per_s: Option<f64>,
     /// accepted_per_s / ceiling_per_s.
     pub ceiling_ratio: Option<f64>,
+    /// CPU time the ceiling's process used per bare-route request it answered, read from
+    /// /proc (its threads' scheduler statistics) around the ceiling phase; null without a
+    /// ceiling.
+    pub ceiling_cpu_us_per_request: Option<f64>,
     pub api_errors: u64,
     pub bad_signatures: u64,
     pub phones_connected: usize,
@@ -94,10 +98,11 @@ pub struct Report {
     /// second, the server costing nothing) over `ceiling_per_s`. The clients and receiver
     /// share the machine with the server, so in a steady run `ceiling_ratio` stays below it.
     pub harness_bound_ratio: Option<f64>,
-    /// The figure the server's work is steered by: `server_cpu_us_per_accepted` in units of the
-    /// CPU one bare-route request costs in the same run (`cores × 1 s ÷ ceiling_per_s`), so
-    /// machines of different speeds compare. Null when the server's CPU or the ceiling is
-    /// unknown. The goal is [`CPU_PER_SEND_GOAL`] or less.
+    /// The figure the server's work is steered by: `server_cpu_us_per_accepted` over
+    /// `ceiling_cpu_us_per_request`, the server's CPU per fully processed send in units of the
+    /// CPU one bare-route request costs, both read from /proc in the same run, so machines of
+    /// different speeds and loads compare. Null when either CPU time is unknown. The goal is
+    /// [`CPU_PER_SEND_GOAL`] or less.
     pub server_cpu_per_send_bare: Option<f64>,
     pub machine: Machine,
     pub notes: Vec<String>,
@@ -120,6 +125,7 @@ impl Report {
         self.server_peak_rss_mb = self.server_peak_rss_mb.map(round);
         self.ceiling_per_s = self.ceiling_per_s.map(round);
         self.ceiling_ratio = self.ceiling_ratio.map(|r| (r * 1000.0).round() / 1000.0);
+        self.ceiling_cpu_us_per_request = self.ceiling_cpu_us_per_request.map(round);
         self.server_cpu_us_per_accepted = self.server_cpu_us_per_accepted.map(round);
         self.harness_cpu_us_per_accepted = self.harness_cpu_us_per_accepted.map(round);
         self.harness_bound_ratio = self
@@ -192,6 +198,10 @@ impl Report {
                 opt(self.server_cpu_us_per_accepted, " us"),
                 opt(self.harness_cpu_us_per_accepted, " us")
             ),
+        );
+        line(
+            "cpu per bare request",
+            opt(self.ceiling_cpu_us_per_request, " us"),
         );
         line(
             "harness bound",

@@ -18,6 +18,8 @@ use sha2::Sha256;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use crate::domain::app_protocol::{AppEvent, AppMessageState};
+
 use super::{FIRST_BACKOFF, MAX_BACKOFF, SimCommand, SimError, SimEvent, SimOptions};
 use crate::actors::device_link::AppMessageId;
 
@@ -35,10 +37,11 @@ enum State {
 impl State {
     fn name(self) -> &'static str {
         match self {
-            State::Sent => "Sent",
-            State::Delivered => "Delivered",
-            State::Failed => "Failed",
+            State::Sent => AppMessageState::Sent,
+            State::Delivered => AppMessageState::Delivered,
+            State::Failed => AppMessageState::Failed,
         }
+        .as_str()
     }
 
     fn event(self) -> &'static str {
@@ -207,7 +210,7 @@ async fn register(client: &Client, base: &str, token: &str) -> Result<Registered
     let webhook_url = hooks.as_array().and_then(|hooks| {
         hooks
             .iter()
-            .find(|h| h["event"] == "sms:received")
+            .find(|h| h["event"] == AppEvent::SmsReceived.as_str())
             .and_then(|h| h["url"].as_str())
             .map(str::to_string)
     });
@@ -272,7 +275,8 @@ impl AppCalls<'_> {
                 repeat: false,
                 at,
             });
-            self.report_named(&app_id, "Processed", None).await;
+            self.report_named(&app_id, AppMessageState::Processed.as_str(), None)
+                .await;
             let fails = options.fail_rate > 0.0 && rand::rng().random_bool(options.fail_rate);
             let state = if fails { State::Failed } else { State::Sent };
             outcome.insert(app_id.clone(), state);
@@ -331,7 +335,7 @@ async fn post_inbound(
     let body = json!({
         "id": event_id,
         "webhookId": "smsgw-inbound",
-        "event": "sms:received",
+        "event": AppEvent::SmsReceived.as_str(),
         "deviceId": "",
         "payload": {
             "messageId": event_id,

@@ -40,6 +40,28 @@ pub struct Message {
     pub failed_at: Option<i64>,
     pub failure_reason: Option<String>,
     pub send_attempts: u32,
+    /// Set on messages of the client API (docs/compat.md, Messages).
+    pub client: Option<ClientOptions>,
+}
+
+/// What a message sent through the SMSGate-compatible client API keeps of its request
+/// (docs/compat.md, Messages): the client's message id, shared by one message per recipient,
+/// and the options an SMSGate-app phone is handed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientOptions {
+    pub group_id: String,
+    /// SIM slot, 1 to 3; `None` lets the phone choose.
+    pub sim_number: Option<u8>,
+    /// The SMSGate priority, -128 to 127.
+    pub priority: i8,
+    pub with_delivery_report: bool,
+}
+
+impl Message {
+    /// The client API's message id, for messages created through it.
+    pub fn group_id(&self) -> Option<&str> {
+        self.client.as_ref().map(|c| c.group_id.as_str())
+    }
 }
 
 impl From<messages::Model> for Message {
@@ -69,6 +91,15 @@ impl From<messages::Model> for Message {
             failed_at: m.failed_at,
             failure_reason: m.failure_reason,
             send_attempts: u32::try_from(m.send_attempts).unwrap_or(0),
+            client: m.group_id.map(|group_id| ClientOptions {
+                group_id,
+                sim_number: m.sim_number.and_then(|n| u8::try_from(n).ok()),
+                priority: m
+                    .sms_priority
+                    .and_then(|p| i8::try_from(p).ok())
+                    .unwrap_or(0),
+                with_delivery_report: m.with_delivery_report,
+            }),
         }
     }
 }
@@ -82,20 +113,15 @@ impl Message {
         }
     }
 
-    /// The message record as the API and webhooks show it (docs/api.md, Messages): every field, null
-    /// where it does not apply (`expires_at` of an inbound message among them).
-    pub fn record(&self) -> serde_json::Value {
-        serde_json::to_value(self.view()).unwrap_or_default()
-    }
-
-    /// [`Message::record`] as a borrowed view that serializes straight to JSON text (the send
-    /// reply and webhook bodies skip building a `Value` tree).
+    /// The message record as the API and webhooks show it (docs/api.md, Messages): every field,
+    /// null where it does not apply (`expires_at` of an inbound message among them); a borrowed
+    /// view that serializes straight to JSON text.
     pub fn view(&self) -> Record<'_> {
         use crate::clock::format_ms;
         Record {
             id: self.id,
-            direction: self.direction.as_str(),
-            status: self.status.as_str(),
+            direction: self.direction,
+            status: self.status,
             from_number: &self.from_number,
             to_number: &self.to_number,
             content: &self.content,
@@ -117,25 +143,38 @@ impl Message {
     }
 }
 
-/// The fields of a message record (docs/api.md, Messages), in the order they serialize.
-#[derive(Debug, serde::Serialize)]
+/// A message record (docs/api.md, Messages), the wire format of every API answer and webhook
+/// that carries a message, and its OpenAPI schema (`MessageOut`); fields in the order they
+/// serialize, timestamps RFC 3339 with milliseconds.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[schema(as = MessageOut)]
 pub struct Record<'a> {
     pub id: Uuid,
-    pub direction: &'static str,
-    pub status: &'static str,
+    pub direction: Direction,
+    pub status: MessageStatus,
     pub from_number: &'a str,
     pub to_number: &'a str,
+    /// Empty once retention removed it.
     pub content: &'a str,
     pub segments: u32,
+    #[schema(value_type = crate::domain::sms::Encoding)]
     pub encoding: &'a str,
+    /// The phone that sends (or sent) it.
     pub device_id: Option<Uuid>,
     pub campaign_id: Option<Uuid>,
     pub request_id: Option<&'a str>,
+    #[schema(format = DateTime)]
     pub scheduled_for: Option<String>,
+    /// Outbound only (null for inbound messages).
+    #[schema(format = DateTime)]
     pub expires_at: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub sent_at: Option<String>,
+    #[schema(format = DateTime)]
     pub delivered_at: Option<String>,
+    #[schema(format = DateTime)]
     pub failed_at: Option<String>,
     pub failure_reason: Option<&'a str>,
     pub send_attempts: u32,
@@ -159,7 +198,7 @@ pub struct Scope {
 }
 
 impl Scope {
-    fn condition(self) -> Condition {
+    pub(crate) fn condition(self) -> Condition {
         Condition::all()
             .add(messages::Column::WorkspaceId.eq(self.workspace_id))
             .add(messages::Column::TestMode.eq(self.mode.is_test()))

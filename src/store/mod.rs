@@ -5,6 +5,7 @@
 
 pub mod ai;
 pub mod campaigns;
+pub mod client_groups;
 pub mod cluster;
 pub mod contacts;
 pub mod conversations;
@@ -14,6 +15,7 @@ mod paging;
 pub mod phones;
 pub mod quotas;
 pub mod retention;
+pub mod settings;
 mod sqlite_memory;
 pub mod webhooks;
 pub mod workspaces;
@@ -52,6 +54,12 @@ pub enum StoreError {
     #[error("the signing key of webhook endpoint {endpoint_id}: {error}")]
     Secret {
         endpoint_id: uuid::Uuid,
+        error: crate::domain::secrets::SecretsError,
+    },
+    /// A secret of a workspace's client-API settings does not open under the secrets key.
+    #[error("a secret of the client settings of workspace {workspace_id}: {error}")]
+    SettingsSecret {
+        workspace_id: uuid::Uuid,
         error: crate::domain::secrets::SecretsError,
     },
 }

@@ -19,7 +19,7 @@ use super::writer::Change;
 use crate::domain::quota::CountQuota;
 use crate::domain::secrets::{self, SecretBox};
 use crate::domain::status::{Direction, Mode};
-use crate::domain::webhook_event::event_for_change;
+use crate::domain::webhook_event::{EventKind, WebhookFormat, event_for_change};
 
 /// Rows per multi-row INSERT (SQLite binds at most 32,766 parameters per statement).
 const ROWS_PER_INSERT: usize = 512;
@@ -59,6 +59,12 @@ pub struct EndpointRecord {
     pub sealed_signing_key: String,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The body format; `events` are names of this format.
+    pub format: WebhookFormat,
+    /// The id an SMSGate client knows the endpoint by (SMSGate format only).
+    pub external_id: Option<String>,
+    /// The phone (`deviceId`) an SMSGate endpoint is limited to, as the client gave it.
+    pub device_id: Option<String>,
 }
 
 impl From<webhook_endpoints::Model> for EndpointRecord {
@@ -74,6 +80,9 @@ impl From<webhook_endpoints::Model> for EndpointRecord {
             sealed_signing_key: m.signing_key,
             created_at: m.created_at,
             updated_at: m.updated_at,
+            format: WebhookFormat::parse(&m.format),
+            external_id: m.external_id,
+            device_id: m.device_id,
         }
     }
 }
@@ -89,6 +98,9 @@ pub struct NewEndpoint {
     pub enabled: bool,
     /// Sealed with `SecretBox::seal(key, id)`.
     pub sealed_signing_key: String,
+    pub format: WebhookFormat,
+    pub external_id: Option<String>,
+    pub device_id: Option<String>,
 }
 
 /// Validated changes of an endpoint; None leaves a field as it is.
@@ -100,6 +112,8 @@ pub struct EndpointChanges {
     pub enabled: Option<bool>,
     /// A new signing key, sealed with `SecretBox::seal(key, id)`.
     pub sealed_signing_key: Option<String>,
+    /// The phone an SMSGate endpoint is limited to (`Some(None)`: every phone).
+    pub device_id: Option<Option<String>>,
 }
 
 fn in_scope(scope: Scope) -> Condition {
@@ -136,6 +150,9 @@ pub async fn create(
         signing_key: Set(new.sealed_signing_key),
         created_at: Set(now_ms),
         updated_at: Set(now_ms),
+        format: Set(new.format.as_str().to_string()),
+        external_id: Set(new.external_id),
+        device_id: Set(new.device_id),
     }
     .insert(&txn)
     .await?;
@@ -228,6 +245,9 @@ pub async fn update(
     if let Some(key) = changes.sealed_signing_key {
         active.signing_key = Set(key);
     }
+    if let Some(device_id) = changes.device_id {
+        active.device_id = Set(device_id);
+    }
     active.updated_at = Set(now_ms);
     Ok(active.update(db).await?.into())
 }
@@ -255,6 +275,40 @@ pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(
     Ok(())
 }
 
+/// The endpoint an SMSGate client knows by `external_id` in this scope.
+pub async fn find_external(
+    db: &DatabaseConnection,
+    scope: Scope,
+    external_id: &str,
+) -> Result<Option<EndpointRecord>, StoreError> {
+    Ok(webhook_endpoints::Entity::find()
+        .filter(in_scope(scope))
+        .filter(webhook_endpoints::Column::ExternalId.eq(external_id))
+        .one(db)
+        .await?
+        .map(EndpointRecord::from))
+}
+
+/// The SMSGate-format endpoints of this scope, oldest first, at most `limit`.
+pub async fn list_format(
+    db: &DatabaseConnection,
+    scope: Scope,
+    format: WebhookFormat,
+    limit: u64,
+) -> Result<Vec<EndpointRecord>, StoreError> {
+    Ok(webhook_endpoints::Entity::find()
+        .filter(in_scope(scope))
+        .filter(webhook_endpoints::Column::Format.eq(format.as_str()))
+        .order_by_asc(webhook_endpoints::Column::CreatedAt)
+        .order_by_asc(webhook_endpoints::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(EndpointRecord::from)
+        .collect())
+}
+
 /// What [`seal_signing_keys`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SealReport {
@@ -264,8 +318,9 @@ pub struct SealReport {
     pub opened: u64,
 }
 
-/// Checks every stored signing key against the secrets key `current` and seals the clear ones
-/// (from before encryption at rest), in one transaction. With `rotate_to`, every key is sealed
+/// Checks every stored signing key (the endpoints' and the client-API settings' secrets)
+/// against the secrets key `current` and seals the clear ones (from before encryption at
+/// rest), in one transaction. With `rotate_to`, every key is sealed
 /// again under that key instead (`smsgw secrets rotate`). A value `current` does not open
 /// fails the whole step, naming the endpoint, and changes nothing.
 #[tracing::instrument(skip_all)]
@@ -307,6 +362,8 @@ pub async fn seal_signing_keys(
         active.signing_key = Set(sealed);
         active.update(&txn).await?;
     }
+    // The client-API settings' secrets (docs/compat.md, Settings) go with them.
+    report.opened += super::settings::reseal(&txn, current, rotate_to).await?;
     txn.commit().await?;
     Ok(report)
 }
@@ -315,13 +372,15 @@ pub async fn seal_signing_keys(
 #[derive(Debug, Clone)]
 struct Subscription {
     endpoint_id: Uuid,
-    events: Vec<String>,
+    format: WebhookFormat,
+    /// The smsgw kinds its events fire on (an SMSGate event that never fires adds none).
+    kinds: Vec<EventKind>,
     phone_numbers: Vec<String>,
 }
 
 impl Subscription {
-    fn wants(&self, event: &str, phone: &str) -> bool {
-        self.events.iter().any(|e| e == event)
+    fn wants(&self, kind: EventKind, phone: &str) -> bool {
+        self.kinds.contains(&kind)
             && (self.phone_numbers.is_empty() || self.phone_numbers.iter().any(|n| n == phone))
     }
 }
@@ -354,9 +413,15 @@ impl Subscriptions {
                 workspace_id: endpoint.workspace_id,
                 mode: endpoint.mode,
             };
+            let format = endpoint.format;
             map.entry(scope).or_default().push(Subscription {
                 endpoint_id: endpoint.id,
-                events: endpoint.events.clone(),
+                format,
+                kinds: endpoint
+                    .events
+                    .iter()
+                    .filter_map(|name| format.kind_of(name))
+                    .collect(),
                 phone_numbers: endpoint.phone_numbers.clone(),
             });
         }
@@ -374,7 +439,8 @@ impl Subscriptions {
 
     /// One pending delivery per subscribed endpoint for every change that fires an event:
     /// same workspace and mode, subscribed to the event, and listing the phone's number
-    /// (from_number outbound, to_number inbound) when it lists numbers.
+    /// (from_number outbound, to_number inbound) when it lists numbers. The delivery's `event`
+    /// is the name of the endpoint's format (`message.sent`, `sms:sent`).
     pub fn deliveries_for(&self, changes: &[Change], now_ms: i64) -> Vec<PendingDelivery> {
         let Ok(map) = self.by_scope.read() else {
             return Vec::new();
@@ -399,12 +465,14 @@ impl Subscriptions {
                 Direction::Outbound => &message.from_number,
                 Direction::Inbound => &message.to_number,
             };
-            let event = event.as_str();
             for sub in subs.iter().filter(|s| s.wants(event, phone)) {
+                let Some(name) = sub.format.event_name(event) else {
+                    continue;
+                };
                 out.push(PendingDelivery {
                     id: Uuid::now_v7(),
                     endpoint_id: sub.endpoint_id,
-                    event: event.to_string(),
+                    event: name.to_string(),
                     event_id: Uuid::new_v4(),
                     message_id: message.id,
                     attempts: 0,

@@ -863,3 +863,62 @@ impl WebhookReceiver {
         self.handle.stop(false).await;
     }
 }
+
+/// `Authorization: Bearer <key>` for the SMSGate-compatible client API.
+pub fn bearer(key: &str) -> String {
+    format!("Bearer {key}")
+}
+
+/// `Authorization: Basic base64(login:password)` for the SMSGate-compatible client API.
+pub fn basic(login: &str, password: &str) -> String {
+    use base64::Engine;
+    let pair = format!("{login}:{password}");
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    )
+}
+
+impl TestApp {
+    /// A request to the SMSGate-compatible client API (`/3rdparty/v1` + `path`) with an
+    /// optional `Authorization` header and JSON body; the reply's body is whatever JSON came
+    /// back (`Null` when empty).
+    pub async fn client_api(
+        &self,
+        method: &str,
+        path: &str,
+        authorization: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
+        let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self
+            .client
+            .request(method, format!("{}/3rdparty/v1{}", self.address, path));
+        if let Some(authorization) = authorization {
+            req = req.insert_header(("authorization", authorization));
+        }
+        let mut response = match body {
+            Some(body) => req.send_json(&body).await,
+            None => req.send().await,
+        }
+        .expect("request completes");
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect();
+        let bytes = response.body().limit(16 * 1024 * 1024).await.expect("body");
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
+        };
+        Reply {
+            status,
+            body,
+            headers,
+        }
+    }
+}

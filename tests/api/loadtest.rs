@@ -116,11 +116,14 @@ async fn send_scenario_delivers_every_accepted_message(backend: Backend) {
         "{bound} vs {expected}: {report}"
     );
     assert!(stdout.contains("harness bound"), "{stdout}");
-    // The figure we steer by: the server's CPU per send in units of one bare-route request
-    // (cores × 10⁶ ÷ ceiling µs), from the other reported numbers.
+    // The figure we steer by: the server's CPU per send in units of the CPU the ceiling's own
+    // process spent per bare-route request in the same run, from the other reported numbers.
     let server = assert_number(&report, "/server_cpu_us_per_accepted");
+    let bare = assert_number(&report, "/ceiling_cpu_us_per_request");
+    assert!(bare > 0.0, "{report}");
+    assert!(stdout.contains("cpu per bare request"), "{stdout}");
     let per_send = assert_number(&report, "/server_cpu_per_send_bare");
-    let expected = server / (cores * 1_000_000.0 / ceiling);
+    let expected = server / bare;
     assert!(
         (per_send - expected).abs() <= 0.01 + expected * 0.01,
         "{per_send} vs {expected}: {report}"

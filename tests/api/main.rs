@@ -25,5 +25,7 @@ mod portal_api;
 mod quotas;
 mod retention;
 mod secrets;
+mod thirdparty;
+mod thirdparty_webhooks;
 mod tls;
 mod webhooks;

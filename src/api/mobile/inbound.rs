@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::{MobileError, parse};
 use crate::actors::device_link::{Pending, STORE_WAIT};
 use crate::api::AppState;
+use crate::domain::app_protocol::AppEvent;
 use crate::domain::keys;
 use crate::domain::protocol::PhoneFrame;
 use crate::domain::signing::TIMESTAMP_TOLERANCE_SECS;
@@ -117,7 +118,7 @@ pub async fn receive(
         return Err(refused("X-Signature does not match"));
     }
     let post: PostIn = parse(&body)?;
-    if post.event != "sms:received" {
+    if post.event != AppEvent::SmsReceived.as_str() {
         // Other events the user may have pointed here carry nothing to store.
         return Ok(HttpResponse::Ok().json(serde_json::json!({})));
     }

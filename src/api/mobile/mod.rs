@@ -10,10 +10,12 @@
 
 mod inbound;
 
+use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
-use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError, web};
 use bytes::Bytes;
+use futures_util::future::LocalBoxFuture;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -22,6 +24,7 @@ use crate::actors::device_link::{
     AppMessageId, FetchOrder, KEEPALIVE, KEEPALIVE_FRAME, NotPaired, Pending, STORE_WAIT,
 };
 use crate::clock::format_ms;
+use crate::domain::app_protocol::{AppEvent, AppMessageState};
 use crate::domain::keys;
 use crate::domain::protocol::PhoneFrame;
 use crate::domain::status::MessageStatus;
@@ -113,19 +116,38 @@ impl From<NotPaired> for MobileError {
     }
 }
 
-/// The phone whose device token the request carries as `Bearer`.
-async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<PhoneRecord, MobileError> {
-    let token = req
-        .headers()
+/// The device token the request carries as `Bearer`, if any.
+fn bearer(req: &HttpRequest) -> Option<&str> {
+    req.headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
-        .filter(|t| t.starts_with("dt_"))
-        .ok_or_else(MobileError::unauthorized)?;
-    phones::find_by_token(&state.db, &keys::hash_secret(token))
-        .await?
-        .ok_or_else(MobileError::unauthorized)
+}
+
+/// The phone whose device token the request carries as `Bearer`; every route's first
+/// extractor, so a bad token is 401 whatever else the request holds.
+struct DevicePhone(PhoneRecord);
+
+impl FromRequest for DevicePhone {
+    type Error = MobileError;
+    type Future = LocalBoxFuture<'static, Result<DevicePhone, MobileError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let state = req.app_data::<web::Data<AppState>>().cloned();
+        let token_hash = bearer(req)
+            .filter(|t| t.starts_with("dt_"))
+            .map(keys::hash_secret);
+        Box::pin(async move {
+            let (Some(state), Some(token_hash)) = (state, token_hash) else {
+                return Err(MobileError::unauthorized());
+            };
+            phones::find_by_token(&state.db, &token_hash)
+                .await?
+                .map(DevicePhone)
+                .ok_or_else(MobileError::unauthorized)
+        })
+    }
 }
 
 /// Parses a JSON body (after authentication, so a bad token is 401 whatever the body).
@@ -153,22 +175,14 @@ struct RegisterOut {
 /// Idempotent: the same token registers the same phone again, and stays the token.
 #[tracing::instrument(skip_all)]
 async fn register(
-    state: web::Data<AppState>,
+    DevicePhone(phone): DevicePhone,
     req: HttpRequest,
     body: Bytes,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     if !body.is_empty() {
         let _: RegisterIn = parse(&body)?;
     }
-    let token = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .unwrap_or_default()
-        .to_string();
+    let token = bearer(&req).unwrap_or_default().to_string();
     Ok(HttpResponse::Created().json(RegisterOut {
         id: phone.id,
         token,
@@ -184,11 +198,9 @@ struct UpdateDeviceIn {
 /// `PATCH /device`, sent at every start of the app: 204 for this phone, 403 for another id.
 #[tracing::instrument(skip_all)]
 async fn update_device(
-    state: web::Data<AppState>,
-    req: HttpRequest,
+    DevicePhone(phone): DevicePhone,
     body: Bytes,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     let update: UpdateDeviceIn = parse(&body)?;
     if update.id != phone.id {
         return Err(MobileError::new(
@@ -219,10 +231,9 @@ struct DeviceInfoOut {
 /// `GET /device`: the caller's address as seen here, and the phone.
 #[tracing::instrument(skip_all)]
 async fn get_device(
-    state: web::Data<AppState>,
+    DevicePhone(phone): DevicePhone,
     req: HttpRequest,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     let seen = phone.last_seen_at.unwrap_or(phone.created_at);
     Ok(HttpResponse::Ok().json(DeviceInfoOut {
         external_ip: req
@@ -246,8 +257,10 @@ async fn get_device(
 /// phone (and once at open when some wait), `MessageCancelled` when a queued one is withdrawn,
 /// a `:keepalive` comment after [`KEEPALIVE`] of silence.
 #[tracing::instrument(skip_all)]
-async fn events(state: web::Data<AppState>, req: HttpRequest) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
+async fn events(
+    DevicePhone(phone): DevicePhone,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, MobileError> {
     let rx = state.device_links.of(phone.id).open_stream().await?;
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         let frame = match tokio::time::timeout(KEEPALIVE, rx.recv()).await {
@@ -297,11 +310,10 @@ struct MobileMessageOut {
 /// allowed) and not yet reported on, at most 100.
 #[tracing::instrument(skip_all)]
 async fn fetch(
+    DevicePhone(phone): DevicePhone,
     state: web::Data<AppState>,
-    req: HttpRequest,
     query: web::Query<FetchQuery>,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     let order = match query.order.as_deref() {
         None | Some("") | Some("fifo") => FetchOrder::Fifo,
         Some("lifo") => FetchOrder::Lifo,
@@ -328,13 +340,17 @@ async fn fetch(
                 text: handout.content,
             },
             phone_numbers: [handout.to],
-            sim_number: None,
-            with_delivery_report: true,
+            // The client API's options (docs/compat.md, Messages); `/v1` messages have none.
+            sim_number: message.client.as_ref().and_then(|c| c.sim_number),
+            with_delivery_report: message
+                .client
+                .as_ref()
+                .is_none_or(|c| c.with_delivery_report),
             is_encrypted: false,
-            priority: 0,
+            priority: message.client.as_ref().map_or(0, |c| c.priority),
             valid_until: format_ms(message.expires_at),
             created_at: format_ms(message.created_at),
-            state: "Pending",
+            state: AppMessageState::Pending.as_str(),
         });
     }
     Ok(HttpResponse::Ok().json(out))
@@ -364,11 +380,10 @@ const MAX_REPORTS: usize = 100;
 /// since, or a report that would move a message backwards changes nothing.
 #[tracing::instrument(skip_all)]
 async fn report(
+    DevicePhone(phone): DevicePhone,
     state: web::Data<AppState>,
-    req: HttpRequest,
     body: Bytes,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     let items: Vec<ReportIn> = parse(&body)?;
     if items.len() > MAX_REPORTS {
         return Err(MobileError::bad_request(format!(
@@ -382,16 +397,16 @@ async fn report(
             continue;
         };
         let message_id = app_id.message_id;
-        let frame = match item.state.as_str() {
-            "Sent" => Some(PhoneFrame::Sent {
+        let frame = match item.state.parse::<AppMessageState>() {
+            Ok(AppMessageState::Sent) => Some(PhoneFrame::Sent {
                 message_id,
                 reference: None,
             }),
-            "Delivered" => Some(PhoneFrame::Delivered {
+            Ok(AppMessageState::Delivered) => Some(PhoneFrame::Delivered {
                 message_id,
                 reference: None,
             }),
-            "Failed" => Some(PhoneFrame::Failed {
+            Ok(AppMessageState::Failed) => Some(PhoneFrame::Failed {
                 message_id,
                 error: item
                     .recipients
@@ -453,10 +468,9 @@ async fn is_current_send(
 /// `gateway` section (it would reset the app's server address).
 #[tracing::instrument(skip_all)]
 async fn settings(
+    DevicePhone(phone): DevicePhone,
     state: web::Data<AppState>,
-    req: HttpRequest,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     let secrets = inbound::PhoneSecrets::of(&state, phone.id).await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "webhooks": { "signing_key": secrets.signing_key }
@@ -476,10 +490,10 @@ struct WebhookOut {
 /// this phone (the only event the app posts that smsgw consumes).
 #[tracing::instrument(skip_all)]
 async fn webhooks(
+    DevicePhone(phone): DevicePhone,
     state: web::Data<AppState>,
     req: HttpRequest,
 ) -> Result<HttpResponse, MobileError> {
-    let phone = authenticate(&state, &req).await?;
     let secrets = inbound::PhoneSecrets::of(&state, phone.id).await?;
     // `server.public_url` when set; otherwise the address the phone itself reached us at.
     let base = match &state.settings.server.public_url {
@@ -495,7 +509,7 @@ async fn webhooks(
             "{base}{}/inbound/{}/{}",
             MOUNTS[0], phone.id, secrets.path_secret
         ),
-        event: "sms:received",
+        event: AppEvent::SmsReceived.as_str(),
         device_id: phone.id,
     }]))
 }

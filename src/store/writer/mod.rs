@@ -59,6 +59,8 @@ pub struct NewMessage {
     pub inbound_ref: Option<String>,
     pub scheduled_for: Option<i64>,
     pub expires_at: i64,
+    /// Set for messages of the client API (docs/compat.md, Messages).
+    pub client: Option<crate::store::messages::ClientOptions>,
 }
 
 /// The text of a message as it is stored: the content and its measure.
@@ -118,6 +120,7 @@ impl NewMessage {
             inbound_ref: None,
             scheduled_for: None,
             expires_at,
+            client: None,
         }
     }
 
@@ -174,6 +177,11 @@ impl NewMessage {
             scheduled_for,
             ..self
         }
+    }
+
+    /// What the client API keeps of its request.
+    pub fn with_client(self, client: Option<crate::store::messages::ClientOptions>) -> NewMessage {
+        NewMessage { client, ..self }
     }
 
     /// The phone's reference of an inbound message, which makes a repeat recognisable.

@@ -37,6 +37,7 @@ pub(super) fn to_message(new: &NewMessage, scope: Scope, now: i64) -> Message {
         failed_at: None,
         failure_reason: None,
         send_attempts: u32::from(new.status == MessageStatus::Sending),
+        client: new.client.clone(),
     }
 }
 
@@ -69,6 +70,16 @@ pub(super) fn to_row(message: &Message, new: &NewMessage) -> messages::ActiveMod
         failure_reason: Set(None),
         send_attempts: Set(i32::try_from(message.send_attempts).unwrap_or(i32::MAX)),
         content_removed_at: Set(None),
+        group_id: Set(message.client.as_ref().map(|c| c.group_id.clone())),
+        sim_number: Set(message
+            .client
+            .as_ref()
+            .and_then(|c| c.sim_number.map(i16::from))),
+        sms_priority: Set(message.client.as_ref().map(|c| i16::from(c.priority))),
+        with_delivery_report: Set(message
+            .client
+            .as_ref()
+            .is_none_or(|c| c.with_delivery_report)),
     }
 }
 

@@ -1,0 +1,110 @@
+//! Cursor-paged lists (docs/api.md, Pagination): a list handler reads one page of rows for a
+//! [`PageRequest`] with [`Page::read`], maps the rows to its response items, and answers with
+//! the resource's page struct, declared by [`page_out!`].
+
+use std::future::Future;
+
+use crate::error::ApiError;
+use crate::store::StoreError;
+use crate::store::messages::Position;
+
+use super::{PageRequest, encode_cursor};
+
+/// A stored row a cursor can point after: its `(created_at, id)`.
+pub trait Positioned {
+    fn position(&self) -> Position;
+}
+
+/// Rows listed newest first by their `(created_at, id)`.
+macro_rules! positioned_by_creation {
+    ($($row:ty),* $(,)?) => {
+        $(impl Positioned for $row {
+            fn position(&self) -> Position {
+                Position {
+                    created_at: self.created_at,
+                    id: self.id,
+                }
+            }
+        })*
+    };
+}
+
+positioned_by_creation!(
+    crate::store::messages::Message,
+    crate::store::phones::PhoneRecord,
+    crate::store::workspaces::KeyRecord,
+    crate::store::contacts::Contact,
+    crate::store::webhooks::EndpointRecord,
+    crate::store::campaigns::Campaign,
+    crate::store::ai::Draft,
+);
+
+/// One page of a list: the items, whether more follow, and the cursor after the last item
+/// (null when nothing follows).
+#[derive(Debug)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+
+impl<R: Positioned> Page<R> {
+    /// Reads the page `request` asks for with `read` (a store list returning the rows and
+    /// whether more follow).
+    pub async fn read<F>(
+        request: PageRequest,
+        read: impl FnOnce(Option<Position>, u64) -> F,
+    ) -> Result<Page<R>, ApiError>
+    where
+        F: Future<Output = Result<(Vec<R>, bool), StoreError>>,
+    {
+        let (rows, has_more) = read(request.after, request.limit).await?;
+        let next_cursor = if has_more {
+            rows.last().map(|row| encode_cursor(row.position()))
+        } else {
+            None
+        };
+        Ok(Page {
+            items: rows,
+            has_more,
+            next_cursor,
+        })
+    }
+}
+
+impl<T> Page<T> {
+    /// The same page with each item mapped (a row to its response item).
+    pub fn map<'a, O>(&'a self, out: impl FnMut(&'a T) -> O) -> Page<O> {
+        Page {
+            items: self.items.iter().map(out).collect(),
+            has_more: self.has_more,
+            next_cursor: self.next_cursor.clone(),
+        }
+    }
+}
+
+/// Declares a list's response `data`: `{<key>: [item…], has_more, next_cursor}`, built from a
+/// [`Page`] of its items.
+macro_rules! page_out {
+    ($(#[$doc:meta])* $name:ident $(<$lt:lifetime>)?, $key:ident: $item:ty) => {
+        $(#[$doc])*
+        #[derive(serde::Serialize, utoipa::ToSchema)]
+        pub struct $name $(<$lt>)? {
+            pub $key: Vec<$item>,
+            pub has_more: bool,
+            /// Pass as `cursor` for the next page; null when `has_more` is false.
+            pub next_cursor: Option<String>,
+        }
+
+        impl $(<$lt>)? From<$crate::api::page::Page<$item>> for $name $(<$lt>)? {
+            fn from(page: $crate::api::page::Page<$item>) -> Self {
+                $name {
+                    $key: page.items,
+                    has_more: page.has_more,
+                    next_cursor: page.next_cursor,
+                }
+            }
+        }
+    };
+}
+pub(crate) use page_out;
