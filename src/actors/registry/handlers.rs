@@ -116,24 +116,30 @@ impl Registry {
 }
 
 impl Handler<ConnectIfIdle> for Registry {
-    type Result = Result<Addr<Phone>, NotAttached>;
+    type Result = ResponseActFuture<Self, Result<Addr<Phone>, NotAttached>>;
 
-    fn handle(&mut self, msg: ConnectIfIdle, _: &mut Self::Context) -> Self::Result {
-        let addr = self
-            .phone_addr(msg.phone_id)
-            .ok_or(NotAttached::NotPaired)?;
-        let now = self.deps.clock.now_ms();
-        let entry = self
+    fn handle(&mut self, msg: ConnectIfIdle, ctx: &mut Self::Context) -> Self::Result {
+        if self
             .phones
-            .get_mut(&msg.phone_id)
-            .ok_or(NotAttached::NotPaired)?;
-        if entry.session.is_some() {
-            return Err(NotAttached::Busy(addr));
+            .get(&msg.phone_id)
+            .is_some_and(|entry| entry.session.is_some())
+        {
+            let busy = self
+                .phone_addr(msg.phone_id)
+                .map_or(Err(NotAttached::NotPaired), |addr| {
+                    Err(NotAttached::Busy(addr))
+                });
+            return Box::pin(actix::fut::ready(busy));
         }
-        entry.session = Some(msg.link.session_id);
-        entry.last_seen_at = Some(now);
-        addr.do_send(phone::Attach { link: msg.link });
-        Ok(addr)
+        // No transport is current: connect as a new one would.
+        let connected = Connected {
+            phone_id: msg.phone_id,
+            link: msg.link,
+        };
+        Box::pin(
+            <Self as Handler<Connected>>::handle(self, connected, ctx)
+                .map(|phone, _, _| phone.ok_or(NotAttached::NotPaired)),
+        )
     }
 }
 
