@@ -333,19 +333,7 @@ pub async fn count_by_status(
 /// Outbound messages not yet handed over for good (queued or sending), oldest first: the
 /// queues rebuilt at start-up. Messages left `sending` by a stopped server are re-sent.
 pub async fn unfinished_outbound(db: &DatabaseConnection) -> Result<Vec<Message>, StoreError> {
-    Ok(messages::Entity::find()
-        .filter(messages::Column::Status.is_in([
-            MessageStatus::Queued.as_str(),
-            MessageStatus::Sending.as_str(),
-        ]))
-        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
-        .order_by_asc(messages::Column::CreatedAt)
-        .order_by_asc(messages::Column::Id)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect())
+    unfinished(db, None).await
 }
 
 /// The outbound messages of one phone still `queued` or `sending`, oldest first: what a node
@@ -354,8 +342,19 @@ pub async fn unfinished_of_phone(
     db: &DatabaseConnection,
     device: Uuid,
 ) -> Result<Vec<Message>, StoreError> {
-    Ok(messages::Entity::find()
-        .filter(messages::Column::DeviceId.eq(device))
+    unfinished(db, Some(device)).await
+}
+
+/// Outbound messages `queued` or `sending` (of one phone, or all), oldest first.
+async fn unfinished(
+    db: &DatabaseConnection,
+    device: Option<Uuid>,
+) -> Result<Vec<Message>, StoreError> {
+    let mut query = messages::Entity::find();
+    if let Some(device) = device {
+        query = query.filter(messages::Column::DeviceId.eq(device));
+    }
+    Ok(query
         .filter(messages::Column::Status.is_in([
             MessageStatus::Queued.as_str(),
             MessageStatus::Sending.as_str(),
