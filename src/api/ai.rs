@@ -1,6 +1,7 @@
 //! AI reply drafts API (docs/api.md, AI reply drafts): the settings of the key's workspace and
 //! mode, and the drafts (list, read, send, discard). Drafts are made by `actors::ai`.
 
+use crate::api::page::PageParams;
 use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
@@ -260,8 +261,7 @@ async fn put_settings(
     path = "/v1/ai/drafts",
     tag = "ai",
     params(
-        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        PageParams,
         ("status" = Option<String>, Query, description = "`pending`, `sent` or `discarded`"),
     ),
     responses((status = 200, description = "A page of drafts.", body = DraftPageEnvelope))

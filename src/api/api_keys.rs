@@ -2,6 +2,7 @@
 //! (in force at once in this process, and in every other within the key generation check;
 //! docs/api.md, "API keys").
 
+use crate::api::page::PageParams;
 use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
@@ -86,8 +87,7 @@ pub fn key_out(key: &KeyRecord) -> ApiKeyOut<'_> {
     path = "/v1/keys",
     tag = "keys",
     params(
-        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        PageParams,
     ),
     responses((status = 200, description = "A page of API keys, newest first.", body = ApiKeyPageEnvelope))
 )]

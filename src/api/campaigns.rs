@@ -6,6 +6,7 @@
 //! (atomic, and counted against the new-workspace limit when launched). Sending is the
 //! campaign actor's job (`actors::campaign`).
 
+use crate::api::page::PageParams;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use actix_web::http::StatusCode;
@@ -795,8 +796,7 @@ async fn get(
     path = "/v1/campaigns",
     tag = "campaigns",
     params(
-        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        PageParams,
         ("status" = Option<String>, Query, description = "only campaigns in this status"),
     ),
     responses((status = 200, description = "A page of campaigns.", body = CampaignPageEnvelope))
@@ -835,8 +835,7 @@ async fn list(
     tag = "campaigns",
     params(
         ("id" = Uuid, Path, description = "campaign id"),
-        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        PageParams,
     ),
     responses((status = 200, description = "A page of recipients.", body = CampaignRecipientPageEnvelope))
 )]

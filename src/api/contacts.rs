@@ -1,6 +1,7 @@
 //! Contacts API (docs/api.md, Contacts): create, get, update, delete, list with `tag` / `opted_out`
 //! filters, and bulk import upserting up to 10,000 contacts by phone number.
 
+use crate::api::page::PageParams;
 use std::collections::{BTreeMap, HashMap};
 
 use actix_web::http::StatusCode;
@@ -474,8 +475,7 @@ async fn delete(
         ("tag" = Option<String>, Query, description = "only contacts with this tag"),
         ("opted_out" = Option<bool>, Query, description = "true or false"),
         ("q" = Option<String>, Query, description = "words each found in the first or last name, email or number (case-insensitive), up to 64 characters"),
-        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        PageParams,
     ),
     responses((status = 200, description = "A page of contacts.", body = ContactPageEnvelope))
 )]

@@ -1,6 +1,7 @@
 //! Conversations API: messages grouped by the number on the other side, with the contact's
 //! name and the AI drafts answering inbound messages (docs/api.md, "Conversations").
 
+use crate::api::page::PageParams;
 use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
@@ -189,8 +190,7 @@ fn matches(q: &str, number: &str, contact: Option<&ContactName>) -> bool {
     path = "/v1/conversations",
     tag = "conversations",
     params(
-        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        PageParams,
         ("q" = Option<String>, Query, description = "Part of a number or a contact's name, up to 64 characters"),
     ),
     responses((status = 200, description = "A page of conversations.", body = ConversationPageEnvelope))

@@ -1,5 +1,6 @@
 //! Messages API: send, bulk send, get with timeline, list, batch status, cancel.
 
+use crate::api::page::PageParams;
 use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
@@ -507,8 +508,7 @@ async fn batch_status(
     path = "/v1/messages",
     tag = "messages",
     params(
-        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        PageParams,
         ("direction" = Option<String>, Query, description = "`inbound` or `outbound`"),
         ("status" = Option<String>, Query, description = "a message status"),
         ("phone_number" = Option<String>, Query, description = "messages from or to this E.164 number"),

@@ -10,6 +10,18 @@ use crate::store::messages::Position;
 
 use super::{PageRequest, encode_cursor};
 
+/// The query parameters every cursor-paged list takes, documented once (`params(PageParams)`
+/// in a list's `#[utoipa::path]`); [`PageRequest::parse`] reads them.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // documentation only: the handlers parse the query with `PageRequest`
+pub struct PageParams {
+    /// 1–100, default 25
+    limit: Option<u32>,
+    /// `next_cursor` of the previous page
+    cursor: Option<String>,
+}
+
 /// A stored row a cursor can point after: its `(created_at, id)`.
 pub trait Positioned {
     fn position(&self) -> Position;

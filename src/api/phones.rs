@@ -1,5 +1,6 @@
 //! Phones API: pairing, listing with live state, pace overrides, unpairing, token rotation.
 
+use crate::api::page::PageParams;
 use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
@@ -249,8 +250,7 @@ async fn create_phone(
     path = "/v1/phones",
     tag = "phones",
     params(
-        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        PageParams,
     ),
     responses((status = 200, description = "A page of phones.", body = PhonePageEnvelope))
 )]

@@ -1,6 +1,7 @@
 //! Webhooks API (docs/api.md, Webhooks): endpoints (create with a signing key shown once, list,
 //! get, update, delete, rotate-key), the per-endpoint deliveries log, and manual retry.
 
+use crate::api::page::PageParams;
 use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
@@ -447,8 +448,7 @@ async fn create_endpoint(
     path = "/v1/webhooks",
     tag = "webhooks",
     params(
-        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        PageParams,
     ),
     responses((status = 200, description = "A page of webhook endpoints.", body = WebhookPageEnvelope))
 )]
@@ -624,8 +624,7 @@ async fn rotate_key(
     tag = "webhooks",
     params(
         ("id" = Uuid, Path, description = "webhook endpoint id"),
-        ("limit" = Option<u32>, Query, description = "1–100, default 25"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        PageParams,
     ),
     responses((status = 200, description = "A page of attempts.", body = DeliveryPageEnvelope))
 )]
