@@ -133,7 +133,7 @@ async fn phone_holder(app: &TestApp, phone_id: &str) -> Option<Uuid> {
 }
 
 /// Polls until `check` holds, or panics naming `what` after `within`.
-async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
+pub(crate) async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,

@@ -11,6 +11,7 @@ mod auth;
 mod campaigns;
 mod cluster;
 mod cluster_failover;
+mod cluster_fencing;
 mod contacts;
 mod hardening;
 mod inbound;
