@@ -569,6 +569,8 @@ fn base_report(run: &Run<'_>, phones: usize) -> Report {
         nodes: None,
         takeover_ms: None,
         webhook_after_kill_ms: None,
+        webhook_redeliveries: None,
+        webhook_in_flight_at_kill: None,
         machine: Machine::detect(),
         notes: Vec::new(),
     }
