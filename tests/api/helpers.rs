@@ -39,8 +39,54 @@ pub fn postgres_enabled() -> bool {
 /// Runs a test body on an actix System the way the server binary does (see
 /// [`smsgw::startup::block_on_system`]): actors still querying when the test ends are dropped
 /// without a panic.
+/// The PostgreSQL test databases this test created are dropped when it ends, passed or
+/// failed, once its System and the servers on it are gone.
 pub fn run<F: std::future::Future>(test: F) -> F::Output {
+    let _drop_databases = DropTestDatabases;
     smsgw::startup::block_on_system(test).expect("test runtime starts")
+}
+
+thread_local! {
+    /// The PostgreSQL databases [`fresh_database`] created on this thread (a test's thread):
+    /// the administrative URL and the name of each.
+    static CREATED_DATABASES: std::cell::RefCell<Vec<(String, String)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Drops this thread's test databases when dropped (in [`run`], after the test's System has
+/// stopped, so no server of the test still uses them).
+struct DropTestDatabases;
+
+impl Drop for DropTestDatabases {
+    fn drop(&mut self) {
+        let created = CREATED_DATABASES.with_borrow_mut(std::mem::take);
+        if created.is_empty() {
+            return;
+        }
+        // A thread of its own with its own runtime: this may run while a panic unwinds out of
+        // the test's runtime. FORCE ends connections a child process or writer thread kept.
+        let dropping = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime for dropping test databases");
+            runtime.block_on(async {
+                for (admin_url, name) in created {
+                    let Ok(admin) = Database::connect(&admin_url).await else {
+                        continue;
+                    };
+                    if let Err(e) = admin
+                        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .await
+                    {
+                        eprintln!("test database {name} not dropped: {e}");
+                    }
+                    let _ = admin.close().await;
+                }
+            });
+        });
+        let _ = dropping.join();
+    }
 }
 
 /// Generates, for each async fn taking a [`Backend`], a module with a SQLite test and a
@@ -154,12 +200,18 @@ pub async fn fresh_database(backend: Backend) -> (String, Option<tempfile::TempD
                 .await
                 .expect("connect to PostgreSQL");
             let now = chrono::Utc::now().timestamp();
-            drop_stale_databases(&admin, now).await;
+            static LEFTOVERS_DROPPED: std::sync::atomic::AtomicBool =
+                std::sync::atomic::AtomicBool::new(false);
+            if !LEFTOVERS_DROPPED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                drop_stale_databases(&admin, now).await;
+            }
             let name = format!("smsgw_t_{now}_{}", Uuid::new_v4().simple());
             admin
                 .execute_unprepared(&format!("CREATE DATABASE {name}"))
                 .await
                 .expect("create test database");
+            CREATED_DATABASES.with_borrow_mut(|created| created.push((base.clone(), name.clone())));
+            let _ = admin.close().await;
             let url = match base.rsplit_once('/') {
                 Some((prefix, _)) => format!("{prefix}/{name}"),
                 None => panic!("SMSGW_TEST_DATABASE_URL must end with /database"),
@@ -169,7 +221,8 @@ pub async fn fresh_database(backend: Backend) -> (String, Option<tempfile::TempD
     }
 }
 
-/// Test databases older than two hours belong to finished runs: drop them.
+/// Test databases older than an hour belong to runs that ended without dropping them (killed,
+/// or from before tests dropped their own): the first test of a run drops them.
 async fn drop_stale_databases(admin: &sea_orm::DatabaseConnection, now: i64) {
     let rows = admin
         .query_all_raw(sea_orm::Statement::from_string(
@@ -187,9 +240,9 @@ async fn drop_stale_databases(admin: &sea_orm::DatabaseConnection, now: i64) {
             .nth(2)
             .and_then(|t| t.parse().ok())
             .unwrap_or(now);
-        if now - created > 7200 {
+        if now - created > 3600 {
             let _ = admin
-                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name}"))
+                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                 .await;
         }
     }
