@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::domain::protocol::{PhoneFrame, ServerFrame};
+use crate::domain::status::MessageStatus;
 
 pub mod smsgate;
 
@@ -102,7 +103,7 @@ pub enum SimEvent {
     },
     Reported {
         message_id: Uuid,
-        status: &'static str,
+        status: MessageStatus,
     },
     Acked {
         reference: String,
@@ -286,7 +287,7 @@ pub async fn run_phone(
                 Some(report) = timer_rx.recv() => {
                     if let PhoneFrame::Delivered { message_id, .. } = &report {
                         memory.outcome.insert(*message_id, report.clone());
-                        emit(SimEvent::Reported { message_id: *message_id, status: "delivered" });
+                        emit(SimEvent::Reported { message_id: *message_id, status: MessageStatus::Delivered });
                     }
                     let tagged = memory.tag(report);
                     alive = send(&mut framed, &tagged).await;
@@ -362,7 +363,7 @@ async fn handle_frame(
             let report = if fails {
                 emit(SimEvent::Reported {
                     message_id,
-                    status: "failed",
+                    status: MessageStatus::Failed,
                 });
                 PhoneFrame::Failed {
                     message_id,
@@ -372,7 +373,7 @@ async fn handle_frame(
             } else {
                 emit(SimEvent::Reported {
                     message_id,
-                    status: "sent",
+                    status: MessageStatus::Sent,
                 });
                 let sent = PhoneFrame::Sent {
                     message_id,
@@ -488,7 +489,7 @@ fn describe(event: &SimEvent, counts: &std::cell::Cell<(u64, u64)>) -> String {
                 repeats + 1
             )
         }
-        SimEvent::Reported { message_id, status } => format!("{status} {message_id}"),
+        SimEvent::Reported { message_id, status } => format!("{} {message_id}", status.as_str()),
         SimEvent::Acked { reference } => format!("ack {reference}"),
         SimEvent::Forwarded { reference } => format!("received {reference}"),
         SimEvent::ServerError { code, message } => format!("server error {code}: {message}"),

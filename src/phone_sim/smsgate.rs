@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::domain::app_protocol::{AppEvent, AppMessageState};
+use crate::domain::status::MessageStatus;
 
 use super::{FIRST_BACKOFF, MAX_BACKOFF, SimCommand, SimError, SimEvent, SimOptions, next_server};
 use crate::actors::device_link::AppMessageId;
@@ -45,11 +46,11 @@ impl State {
         .as_str()
     }
 
-    fn event(self) -> &'static str {
+    fn event(self) -> MessageStatus {
         match self {
-            State::Sent => "sent",
-            State::Delivered => "delivered",
-            State::Failed => "failed",
+            State::Sent => MessageStatus::Sent,
+            State::Delivered => MessageStatus::Delivered,
+            State::Failed => MessageStatus::Failed,
         }
     }
 }
@@ -147,7 +148,7 @@ pub async fn run_phone(
                         outcome.insert(app_id.clone(), State::Delivered);
                         app.report(&app_id, State::Delivered).await;
                         if let Some(id) = AppMessageId::parse(&app_id) {
-                            emit(SimEvent::Reported { message_id: id.message_id, status: "delivered" });
+                            emit(SimEvent::Reported { message_id: id.message_id, status: MessageStatus::Delivered });
                         }
                     }
                 }
