@@ -368,7 +368,9 @@ pub(super) async fn campaign(mut run: Run<'_>) -> Result<Report, LoadError> {
     notes.push(format!(
         "campaign {campaign_id}: {total} recipients; accepted = recipients handed to the phone; api latency = the create request"
     ));
-    let delivered = outcome["counts"][RecipientStatus::Delivered.as_str()].as_u64().unwrap_or(0);
+    let delivered = outcome["counts"][RecipientStatus::Delivered.as_str()]
+        .as_u64()
+        .unwrap_or(0);
     notes.push(format!(
         "campaign status {} with {delivered} of {total} delivered (started {}, finished {})",
         outcome["status"].as_str().unwrap_or("unknown"),

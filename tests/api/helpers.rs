@@ -72,7 +72,10 @@ impl Drop for DropTestDatabases {
                 .expect("runtime for dropping test databases");
             runtime.block_on(async {
                 for (admin_url, name) in created {
-                    let Ok(admin) = Database::connect(&admin_url).await else {
+                    // Quiet: a forced drop is often over sqlx's slow-statement threshold.
+                    let mut options = sea_orm::ConnectOptions::new(admin_url);
+                    options.sqlx_logging(false);
+                    let Ok(admin) = Database::connect(options).await else {
                         continue;
                     };
                     if let Err(e) = admin
@@ -406,12 +409,25 @@ impl TestApp {
         key: Option<&str>,
         body: Option<Value>,
     ) -> Reply {
+        let header = key.map(|key| ("x-api-key", key));
+        self.json_request(method, path, header, body).await
+    }
+
+    /// Sends `method` to `path` (below the address) with one optional header and an optional
+    /// JSON body; the reply's body is whatever JSON came back (`Null` when empty).
+    async fn json_request(
+        &self,
+        method: &str,
+        path: &str,
+        header: Option<(&str, &str)>,
+        body: Option<Value>,
+    ) -> Reply {
         let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
         let mut req = self
             .client
             .request(method, format!("{}{}", self.address, path));
-        if let Some(key) = key {
-            req = req.insert_header(("x-api-key", key));
+        if let Some(header) = header {
+            req = req.insert_header(header);
         }
         let mut response = match body {
             Some(body) => req.send_json(&body).await,
@@ -501,6 +517,22 @@ impl TestApp {
             json!({ "from_number": SENDER, "to_number": to, "content": content }),
         )
         .await
+    }
+
+    /// Sends `content` from [`SENDER`] to [`RECIPIENT`] with the live key (so a paired phone
+    /// must send it); returns the accepted message's id.
+    pub async fn send_live(&self, content: &str) -> String {
+        self.post(
+            "/v1/messages/send",
+            &self.live_key,
+            send_body(SENDER, RECIPIENT, content),
+        )
+        .await
+        .expect(202)
+        .data()["id"]
+            .as_str()
+            .expect("an accepted send has an id")
+            .to_string()
     }
 
     /// Polls a message until `check` holds, or panics after `within`.
@@ -705,6 +737,21 @@ impl FakePhone {
         self.next_frame().await
     }
 
+    /// Reports a sent, delivered or failed frame and asserts the server acks its reference.
+    pub async fn report_acked(&mut self, frame: PhoneFrame) {
+        let reference = match &frame {
+            PhoneFrame::Sent { reference, .. }
+            | PhoneFrame::Delivered { reference, .. }
+            | PhoneFrame::Failed { reference, .. } => reference.clone(),
+            other => panic!("not a status report: {other:?}"),
+        };
+        let reference = reference.expect("a report with a reference to ack");
+        assert_eq!(
+            self.report(frame).await,
+            Some(ServerFrame::Ack { reference })
+        );
+    }
+
     /// Sends a frame as a fragmented WebSocket message of `parts` frames.
     /// Forwards an SMS the phone received and waits for the server's ack (sent once the
     /// message is stored).
@@ -773,6 +820,16 @@ impl FakePhone {
 }
 
 /// A JSON body helper.
+/// The `type` of each entry of a message's timeline (`events`), oldest first.
+pub fn timeline(message: &Value) -> Vec<&str> {
+    message["events"]
+        .as_array()
+        .expect("a message has its timeline")
+        .iter()
+        .map(|e| e["type"].as_str().expect("a timeline entry has a type"))
+        .collect()
+}
+
 pub fn send_body(from: &str, to: &str, content: &str) -> Value {
     json!({ "from_number": from, "to_number": to, "content": content })
 }
@@ -943,35 +1000,8 @@ impl TestApp {
         authorization: Option<&str>,
         body: Option<Value>,
     ) -> Reply {
-        let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
-        let mut req = self
-            .client
-            .request(method, format!("{}/3rdparty/v1{}", self.address, path));
-        if let Some(authorization) = authorization {
-            req = req.insert_header(("authorization", authorization));
-        }
-        let mut response = match body {
-            Some(body) => req.send_json(&body).await,
-            None => req.send().await,
-        }
-        .expect("request completes");
-        let status = response.status().as_u16();
-        let headers = response
-            .headers()
-            .iter()
-            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
-            .collect();
-        let bytes = response.body().limit(16 * 1024 * 1024).await.expect("body");
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
-        };
-        Reply {
-            status,
-            body,
-            headers,
-        }
+        let header = authorization.map(|value| ("authorization", value));
+        self.json_request(method, &format!("/3rdparty/v1{path}"), header, body)
+            .await
     }
 }

@@ -7,7 +7,9 @@ use futures_util::future::join_all;
 use serde_json::{Value, json};
 
 use crate::backend_tests;
-use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with};
+use crate::helpers::{
+    Backend, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with, timeline,
+};
 
 async fn send_content(app: &TestApp, content: &str) -> crate::helpers::Reply {
     app.post(
@@ -40,12 +42,7 @@ async fn test_send_is_delivered_with_full_timeline(backend: Backend) {
     );
     let id = data["id"].as_str().unwrap();
     let message = app.wait_for_status(&app.test_key, id, "delivered").await;
-    let kinds: Vec<&str> = message["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
+    let kinds = timeline(&message);
     assert_eq!(kinds, ["queued", "sending", "sent", "delivered"]);
     assert!(message["sent_at"].is_string());
     assert!(message["delivered_at"].is_string());
@@ -81,12 +78,7 @@ async fn magic_recipients_fail_or_never_deliver(backend: Backend) {
             .unwrap()
             .contains("simulated")
     );
-    let kinds: Vec<&str> = failed["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
+    let kinds = timeline(&failed);
     assert_eq!(
         kinds,
         [
