@@ -744,11 +744,10 @@ async fn opt_out_keywords_and_stop_ai_get_no_draft(backend: Backend) {
         )
         .await
         .expect(201);
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/contacts/{}", id_of(contact.data())),
-        Some(&app.test_key),
-        Some(json!({ "ai_replies": false })),
+        &app.test_key,
+        json!({ "ai_replies": false }),
     )
     .await
     .expect(200);
@@ -1528,9 +1527,7 @@ async fn drafts_of_a_contact_opted_out_by_hand_cannot_be_sent(backend: Backend) 
     let patch = |body: Value| {
         let (app, path) = (&app, contact_path.clone());
         async move {
-            app.request("PATCH", &path, Some(&app.test_key), Some(body))
-                .await
-                .expect(200);
+            app.patch(&path, &app.test_key, body).await.expect(200);
         }
     };
 

@@ -509,6 +509,14 @@ impl TestApp {
         self.request("POST", path, Some(key), Some(body)).await
     }
 
+    pub async fn patch(&self, path: &str, key: &str, body: Value) -> Reply {
+        self.request("PATCH", path, Some(key), Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str, key: &str) -> Reply {
+        self.request("DELETE", path, Some(key), None).await
+    }
+
     /// A test-mode send from a fixed number.
     pub async fn send_test(&self, to: &str, content: &str) -> Reply {
         self.post(

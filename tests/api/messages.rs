@@ -250,11 +250,10 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
         .await
         .expect(201);
     let contact_id = contact.data()["id"].as_str().unwrap().to_string();
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/contacts/{contact_id}"),
-        Some(&app.test_key),
-        Some(json!({ "opted_out": true })),
+        &app.test_key,
+        json!({ "opted_out": true }),
     )
     .await
     .expect(200);
@@ -296,11 +295,10 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
     )
     .await
     .expect(201);
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/contacts/{contact_id}"),
-        Some(&app.test_key),
-        Some(json!({ "opted_out": false })),
+        &app.test_key,
+        json!({ "opted_out": false }),
     )
     .await
     .expect(200);
@@ -658,33 +656,18 @@ async fn scheduled_messages_are_held_and_can_be_canceled(backend: Backend) {
         .expect(202);
     let id2 = reply.data()["id"].as_str().unwrap().to_string();
     let canceled = app
-        .request(
-            "DELETE",
-            &format!("/v1/messages/{id2}"),
-            Some(&app.test_key),
-            None,
-        )
+        .delete(&format!("/v1/messages/{id2}"), &app.test_key)
         .await
         .expect(200);
     assert_eq!(canceled.data()["status"], "canceled");
     let again = app
-        .request(
-            "DELETE",
-            &format!("/v1/messages/{id}"),
-            Some(&app.test_key),
-            None,
-        )
+        .delete(&format!("/v1/messages/{id}"), &app.test_key)
         .await
         .expect_error(409, "invalid_state");
     assert_eq!(again.data()["status"], "delivered");
-    app.request(
-        "DELETE",
-        &format!("/v1/messages/{id}"),
-        Some(&app.live_key),
-        None,
-    )
-    .await
-    .expect_error(404, "not_found");
+    app.delete(&format!("/v1/messages/{id}"), &app.live_key)
+        .await
+        .expect_error(404, "not_found");
     let bad = app
         .post(
             "/v1/messages/send",

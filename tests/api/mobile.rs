@@ -422,14 +422,9 @@ async fn pace_holds_and_cancel_is_announced(backend: Backend) {
         assert_eq!(status_of(&app, id).await, "queued");
     }
     // Cancelling a queued message tells the phone.
-    app.request(
-        "DELETE",
-        &format!("/v1/messages/{}", ids[3]),
-        Some(&app.live_key),
-        None,
-    )
-    .await
-    .expect(200);
+    app.delete(&format!("/v1/messages/{}", ids[3]), &app.live_key)
+        .await
+        .expect(200);
     let deadline = Duration::from_secs(5);
     loop {
         let (name, data) = events

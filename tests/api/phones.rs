@@ -12,11 +12,10 @@ use crate::helpers::{
 };
 
 async fn set_pace(app: &TestApp, phone_id: &str, per_minute: u32, per_30_minutes: u32) {
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/phones/{phone_id}"),
-        Some(&app.live_key),
-        Some(json!({ "pace": { "per_minute": per_minute, "per_30_minutes": per_30_minutes } })),
+        &app.live_key,
+        json!({ "pace": { "per_minute": per_minute, "per_30_minutes": per_30_minutes } }),
     )
     .await
     .expect(200);
@@ -58,11 +57,10 @@ async fn pairing_and_token_rules(backend: Backend) {
         .await
         .expect_error(422, "invalid_phone_number");
     assert_eq!(bad.data()["field"], "phone_number");
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/phones/{id}"),
-        Some(&app.live_key),
-        Some(json!({ "pace": { "per_minute": 0, "per_30_minutes": 5 } })),
+        &app.live_key,
+        json!({ "pace": { "per_minute": 0, "per_30_minutes": 5 } }),
     )
     .await
     .expect_error(422, "validation_failed");
@@ -99,14 +97,9 @@ async fn pairing_and_token_rules(backend: Backend) {
     let phone = app.connect_phone(&new_token).await;
     app.wait_online(&id, true).await;
 
-    app.request(
-        "DELETE",
-        &format!("/v1/phones/{id}"),
-        Some(&app.live_key),
-        None,
-    )
-    .await
-    .expect(200);
+    app.delete(&format!("/v1/phones/{id}"), &app.live_key)
+        .await
+        .expect(200);
     let mut phone = phone;
     assert_eq!(
         phone.close_code().await,
@@ -503,14 +496,9 @@ async fn phones_sharing_a_number_take_over_unpinned_messages(backend: Backend) {
         "a pinned message waits for its phone"
     );
     // Unpairing the first phone fails the pinned message.
-    app.request(
-        "DELETE",
-        &format!("/v1/phones/{first_id}"),
-        Some(&app.live_key),
-        None,
-    )
-    .await
-    .expect(200);
+    app.delete(&format!("/v1/phones/{first_id}"), &app.live_key)
+        .await
+        .expect(200);
     let failed = app.wait_for_status(&app.live_key, &pinned, "failed").await;
     assert_eq!(failed["failure_reason"], "phone_unpaired");
 }
