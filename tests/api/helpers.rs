@@ -517,6 +517,31 @@ impl TestApp {
         self.request("DELETE", path, Some(key), None).await
     }
 
+    /// The first 100 messages the key's mode lists with the filters of `query`
+    /// (`direction=outbound`, …), newest first.
+    pub async fn messages(&self, key: &str, query: &str) -> Vec<Value> {
+        self.get(&format!("/v1/messages?limit=100&{query}"), key)
+            .await
+            .expect(200)
+            .data()["messages"]
+            .as_array()
+            .expect("messages is a list")
+            .clone()
+    }
+
+    /// A test-mode inbound SMS from `from` to [`SENDER`]; the stored message.
+    pub async fn test_inbound(&self, from: &str, content: &str) -> Value {
+        self.post(
+            "/v1/test/inbound",
+            &self.test_key,
+            json!({ "from_number": from, "to_number": SENDER, "content": content }),
+        )
+        .await
+        .expect(201)
+        .data()
+        .clone()
+    }
+
     /// A test-mode send from a fixed number.
     pub async fn send_test(&self, to: &str, content: &str) -> Reply {
         self.post(

@@ -269,15 +269,8 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
             .expect_error(403, "recipient_opted_out");
         assert_eq!(refused.data()["field"], "to_number");
     }
-    let outbound = app
-        .get("/v1/messages?direction=outbound", &app.test_key)
-        .await
-        .expect(200);
-    assert!(
-        outbound.data()["messages"].as_array().unwrap().is_empty(),
-        "nothing written: {}",
-        outbound.body
-    );
+    let outbound = app.messages(&app.test_key, "direction=outbound").await;
+    assert!(outbound.is_empty(), "nothing written: {outbound:?}");
     // A retried keyed send whose first attempt was refused is refused again, not a repeat.
     let keyed = json!({ "from_number": SENDER, "to_number": stopped, "content": "x",
                         "request_id": "after-stop" });
@@ -330,15 +323,8 @@ async fn bulk_send_with_an_opted_out_number_is_refused_whole(backend: Backend) {
         .await
         .expect_error(403, "recipient_opted_out");
     assert_eq!(refused.data()["field"], "to_numbers[2]");
-    let outbound = app
-        .get("/v1/messages?direction=outbound", &app.test_key)
-        .await
-        .expect(200);
-    assert!(
-        outbound.data()["messages"].as_array().unwrap().is_empty(),
-        "atomic: nothing written: {}",
-        outbound.body
-    );
+    let outbound = app.messages(&app.test_key, "direction=outbound").await;
+    assert!(outbound.is_empty(), "atomic: nothing written: {outbound:?}");
     // The opt-out belongs to the test mode: a live bulk send to the number gets as far as
     // routing (no phone is paired).
     app.post(

@@ -500,16 +500,6 @@ async fn post_inbound(url: &str, event_id: &str, timestamp: i64, sign_with: &str
         .as_u16()
 }
 
-async fn inbound(app: &TestApp) -> Vec<Value> {
-    app.get("/v1/messages?direction=inbound", &app.live_key)
-        .await
-        .expect(200)
-        .data()["messages"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 async fn inbound_posts_are_verified_and_stored_once(backend: Backend) {
     let app = spawn_app_with(backend, |s| {
         s.webhooks.allow_insecure_targets = true;
@@ -548,13 +538,17 @@ async fn inbound_posts_are_verified_and_stored_once(backend: Backend) {
     assert_eq!(post_inbound(&url, "ev-1", now + 310, &key).await, 401);
     let wrong_path = format!("{}0", url.trim_end_matches(char::is_alphanumeric));
     assert_eq!(post_inbound(&wrong_path, "ev-1", now, &key).await, 404);
-    assert!(inbound(&app).await.is_empty());
+    assert!(
+        app.messages(&app.live_key, "direction=inbound")
+            .await
+            .is_empty()
+    );
 
     // Posted twice (the app retries): stored once.
     assert_eq!(post_inbound(&url, "ev-1", now, &key).await, 200);
     let now = chrono::Utc::now().timestamp();
     assert_eq!(post_inbound(&url, "ev-1", now - 290, &key).await, 200);
-    let stored = inbound(&app).await;
+    let stored = app.messages(&app.live_key, "direction=inbound").await;
     assert_eq!(stored.len(), 1, "{stored:?}");
     assert_eq!(stored[0]["from_number"], "+14155550177");
     assert_eq!(stored[0]["to_number"], SENDER);
