@@ -127,6 +127,31 @@ impl SimOptions {
             .filter(|s| !s.is_empty())
             .collect()
     }
+
+    /// Each server's URL as `to_url` makes it for a transport; refused when there is none.
+    fn server_urls(
+        &self,
+        to_url: fn(&str) -> Result<String, SimError>,
+    ) -> Result<Vec<String>, SimError> {
+        let urls = self
+            .servers()
+            .into_iter()
+            .map(to_url)
+            .collect::<Result<Vec<_>, _>>()?;
+        if urls.is_empty() {
+            return Err(SimError::BadUrl(self.server.clone()));
+        }
+        Ok(urls)
+    }
+}
+
+/// Sends an event to `events` when a caller listens (a gone listener is ignored).
+fn emitter(events: &Option<mpsc::UnboundedSender<SimEvent>>) -> impl Fn(SimEvent) + '_ {
+    move |event| {
+        if let Some(tx) = events {
+            let _ = tx.send(event);
+        }
+    }
 }
 
 /// The URL tried after a lost or failed connection to `servers[at]`: the next one in turn.
@@ -214,20 +239,9 @@ pub async fn run_phone(
     events: Option<mpsc::UnboundedSender<SimEvent>>,
     mut commands: Option<mpsc::UnboundedReceiver<SimCommand>>,
 ) -> Result<(), SimError> {
-    let urls = options
-        .servers()
-        .into_iter()
-        .map(ws_url)
-        .collect::<Result<Vec<_>, _>>()?;
-    if urls.is_empty() {
-        return Err(SimError::BadUrl(options.server.clone()));
-    }
+    let urls = options.server_urls(ws_url)?;
     let mut at = 0;
-    let emit = |event: SimEvent| {
-        if let Some(tx) = &events {
-            let _ = tx.send(event);
-        }
-    };
+    let emit = emitter(&events);
     let client = Client::builder().timeout(Duration::from_secs(10)).finish();
     let mut memory = Memory::default();
     let mut backoff = FIRST_BACKOFF;
