@@ -32,6 +32,7 @@ use super::phone::{Phone, ReportAndWait};
 use super::phone_session::{LINK_CAPACITY, Link, Outgoing, next_session_id};
 use super::registry::{ConnectIfIdle, Connected, Disconnected, NotAttached, Registry, Seen};
 use crate::domain::protocol::{PhoneFrame, ServerFrame};
+use crate::store::phones::PhoneRecord;
 
 /// How long a phone without an open event stream stays online after its last fetch or report.
 pub const ONLINE_WINDOW: Duration = Duration::from_secs(60);
@@ -65,6 +66,14 @@ const MAX_NAMED: usize = 4096;
 
 /// Links kept before the map of links is first swept of idle ones.
 const SWEEP_FLOOR: usize = 64;
+
+/// How long a device token's phone is answered from memory ([`DeviceLinks::phone_of_token`]).
+/// A rotation or unpairing through this server forgets it at once; through another node of a
+/// cluster it takes effect here within this time.
+pub const TOKEN_TTL: Duration = Duration::from_secs(2);
+
+/// Device tokens remembered at most; past it the memory starts over.
+const MAX_TOKENS: usize = 16_384;
 
 /// The id a message goes by in the app for one send: the smsgw message id for its first send
 /// (so the app, the API and the webhooks speak of one id), `<message id>-<n>` for the n-th send
@@ -170,6 +179,8 @@ pub const KEEPALIVE_FRAME: &[u8] = b":keepalive\n\n";
 pub struct DeviceLinks {
     registry: Addr<Registry>,
     phones: StdMutex<Phones>,
+    /// The phone of each device token hash seen lately, and when it was read.
+    tokens: StdMutex<HashMap<String, (PhoneRecord, tokio::time::Instant)>>,
 }
 
 /// The map of links, swept of idle ones whenever it doubled since the last sweep.
@@ -277,15 +288,44 @@ impl DeviceLinks {
                 links: HashMap::new(),
                 sweep_at: SWEEP_FLOOR,
             }),
+            tokens: StdMutex::new(HashMap::new()),
         }
+    }
+
+    /// The phone of a device token hash read within [`TOKEN_TTL`], if any: every device-API
+    /// request authenticates, and the app makes three or four per message.
+    pub fn phone_of_token(&self, token_hash: &str) -> Option<PhoneRecord> {
+        let tokens = lock(&self.tokens);
+        tokens
+            .get(token_hash)
+            .filter(|(_, at)| at.elapsed() < TOKEN_TTL)
+            .map(|(phone, _)| phone.clone())
+    }
+
+    /// Remembers the phone a token hash was just read to belong to.
+    pub fn remember_token(&self, token_hash: &str, phone: &PhoneRecord) {
+        let mut tokens = lock(&self.tokens);
+        if tokens.len() >= MAX_TOKENS {
+            tokens.retain(|_, (_, at)| at.elapsed() < TOKEN_TTL);
+            if tokens.len() >= MAX_TOKENS {
+                tokens.clear();
+            }
+        }
+        tokens.insert(
+            token_hash.to_string(),
+            (phone.clone(), tokio::time::Instant::now()),
+        );
+    }
+
+    /// Forgets every token of a phone whose token was rotated or that was unpaired: the old
+    /// token is refused from the next request on.
+    pub fn forget_tokens_of(&self, phone_id: Uuid) {
+        lock(&self.tokens).retain(|_, (phone, _)| phone.id != phone_id);
     }
 
     /// The link of this phone, created on first use.
     pub fn of(&self, phone_id: Uuid) -> Arc<DeviceLink> {
-        let mut phones = match self.phones.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut phones = lock(&self.phones);
         if let Some(link) = phones.links.get(&phone_id) {
             return link.clone();
         }
@@ -303,10 +343,7 @@ impl DeviceLinks {
 
     /// How many phones have a link in the map (idle ones until the next sweep).
     pub fn len(&self) -> usize {
-        match self.phones.lock() {
-            Ok(guard) => guard.links.len(),
-            Err(poisoned) => poisoned.into_inner().links.len(),
-        }
+        lock(&self.phones).links.len()
     }
 
     /// True when no phone has a link.
@@ -536,6 +573,14 @@ impl DeviceLink {
             state.named.clear();
             state.hinted = None;
         }
+    }
+}
+
+/// Locks a map shared by the HTTP workers; a panic while it was held left nothing half done.
+fn lock<T>(mutex: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
     }
 }
 

@@ -127,7 +127,9 @@ fn bearer(req: &HttpRequest) -> Option<&str> {
 }
 
 /// The phone whose device token the request carries as `Bearer`; every route's first
-/// extractor, so a bad token is 401 whatever else the request holds.
+/// extractor, so a bad token is 401 whatever else the request holds. A token read within
+/// [`crate::actors::device_link::TOKEN_TTL`] is answered from memory (forgotten at once when this server rotates or
+/// unpairs it).
 struct DevicePhone(PhoneRecord);
 
 impl FromRequest for DevicePhone {
@@ -143,10 +145,14 @@ impl FromRequest for DevicePhone {
             let (Some(state), Some(token_hash)) = (state, token_hash) else {
                 return Err(MobileError::unauthorized());
             };
-            phones::find_by_token(&state.db, &token_hash)
+            if let Some(phone) = state.device_links.phone_of_token(&token_hash) {
+                return Ok(DevicePhone(phone));
+            }
+            let phone = phones::find_by_token(&state.db, &token_hash)
                 .await?
-                .map(DevicePhone)
-                .ok_or_else(MobileError::unauthorized)
+                .ok_or_else(MobileError::unauthorized)?;
+            state.device_links.remember_token(&token_hash, &phone);
+            Ok(DevicePhone(phone))
         })
     }
 }
