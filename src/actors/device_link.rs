@@ -385,7 +385,13 @@ impl DeviceLink {
         };
         let out = match order {
             FetchOrder::Fifo => state.outbox.iter().take(MAX_FETCH).map(take).collect(),
-            FetchOrder::Lifo => state.outbox.iter().rev().take(MAX_FETCH).map(take).collect(),
+            FetchOrder::Lifo => state
+                .outbox
+                .iter()
+                .rev()
+                .take(MAX_FETCH)
+                .map(take)
+                .collect(),
         };
         Ok(out)
     }
@@ -394,7 +400,11 @@ impl DeviceLink {
     pub async fn named(&self, served: &[AppMessageId]) {
         let mut state = self.state.lock().await;
         for app_id in served {
-            if !state.outbox.iter().any(|h| h.message_id == app_id.message_id) {
+            if !state
+                .outbox
+                .iter()
+                .any(|h| h.message_id == app_id.message_id)
+            {
                 continue;
             }
             if state.named.len() >= MAX_NAMED {
