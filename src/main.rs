@@ -92,7 +92,7 @@ enum KeyCommand {
     /// Create one more key for a workspace and print it.
     Create {
         #[arg(long)]
-        workspace: uuid::Uuid,
+        workspace: smsgw::domain::ids::WorkspaceId,
         #[arg(long, value_enum)]
         mode: Mode,
     },

@@ -48,6 +48,7 @@ use uuid::Uuid;
 use crate::actors::registry::Registry;
 use crate::clock::SharedClock;
 use crate::config::Settings;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::keys;
 use crate::domain::status::Mode;
 use crate::error::ApiError;
@@ -368,7 +369,7 @@ fn client_address(client: Option<IpAddr>) -> IpAddr {
 /// The authenticated caller: a workspace in one mode.
 #[derive(Debug, Clone, Copy)]
 pub struct Caller {
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     pub workspace_created_at: i64,
     pub mode: Mode,
 }

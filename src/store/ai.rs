@@ -56,7 +56,7 @@ impl From<ai_drafts::Model> for Draft {
         Draft {
             id: m.id,
             scope: Scope {
-                workspace_id: m.workspace_id,
+                workspace_id: m.workspace_id.into(),
                 mode: crate::domain::status::Mode::from_test_flag(m.test_mode),
             },
             message_id: m.message_id,
@@ -79,7 +79,7 @@ fn in_scope(scope: Scope) -> Condition {
 
 /// The settings of this scope (the defaults when never set).
 pub async fn settings(db: &DatabaseConnection, scope: Scope) -> Result<AiSettings, StoreError> {
-    let row = ai_settings::Entity::find_by_id((scope.workspace_id, scope.mode.is_test()))
+    let row = ai_settings::Entity::find_by_id((scope.workspace_id.as_uuid(), scope.mode.is_test()))
         .one(db)
         .await?;
     Ok(match row {
@@ -102,7 +102,7 @@ pub async fn put_settings(
 ) -> Result<(), StoreError> {
     let rules = serde_json::to_string(&settings.rules).unwrap_or_else(|_| "[]".into());
     let row = ai_settings::ActiveModel {
-        workspace_id: Set(scope.workspace_id),
+        workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
         enabled: Set(settings.enabled),
         mode: Set(settings.mode.as_str().to_string()),
@@ -309,7 +309,7 @@ pub(crate) async fn insert<C: ConnectionTrait>(
 ) -> Result<(), StoreError> {
     ai_drafts::Entity::insert(ai_drafts::ActiveModel {
         id: Set(draft.id),
-        workspace_id: Set(draft.message.workspace_id),
+        workspace_id: Set(draft.message.workspace_id.as_uuid()),
         test_mode: Set(draft.message.mode.is_test()),
         message_id: Set(draft.message.id),
         from_number: Set(draft.message.from_number.clone()),

@@ -19,6 +19,7 @@ use uuid::Uuid;
 use super::StoreError;
 use super::messages::{Position, Scope};
 use crate::domain::campaign::{CampaignStatus, RecipientStatus, SkipReason};
+use crate::domain::ids::WorkspaceId;
 use crate::domain::status::{MessageStatus, Mode};
 
 /// Recipient rows per multi-row INSERT (10 columns); a power of two, see
@@ -51,7 +52,7 @@ impl From<campaigns::Model> for Campaign {
         Campaign {
             id: m.id,
             scope: Scope {
-                workspace_id: m.workspace_id,
+                workspace_id: m.workspace_id.into(),
                 mode: Mode::from_test_flag(m.test_mode),
             },
             name: m.name,
@@ -421,7 +422,7 @@ pub(crate) async fn insert<C: ConnectionTrait>(
     let launched = status != CampaignStatus::Draft;
     campaigns::Entity::insert(campaigns::ActiveModel {
         id: Set(new.id),
-        workspace_id: Set(new.scope.workspace_id),
+        workspace_id: Set(new.scope.workspace_id.as_uuid()),
         test_mode: Set(new.scope.mode.is_test()),
         name: Set(new.name.clone()),
         from_number: Set(new.from_number.clone()),
@@ -732,7 +733,7 @@ pub(crate) async fn keep_final_status<C: ConnectionTrait>(
 /// new-workspace limit counts for campaigns.
 pub(crate) async fn launched_recipients<C: ConnectionTrait>(
     conn: &C,
-    workspace_id: Uuid,
+    workspace_id: WorkspaceId,
     from: i64,
     to: i64,
 ) -> Result<u64, StoreError> {

@@ -126,7 +126,7 @@ fn tag_rows(scope: Scope, id: Uuid, tags: &[String]) -> Vec<contact_tags::Active
         .map(|tag| contact_tags::ActiveModel {
             contact_id: Set(id),
             tag: Set(tag.clone()),
-            workspace_id: Set(scope.workspace_id),
+            workspace_id: Set(scope.workspace_id.as_uuid()),
             test_mode: Set(scope.mode.is_test()),
         })
         .collect()
@@ -189,7 +189,7 @@ pub async fn create(
     super::quotas::ensure_room(&txn, quota, stored, 1).await?;
     let model = contacts::ActiveModel {
         id: Set(id),
-        workspace_id: Set(scope.workspace_id),
+        workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
         phone_number: Set(fields.phone_number),
         first_name: Set(fields.first_name),
@@ -468,7 +468,7 @@ pub async fn import(
                 planned.insert(item.phone_number.clone(), (Some(id), item.tags));
                 contacts::ActiveModel {
                     id: Set(id),
-                    workspace_id: Set(scope.workspace_id),
+                    workspace_id: Set(scope.workspace_id.as_uuid()),
                     test_mode: Set(scope.mode.is_test()),
                     phone_number: Set(item.phone_number),
                     first_name: Set(item.first_name),
@@ -544,7 +544,7 @@ pub async fn apply_keyword<C: ConnectionTrait>(
     };
     let row = contacts::ActiveModel {
         id: Set(Uuid::now_v7()),
-        workspace_id: Set(scope.workspace_id),
+        workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
         phone_number: Set(phone_number.to_string()),
         first_name: Set(None),

@@ -13,13 +13,14 @@ use uuid::Uuid;
 
 use super::StoreError;
 use crate::domain::change::ChangeKind;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
 
 /// A stored message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {
     pub id: Uuid,
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     pub mode: Mode,
     pub direction: Direction,
     pub status: MessageStatus,
@@ -70,7 +71,7 @@ impl From<messages::Model> for Message {
     fn from(m: messages::Model) -> Self {
         Message {
             id: m.id,
-            workspace_id: m.workspace_id,
+            workspace_id: m.workspace_id.into(),
             mode: Mode::from_test_flag(m.test_mode),
             direction: Direction::parse(&m.direction).unwrap_or(Direction::Outbound),
             status: MessageStatus::parse(&m.status).unwrap_or(MessageStatus::Failed),
@@ -195,7 +196,7 @@ pub struct MessageEvent {
 /// Scope of every read: a workspace in one mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Scope {
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     pub mode: Mode,
 }
 

@@ -255,7 +255,7 @@ pub async fn spawn_app_with_resolver(
         address,
         live_key: keys.live_key,
         test_key: keys.test_key,
-        workspace_id: keys.workspace_id,
+        workspace_id: keys.workspace_id.as_uuid(),
         database_url: url,
         settings,
         client: Client::builder().timeout(Duration::from_secs(30)).finish(),

@@ -193,7 +193,7 @@ async fn register(
     Ok(HttpResponse::Created().json(RegisterOut {
         id: phone.id,
         token,
-        login: phone.workspace_id,
+        login: phone.workspace_id.as_uuid(),
     }))
 }
 

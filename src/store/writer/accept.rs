@@ -13,6 +13,7 @@ use super::quotas::QuotaCounts;
 use super::sql;
 use super::task::Batch;
 use crate::domain::ai::DraftStatus;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::quota::CountQuota;
 use crate::store::StoreError;
 use crate::store::ai::NewDraft;
@@ -224,7 +225,7 @@ pub(super) enum LimitCheck {
 /// row, so the limit is exact across nodes.
 #[derive(Default)]
 pub(super) struct NewWorkspaceCounts {
-    counts: HashMap<Uuid, u64>,
+    counts: HashMap<WorkspaceId, u64>,
     /// Count under the workspace's lock in every batch (PostgreSQL).
     shared: bool,
 }
@@ -285,7 +286,7 @@ impl NewWorkspaceCounts {
     }
 
     /// Adds what a committed batch counted.
-    pub(super) fn apply(&mut self, deltas: HashMap<Uuid, u64>) {
+    pub(super) fn apply(&mut self, deltas: HashMap<WorkspaceId, u64>) {
         for (workspace, delta) in deltas {
             if let Some(count) = self.counts.get_mut(&workspace) {
                 *count += delta;

@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use entity::messages;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter};
-use uuid::Uuid;
 
 use super::task::{Batch, flush_inserts};
 use super::{AcceptOutcome, Change};
+use crate::domain::ids::WorkspaceId;
 use crate::domain::quota::{self, CountQuota, Quota};
 use crate::domain::status::{Direction, MessageStatus};
 use crate::store::StoreError;
@@ -62,7 +62,7 @@ pub(super) struct QuotaCounts {
     /// send it would refuse counts again first). Only scopes that came near their quota.
     queued: HashMap<Scope, u64>,
     /// Per test-mode workspace: the UTC day counted and its outbound messages stored that day.
-    test_day: HashMap<Uuid, (i64, u64)>,
+    test_day: HashMap<WorkspaceId, (i64, u64)>,
 }
 
 impl QuotaCounts {
