@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::messages::{Position, Scope};
+use crate::domain::ids::WorkspaceId;
 use crate::domain::pace::Pace;
 use crate::domain::quota::CountQuota;
 use crate::domain::status::Mode;
@@ -18,7 +19,7 @@ use crate::domain::status::Mode;
 #[derive(Debug, Clone, PartialEq)]
 pub struct PhoneRecord {
     pub id: Uuid,
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     pub mode: Mode,
     pub phone_number: String,
     pub name: Option<String>,
@@ -48,7 +49,7 @@ impl From<phones::Model> for PhoneRecord {
         };
         PhoneRecord {
             id: m.id,
-            workspace_id: m.workspace_id,
+            workspace_id: m.workspace_id.into(),
             mode: Mode::from_test_flag(m.test_mode),
             phone_number: m.phone_number,
             name: m.name,
@@ -93,7 +94,7 @@ pub async fn create(
     super::quotas::ensure_room(&txn, quota, stored, 1).await?;
     let model = phones::ActiveModel {
         id: Set(Uuid::now_v7()),
-        workspace_id: Set(scope.workspace_id),
+        workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
         phone_number: Set(phone_number.to_string()),
         name: Set(name),

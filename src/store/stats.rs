@@ -49,7 +49,7 @@ pub async fn add(
     let rows: Vec<daily_stats::ActiveModel> = counts
         .iter()
         .map(|(scope, day, c)| daily_stats::ActiveModel {
-            workspace_id: Set(scope.workspace_id),
+            workspace_id: Set(scope.workspace_id.as_uuid()),
             test_mode: Set(scope.mode.is_test()),
             day: Set(*day),
             sent: Set(c.sent as i64),

@@ -17,6 +17,7 @@ use super::StoreError;
 use super::cluster::Lease;
 use super::messages::{Message, Position, Scope};
 use super::writer::Change;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::quota::CountQuota;
 use crate::domain::secrets::{self, SecretBox};
 use crate::domain::status::{Direction, Mode};
@@ -48,7 +49,7 @@ impl DeliveryState {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EndpointRecord {
     pub id: Uuid,
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     pub mode: Mode,
     pub url: String,
     pub events: Vec<String>,
@@ -72,7 +73,7 @@ impl From<webhook_endpoints::Model> for EndpointRecord {
     fn from(m: webhook_endpoints::Model) -> Self {
         EndpointRecord {
             id: m.id,
-            workspace_id: m.workspace_id,
+            workspace_id: m.workspace_id.into(),
             mode: Mode::from_test_flag(m.test_mode),
             url: m.url,
             events: serde_json::from_str(&m.events).unwrap_or_default(),
@@ -142,7 +143,7 @@ pub async fn create(
     super::quotas::ensure_room(&txn, quota, stored, 1).await?;
     let model = webhook_endpoints::ActiveModel {
         id: Set(new.id),
-        workspace_id: Set(scope.workspace_id),
+        workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
         url: Set(new.url),
         events: Set(json_list(&new.events)),

@@ -19,6 +19,7 @@ use super::quotas::{MessageQuotas, QuotaCounts};
 use super::transition::{self, Move, Reroute, Transition};
 use super::{Change, ChangeListener, NewMessage, SharedCommitHook, rows, sql};
 use crate::clock::SharedClock;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::status::{Direction, MessageStatus};
 use crate::store::StoreError;
 use crate::store::ai::NewDraft;
@@ -292,9 +293,9 @@ pub(super) struct Batch {
     pub(super) inbound_refs: HashSet<(Uuid, String)>,
     /// The (phone, ref) pairs of this batch's inbound messages already stored before it.
     pub(super) stored_refs: HashSet<(Uuid, String)>,
-    pub(super) count_deltas: HashMap<Uuid, u64>,
+    pub(super) count_deltas: HashMap<WorkspaceId, u64>,
     /// Workspaces whose row this batch locked to count their new-workspace limit (PostgreSQL).
-    pub(super) locked_workspaces: HashSet<Uuid>,
+    pub(super) locked_workspaces: HashSet<WorkspaceId>,
     /// Outbound messages staged per scope in this batch.
     pub(super) staged: HashMap<Scope, u64>,
     /// Messages moved to `sent` in this batch.
@@ -361,7 +362,7 @@ impl Batch {
 /// What one committed transaction produced (its answers stay in the jobs).
 struct Committed {
     changes: Vec<Change>,
-    deltas: HashMap<Uuid, u64>,
+    deltas: HashMap<WorkspaceId, u64>,
     /// Outbound messages stored per scope.
     staged: HashMap<Scope, u64>,
     deliveries: Vec<PendingDelivery>,
