@@ -22,6 +22,7 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::domain::campaign::CampaignStatus;
 use crate::domain::webhook_event::EventKind;
 use clients::StopAfter;
 pub use report::{Latency, Report};
@@ -313,7 +314,8 @@ async fn campaign_outcome(run: &Run<'_>, id: &str) -> Result<Value, LoadError> {
     let deadline = Instant::now() + Duration::from_secs(run.args.drain_timeout);
     loop {
         let (_, body) = get(run, &format!("/v1/campaigns/{id}")).await?;
-        if body["data"]["status"] == "completed" || Instant::now() > deadline {
+        if body["data"]["status"] == CampaignStatus::Completed.as_str() || Instant::now() > deadline
+        {
             return Ok(body["data"].clone());
         }
         actix_web::rt::time::sleep(Duration::from_millis(100)).await;

@@ -14,6 +14,7 @@ use super::{
     connect_phones, drain, drive, hook_figures, hooks, percentiles, phones, post, route_exists,
     rss, server, stop_of,
 };
+use crate::domain::campaign::{CampaignStatus, RecipientStatus};
 use crate::domain::webhook_event::EventKind;
 use crate::phone_sim::SimCommand;
 
@@ -367,7 +368,9 @@ pub(super) async fn campaign(mut run: Run<'_>) -> Result<Report, LoadError> {
     notes.push(format!(
         "campaign {campaign_id}: {total} recipients; accepted = recipients handed to the phone; api latency = the create request"
     ));
-    let delivered = outcome["counts"]["delivered"].as_u64().unwrap_or(0);
+    let delivered = outcome["counts"][RecipientStatus::Delivered.as_str()]
+        .as_u64()
+        .unwrap_or(0);
     notes.push(format!(
         "campaign status {} with {delivered} of {total} delivered (started {}, finished {})",
         outcome["status"].as_str().unwrap_or("unknown"),
@@ -375,7 +378,7 @@ pub(super) async fn campaign(mut run: Run<'_>) -> Result<Report, LoadError> {
         outcome["finished_at"].as_str().unwrap_or("-"),
     ));
     // A campaign that did not complete lost its undelivered recipients, as far as the run goes.
-    if outcome["status"] != "completed" {
+    if outcome["status"] != CampaignStatus::Completed.as_str() {
         report.lost += total.saturating_sub(delivered).max(1);
     }
     report.notes = notes;
