@@ -494,7 +494,7 @@ async fn a_backlog_is_announced_once_until_the_app_fetches(backend: Backend) {
     app.wait_online(&phone_id, true).await;
     let mut ids = Vec::new();
     for i in 0..5 {
-        ids.push(send_live(&app, &format!("backlog {i}")).await);
+        ids.push(app.send_live(&format!("backlog {i}")).await);
     }
     for id in &ids {
         app.wait_for_status(&app.live_key, id, "sending").await;
@@ -510,7 +510,7 @@ async fn a_backlog_is_announced_once_until_the_app_fetches(backend: Backend) {
         .collect();
     assert_eq!(served, ids);
     // The fetch answered the hint: the next hand-over hints again.
-    let next = send_live(&app, "after the fetch").await;
+    let next = app.send_live("after the fetch").await;
     let (name, _) = events
         .event_within(Duration::from_secs(2))
         .await

@@ -574,20 +574,18 @@ impl Phone {
                 async move { matches!(writer.transition(transition).await, Ok(Some(_))) }
             })
             .collect();
-        ctx.spawn(
-            futures_util::future::join_all(writes)
-                .into_actor(self)
-                .map(move |written, act, ctx| {
-                    let back: Vec<QueuedMessage> = items
-                        .into_iter()
-                        .zip(written)
-                        .filter_map(|(item, written)| written.then_some(item))
-                        .collect();
-                    let now = act.deps.clock.now_ms();
-                    act.queue.retry_all_first(back, now);
-                    act.dispatch(ctx);
-                }),
-        );
+        ctx.spawn(futures_util::future::join_all(writes).into_actor(self).map(
+            move |written, act, ctx| {
+                let back: Vec<QueuedMessage> = items
+                    .into_iter()
+                    .zip(written)
+                    .filter_map(|(item, written)| written.then_some(item))
+                    .collect();
+                let now = act.deps.clock.now_ms();
+                act.queue.retry_all_first(back, now);
+                act.dispatch(ctx);
+            },
+        ));
     }
 
     /// Moves one message that is `sending` on this phone back to `queued` and, once that is

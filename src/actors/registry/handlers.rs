@@ -401,13 +401,17 @@ impl Handler<CampaignChanges> for Registry {
         };
         // The changes of campaigns run by other nodes go to their owners (`campaign_messages`
         // notices), so they follow their messages as promptly as on one node.
-        let (here, elsewhere): (Vec<_>, Vec<_>) = msg
-            .0
-            .into_iter()
-            .partition(|(campaign, ..)| cluster.lease(LeaseKind::Campaign, &campaign.to_string()).is_some());
+        let (here, elsewhere): (Vec<_>, Vec<_>) = msg.0.into_iter().partition(|(campaign, ..)| {
+            cluster
+                .lease(LeaseKind::Campaign, &campaign.to_string())
+                .is_some()
+        });
         let mut per_campaign: HashMap<Uuid, Vec<(Uuid, MessageStatus)>> = HashMap::new();
         for (campaign, message, status) in elsewhere {
-            per_campaign.entry(campaign).or_default().push((message, status));
+            per_campaign
+                .entry(campaign)
+                .or_default()
+                .push((message, status));
         }
         for (campaign, changes) in per_campaign {
             for chunk in changes.chunks(CAMPAIGN_NOTICE_CHANGES) {

@@ -540,7 +540,10 @@ impl Registry {
                         act.insert(record);
                     }
                     let Some(unfinished) = unfinished else {
-                        tracing::info!(phones = act.phones.len(), "registry rebuilt from the database");
+                        tracing::info!(
+                            phones = act.phones.len(),
+                            "registry rebuilt from the database"
+                        );
                         return;
                     };
                     let count = unfinished.as_ref().map_or(0, |u| u.queued.len());
