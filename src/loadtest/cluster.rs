@@ -313,17 +313,7 @@ async fn run_cluster(args: &LoadtestArgs, mut nodes: Vec<Target>) -> Result<Repo
                 figures.duplicates
             ));
         }
-        if figures.missing > 0 {
-            let by_kind: Vec<String> = figures
-                .missing_by_kind
-                .iter()
-                .map(|(kind, n)| format!("{n} {kind}"))
-                .collect();
-            run.notes.push(format!(
-                "webhooks that never arrived: {}",
-                by_kind.join(", ")
-            ));
-        }
+        run.notes.extend(figures.missing_note());
         if let (Some(kill), Ok(inbox)) = (killed_at, hooks.receiver.inbox.lock()) {
             report.webhook_after_kill_ms = inbox
                 .events
