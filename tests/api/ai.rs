@@ -364,7 +364,7 @@ impl FakeOpenAi {
 async fn spawn_with_openai(backend: Backend, fake: &FakeOpenAi) -> TestApp {
     let base_url = fake.base_url.clone();
     spawn_app_with(backend, move |s| {
-        s.ai.provider = "openai".into();
+        s.ai.provider = smsgw::config::AiProvider::Openai;
         s.ai.base_url = Some(base_url);
         s.ai.model = Some("test-model".into());
         s.ai.api_key = Some("k-123".into());

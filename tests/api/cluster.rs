@@ -117,7 +117,9 @@ fn leases_have_one_holder_and_fence_every_new_ownership() {
 }
 
 /// Two nodes on one fresh PostgreSQL database; the first creates the workspace.
-async fn two_nodes(configure: impl FnOnce(&mut smsgw::config::Settings)) -> (TestApp, TestApp) {
+pub(crate) async fn two_nodes(
+    configure: impl FnOnce(&mut smsgw::config::Settings),
+) -> (TestApp, TestApp) {
     let a = spawn_app_with(Backend::Postgres, configure).await;
     let b = a.spawn_peer().await;
     (a, b)
@@ -133,7 +135,7 @@ async fn phone_holder(app: &TestApp, phone_id: &str) -> Option<Uuid> {
 }
 
 /// Polls until `check` holds, or panics naming `what` after `within`.
-async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
+pub(crate) async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,

@@ -287,7 +287,7 @@ pub async fn spawn_app_with_resolver(
     resolver: Arc<StaticResolver>,
     configure: impl FnOnce(&mut Settings),
 ) -> TestApp {
-    smsgw::telemetry::init("human", "warn");
+    smsgw::telemetry::init(smsgw::config::LogFormat::Human, "warn");
     let (url, dir) = fresh_database(backend).await;
     let mut settings = test_settings();
     settings.database.url = url.clone();

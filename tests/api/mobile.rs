@@ -468,6 +468,63 @@ async fn a_reconnecting_stream_loses_nothing(backend: Backend) {
     );
 }
 
+/// The named events that arrive within `within`.
+async fn events_within(stream: &mut EventStream, within: Duration) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut names = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match stream.event_within(left).await {
+            Some((name, _)) => names.push(name),
+            None => return names,
+        }
+    }
+}
+
+async fn a_backlog_is_announced_once_until_the_app_fetches(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 60;
+        s.pace.per_30_minutes = 600;
+    })
+    .await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let phone = AppClient::new(&app, BASE, &token);
+    assert_eq!(phone.register().await.status, 201);
+    let mut events = phone.events().await;
+    app.wait_online(&phone_id, true).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(app.send_live(&format!("backlog {i}")).await);
+    }
+    for id in &ids {
+        app.wait_for_status(&app.live_key, id, "sending").await;
+    }
+    // Five hand-overs, one hint: the app fetches once for the whole backlog.
+    let heard = events_within(&mut events, Duration::from_millis(1500)).await;
+    assert_eq!(heard, ["MessageEnqueued"]);
+    let served: Vec<String> = phone
+        .fetch("fifo")
+        .await
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(served, ids);
+    // The fetch answered the hint: the next hand-over hints again.
+    let next = app.send_live("after the fetch").await;
+    let (name, _) = events
+        .event_within(Duration::from_secs(2))
+        .await
+        .expect("MessageEnqueued for a hand-over after the fetch");
+    assert_eq!(name, "MessageEnqueued");
+    // A hint no fetch answers is sent again (the app may have lost it).
+    let (name, _) = events
+        .event_within(Duration::from_secs(12))
+        .await
+        .expect("the unanswered hint again");
+    assert_eq!(name, "MessageEnqueued");
+    assert_eq!(phone.fetch("lifo").await[0]["id"], next.as_str());
+}
+
 /// Posts an `sms:received` webhook the way the app does: body, then X-Timestamp and X-Signature
 /// (hex HMAC-SHA256 of body + timestamp). Returns the status.
 async fn post_inbound(url: &str, event_id: &str, timestamp: i64, sign_with: &str) -> u16 {
@@ -802,4 +859,5 @@ backend_tests!(
     the_app_sends_through_events_fetch_and_reports,
     pace_holds_and_cancel_is_announced,
     a_reconnecting_stream_loses_nothing,
+    a_backlog_is_announced_once_until_the_app_fetches,
 );
