@@ -240,7 +240,7 @@ async fn main() {
     // The gate holds the first requests while the backlog builds up.
     settings.webhooks.timeout = Duration::from_secs(600);
     settings.webhooks.allow_insecure_targets = true;
-    smsgw::telemetry::init("human", "error");
+    smsgw::telemetry::init(smsgw::config::LogFormat::Human, "error");
     let hooks = Hooks {
         clock: None,
         resolver: Some(Arc::new(StaticResolver::new())),
