@@ -246,7 +246,7 @@ async fn main() {
     settings.webhooks.timeout = Duration::from_secs(600);
     settings.webhooks.allow_insecure_targets = true;
     settings.log.level = "error".into();
-    smsgw::telemetry::init("human", "error");
+    smsgw::telemetry::init(smsgw::config::LogFormat::Human, "error");
     let hooks = Hooks {
         clock: None,
         resolver: Some(Arc::new(StaticResolver::new())),
