@@ -571,6 +571,8 @@ fn base_report(run: &Run<'_>, phones: usize) -> Report {
         nodes: None,
         takeover_ms: None,
         webhook_after_kill_ms: None,
+        webhook_redeliveries: None,
+        webhook_in_flight_at_kill: None,
         machine: Machine::detect(),
         notes: Vec::new(),
     }
@@ -602,6 +604,24 @@ struct HookFigures {
     missing_by_kind: Vec<(String, u64)>,
     duplicates: u64,
     bad_signatures: u64,
+}
+
+impl HookFigures {
+    /// The run's note on webhooks that never arrived, by kind; none when all did.
+    fn missing_note(&self) -> Option<String> {
+        if self.missing == 0 {
+            return None;
+        }
+        let by_kind: Vec<String> = self
+            .missing_by_kind
+            .iter()
+            .map(|(kind, n)| format!("{n} {kind}"))
+            .collect();
+        Some(format!(
+            "webhooks that never arrived: {}",
+            by_kind.join(", ")
+        ))
+    }
 }
 
 fn hook_figures(

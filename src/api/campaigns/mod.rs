@@ -171,8 +171,8 @@ fn controlled(state: &AppState, outcome: CampaignOutcome) -> Result<Campaign, Ap
             limit,
             window_ends_at: format_ms(window_ends_at),
         }),
-        CampaignOutcome::Fed { .. } => Err(ApiError::Internal(
-            "the writer answered a control with a feed".into(),
+        CampaignOutcome::Fed { .. } | CampaignOutcome::LeaseLost => Err(ApiError::Internal(
+            "the writer answered a control with an actor's step".into(),
         )),
     }
 }
