@@ -336,32 +336,31 @@ pub async fn count_by_status(
 /// Outbound messages not yet handed over for good (queued or sending), oldest first: the
 /// queues rebuilt at start-up. Messages left `sending` by a stopped server are re-sent.
 pub async fn unfinished_outbound(db: &DatabaseConnection) -> Result<Vec<Message>, StoreError> {
-    unfinished(db, None).await
+    unfinished(db, Unfinished::All).await
 }
 
-/// The outbound messages of one phone still `queued` or `sending`, oldest first: what a node
-/// taking the phone over rebuilds its queue from (docs/architecture.md, "Cluster").
-pub async fn unfinished_of_phone(
-    db: &DatabaseConnection,
-    device: Uuid,
-) -> Result<Vec<Message>, StoreError> {
-    unfinished(db, Some(device)).await
+/// The test-mode outbound messages still `queued` or `sending`, oldest first: what the node
+/// taking test mode over rebuilds the simulated phones from (docs/architecture.md, "Cluster").
+pub async fn unfinished_in_test_mode(db: &DatabaseConnection) -> Result<Vec<Message>, StoreError> {
+    unfinished(db, Unfinished::TestMode).await
 }
 
-/// Outbound messages `queued` or `sending` (of one phone, or all), oldest first.
-async fn unfinished(
+/// Test-mode outbound messages still `queued`: those of `ids`, or every one (None), oldest
+/// first (a `simulate` notice from another node).
+pub async fn queued_in_test_mode(
     db: &DatabaseConnection,
-    device: Option<Uuid>,
+    ids: Option<&[Uuid]>,
 ) -> Result<Vec<Message>, StoreError> {
     let mut query = messages::Entity::find();
-    if let Some(device) = device {
-        query = query.filter(messages::Column::DeviceId.eq(device));
+    if let Some(ids) = ids {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        query = query.filter(messages::Column::Id.is_in(super::id_list(ids)));
     }
     Ok(query
-        .filter(messages::Column::Status.is_in([
-            MessageStatus::Queued.as_str(),
-            MessageStatus::Sending.as_str(),
-        ]))
+        .filter(messages::Column::TestMode.eq(true))
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
         .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
         .order_by_asc(messages::Column::CreatedAt)
         .order_by_asc(messages::Column::Id)
@@ -370,6 +369,44 @@ async fn unfinished(
         .into_iter()
         .map(Message::from)
         .collect())
+}
+
+/// The outbound messages of one phone still `queued` or `sending`, oldest first: what a node
+/// taking the phone over rebuilds its queue from (docs/architecture.md, "Cluster").
+pub async fn unfinished_of_phone(
+    db: &DatabaseConnection,
+    device: Uuid,
+) -> Result<Vec<Message>, StoreError> {
+    unfinished(db, Unfinished::Phone(device)).await
+}
+
+/// Whose unfinished messages [`unfinished`] reads.
+enum Unfinished {
+    All,
+    Phone(Uuid),
+    TestMode,
+}
+
+/// Outbound messages `queued` or `sending` (all, of one phone, or of test mode), oldest first.
+async fn unfinished(
+    db: &DatabaseConnection,
+    whose: Unfinished,
+) -> Result<Vec<Message>, StoreError> {
+    let mut query = messages::Entity::find();
+    match whose {
+        Unfinished::All => {}
+        Unfinished::Phone(device) => {
+            query = query.filter(messages::Column::DeviceId.eq(device));
+        }
+        Unfinished::TestMode => query = query.filter(messages::Column::TestMode.eq(true)),
+    }
+    let query = query
+        .filter(messages::Column::Status.is_in([
+            MessageStatus::Queued.as_str(),
+            MessageStatus::Sending.as_str(),
+        ]))
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()));
+    oldest_first(db, query).await
 }
 
 /// Those of `ids` still `queued` on phone `device` (an enqueue notice from another node).
@@ -381,10 +418,19 @@ pub async fn queued_of_phone(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(messages::Entity::find()
+    let query = messages::Entity::find()
         .filter(messages::Column::Id.is_in(super::id_list(ids)))
         .filter(messages::Column::DeviceId.eq(device))
-        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()));
+    oldest_first(db, query).await
+}
+
+/// The messages `query` selects, oldest first.
+async fn oldest_first(
+    db: &DatabaseConnection,
+    query: sea_orm::Select<messages::Entity>,
+) -> Result<Vec<Message>, StoreError> {
+    Ok(query
         .order_by_asc(messages::Column::CreatedAt)
         .order_by_asc(messages::Column::Id)
         .all(db)
