@@ -415,17 +415,7 @@ async fn run_cluster(
                 "{duplicates} webhook events received again outside the killed node's in-flight attempts (same event id)"
             ));
         }
-        if figures.missing > 0 {
-            let by_kind: Vec<String> = figures
-                .missing_by_kind
-                .iter()
-                .map(|(kind, n)| format!("{n} {kind}"))
-                .collect();
-            run.notes.push(format!(
-                "webhooks that never arrived: {}",
-                by_kind.join(", ")
-            ));
-        }
+        run.notes.extend(figures.missing_note());
         if let (Some(kill), Ok(inbox)) = (killed_at, hooks.receiver.inbox.lock()) {
             report.webhook_after_kill_ms = inbox
                 .events

@@ -606,6 +606,24 @@ struct HookFigures {
     bad_signatures: u64,
 }
 
+impl HookFigures {
+    /// The run's note on webhooks that never arrived, by kind; none when all did.
+    fn missing_note(&self) -> Option<String> {
+        if self.missing == 0 {
+            return None;
+        }
+        let by_kind: Vec<String> = self
+            .missing_by_kind
+            .iter()
+            .map(|(kind, n)| format!("{n} {kind}"))
+            .collect();
+        Some(format!(
+            "webhooks that never arrived: {}",
+            by_kind.join(", ")
+        ))
+    }
+}
+
 fn hook_figures(
     hooks: &Hooks,
     accepted: &[(Uuid, Instant)],

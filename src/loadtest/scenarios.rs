@@ -112,17 +112,7 @@ pub(super) async fn send(mut run: Run<'_>) -> Result<Report, LoadError> {
         report.duplicates += figures.duplicates;
         report.bad_signatures = figures.bad_signatures;
         lost += figures.missing;
-        if figures.missing > 0 {
-            let by_kind: Vec<String> = figures
-                .missing_by_kind
-                .iter()
-                .map(|(kind, n)| format!("{n} {kind}"))
-                .collect();
-            run.notes.push(format!(
-                "webhooks that never arrived: {}",
-                by_kind.join(", ")
-            ));
-        }
+        run.notes.extend(figures.missing_note());
         if webhooks && let Ok(inbox) = hooks.receiver.inbox.lock() {
             run.notes.push(format!(
                 "hanging endpoint received {} requests (never answered)",

@@ -400,19 +400,13 @@ async fn unfinished(
         }
         Unfinished::TestMode => query = query.filter(messages::Column::TestMode.eq(true)),
     }
-    Ok(query
+    let query = query
         .filter(messages::Column::Status.is_in([
             MessageStatus::Queued.as_str(),
             MessageStatus::Sending.as_str(),
         ]))
-        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
-        .order_by_asc(messages::Column::CreatedAt)
-        .order_by_asc(messages::Column::Id)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect())
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()));
+    oldest_first(db, query).await
 }
 
 /// Those of `ids` still `queued` on phone `device` (an enqueue notice from another node).
@@ -424,10 +418,19 @@ pub async fn queued_of_phone(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(messages::Entity::find()
+    let query = messages::Entity::find()
         .filter(messages::Column::Id.is_in(super::id_list(ids)))
         .filter(messages::Column::DeviceId.eq(device))
-        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()));
+    oldest_first(db, query).await
+}
+
+/// The messages `query` selects, oldest first.
+async fn oldest_first(
+    db: &DatabaseConnection,
+    query: sea_orm::Select<messages::Entity>,
+) -> Result<Vec<Message>, StoreError> {
+    Ok(query
         .order_by_asc(messages::Column::CreatedAt)
         .order_by_asc(messages::Column::Id)
         .all(db)

@@ -220,6 +220,20 @@ pub async fn counts(db: &DatabaseConnection, id: Uuid) -> Result<Counts, StoreEr
     Ok(counts_of(db, &[id]).await?.remove(&id).unwrap_or_default())
 }
 
+/// Which half of the counts statement a row comes from (its `source` column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "snake_case")]
+enum CountSource {
+    Recipient,
+    Message,
+}
+
+impl CountSource {
+    fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// The counts of these campaigns: their recipient rows that are not `queued`, plus their
 /// messages. One statement (`UNION ALL` of the two groupings), so both halves come from one
 /// snapshot: read as two, a feed committing in between counted its recipients as pending and
@@ -233,7 +247,10 @@ pub async fn counts_of(
         return Ok(out);
     }
     let mut by_recipient = Query::select()
-        .expr_as(Expr::value("recipient"), Alias::new("source"))
+        .expr_as(
+            Expr::value(CountSource::Recipient.as_str()),
+            Alias::new("source"),
+        )
         .expr_as(
             Expr::col(campaign_recipients::Column::CampaignId),
             Alias::new("campaign_id"),
@@ -249,7 +266,10 @@ pub async fn counts_of(
         .group_by_col(campaign_recipients::Column::Status)
         .to_owned();
     let by_message = Query::select()
-        .expr_as(Expr::value("message"), Alias::new("source"))
+        .expr_as(
+            Expr::value(CountSource::Message.as_str()),
+            Alias::new("source"),
+        )
         .expr_as(
             Expr::col(messages::Column::CampaignId),
             Alias::new("campaign_id"),
@@ -267,7 +287,7 @@ pub async fn counts_of(
         let campaign: Uuid = row.try_get("", "campaign_id")?;
         let status: String = row.try_get("", "status")?;
         let n = u64::try_from(row.try_get::<i64>("", "n")?).unwrap_or(0);
-        let status = if source == "message" {
+        let status = if source.parse() == Ok(CountSource::Message) {
             MessageStatus::parse(&status).map(RecipientStatus::of_message)
         } else {
             // A queued recipient's status is its message's, counted by the other half.
