@@ -26,6 +26,8 @@ use crate::store::webhooks::{
 const READ_AHEAD: usize = 4 * MAX_IN_FLIGHT;
 /// Most finished attempts of one endpoint waiting to be recorded; past it no new attempt starts.
 const MAX_RECORDING: usize = 512;
+/// How often, in a cluster, the actor reads its endpoint's pending deliveries again.
+const PENDING_RESYNC: Duration = Duration::from_secs(5);
 /// Deliveries whose end this actor remembers, so a copy read before that end is not
 /// delivered again (see [`Finished`]).
 const FINISHED_KEPT: usize = 8192;
@@ -396,6 +398,11 @@ impl Actor for WebhookEndpoint {
             return;
         }
         ctx.set_mailbox_capacity(1024);
+        if self.deps.cluster.is_some() {
+            // Another node's `endpoint` notice may never come (it died between its commit and
+            // the notice): its deliveries would wait for the next notice, maybe for ever.
+            ctx.run_interval(PENDING_RESYNC, |act, ctx| act.load_pending(ctx));
+        }
         self.load(ctx);
     }
 }
@@ -445,6 +452,17 @@ impl Handler<LoadPending> for WebhookEndpoint {
     type Result = ();
 
     fn handle(&mut self, _: LoadPending, ctx: &mut Self::Context) {
+        self.load_pending(ctx);
+    }
+}
+
+impl WebhookEndpoint {
+    /// Reads the endpoint's pending deliveries again; those this actor does not hold yet (and
+    /// did not just finish) join its queue.
+    fn load_pending(&mut self, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
         let db = self.deps.db.clone();
         let id = self.endpoint_id;
         ctx.spawn(
