@@ -339,9 +339,7 @@ pub async fn unfinished_outbound(db: &DatabaseConnection) -> Result<Vec<Message>
 
 /// The test-mode outbound messages still `queued` or `sending`, oldest first: what the node
 /// taking test mode over rebuilds the simulated phones from (docs/architecture.md, "Cluster").
-pub async fn unfinished_in_test_mode(
-    db: &DatabaseConnection,
-) -> Result<Vec<Message>, StoreError> {
+pub async fn unfinished_in_test_mode(db: &DatabaseConnection) -> Result<Vec<Message>, StoreError> {
     unfinished(db, Unfinished::TestMode).await
 }
 
@@ -388,7 +386,10 @@ enum Unfinished {
 }
 
 /// Outbound messages `queued` or `sending` (all, of one phone, or of test mode), oldest first.
-async fn unfinished(db: &DatabaseConnection, whose: Unfinished) -> Result<Vec<Message>, StoreError> {
+async fn unfinished(
+    db: &DatabaseConnection,
+    whose: Unfinished,
+) -> Result<Vec<Message>, StoreError> {
     let mut query = messages::Entity::find();
     match whose {
         Unfinished::All => {}

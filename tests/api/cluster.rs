@@ -117,7 +117,9 @@ fn leases_have_one_holder_and_fence_every_new_ownership() {
 }
 
 /// Two nodes on one fresh PostgreSQL database; the first creates the workspace.
-pub(crate) async fn two_nodes(configure: impl FnOnce(&mut smsgw::config::Settings)) -> (TestApp, TestApp) {
+pub(crate) async fn two_nodes(
+    configure: impl FnOnce(&mut smsgw::config::Settings),
+) -> (TestApp, TestApp) {
     let a = spawn_app_with(Backend::Postgres, configure).await;
     let b = a.spawn_peer().await;
     (a, b)

@@ -488,7 +488,13 @@ async fn killed_node_hands_over_scheduled_and_test_mode_sends() {
             )
             .await;
             assert_eq!(status, 202, "{reply}");
-            live.insert(reply["data"]["id"].as_str().unwrap().parse::<Uuid>().unwrap());
+            live.insert(
+                reply["data"]["id"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<Uuid>()
+                    .unwrap(),
+            );
         }
     }
     assert!(

@@ -59,7 +59,11 @@ fn the_queued_message_quota_is_exact_across_nodes() {
             assert_eq!(reply.code(), "quota_exceeded");
             assert_eq!(reply.data()["quota"], "queued_messages");
         }
-        assert_eq!(accepted + 2, 10, "exactly the quota is queued across both nodes");
+        assert_eq!(
+            accepted + 2,
+            10,
+            "exactly the quota is queued across both nodes"
+        );
         let list = a
             .get("/v1/messages?limit=100", &a.test_key)
             .await
@@ -88,7 +92,11 @@ fn the_daily_test_message_quota_is_exact_across_nodes() {
             assert_eq!(reply.status, 429, "{}", reply.body);
             assert_eq!(reply.code(), "daily_quota_exceeded");
         }
-        assert_eq!(accepted + 2, 10, "exactly the daily quota across both nodes");
+        assert_eq!(
+            accepted + 2,
+            10,
+            "exactly the daily quota across both nodes"
+        );
     })
 }
 
@@ -128,7 +136,12 @@ fn a_client_api_webhook_created_on_one_node_fires_for_events_on_another() {
             })
             .await;
         let received = receiver.wait_for(1, Duration::from_secs(10)).await;
-        assert_eq!(received[0].json()["event"], "sms:sent", "{}", received[0].json());
+        assert_eq!(
+            received[0].json()["event"],
+            "sms:sent",
+            "{}",
+            received[0].json()
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(receiver.received().len(), 1, "one delivery");
         receiver.stop().await;
@@ -211,7 +224,13 @@ fn a_campaign_on_one_node_follows_its_messages_reported_on_another() {
         let mut reported = 0;
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            reported += report_sends(&mut phone, Duration::from_millis(300), usize::MAX, &mut next_ref).await;
+            reported += report_sends(
+                &mut phone,
+                Duration::from_millis(300),
+                usize::MAX,
+                &mut next_ref,
+            )
+            .await;
             let body = a
                 .get(&format!("/v1/campaigns/{campaign}"), &a.live_key)
                 .await
@@ -252,7 +271,13 @@ fn canceling_on_one_node_stops_a_campaign_running_on_another() {
         let mut next_ref = 0;
         let mut before = 0;
         while before < 3 {
-            before += report_sends(&mut phone, Duration::from_secs(2), 3 - before, &mut next_ref).await;
+            before += report_sends(
+                &mut phone,
+                Duration::from_secs(2),
+                3 - before,
+                &mut next_ref,
+            )
+            .await;
         }
         let reply = a
             .request(

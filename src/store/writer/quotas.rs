@@ -85,7 +85,8 @@ impl QuotaCounts {
     /// Drops the kept counts of `workspace`: other writers may have stored messages since
     /// (nodes of a cluster), so its next check counts the database again.
     pub(super) fn forget(&mut self, workspace: WorkspaceId) {
-        self.queued.retain(|scope, _| scope.workspace_id != workspace);
+        self.queued
+            .retain(|scope, _| scope.workspace_id != workspace);
         self.test_day.remove(&workspace);
     }
 
