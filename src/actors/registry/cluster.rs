@@ -100,24 +100,12 @@ impl Handler<Noticed> for Registry {
             Notice::Release { phone, node } if node == me => self.let_go(phone),
             Notice::Release { .. } => {}
             Notice::Campaign { campaign } => {
-                let key = campaign.to_string();
-                if self
-                    .deps
-                    .cluster
-                    .as_ref()
-                    .is_some_and(|c| c.lease(LeaseKind::Campaign, &key).is_some())
-                {
+                if self.runs_campaign(campaign) {
                     self.run_campaign(campaign, ctx);
                 }
             }
             Notice::CampaignMessages { campaign, changes } => {
-                let key = campaign.to_string();
-                if self
-                    .deps
-                    .cluster
-                    .as_ref()
-                    .is_some_and(|c| c.lease(LeaseKind::Campaign, &key).is_some())
-                {
+                if self.runs_campaign(campaign) {
                     self.campaigns.changed(
                         changes
                             .into_iter()

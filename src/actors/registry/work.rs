@@ -41,11 +41,11 @@ impl Handler<CampaignChanges> for Registry {
         };
         // The changes of campaigns run by other nodes go to their owners (`campaign_messages`
         // notices), so they follow their messages as promptly as on one node.
-        let (here, elsewhere): (Vec<_>, Vec<_>) = msg.0.into_iter().partition(|(campaign, ..)| {
-            cluster
-                .lease(LeaseKind::Campaign, &campaign.to_string())
-                .is_some()
-        });
+        let cluster = cluster.clone();
+        let (here, elsewhere): (Vec<_>, Vec<_>) = msg
+            .0
+            .into_iter()
+            .partition(|(campaign, ..)| self.runs_campaign(*campaign));
         let mut per_campaign: HashMap<Uuid, Vec<(Uuid, MessageStatus)>> = HashMap::new();
         for (campaign, message, status) in elsewhere {
             per_campaign
@@ -78,6 +78,14 @@ impl Handler<Finished> for Registry {
 }
 
 impl Registry {
+    /// Whether, in a cluster, this node runs the campaign (holds its lease).
+    pub(super) fn runs_campaign(&self, campaign: Uuid) -> bool {
+        self.deps.cluster.as_ref().is_some_and(|c| {
+            c.lease(LeaseKind::Campaign, &campaign.to_string())
+                .is_some()
+        })
+    }
+
     /// Starts the campaign's actor if needed and makes it read the campaign again. In a
     /// cluster the campaign runs on the node holding its lease: this node takes the lease when
     /// it is free, else tells its owner (a `campaign` notice).
