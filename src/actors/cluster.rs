@@ -236,6 +236,31 @@ impl Cluster {
             .map(|(lease, _)| lease.clone())
     }
 
+    /// The lease a fenced write on (`kind`, `key`) carries: the one this node holds, or, once
+    /// it is lost here, one with fence 0, which no lease ever has, so the write is refused.
+    pub fn fence(&self, kind: LeaseKind, key: &str) -> Lease {
+        self.lease(kind, key).unwrap_or_else(|| Lease {
+            kind,
+            key: key.to_string(),
+            node: self.node(),
+            fence: 0,
+        })
+    }
+
+    /// Forgets `lease` here, without a write: a fenced write carrying it was refused, so it
+    /// moved to another node already (a newer lease of this node on the same thing is kept).
+    /// Until then the node would keep starting the actor it no longer owns.
+    pub fn lost(&self, lease: &Lease) {
+        let mut held = self.held();
+        let entry = (lease.kind, lease.key.clone());
+        if held
+            .get(&entry)
+            .is_some_and(|(ours, _)| ours.fence == lease.fence)
+        {
+            held.remove(&entry);
+        }
+    }
+
     /// Lets go of this node's lease on (`kind`, `key`).
     pub async fn release(&self, kind: LeaseKind, key: &str) {
         let lease = self

@@ -174,18 +174,8 @@ pub async fn discard(
     id: Uuid,
     now: i64,
 ) -> Result<bool, StoreError> {
-    let result = ai_drafts::Entity::update_many()
-        .col_expr(
-            ai_drafts::Column::Status,
-            Expr::value(DraftStatus::Discarded.as_str()),
-        )
-        .col_expr(ai_drafts::Column::UpdatedAt, Expr::value(now))
-        .filter(in_scope(scope))
-        .filter(ai_drafts::Column::Id.eq(id))
-        .filter(ai_drafts::Column::Status.eq(DraftStatus::Pending.as_str()))
-        .exec(db)
-        .await?;
-    Ok(result.rows_affected == 1)
+    let discarded = discard_pending(db, scope, ai_drafts::Column::Id.eq(id), now).await?;
+    Ok(discarded == 1)
 }
 
 /// Discards every pending draft answering `from_number` in this scope (inside the writer's
@@ -196,6 +186,17 @@ pub(crate) async fn discard_pending_from<C: ConnectionTrait>(
     from_number: &str,
     now: i64,
 ) -> Result<u64, StoreError> {
+    let which = ai_drafts::Column::FromNumber.eq(from_number);
+    discard_pending(conn, scope, which, now).await
+}
+
+/// Discards the pending drafts of this scope that `which` selects; how many.
+async fn discard_pending<C: ConnectionTrait>(
+    conn: &C,
+    scope: Scope,
+    which: sea_orm::sea_query::SimpleExpr,
+    now: i64,
+) -> Result<u64, StoreError> {
     let result = ai_drafts::Entity::update_many()
         .col_expr(
             ai_drafts::Column::Status,
@@ -203,7 +204,7 @@ pub(crate) async fn discard_pending_from<C: ConnectionTrait>(
         )
         .col_expr(ai_drafts::Column::UpdatedAt, Expr::value(now))
         .filter(in_scope(scope))
-        .filter(ai_drafts::Column::FromNumber.eq(from_number))
+        .filter(which)
         .filter(ai_drafts::Column::Status.eq(DraftStatus::Pending.as_str()))
         .exec(conn)
         .await?;

@@ -2,6 +2,8 @@
 //!
 //! Writes go through [`super::writer`], which batches them into group commits.
 
+use std::collections::HashMap;
+
 use entity::{message_events, messages};
 use sea_orm::{
     ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
@@ -398,19 +400,13 @@ async fn unfinished(
         }
         Unfinished::TestMode => query = query.filter(messages::Column::TestMode.eq(true)),
     }
-    Ok(query
+    let query = query
         .filter(messages::Column::Status.is_in([
             MessageStatus::Queued.as_str(),
             MessageStatus::Sending.as_str(),
         ]))
-        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
-        .order_by_asc(messages::Column::CreatedAt)
-        .order_by_asc(messages::Column::Id)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect())
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()));
+    oldest_first(db, query).await
 }
 
 /// Those of `ids` still `queued` on phone `device` (an enqueue notice from another node).
@@ -422,12 +418,42 @@ pub async fn queued_of_phone(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
+    let query = messages::Entity::find()
+        .filter(messages::Column::Id.is_in(super::id_list(ids)))
+        .filter(messages::Column::DeviceId.eq(device))
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()));
+    oldest_first(db, query).await
+}
+
+/// The messages `query` selects, oldest first.
+async fn oldest_first(
+    db: &DatabaseConnection,
+    query: sea_orm::Select<messages::Entity>,
+) -> Result<Vec<Message>, StoreError> {
+    Ok(query
+        .order_by_asc(messages::Column::CreatedAt)
+        .order_by_asc(messages::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect())
+}
+
+/// Those of `ids` still `sending` on phone `device`: what one device-API fetch serves, read
+/// in one query however many messages the phone's outbox holds.
+pub async fn sending_on_phone(
+    db: &DatabaseConnection,
+    device: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Message>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
     Ok(messages::Entity::find()
         .filter(messages::Column::Id.is_in(super::id_list(ids)))
         .filter(messages::Column::DeviceId.eq(device))
-        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
-        .order_by_asc(messages::Column::CreatedAt)
-        .order_by_asc(messages::Column::Id)
+        .filter(messages::Column::Status.eq(MessageStatus::Sending.as_str()))
         .all(db)
         .await?
         .into_iter()
@@ -469,6 +495,31 @@ pub async fn failed_attempts(db: &DatabaseConnection, id: Uuid) -> Result<u32, S
         .count(db)
         .await?;
     Ok(u32::try_from(count).unwrap_or(u32::MAX))
+}
+
+/// [`failed_attempts`] of several messages in one query; a message without failures is left
+/// out.
+pub async fn failed_attempts_of(
+    db: &DatabaseConnection,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, u32>, StoreError> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<(Uuid, i64)> = message_events::Entity::find()
+        .select_only()
+        .column(message_events::Column::MessageId)
+        .column_as(message_events::Column::MessageId.count(), "n")
+        .filter(message_events::Column::MessageId.is_in(super::id_list(ids)))
+        .filter(message_events::Column::Kind.eq(ChangeKind::AttemptFailed.as_str()))
+        .group_by(message_events::Column::MessageId)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, n)| (id, u32::try_from(n).unwrap_or(u32::MAX)))
+        .collect())
 }
 
 /// Times at which this phone was handed messages since `since_ms`: its pace log after a restart.

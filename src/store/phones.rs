@@ -116,11 +116,19 @@ pub async fn get(
     scope: Scope,
     id: Uuid,
 ) -> Result<PhoneRecord, StoreError> {
+    Ok(model(db, scope, id).await?.into())
+}
+
+/// The row of phone `id` in this scope.
+async fn model(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: Uuid,
+) -> Result<phones::Model, StoreError> {
     phones::Entity::find_by_id(id)
         .filter(in_scope(scope))
         .one(db)
         .await?
-        .map(PhoneRecord::from)
         .ok_or(StoreError::NotFound)
 }
 
@@ -168,12 +176,7 @@ pub async fn update(
     name: Option<Option<String>>,
     pace: Option<Option<Pace>>,
 ) -> Result<PhoneRecord, StoreError> {
-    let model = phones::Entity::find_by_id(id)
-        .filter(in_scope(scope))
-        .one(db)
-        .await?
-        .ok_or(StoreError::NotFound)?;
-    let mut active = model.into_active_model();
+    let mut active = model(db, scope, id).await?.into_active_model();
     if let Some(name) = name {
         active.name = Set(name);
     }
@@ -205,12 +208,7 @@ pub async fn set_token(
     id: Uuid,
     token_hash: String,
 ) -> Result<PhoneRecord, StoreError> {
-    let model = phones::Entity::find_by_id(id)
-        .filter(in_scope(scope))
-        .one(db)
-        .await?
-        .ok_or(StoreError::NotFound)?;
-    let mut active = model.into_active_model();
+    let mut active = model(db, scope, id).await?.into_active_model();
     active.token_hash = Set(token_hash);
     Ok(active.update(db).await?.into())
 }

@@ -156,11 +156,10 @@ fn a_send_on_one_node_reaches_a_phone_on_another() {
         let (a, b) = two_nodes(|_| {}).await;
         let (phone_id, token) = a.pair_phone(SENDER).await;
         // A pace that never makes a send wait: the figure is the carrier's.
-        a.request(
-            "PATCH",
+        a.patch(
             &format!("/v1/phones/{phone_id}"),
-            Some(&a.live_key),
-            Some(json!({ "pace": { "per_minute": 1000, "per_30_minutes": 10000 } })),
+            &a.live_key,
+            json!({ "pace": { "per_minute": 1000, "per_30_minutes": 10000 } }),
         )
         .await
         .expect(200);
@@ -214,11 +213,10 @@ fn a_phone_moving_between_nodes_keeps_its_queue_and_exact_pace() {
     run(async {
         let (a, b) = two_nodes(|_| {}).await;
         let (phone_id, token) = a.pair_phone(SENDER).await;
-        a.request(
-            "PATCH",
+        a.patch(
             &format!("/v1/phones/{phone_id}"),
-            Some(&a.live_key),
-            Some(json!({ "pace": { "per_minute": 2, "per_30_minutes": 10 } })),
+            &a.live_key,
+            json!({ "pace": { "per_minute": 2, "per_30_minutes": 10 } }),
         )
         .await
         .expect(200);

@@ -11,6 +11,7 @@ mod auth;
 mod campaigns;
 mod cluster;
 mod cluster_failover;
+mod cluster_fencing;
 mod cluster_work;
 mod contacts;
 mod hardening;

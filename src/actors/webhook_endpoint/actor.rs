@@ -2,6 +2,8 @@
 //! flight and their recording.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -13,14 +15,49 @@ use super::{Deliver, LoadPending, MAX_IN_FLIGHT, Reload, StopDeliveries};
 use crate::actors::Deps;
 use crate::actors::webhook_target;
 use crate::domain::webhook_event::{EventKind, WebhookFormat};
+use crate::store::cluster::LeaseKind;
 use crate::store::messages::Scope;
 use crate::store::settings;
-use crate::store::webhooks::{self, AttemptRecord, DeliveryState, EndpointRecord, PendingDelivery};
+use crate::store::webhooks::{
+    self, AttemptRecord, DeliveryState, EndpointRecord, PendingDelivery, Recorded,
+};
 
 /// Most due deliveries of one endpoint whose messages are read ahead of a free request slot.
 const READ_AHEAD: usize = 4 * MAX_IN_FLIGHT;
 /// Most finished attempts of one endpoint waiting to be recorded; past it no new attempt starts.
 const MAX_RECORDING: usize = 512;
+/// Deliveries whose end this actor remembers, so a copy read before that end is not
+/// delivered again (see [`Finished`]).
+const FINISHED_KEPT: usize = 8192;
+
+/// The deliveries this actor finished lately (succeeded, failed, or recorded by another
+/// attempt), with the attempt number they ended at. A copy of one read from the database
+/// before it ended (a `LoadPending` read overtaken by the attempt's record, a `Deliver` that
+/// waited in the Registry's mailbox) still says pending with fewer attempts: it is dropped, not
+/// sent a second time. A manual retry keeps the attempt count, so it passes.
+#[derive(Default)]
+struct Finished {
+    at: HashMap<Uuid, u32>,
+    order: VecDeque<Uuid>,
+}
+
+impl Finished {
+    fn insert(&mut self, id: Uuid, attempt: u32) {
+        if self.at.insert(id, attempt).is_none() {
+            self.order.push_back(id);
+        }
+        while self.order.len() > FINISHED_KEPT {
+            if let Some(old) = self.order.pop_front() {
+                self.at.remove(&old);
+            }
+        }
+    }
+
+    /// Whether `d` is a copy read before the delivery ended here.
+    fn is_stale(&self, d: &PendingDelivery) -> bool {
+        self.at.get(&d.id).is_some_and(|&ended| d.attempts < ended)
+    }
+}
 
 /// One endpoint's deliveries: a due-time ordered queue, retry timers, attempts in flight.
 pub struct WebhookEndpoint {
@@ -47,12 +84,16 @@ pub struct WebhookEndpoint {
     /// sealed), read again with every batch of messages, so a key changed through the
     /// settings signs the deliveries read after the change.
     smsgate_key: Option<String>,
+    /// Deliveries that ended here lately.
+    finished: Finished,
+    /// Raised when the endpoint's lease was lost: the Registry replaces this actor.
+    lost: Arc<AtomicBool>,
     stopping: bool,
 }
 
 impl WebhookEndpoint {
     /// An actor for `endpoint_id`; it loads the endpoint and its pending deliveries when started.
-    pub fn new(deps: Deps, endpoint_id: Uuid) -> WebhookEndpoint {
+    pub fn new(deps: Deps, endpoint_id: Uuid, lost: Arc<AtomicBool>) -> WebhookEndpoint {
         WebhookEndpoint {
             deps,
             endpoint_id,
@@ -66,6 +107,8 @@ impl WebhookEndpoint {
             ready: VecDeque::new(),
             waiting_for_budget: false,
             smsgate_key: None,
+            finished: Finished::default(),
+            lost,
             stopping: false,
         }
     }
@@ -112,7 +155,10 @@ impl WebhookEndpoint {
         }
         let now = self.deps.clock.now_ms();
         for d in deliveries {
-            if d.endpoint_id != self.endpoint_id || self.known.contains_key(&d.id) {
+            if d.endpoint_id != self.endpoint_id
+                || self.known.contains_key(&d.id)
+                || self.finished.is_stale(&d)
+            {
                 continue;
             }
             self.schedule(d.next_attempt_at, d.id, now, ctx);
@@ -142,6 +188,20 @@ impl WebhookEndpoint {
             workspace_id: endpoint.workspace_id,
             mode: endpoint.mode,
         };
+        // In a cluster every attempt is made under the endpoint's lease, and recorded only while
+        // it still holds; once the lease is gone here, nothing more is sent.
+        let lease = match &self.deps.cluster {
+            None => None,
+            Some(cluster) => {
+                match cluster.lease(LeaseKind::WebhookEndpoint, &self.endpoint_id.to_string()) {
+                    Some(lease) => Some(lease),
+                    None => {
+                        self.ownership_lost();
+                        return;
+                    }
+                }
+            }
+        };
         while self.in_flight < MAX_IN_FLIGHT && !self.waiting_for_budget {
             let Some((delivery, message)) = self.ready.pop_front() else {
                 break;
@@ -167,10 +227,10 @@ impl WebhookEndpoint {
                 delivery,
                 message,
             );
-            ctx.spawn(
-                fut.into_actor(self)
-                    .map(move |record, act, ctx| act.answered(id, record, ctx)),
-            );
+            let lease = lease.clone();
+            ctx.spawn(fut.into_actor(self).map(move |record, act, ctx| {
+                act.answered(id, AttemptRecord { lease, ..record }, ctx)
+            }));
         }
         if self.reading || self.ready.len() >= MAX_IN_FLIGHT {
             return;
@@ -260,24 +320,37 @@ impl WebhookEndpoint {
         ctx.spawn(
             async move {
                 match recorder.record(record.clone()).await {
-                    Ok(true) => Some(record),
-                    Ok(false) => None,
+                    Ok(recorded) => (Some(recorded), record),
                     Err(err) => {
                         tracing::error!(delivery_id = %record.delivery.id, error = %err, "webhook attempt not recorded");
-                        None
+                        (None, record)
                     }
                 }
             }
             .into_actor(self)
-            .map(move |outcome, act, ctx| act.finished(id, outcome, ctx)),
+            .map(move |(recorded, record), act, ctx| act.finished(id, recorded, record, ctx)),
         );
         self.pump(ctx);
     }
 
-    fn finished(&mut self, id: Uuid, outcome: Option<AttemptRecord>, ctx: &mut Context<Self>) {
+    fn finished(
+        &mut self,
+        id: Uuid,
+        recorded: Option<Recorded>,
+        record: AttemptRecord,
+        ctx: &mut Context<Self>,
+    ) {
         self.recording = self.recording.saturating_sub(1);
-        match outcome {
-            Some(record) if record.state == DeliveryState::Pending => {
+        match recorded {
+            Some(Recorded::LeaseLost) => {
+                // Another node owns the endpoint now and delivers from what the database says.
+                if let (Some(cluster), Some(lease)) = (&self.deps.cluster, &record.lease) {
+                    cluster.lost(lease);
+                }
+                self.ownership_lost();
+                return;
+            }
+            Some(Recorded::Written) if record.state == DeliveryState::Pending => {
                 let at = record.next_attempt_at.unwrap_or(record.attempted_at);
                 let now = self.deps.clock.now_ms();
                 if let Some(d) = self.known.get_mut(&id) {
@@ -286,16 +359,29 @@ impl WebhookEndpoint {
                 }
                 self.schedule(at, id, now, ctx);
             }
-            Some(_) => {
+            Some(Recorded::Written | Recorded::MovedOn) => {
+                // Ended, or another attempt with this number was recorded first.
                 self.known.remove(&id);
+                self.finished.insert(id, record.attempt);
             }
             None => {
-                // Not recorded (storage error or the delivery moved on): forget it here; the
-                // database still says what is pending and the next start reloads it.
+                // Not recorded (storage error): forget it here; the database still says it is
+                // pending and the next load reads it.
                 self.known.remove(&id);
             }
         }
         self.pump(ctx);
+    }
+
+    /// This node no longer holds the endpoint's lease: stop acting at once, with no further
+    /// attempt or record, and let the Registry replace this actor when the node is to run the
+    /// endpoint again. The new owner rebuilds the queue from the database; attempts sent here
+    /// and not recorded are sent again there (at least once).
+    fn ownership_lost(&mut self) {
+        if !self.lost.swap(true, Ordering::Relaxed) {
+            tracing::warn!(endpoint_id = %self.endpoint_id, "webhook endpoint's lease lost; its actor stops here");
+        }
+        self.go_idle();
     }
 }
 

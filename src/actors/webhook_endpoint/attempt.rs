@@ -63,6 +63,8 @@ pub(super) async fn attempt(
         attempted_at,
         next_attempt_at,
         state,
+        // Set by the actor: the lease it made the attempt under.
+        lease: None,
     }
 }
 

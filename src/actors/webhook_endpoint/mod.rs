@@ -22,6 +22,7 @@ mod retry;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use actix::prelude::*;
 use uuid::Uuid;
@@ -100,51 +101,79 @@ pub struct EndpointDeleted {
 /// The registry's side: one supervised actor per endpoint with work.
 #[derive(Default)]
 pub struct EndpointActors {
-    actors: HashMap<Uuid, Addr<WebhookEndpoint>>,
+    actors: HashMap<Uuid, Running>,
+}
+
+/// An endpoint's actor and its flag of lost ownership.
+struct Running {
+    addr: Addr<WebhookEndpoint>,
+    /// Set by the actor when a record was refused because the endpoint's lease moved on: it
+    /// idles from then on, and is replaced (stopped, a new one started) when this node is to
+    /// run the endpoint again. It cannot stop itself: a supervised actor whose address is still
+    /// held here is restarted at once.
+    lost: Arc<AtomicBool>,
+}
+
+impl Running {
+    fn live(&self) -> Option<&Addr<WebhookEndpoint>> {
+        (self.addr.connected() && !self.lost.load(Ordering::Relaxed)).then_some(&self.addr)
+    }
 }
 
 impl EndpointActors {
     /// The endpoint's actor, started (supervised) on first use.
+    /// The endpoint's actor, started (supervised) on first use, or again after it lost the
+    /// endpoint's lease.
     pub fn addr(&mut self, deps: &Deps, endpoint_id: Uuid) -> Addr<WebhookEndpoint> {
-        if let Some(addr) = self.actors.get(&endpoint_id)
-            && addr.connected()
-        {
+        if let Some(addr) = self.actors.get(&endpoint_id).and_then(Running::live) {
             return addr.clone();
         }
+        self.stop(endpoint_id);
         let deps = deps.clone();
-        let addr = Supervisor::start(move |_| WebhookEndpoint::new(deps, endpoint_id));
-        self.actors.insert(endpoint_id, addr.clone());
+        let lost = Arc::new(AtomicBool::new(false));
+        let flag = lost.clone();
+        let addr = Supervisor::start(move |_| WebhookEndpoint::new(deps, endpoint_id, flag));
+        self.actors.insert(
+            endpoint_id,
+            Running {
+                addr: addr.clone(),
+                lost,
+            },
+        );
         addr
     }
 
     /// Makes the endpoint's actor, if it runs, read its endpoint again.
     pub fn reload(&self, endpoint_id: Uuid) {
-        if let Some(addr) = self.actors.get(&endpoint_id) {
+        if let Some(addr) = self.get(endpoint_id) {
             addr.do_send(Reload);
         }
     }
 
     /// Stops the endpoint's actor, if it runs (the endpoint was deleted).
     pub fn stop(&mut self, endpoint_id: Uuid) {
-        if let Some(addr) = self.actors.remove(&endpoint_id) {
-            addr.do_send(StopDeliveries);
+        if let Some(running) = self.actors.remove(&endpoint_id) {
+            running.addr.do_send(StopDeliveries);
         }
     }
 
     /// Whether the endpoint's actor runs here.
     pub fn running(&self, endpoint_id: Uuid) -> bool {
-        self.actors.get(&endpoint_id).is_some_and(Addr::connected)
+        self.get(endpoint_id).is_some()
     }
 
-    /// The endpoint's actor, if it runs here.
+    /// The endpoint's actor, if it runs here (and still owns the endpoint).
     pub fn get(&self, endpoint_id: Uuid) -> Option<Addr<WebhookEndpoint>> {
-        self.actors.get(&endpoint_id).cloned()
+        self.actors
+            .get(&endpoint_id)
+            .and_then(Running::live)
+            .cloned()
     }
 
     /// Stops every endpoint actor.
     pub fn stop_all(&mut self) {
-        for (_, addr) in self.actors.drain() {
-            addr.do_send(StopDeliveries);
+        for (_, running) in self.actors.drain() {
+            running.addr.do_send(StopDeliveries);
         }
     }
 

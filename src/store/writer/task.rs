@@ -25,7 +25,7 @@ use crate::store::StoreError;
 use crate::store::ai::NewDraft;
 use crate::store::contacts::{self, Consent, ContactKey};
 use crate::store::messages::{Message, Scope};
-use crate::store::webhooks::{self, AttemptRecord, PendingDelivery};
+use crate::store::webhooks::{self, AttemptRecord, PendingDelivery, Recorded};
 
 /// Jobs waiting for the writer; senders wait (backpressure) when it is full.
 const QUEUE_CAPACITY: usize = 16_384;
@@ -156,7 +156,7 @@ impl Request for Inbound {
 }
 
 impl Request for AttemptRecord {
-    type Answer = bool;
+    type Answer = Recorded;
     fn into_job(submitted: Submitted<Self>) -> Job {
         Job::RecordAttempt(Box::new(submitted))
     }
@@ -525,7 +525,7 @@ impl WriterTask {
         // Transitions and webhook attempts are gathered and written in grouped statements (one
         // round trip per group instead of per job); each keeps its answer's place.
         let mut moves: Vec<Move<'_>> = Vec::new();
-        let mut attempts: Vec<(&AttemptRecord, &mut Option<bool>)> = Vec::new();
+        let mut attempts: Vec<(&AttemptRecord, &mut Option<Recorded>)> = Vec::new();
         for job in jobs.iter_mut() {
             match job {
                 Job::Accept(s) => {
@@ -578,8 +578,8 @@ impl WriterTask {
         transition::apply_moves(&txn, &mut batch, moves, now).await?;
         let records: Vec<&AttemptRecord> = attempts.iter().map(|(r, _)| *r).collect();
         let rows = webhooks::apply_attempts(&txn, &records, now).await?;
-        for ((_, answer), row) in attempts.into_iter().zip(rows) {
-            *answer = Some(row.is_some());
+        for ((_, answer), (recorded, row)) in attempts.into_iter().zip(rows) {
+            *answer = Some(recorded);
             batch.attempts.extend(row);
         }
         if !jobs.iter().all(Job::answered) {
