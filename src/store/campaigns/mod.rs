@@ -247,7 +247,10 @@ pub async fn counts_of(
         return Ok(out);
     }
     let mut by_recipient = Query::select()
-        .expr_as(Expr::value(CountSource::Recipient.as_str()), Alias::new("source"))
+        .expr_as(
+            Expr::value(CountSource::Recipient.as_str()),
+            Alias::new("source"),
+        )
         .expr_as(
             Expr::col(campaign_recipients::Column::CampaignId),
             Alias::new("campaign_id"),
@@ -263,7 +266,10 @@ pub async fn counts_of(
         .group_by_col(campaign_recipients::Column::Status)
         .to_owned();
     let by_message = Query::select()
-        .expr_as(Expr::value(CountSource::Message.as_str()), Alias::new("source"))
+        .expr_as(
+            Expr::value(CountSource::Message.as_str()),
+            Alias::new("source"),
+        )
         .expr_as(
             Expr::col(messages::Column::CampaignId),
             Alias::new("campaign_id"),
