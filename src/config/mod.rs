@@ -213,7 +213,7 @@ pub enum AiProvider {
     Openai,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AiSettings {
     pub provider: AiProvider,
@@ -350,17 +350,6 @@ impl Default for TestModeSettings {
     fn default() -> Self {
         TestModeSettings {
             deliver_after: Duration::from_millis(200),
-        }
-    }
-}
-
-impl Default for AiSettings {
-    fn default() -> Self {
-        AiSettings {
-            provider: AiProvider::default(),
-            base_url: None,
-            model: None,
-            api_key: None,
         }
     }
 }
