@@ -243,8 +243,11 @@ fn a_campaign_on_one_node_follows_its_messages_reported_on_another() {
         assert_eq!(reported, total);
         let took = started.elapsed();
         println!("a 150-recipient campaign on A through a phone on B: {took:?}");
+        // Waiting on the actor's 10 s reload instead, the second window and the completion
+        // each wait for one: 20 s or more (21 s before the notices). About 3-5 s here,
+        // slower on a loaded machine.
         assert!(
-            took < Duration::from_secs(8),
+            took < Duration::from_secs(15),
             "the campaign waited for a reload: {took:?}"
         );
     })

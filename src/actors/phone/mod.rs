@@ -29,6 +29,8 @@ use crate::store::messages::{self, Message, Scope};
 use crate::store::writer::{Content, InboundOutcome, NewMessage, Transition};
 
 mod handlers;
+mod rebuild;
+mod reports;
 
 /// Close code for a session whose phone was unpaired or whose token was rotated.
 pub const CLOSE_UNPAIRED: u16 = 4001;
@@ -424,139 +426,6 @@ impl Phone {
         }
     }
 
-    /// Applies a phone's report on an outbound message: the decision is
-    /// [`status_report::decide`]'s, this performs its write and then acks, refuses, and settles
-    /// or requeues the message in the queue.
-    fn status_report(
-        &mut self,
-        message_id: Uuid,
-        report: StatusReport,
-        reference: Option<String>,
-        done: Option<Done>,
-        ctx: &mut Context<Self>,
-    ) {
-        let deps = self.deps.clone();
-        let device = self.identity.device_id;
-        let max_attempts = self.deps.settings.messages.max_send_attempts;
-        ctx.spawn(
-            async move {
-                // The common path (`sent`, `delivered`) is one guarded write whose guard is the
-                // rule of `decide`; the read below only tells a stale report (acked) from a
-                // stranger's (refused), and gives a failure its attempt count.
-                let moves_to = report.moves_to();
-                if let Some(to) = moves_to {
-                    let transition = Transition::report(message_id, device, to);
-                    if let Some(row) = deps.writer.transition(transition).await? {
-                        return Ok(ReportOutcome::Moved(Box::new(row)));
-                    }
-                }
-                let current = messages::get(&deps.db, message_id)
-                    .await?
-                    .map(|m| ReportedMessage {
-                        status: m.status,
-                        send_attempts: m.send_attempts,
-                        outbound: m.direction == Direction::Outbound,
-                        on_this_phone: device.is_none() || m.device_id == device,
-                    });
-                let decision = status_report::decide(&report, current.as_ref(), max_attempts);
-                let detail = decision.failure_detail();
-                let transition = match decision {
-                    ReportDecision::NotYours => {
-                        return Ok::<_, crate::store::StoreError>(ReportOutcome::NotYours);
-                    }
-                    // The guarded write of a `sent` or `delivered` report was refused: a move
-                    // the re-read now allows came after it, so this report is stale.
-                    ReportDecision::Ignore | ReportDecision::Advance(_) => {
-                        return Ok(ReportOutcome::Ignored);
-                    }
-                    ReportDecision::RetryLater { reason, .. } => Transition::failed_attempt(
-                        message_id,
-                        device,
-                        reason,
-                        detail.unwrap_or_default(),
-                    ),
-                    ReportDecision::FailedFinal { reason, .. } => {
-                        Transition::failed_on_phone(message_id, device, Some(reason), detail)
-                    }
-                };
-                Ok(match deps.writer.transition(transition).await? {
-                    Some(row) => ReportOutcome::Moved(Box::new(row)),
-                    None => ReportOutcome::Ignored,
-                })
-            }
-            .into_actor(self)
-            .map(move |result, act, ctx| match result {
-                Ok(ReportOutcome::Moved(row)) => {
-                    act.ack(reference);
-                    answer(done);
-                    if row.status.is_terminal() || row.status == MessageStatus::Sent {
-                        // A late report can settle a message that waits for another attempt.
-                        act.queue.remove_waiting(row.id);
-                    }
-                    if row.status != MessageStatus::Sending {
-                        let item = act.queue.settle(row.id);
-                        if row.status == MessageStatus::Queued {
-                            let item = item.unwrap_or_else(|| QueuedMessage::from(row.as_ref()));
-                            act.retry_first(item, ctx);
-                        }
-                    }
-                }
-                Ok(ReportOutcome::Ignored) => {
-                    act.ack(reference);
-                    answer(done);
-                }
-                Ok(ReportOutcome::NotYours) => {
-                    act.reject(
-                        FrameErrorCode::UnknownMessage,
-                        format!("message {message_id} was not sent to this phone"),
-                    );
-                    answer(done);
-                }
-                Err(err) => {
-                    // Not acked: the phone re-sends the report after reconnecting.
-                    tracing::error!(message_id = %message_id, error = %err, "report not stored");
-                }
-            }),
-        );
-    }
-
-    fn inbound(
-        &mut self,
-        reference: String,
-        from: String,
-        content: String,
-        done: Option<Done>,
-        ctx: &mut Context<Self>,
-    ) {
-        let Some(device) = self.identity.device_id else {
-            return;
-        };
-        let now = self.deps.clock.now_ms();
-        let new = NewMessage::inbound(
-            crate::domain::phone_number::normalize_sender(&from, &self.identity.number),
-            self.identity.number.clone(),
-            Content::received(content),
-            now,
-        )
-        .with_device(Some(device), false)
-        .with_inbound_ref(reference.clone());
-        let writer = self.deps.writer.clone();
-        let scope = self.identity.scope;
-        ctx.spawn(
-            async move { writer.inbound(new, scope).await }
-                .into_actor(self)
-                .map(move |result, act, _| match result {
-                    Ok(InboundOutcome::Stored(_)) | Ok(InboundOutcome::Repeat) => {
-                        act.ack(Some(reference));
-                        answer(done);
-                    }
-                    Err(err) => {
-                        tracing::error!(error = %err, "inbound message not stored; the phone will re-send it");
-                    }
-                }),
-        );
-    }
-
     /// Returns handed-over messages to the queue: their phone went away. Once every move back
     /// to `queued` is written, the ones written go to the front of the queue together, in the
     /// order they were handed over (moved one by one, they would come back in the order the
@@ -610,111 +479,6 @@ impl Phone {
         let now = self.deps.clock.now_ms();
         self.queue.retry_first(item, now);
         self.dispatch(ctx);
-    }
-
-    fn rebuild(&mut self, ctx: &mut Context<Self>) {
-        let Some(device) = self.identity.device_id else {
-            self.ready = true;
-            return;
-        };
-        let db = self.deps.db.clone();
-        let writer = self.deps.writer.clone();
-        let cluster = self.deps.cluster.clone();
-        let since = (self.deps.clock.now() - THIRTY_MINUTE_WINDOW).timestamp_millis();
-        ctx.wait(
-            async move {
-                // In a cluster the phone is first claimed (its lease), then its queue is
-                // rebuilt from the database as after a restart: what another node handed over
-                // and the phone did not report is queued again and sent once more.
-                let mut taken = Vec::new();
-                if let Some(cluster) = &cluster {
-                    if !claim(cluster, device).await {
-                        return Ok(None);
-                    }
-                    for mut message in messages::unfinished_of_phone(&db, device).await? {
-                        if message.status == MessageStatus::Sending {
-                            let transition = Transition::requeue(
-                                message.id,
-                                "the phone moved to another node before reporting; queued again",
-                            );
-                            match writer.transition(transition).await? {
-                                Some(row) => message = row,
-                                None => continue,
-                            }
-                        }
-                        if message.status == MessageStatus::Queued {
-                            taken.push(message);
-                        }
-                    }
-                }
-                let times = messages::handoffs_since(&db, device, since).await?;
-                Ok::<_, crate::store::StoreError>(Some((times, taken)))
-            }
-            .into_actor(self)
-            .map(move |result, act, ctx| {
-                match result {
-                    Ok(Some((times, taken))) => {
-                        let now = act.deps.clock.now();
-                        act.log = PaceLog::from_sends(times.into_iter().map(from_ms), now);
-                        let now_ms = now.timestamp_millis();
-                        for message in &taken {
-                            act.queue.enqueue(QueuedMessage::from(message), now_ms);
-                        }
-                    }
-                    Ok(None) => {
-                        tracing::warn!(phone_id = %device, "the phone's lease stays with another node; closing its session here");
-                        if let Some(link) = act.link.take() {
-                            link.close(CLOSE_TRY_AGAIN, "the phone is owned by another node; reconnect");
-                        }
-                        act.queue.drain_all();
-                        act.stopping = true;
-                        if let Some(owner) = &act.owner {
-                            owner.do_send(NotOwned { phone_id: device });
-                        }
-                        ctx.stop();
-                        return;
-                    }
-                    Err(err) => {
-                        tracing::error!(error = %err, "pace log not rebuilt; starting empty")
-                    }
-                }
-                act.ready = true;
-                act.dispatch(ctx);
-            }),
-        );
-    }
-
-    /// Loads queued messages of this phone another node stored.
-    fn load_queued(&mut self, ids: Option<Vec<Uuid>>, ctx: &mut Context<Self>) {
-        let Some(device) = self.identity.device_id else {
-            return;
-        };
-        let db = self.deps.db.clone();
-        ctx.spawn(
-            async move {
-                match ids {
-                    Some(ids) => messages::queued_of_phone(&db, device, &ids).await,
-                    None => messages::unfinished_of_phone(&db, device).await,
-                }
-            }
-            .into_actor(self)
-            .map(|result, act, ctx| match result {
-                Ok(found) => {
-                    tracing::debug!(
-                        count = found.len(),
-                        "queued messages of another node loaded"
-                    );
-                    let now = act.deps.clock.now_ms();
-                    for message in found.iter().filter(|m| m.status == MessageStatus::Queued) {
-                        act.queue.enqueue(QueuedMessage::from(message), now);
-                    }
-                    act.dispatch(ctx);
-                }
-                Err(err) => {
-                    tracing::error!(error = %err, "queued messages of another node not loaded")
-                }
-            }),
-        );
     }
 }
 
@@ -790,12 +554,6 @@ enum HandoverOutcome {
     Refused,
     /// The write failed; the message goes back to the queue.
     Failed,
-}
-
-enum ReportOutcome {
-    Moved(Box<Message>),
-    Ignored,
-    NotYours,
 }
 
 impl Actor for Phone {

@@ -3,9 +3,10 @@
 //! expires messages nobody handed over in time.
 //!
 //! Mailbox: queries `Route`, `GetPhoneStates`; commands `Enqueue`, `Cancel`, `Paired`,
-//! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`. Every handler
-//! of the Registry, including those of the campaign and webhook messages it routes, is in
-//! `handlers.rs`.
+//! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`. Its handlers
+//! are in `handlers.rs` (its own messages), `work.rs` (the campaign and webhook messages it
+//! routes) and `cluster.rs` (the cluster's events); test mode's simulated phones are in
+//! `test_mode.rs`.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -22,8 +23,10 @@ use crate::store::messages::{self, Message, Scope};
 use crate::store::phones::{self, PhoneRecord};
 use crate::store::writer::{Reroute, Transition};
 
+mod cluster;
 mod handlers;
 mod test_mode;
+mod work;
 
 use test_mode::TestModeHere;
 

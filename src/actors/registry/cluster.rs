@@ -1,0 +1,237 @@
+//! The Registry in a cluster (docs/architecture.md, "Cluster"): the notices of other nodes,
+//! a resync after missed notices, lost leases, the phones online elsewhere, and what this
+//! node tells the others about its phones.
+
+use actix::prelude::*;
+use uuid::Uuid;
+
+use super::*;
+use crate::actors::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnline, Resync};
+use crate::actors::webhook_endpoint;
+use crate::store::cluster::{LeaseKind, Sweep};
+
+impl Registry {
+    /// Tells the other nodes about a change of a phone's record made here.
+    pub(super) fn announce(&self, phone: Uuid, change: PhoneChange) {
+        if let Some(cluster) = &self.deps.cluster {
+            cluster.tell(Notice::Phone {
+                phone,
+                origin: cluster.node(),
+                change,
+            });
+        }
+    }
+
+    /// This node stops owning the phone: its actor stops (the session, if any, closes) and
+    /// the lease is released once it stopped.
+    pub(super) fn let_go(&mut self, phone_id: Uuid) {
+        let Some(cluster) = self.deps.cluster.clone() else {
+            return;
+        };
+        let addr = self.phones.get_mut(&phone_id).and_then(|e| {
+            e.session = None;
+            e.addr.take()
+        });
+        actix::spawn(async move {
+            if let Some(addr) = addr {
+                let _ = addr.send(phone::StopPhone).await;
+            }
+            cluster
+                .release(
+                    crate::store::cluster::LeaseKind::Phone,
+                    &phone_id.to_string(),
+                )
+                .await;
+        });
+    }
+
+    /// A phone changed on another node: read its record again and apply the change here.
+    fn phone_changed(&mut self, ctx: &mut Context<Self>, phone_id: Uuid, change: PhoneChange) {
+        match change {
+            PhoneChange::Unpaired => self.unpaired(phone_id, false, ctx),
+            PhoneChange::TokenRotated => self.token_rotated(phone_id),
+            PhoneChange::Paired | PhoneChange::PaceChanged => {
+                let db = self.deps.db.clone();
+                ctx.spawn(
+                    async move { phones::by_id(&db, phone_id).await }
+                        .into_actor(self)
+                        .map(move |result, act, _| match result {
+                            Ok(Some(record)) => {
+                                let pace = record.pace;
+                                match act.phones.get_mut(&phone_id) {
+                                    // Known here already (its transport may be connected):
+                                    // only the record changes.
+                                    Some(entry) => entry.record = record,
+                                    None => act.insert(record),
+                                }
+                                if change == PhoneChange::PaceChanged
+                                    && let Some(entry) = act.phones.get(&phone_id)
+                                    && let Some(addr) = &entry.addr
+                                {
+                                    let pace = pace.unwrap_or(act.deps.settings.pace);
+                                    addr.do_send(phone::SetPace { pace: Some(pace) });
+                                }
+                            }
+                            Ok(None) => {}
+                            Err(err) => {
+                                tracing::warn!(phone_id = %phone_id, error = %err, "phone change of another node not read")
+                            }
+                        }),
+                );
+            }
+        }
+    }
+}
+
+impl Handler<Noticed> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: Noticed, ctx: &mut Self::Context) {
+        let Some(me) = self.deps.cluster.as_ref().map(|c| c.node()) else {
+            return;
+        };
+        tracing::debug!(notice = ?msg.0, "cluster notice");
+        match msg.0 {
+            Notice::Enqueue { phone, messages } => {
+                if let Some(addr) = self.owned_addr(phone) {
+                    addr.do_send(phone::LoadQueued { ids: messages });
+                }
+            }
+            Notice::Release { phone, node } if node == me => self.let_go(phone),
+            Notice::Release { .. } => {}
+            Notice::Campaign { campaign } => {
+                if self.runs_campaign(campaign) {
+                    self.run_campaign(campaign, ctx);
+                }
+            }
+            Notice::CampaignMessages { campaign, changes } => {
+                if self.runs_campaign(campaign) {
+                    self.campaigns.changed(
+                        changes
+                            .into_iter()
+                            .map(|(message, status)| (campaign, message, status))
+                            .collect(),
+                    );
+                }
+            }
+            Notice::Simulate { messages } => self.load_simulated(ctx, messages),
+            Notice::Endpoint { endpoint } => {
+                let (db, subscriptions) = (
+                    self.deps.db.clone(),
+                    self.deps.webhooks.subscriptions.clone(),
+                );
+                actix::spawn(async move {
+                    match crate::store::webhooks::find(&db, endpoint).await {
+                        Ok(Some(record)) => subscriptions.upsert(&record),
+                        Ok(None) => subscriptions.remove(endpoint),
+                        Err(err) => {
+                            tracing::warn!(endpoint_id = %endpoint, error = %err, "subscriptions not refreshed")
+                        }
+                    }
+                });
+                if let Some(addr) = self.webhooks.get(endpoint) {
+                    addr.do_send(webhook_endpoint::Reload);
+                    addr.do_send(webhook_endpoint::LoadPending);
+                }
+            }
+            Notice::Online { phone, node } if node != me => {
+                self.remote_online.insert(phone, node);
+                // The phone moved: an actor of it still here lets go.
+                if self.phones.get(&phone).is_some_and(|e| e.addr.is_some()) {
+                    self.let_go(phone);
+                }
+            }
+            Notice::Offline { phone, node } => {
+                if self.remote_online.get(&phone) == Some(&node) {
+                    self.remote_online.remove(&phone);
+                }
+            }
+            Notice::Online { .. } => {}
+            Notice::Phone {
+                phone,
+                origin,
+                change,
+            } if origin != me => self.phone_changed(ctx, phone, change),
+            Notice::Phone { .. } => {}
+        }
+    }
+}
+
+impl Handler<Resync> for Registry {
+    type Result = ();
+
+    /// Notices may have been missed: every phone owned here loads its queued messages again,
+    /// and so do the simulated phones when test mode runs here.
+    fn handle(&mut self, _: Resync, ctx: &mut Self::Context) {
+        self.load_simulated(ctx, None);
+        let owned: Vec<Uuid> = self.phones.keys().copied().collect();
+        for phone in owned {
+            if let Some(addr) = self.owned_addr(phone) {
+                addr.do_send(phone::LoadQueued { ids: None });
+            }
+        }
+    }
+}
+
+impl Handler<LeasesLost> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: LeasesLost, _: &mut Self::Context) {
+        // Stop acting at once: the new owner rebuilds everything from the database.
+        for lease in msg.0 {
+            if lease.kind == LeaseKind::Sweep && lease.key == Sweep::TestMode.as_str() {
+                self.stop_test_mode();
+                continue;
+            }
+            let Ok(id) = lease.key.parse::<Uuid>() else {
+                continue;
+            };
+            match lease.kind {
+                LeaseKind::Campaign => {
+                    tracing::warn!(campaign_id = %id, "campaign lease lost: its actor stops here");
+                    self.campaigns.finished(id);
+                    continue;
+                }
+                LeaseKind::WebhookEndpoint => {
+                    tracing::warn!(endpoint_id = %id, "endpoint lease lost: its actor stops here");
+                    self.webhooks.stop(id);
+                    continue;
+                }
+                LeaseKind::Phone | LeaseKind::Sweep => {}
+            }
+            if lease.kind == crate::store::cluster::LeaseKind::Phone
+                && let Ok(phone_id) = lease.key.parse::<Uuid>()
+            {
+                tracing::warn!(phone_id = %phone_id, "phone lease lost: its actor stops here");
+                if let Some(entry) = self.phones.get_mut(&phone_id) {
+                    entry.session = None;
+                    if let Some(addr) = entry.addr.take() {
+                        addr.do_send(phone::StopPhone);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Handler<PhonesOnline> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: PhonesOnline, _: &mut Self::Context) {
+        let Some(me) = self.deps.cluster.as_ref().map(|c| c.node()) else {
+            return;
+        };
+        self.remote_online = msg.0.into_iter().filter(|(_, node)| *node != me).collect();
+    }
+}
+
+impl Handler<phone::NotOwned> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: phone::NotOwned, _: &mut Self::Context) {
+        if let Some(entry) = self.phones.get_mut(&msg.phone_id) {
+            entry.session = None;
+            entry.addr = None;
+        }
+    }
+}
