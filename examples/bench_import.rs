@@ -6,10 +6,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use smsgw::config::Settings;
 use smsgw::startup::Application;
 
 const CONTACTS: usize = 10_000;
@@ -45,14 +46,7 @@ async fn main() {
         .unwrap_or(5)
         .clamp(1, 10);
     let dir = tempfile::tempdir().unwrap();
-    let mut settings = Settings::default();
-    settings.database.url = format!(
-        "sqlite://{}?mode=rwc",
-        dir.path().join("bench.db").display()
-    );
-    settings.server.bind = "127.0.0.1:0".into();
-    settings.limits.api_per_second = 0;
-    settings.log.level = "warn".into();
+    let settings = common::bench_settings(dir.path(), "warn");
     let app = Application::build(settings).await.unwrap();
     let key = app.initial_keys.clone().unwrap().test_key;
     let url = format!("http://{}/v1/contacts/import", app.address());

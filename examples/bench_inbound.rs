@@ -9,12 +9,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use awc::ws::{Frame, Message as WsMessage};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use smsgw::config::Settings;
 use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
 use smsgw::startup::Application;
 
@@ -66,14 +67,7 @@ async fn main() {
     let phones: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
     let per_phone: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10);
     let dir = tempfile::tempdir().unwrap();
-    let mut settings = Settings::default();
-    settings.database.url = format!(
-        "sqlite://{}?mode=rwc",
-        dir.path().join("bench.db").display()
-    );
-    settings.server.bind = "127.0.0.1:0".into();
-    settings.limits.api_per_second = 0;
-    settings.log.level = "warn".into();
+    let settings = common::bench_settings(dir.path(), "warn");
     let app = Application::build(settings).await.unwrap();
     let key = app.initial_keys.clone().unwrap().live_key;
     let base = format!("http://{}", app.address());

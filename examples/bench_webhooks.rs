@@ -10,6 +10,8 @@
 //!
 //! `cargo run --release --example bench_webhooks -- [--messages N] [--endpoints E]`
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,7 +19,6 @@ use std::time::{Duration, Instant};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use serde_json::{Value, json};
 use smsgw::actors::webhook_target::StaticResolver;
-use smsgw::config::Settings;
 use smsgw::domain::phone_number::PhoneNumber;
 use smsgw::domain::signing;
 use smsgw::startup::{Application, Hooks};
@@ -231,22 +232,15 @@ async fn main() {
     let messages = arg("--messages", 10_000);
     let endpoints = arg("--endpoints", 1).max(1);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
-    let mut settings = Settings::default();
-    let database_url = format!(
-        "sqlite://{}?mode=rwc",
-        dir.path().join("bench.db").display()
-    );
-    settings.database.url = database_url.clone();
-    settings.server.bind = "127.0.0.1:0".into();
+    let mut settings = common::bench_settings(dir.path(), "error");
+    let database_url = settings.database.url.clone();
     settings.server.workers = 1;
-    settings.limits.api_per_second = 0;
     // Long enough that a message's sent report commits before its delivered report.
     settings.test_mode.deliver_after = Duration::from_millis(10);
     // The gate holds the first requests while the backlog builds up.
     settings.webhooks.timeout = Duration::from_secs(600);
     settings.webhooks.allow_insecure_targets = true;
-    settings.log.level = "error".into();
-    smsgw::telemetry::init("human", "error");
+    smsgw::telemetry::init(smsgw::config::LogFormat::Human, "error");
     let hooks = Hooks {
         clock: None,
         resolver: Some(Arc::new(StaticResolver::new())),

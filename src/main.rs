@@ -92,7 +92,7 @@ enum KeyCommand {
     /// Create one more key for a workspace and print it.
     Create {
         #[arg(long)]
-        workspace: uuid::Uuid,
+        workspace: smsgw::domain::ids::WorkspaceId,
         #[arg(long, value_enum)]
         mode: Mode,
     },
@@ -118,7 +118,7 @@ fn main() -> ExitCode {
         Command::Loadtest(_) => "warn",
         _ => settings.log.level.as_str(),
     };
-    smsgw::telemetry::init(&settings.log.format, level);
+    smsgw::telemetry::init(settings.log.format, level);
     smsgw::startup::install_crypto_provider();
     let result = smsgw::startup::block_on_system(run(cli.command, settings))
         .map_err(Into::into)

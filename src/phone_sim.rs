@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::domain::protocol::{PhoneFrame, ServerFrame};
+use crate::domain::status::MessageStatus;
 
 pub mod smsgate;
 
@@ -102,7 +103,7 @@ pub enum SimEvent {
     },
     Reported {
         message_id: Uuid,
-        status: &'static str,
+        status: MessageStatus,
     },
     Acked {
         reference: String,
@@ -125,6 +126,31 @@ impl SimOptions {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .collect()
+    }
+
+    /// Each server's URL as `to_url` makes it for a transport; refused when there is none.
+    fn server_urls(
+        &self,
+        to_url: fn(&str) -> Result<String, SimError>,
+    ) -> Result<Vec<String>, SimError> {
+        let urls = self
+            .servers()
+            .into_iter()
+            .map(to_url)
+            .collect::<Result<Vec<_>, _>>()?;
+        if urls.is_empty() {
+            return Err(SimError::BadUrl(self.server.clone()));
+        }
+        Ok(urls)
+    }
+}
+
+/// Sends an event to `events` when a caller listens (a gone listener is ignored).
+fn emitter(events: &Option<mpsc::UnboundedSender<SimEvent>>) -> impl Fn(SimEvent) + '_ {
+    move |event| {
+        if let Some(tx) = events {
+            let _ = tx.send(event);
+        }
     }
 }
 
@@ -213,20 +239,9 @@ pub async fn run_phone(
     events: Option<mpsc::UnboundedSender<SimEvent>>,
     mut commands: Option<mpsc::UnboundedReceiver<SimCommand>>,
 ) -> Result<(), SimError> {
-    let urls = options
-        .servers()
-        .into_iter()
-        .map(ws_url)
-        .collect::<Result<Vec<_>, _>>()?;
-    if urls.is_empty() {
-        return Err(SimError::BadUrl(options.server.clone()));
-    }
+    let urls = options.server_urls(ws_url)?;
     let mut at = 0;
-    let emit = |event: SimEvent| {
-        if let Some(tx) = &events {
-            let _ = tx.send(event);
-        }
-    };
+    let emit = emitter(&events);
     let client = Client::builder().timeout(Duration::from_secs(10)).finish();
     let mut memory = Memory::default();
     let mut backoff = FIRST_BACKOFF;
@@ -286,7 +301,7 @@ pub async fn run_phone(
                 Some(report) = timer_rx.recv() => {
                     if let PhoneFrame::Delivered { message_id, .. } = &report {
                         memory.outcome.insert(*message_id, report.clone());
-                        emit(SimEvent::Reported { message_id: *message_id, status: "delivered" });
+                        emit(SimEvent::Reported { message_id: *message_id, status: MessageStatus::Delivered });
                     }
                     let tagged = memory.tag(report);
                     alive = send(&mut framed, &tagged).await;
@@ -362,7 +377,7 @@ async fn handle_frame(
             let report = if fails {
                 emit(SimEvent::Reported {
                     message_id,
-                    status: "failed",
+                    status: MessageStatus::Failed,
                 });
                 PhoneFrame::Failed {
                     message_id,
@@ -372,7 +387,7 @@ async fn handle_frame(
             } else {
                 emit(SimEvent::Reported {
                     message_id,
-                    status: "sent",
+                    status: MessageStatus::Sent,
                 });
                 let sent = PhoneFrame::Sent {
                     message_id,
@@ -488,7 +503,7 @@ fn describe(event: &SimEvent, counts: &std::cell::Cell<(u64, u64)>) -> String {
                 repeats + 1
             )
         }
-        SimEvent::Reported { message_id, status } => format!("{status} {message_id}"),
+        SimEvent::Reported { message_id, status } => format!("{} {message_id}", status.as_str()),
         SimEvent::Acked { reference } => format!("ack {reference}"),
         SimEvent::Forwarded { reference } => format!("received {reference}"),
         SimEvent::ServerError { code, message } => format!("server error {code}: {message}"),

@@ -224,7 +224,7 @@ pub fn install_crypto_provider() {
 /// Keys of the `default` workspace created on an empty database, shown once.
 #[derive(Debug, Clone)]
 pub struct InitialKeys {
-    pub workspace_id: uuid::Uuid,
+    pub workspace_id: crate::domain::ids::WorkspaceId,
     pub live_key: String,
     pub test_key: String,
 }

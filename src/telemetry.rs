@@ -1,15 +1,16 @@
 //! Logging: human-readable by default, JSON with `log.format = "json"`; `RUST_LOG` overrides
 //! `log.level`. Secrets and message content are never logged at info level.
 
+use crate::config::LogFormat;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 /// Installs the global subscriber once; later calls (tests start many apps) are no-ops.
-pub fn init(format: &str, level: &str) {
+pub fn init(format: LogFormat, level: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let fmt: Box<dyn Layer<Registry> + Send + Sync> = if format == "json" {
+    let fmt: Box<dyn Layer<Registry> + Send + Sync> = if format == LogFormat::Json {
         Box::new(fmt.json().flatten_event(true))
     } else {
         Box::new(fmt)

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::Deps;
 use super::registry::Registry;
+use crate::config::AiProvider;
 use crate::domain::ai::{AiMode, DraftStatus, fit_reply, match_rule};
 use crate::domain::keywords;
 use crate::domain::phone_number::PhoneNumber;
@@ -188,8 +189,8 @@ impl Job {
         {
             return Ok(());
         }
-        let reply = match self.deps.settings.ai.provider.as_str() {
-            "openai" => match self.ask_openai(&settings).await {
+        let reply = match self.deps.settings.ai.provider {
+            AiProvider::Openai => match self.ask_openai(&settings).await {
                 Ok(reply) => reply,
                 Err(err) => {
                     // The error, never the conversation: message text stays out of the log.
@@ -198,7 +199,9 @@ impl Job {
                     return Ok(());
                 }
             },
-            _ => match_rule(&settings.rules, &self.message.content).map(str::to_string),
+            AiProvider::Rules => {
+                match_rule(&settings.rules, &self.message.content).map(str::to_string)
+            }
         };
         let Some(content) = reply.map(|r| fit_reply(&r)).filter(|r| !r.is_empty()) else {
             return Ok(());

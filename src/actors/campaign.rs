@@ -19,6 +19,7 @@ use super::registry::{Enqueue, Registry, Route};
 use crate::domain::campaign::CampaignStatus;
 use crate::domain::status::{MessageStatus, Mode, QueueClass};
 use crate::store::campaigns::{self, Campaign};
+use crate::store::cluster::{Lease, LeaseKind};
 use crate::store::writer::{CampaignOp, CampaignOutcome, Content, NewMessage};
 
 /// Most of a campaign's messages `queued` (not yet handed to a phone) at once. Feeding tops
@@ -86,6 +87,8 @@ enum Fed {
     NoPhone,
     /// The campaign is no longer running.
     Stopped,
+    /// Another node owns the campaign now.
+    LeaseLost,
 }
 
 /// The actor of one campaign.
@@ -124,6 +127,9 @@ impl CampaignActor {
     }
 
     fn load(&mut self, ctx: &mut Context<Self>) {
+        if self.finished {
+            return;
+        }
         if self.busy {
             self.reload = true;
             return;
@@ -198,7 +204,8 @@ impl CampaignActor {
             }));
             return;
         }
-        self.run_op(ctx, CampaignOp::Start { id: self.id });
+        let lease = self.lease();
+        self.run_op(ctx, CampaignOp::Start { id: self.id, lease });
     }
 
     /// Runs a start or completion through the writer, then reloads.
@@ -213,8 +220,12 @@ impl CampaignActor {
             fut::wrap_future::<_, Self>(async move { writer.campaign(op).await }).map(
                 |result, act, ctx| {
                     act.busy = false;
-                    if let Err(err) = result {
-                        tracing::error!(campaign_id = %act.id, error = %err, "campaign update failed; retrying");
+                    match result {
+                        Ok(CampaignOutcome::LeaseLost) => return act.ownership_lost(),
+                        Ok(_) => {}
+                        Err(err) => {
+                            tracing::error!(campaign_id = %act.id, error = %err, "campaign update failed; retrying");
+                        }
                     }
                     act.load(ctx);
                 },
@@ -224,6 +235,9 @@ impl CampaignActor {
 
     /// Feeds the window, or completes the campaign when nothing is left.
     fn step(&mut self, ctx: &mut Context<Self>) {
+        if self.finished {
+            return;
+        }
         if self.busy {
             self.again = true;
             return;
@@ -238,7 +252,8 @@ impl CampaignActor {
                 self.feed(ctx, room);
             }
         } else if state.open.is_empty() {
-            self.run_op(ctx, CampaignOp::Complete { id: self.id });
+            let lease = self.lease();
+            self.run_op(ctx, CampaignOp::Complete { id: self.id, lease });
         }
     }
 
@@ -252,6 +267,7 @@ impl CampaignActor {
             self.registry.clone(),
         );
         let ttl = i64::try_from(self.deps.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
+        let lease = self.lease();
         let clock = self.deps.clock.clone();
         let feed = async move {
             let device_id = if campaign.scope.mode == Mode::Test {
@@ -298,6 +314,7 @@ impl CampaignActor {
                 id: campaign.id,
                 scope: campaign.scope,
                 messages,
+                lease,
             };
             match writer.campaign(op).await? {
                 CampaignOutcome::Fed {
@@ -314,6 +331,7 @@ impl CampaignActor {
                     }
                     Ok(Fed::Queued(ids))
                 }
+                CampaignOutcome::LeaseLost => Ok(Fed::LeaseLost),
                 _ => Ok(Fed::Stopped),
             }
         };
@@ -340,6 +358,7 @@ impl CampaignActor {
                     }
                     Ok(Fed::NoPhone) => {}
                     Ok(Fed::Stopped) => act.load(ctx),
+                    Ok(Fed::LeaseLost) => return act.ownership_lost(),
                     Err(err) => {
                         tracing::error!(campaign_id = %act.id, error = %err, "campaign feed failed; retrying");
                     }
@@ -361,6 +380,28 @@ impl CampaignActor {
             self.again = false;
             self.step(ctx);
         }
+    }
+
+    /// The campaign's lease a step carries in a cluster (fence 0 once lost here); None on a
+    /// single node.
+    fn lease(&self) -> Option<Lease> {
+        self.deps
+            .cluster
+            .as_ref()
+            .map(|cluster| cluster.fence(LeaseKind::Campaign, &self.id.to_string()))
+    }
+
+    /// Another node owns the campaign now (its step was refused): act no more from now on,
+    /// and have the Registry drop this actor (`Finished`: it cannot stop itself, a supervised
+    /// actor whose address the Registry holds is restarted at once); the new owner carries on
+    /// from the database.
+    fn ownership_lost(&mut self) {
+        tracing::warn!(campaign_id = %self.id, "campaign lease lost: its actor stops here");
+        if let (Some(cluster), Some(lease)) = (&self.deps.cluster, self.lease()) {
+            cluster.lost(&lease);
+        }
+        self.state = None;
+        self.finish();
     }
 
     /// Whether the campaign has work for its timers (running, or waiting for its start).

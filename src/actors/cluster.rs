@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::config::ClusterSettings;
+use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
 use crate::store::cluster::{self as leases, Lease, LeaseKind, Sweep};
 
@@ -39,6 +40,19 @@ pub enum Notice {
     Offline { phone: Uuid, node: Uuid },
     /// A campaign changed (API) on a node that does not run it: its owner reloads it.
     Campaign { campaign: Uuid },
+    /// Messages of `campaign` changed (message id, new status), committed by the writer of a
+    /// node that does not run it: its owner takes them as its own writer's.
+    CampaignMessages {
+        campaign: Uuid,
+        changes: Vec<(Uuid, MessageStatus)>,
+    },
+    /// New test-mode messages were stored on a node that does not run test mode: the node
+    /// that does (the `test_mode` sweep lease) loads them (those named, or every queued one
+    /// when None).
+    Simulate {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        messages: Option<Vec<Uuid>>,
+    },
     /// A webhook endpoint changed or got deliveries on a node that does not run it: its owner
     /// reads the endpoint and its pending deliveries again.
     Endpoint { endpoint: Uuid },
@@ -138,7 +152,7 @@ impl Cluster {
         };
         // The sweeps nobody runs are taken at once (their node's lease rows exist from the
         // start, so no later write of this node's grows the database during a request).
-        for sweep in [Sweep::Expiry, Sweep::Retention] {
+        for sweep in [Sweep::Expiry, Sweep::Retention, Sweep::TestMode] {
             cluster.acquire(LeaseKind::Sweep, sweep.as_str()).await;
         }
         Ok(cluster)
@@ -220,6 +234,31 @@ impl Cluster {
         self.held()
             .get(&(kind, key.to_string()))
             .map(|(lease, _)| lease.clone())
+    }
+
+    /// The lease a fenced write on (`kind`, `key`) carries: the one this node holds, or, once
+    /// it is lost here, one with fence 0, which no lease ever has, so the write is refused.
+    pub fn fence(&self, kind: LeaseKind, key: &str) -> Lease {
+        self.lease(kind, key).unwrap_or_else(|| Lease {
+            kind,
+            key: key.to_string(),
+            node: self.node(),
+            fence: 0,
+        })
+    }
+
+    /// Forgets `lease` here, without a write: a fenced write carrying it was refused, so it
+    /// moved to another node already (a newer lease of this node on the same thing is kept).
+    /// Until then the node would keep starting the actor it no longer owns.
+    pub fn lost(&self, lease: &Lease) {
+        let mut held = self.held();
+        let entry = (lease.kind, lease.key.clone());
+        if held
+            .get(&entry)
+            .is_some_and(|(ours, _)| ours.fence == lease.fence)
+        {
+            held.remove(&entry);
+        }
     }
 
     /// Lets go of this node's lease on (`kind`, `key`).

@@ -2,8 +2,9 @@
 //! compatible with the SMSGate Android app (docs/api.md "Device API for the SMSGate Android
 //! app"). The Phone actor sees the same [`Link`] as for a WebSocket session: what it hands over
 //! (a `send` frame, already stored as `sending` and counted in the pace log) lands in this
-//! phone's outbox, every open event stream hears `MessageEnqueued`, and `GET /message` serves
-//! the outbox until the phone reports a state. Queue, pace, retries and expiry stay in the actor.
+//! phone's outbox, every open event stream hears `MessageEnqueued` (one until a fetch answers
+//! it, so a backlog costs one fetch), and `GET /message` serves the outbox until the phone
+//! reports a state. Queue, pace, retries and expiry stay in the actor.
 //!
 //! The link is attached while the phone is *online*: an event stream is open, or the phone
 //! fetched or reported within [`ONLINE_WINDOW`]. When neither holds, the link detaches like a
@@ -31,6 +32,7 @@ use super::phone::{Phone, ReportAndWait};
 use super::phone_session::{LINK_CAPACITY, Link, Outgoing, next_session_id};
 use super::registry::{ConnectIfIdle, Connected, Disconnected, NotAttached, Registry, Seen};
 use crate::domain::protocol::{PhoneFrame, ServerFrame};
+use crate::store::phones::PhoneRecord;
 
 /// How long a phone without an open event stream stays online after its last fetch or report.
 pub const ONLINE_WINDOW: Duration = Duration::from_secs(60);
@@ -53,8 +55,25 @@ pub const STORE_WAIT: Duration = Duration::from_secs(10);
 /// Messages one `GET /message` hands out at most (the app's limit).
 pub const MAX_FETCH: usize = 100;
 
+/// How long a `MessageEnqueued` may go without a fetch before it is sent again: until a fetch
+/// answers it, new hand-overs send no further hint (a backlog costs one fetch, not one per
+/// message), so a hint the app lost must not hold the outbox back for good.
+const HINT_AGAIN: Duration = Duration::from_secs(5);
+
+/// Sends a link remembers the app id of ([`DeviceLink::current_send`]); past it the record
+/// starts over, and reports fall back to reading the message.
+const MAX_NAMED: usize = 4096;
+
 /// Links kept before the map of links is first swept of idle ones.
 const SWEEP_FLOOR: usize = 64;
+
+/// How long a device token's phone is answered from memory ([`DeviceLinks::phone_of_token`]).
+/// A rotation or unpairing through this server forgets it at once; through another node of a
+/// cluster it takes effect here within this time.
+pub const TOKEN_TTL: Duration = Duration::from_secs(2);
+
+/// Device tokens remembered at most; past it the memory starts over.
+const MAX_TOKENS: usize = 16_384;
 
 /// The id a message goes by in the app for one send: the smsgw message id for its first send
 /// (so the app, the API and the webhooks speak of one id), `<message id>-<n>` for the n-th send
@@ -121,6 +140,8 @@ pub struct Handout {
     pub content: String,
     pub attempt: u32,
     pub handed_at: DateTime<Utc>,
+    /// The id an earlier fetch served this send under ([`DeviceLink::named`]); None until then.
+    pub app_id: Option<AppMessageId>,
 }
 
 /// Order of a fetch: oldest hand-over first (`fifo`) or newest first (`lifo`).
@@ -158,6 +179,8 @@ pub const KEEPALIVE_FRAME: &[u8] = b":keepalive\n\n";
 pub struct DeviceLinks {
     registry: Addr<Registry>,
     phones: StdMutex<Phones>,
+    /// The phone of each device token hash seen lately, and when it was read.
+    tokens: StdMutex<HashMap<String, (PhoneRecord, tokio::time::Instant)>>,
 }
 
 /// The map of links, swept of idle ones whenever it doubled since the last sweep.
@@ -190,6 +213,20 @@ struct State {
     outbox: Vec<Handout>,
     streams: Vec<mpsc::Sender<Bytes>>,
     last_active: Option<tokio::time::Instant>,
+    /// When the `MessageEnqueued` no fetch has answered yet went out; None once a fetch came.
+    hinted: Option<tokio::time::Instant>,
+    /// The app id of each send a fetch served here, until its final report or the detach: a
+    /// report is checked against it without reading the message.
+    named: HashMap<Uuid, AppMessageId>,
+}
+
+impl State {
+    /// Tells the streams that messages wait, unless a hint is still unanswered.
+    fn hint(&mut self) {
+        if self.hinted.is_none() && broadcast(self, &Event::MessageEnqueued) {
+            self.hinted = Some(tokio::time::Instant::now());
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -251,15 +288,44 @@ impl DeviceLinks {
                 links: HashMap::new(),
                 sweep_at: SWEEP_FLOOR,
             }),
+            tokens: StdMutex::new(HashMap::new()),
         }
+    }
+
+    /// The phone of a device token hash read within [`TOKEN_TTL`], if any: every device-API
+    /// request authenticates, and the app makes three or four per message.
+    pub fn phone_of_token(&self, token_hash: &str) -> Option<PhoneRecord> {
+        let tokens = lock(&self.tokens);
+        tokens
+            .get(token_hash)
+            .filter(|(_, at)| at.elapsed() < TOKEN_TTL)
+            .map(|(phone, _)| phone.clone())
+    }
+
+    /// Remembers the phone a token hash was just read to belong to.
+    pub fn remember_token(&self, token_hash: &str, phone: &PhoneRecord) {
+        let mut tokens = lock(&self.tokens);
+        if tokens.len() >= MAX_TOKENS {
+            tokens.retain(|_, (_, at)| at.elapsed() < TOKEN_TTL);
+            if tokens.len() >= MAX_TOKENS {
+                tokens.clear();
+            }
+        }
+        tokens.insert(
+            token_hash.to_string(),
+            (phone.clone(), tokio::time::Instant::now()),
+        );
+    }
+
+    /// Forgets every token of a phone whose token was rotated or that was unpaired: the old
+    /// token is refused from the next request on.
+    pub fn forget_tokens_of(&self, phone_id: Uuid) {
+        lock(&self.tokens).retain(|_, (phone, _)| phone.id != phone_id);
     }
 
     /// The link of this phone, created on first use.
     pub fn of(&self, phone_id: Uuid) -> Arc<DeviceLink> {
-        let mut phones = match self.phones.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut phones = lock(&self.phones);
         if let Some(link) = phones.links.get(&phone_id) {
             return link.clone();
         }
@@ -277,10 +343,7 @@ impl DeviceLinks {
 
     /// How many phones have a link in the map (idle ones until the next sweep).
     pub fn len(&self) -> usize {
-        match self.phones.lock() {
-            Ok(guard) => guard.links.len(),
-            Err(poisoned) => poisoned.into_inner().links.len(),
-        }
+        lock(&self.phones).links.len()
     }
 
     /// True when no phone has a link.
@@ -298,27 +361,63 @@ impl DeviceLink {
         let (tx, rx) = mpsc::channel(STREAM_CAPACITY);
         let mut state = self.state.lock().await;
         self.attach(&mut state, true).await?;
-        if !state.outbox.is_empty() {
-            let _ = tx.try_send(Event::MessageEnqueued.frame());
+        if !state.outbox.is_empty() && tx.try_send(Event::MessageEnqueued.frame()).is_ok() {
+            state.hinted = Some(tokio::time::Instant::now());
         }
         state.streams.push(tx);
         Ok(rx)
     }
 
-    /// The messages handed over and not yet reported, at most [`MAX_FETCH`]; none while
-    /// another transport is current (they were handed to that one).
+    /// The messages handed over and not yet reported, at most [`MAX_FETCH`], each with the
+    /// app id an earlier fetch named it by; none while another transport is current (they were
+    /// handed to that one). It answers the `MessageEnqueued` sent so far: the next hand-over
+    /// hints again.
     pub async fn fetch(self: &Arc<Self>, order: FetchOrder) -> Result<Vec<Handout>, NotPaired> {
         let mut state = self.state.lock().await;
         if let Linked::Elsewhere(_) = self.attach(&mut state, false).await? {
             return Ok(Vec::new());
         }
         state.last_active = Some(tokio::time::Instant::now());
-        let mut out = state.outbox.clone();
-        if order == FetchOrder::Lifo {
-            out.reverse();
-        }
-        out.truncate(MAX_FETCH);
+        state.hinted = None;
+        let take = |h: &Handout| Handout {
+            app_id: state.named.get(&h.message_id).copied(),
+            ..h.clone()
+        };
+        let out = match order {
+            FetchOrder::Fifo => state.outbox.iter().take(MAX_FETCH).map(take).collect(),
+            FetchOrder::Lifo => state
+                .outbox
+                .iter()
+                .rev()
+                .take(MAX_FETCH)
+                .map(take)
+                .collect(),
+        };
         Ok(out)
+    }
+
+    /// Records the app ids a fetch served its messages under (those still in the outbox).
+    pub async fn named(&self, served: &[AppMessageId]) {
+        let mut state = self.state.lock().await;
+        for app_id in served {
+            if !state
+                .outbox
+                .iter()
+                .any(|h| h.message_id == app_id.message_id)
+            {
+                continue;
+            }
+            if state.named.len() >= MAX_NAMED {
+                state.named.clear();
+            }
+            state.named.insert(app_id.message_id, *app_id);
+        }
+    }
+
+    /// The send of `message_id` a fetch here last served; None when none did (or it was
+    /// reported final, or forgotten): the caller reads the message instead.
+    pub async fn current_send(&self, message_id: Uuid) -> Option<AppMessageId> {
+        self.state.lock().await.named.get(&message_id).copied()
     }
 
     /// A state report from the phone: the message leaves the outbox, and a report that moves
@@ -331,6 +430,13 @@ impl DeviceLink {
         let phone = {
             let mut state = self.state.lock().await;
             state.outbox.retain(|h| h.message_id != message_id);
+            if matches!(
+                frame,
+                Some(PhoneFrame::Delivered { .. } | PhoneFrame::Failed { .. })
+            ) {
+                // Final for this send: a retry after a failure is served under a new id.
+                state.named.remove(&message_id);
+            }
             let linked = self.attach(&mut state, false).await?;
             if let Linked::Current(_) = linked {
                 state.last_active = Some(tokio::time::Instant::now());
@@ -404,18 +510,20 @@ impl DeviceLink {
                             // wait for their outcome instead (`ReportAndWait`).
                             if let ServerFrame::Send { message_id, to, content, attempt, .. } = *frame {
                                 state.outbox.retain(|h| h.message_id != message_id);
+                                state.named.remove(&message_id);
                                 state.outbox.push(Handout {
                                     message_id,
                                     to,
                                     content,
                                     attempt,
                                     handed_at: Utc::now(),
+                                    app_id: None,
                                 });
-                                broadcast(&mut state, &Event::MessageEnqueued);
+                                state.hint();
                             }
                         }
                         Some(Outgoing::Withdrawn { message_id }) => {
-                            broadcast(&mut state, &Event::MessageCancelled { message_id });
+                            let _ = broadcast(&mut state, &Event::MessageCancelled { message_id });
                         }
                         Some(Outgoing::Close { reason, .. }) => {
                             // Replaced by a newer connection, or unpaired: the actor took back
@@ -448,6 +556,13 @@ impl DeviceLink {
                         });
                         return;
                     }
+                    if state.hinted.is_some_and(|at| at.elapsed() >= HINT_AGAIN) {
+                        // No fetch answered the hint: it may have been lost on the way.
+                        state.hinted = None;
+                        if !state.outbox.is_empty() {
+                            state.hint();
+                        }
+                    }
                     self.registry.do_send(Seen { phone_id: self.phone_id });
                 }
             }
@@ -465,7 +580,17 @@ impl DeviceLink {
             state.attached = None;
             state.outbox.clear();
             state.streams.clear();
+            state.named.clear();
+            state.hinted = None;
         }
+    }
+}
+
+/// Locks a map shared by the HTTP workers; a panic while it was held left nothing half done.
+fn lock<T>(mutex: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
     }
 }
 
@@ -476,15 +601,20 @@ fn deliver(phone: &Addr<Phone>, frame: PhoneFrame) -> Pending {
     Pending(Some(wait))
 }
 
-/// Sends an event to every open stream of the phone; closed ones are dropped.
-fn broadcast(state: &mut State, event: &Event) {
+/// Sends an event to every open stream of the phone; closed ones are dropped. True when at
+/// least one stream took it.
+fn broadcast(state: &mut State, event: &Event) -> bool {
     let frame = event.frame();
-    state.streams.retain(|s| {
-        !matches!(
-            s.try_send(frame.clone()),
-            Err(mpsc::error::TrySendError::Closed(_))
-        )
+    let mut heard = false;
+    state.streams.retain(|s| match s.try_send(frame.clone()) {
+        Ok(()) => {
+            heard = true;
+            true
+        }
+        Err(mpsc::error::TrySendError::Full(_)) => true,
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
     });
+    heard
 }
 
 #[cfg(test)]

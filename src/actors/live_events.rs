@@ -136,7 +136,7 @@ mod tests {
 
     fn scope(mode: Mode) -> Scope {
         Scope {
-            workspace_id: Uuid::nil(),
+            workspace_id: Uuid::nil().into(),
             mode,
         }
     }

@@ -114,8 +114,8 @@ pub fn body(
                     .failure_reason
                     .as_deref()
                     .unwrap_or(match message.status {
-                        MessageStatus::Expired => "expired",
-                        _ => "failed",
+                        expired @ MessageStatus::Expired => expired.as_str(),
+                        _ => MessageStatus::Failed.as_str(),
                     }),
             ),
             ..outbound

@@ -2,13 +2,67 @@
 //! [`PageRequest`] with [`Page::read`], maps the rows to its response items, and answers with
 //! the resource's page struct, declared by [`page_out!`].
 
+use std::collections::HashMap;
 use std::future::Future;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::store::StoreError;
 use crate::store::messages::Position;
 
-use super::{PageRequest, encode_cursor};
+/// `limit` and `cursor` of every list operation.
+#[derive(Debug, Clone, Copy)]
+pub struct PageRequest {
+    pub limit: u64,
+    pub after: Option<Position>,
+}
+
+/// Default and bounds of list page sizes.
+pub const DEFAULT_PAGE_SIZE: u64 = 25;
+pub const MAX_PAGE_SIZE: u64 = 100;
+
+impl PageRequest {
+    /// Reads `limit` (1–100, default 25) and `cursor` from a query map.
+    pub fn parse(query: &HashMap<String, String>) -> Result<PageRequest, ApiError> {
+        let limit = match query.get("limit") {
+            None => DEFAULT_PAGE_SIZE,
+            Some(text) => match text.parse::<u64>() {
+                Ok(n) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
+                _ => {
+                    return Err(ApiError::validation(
+                        "limit",
+                        "limit must be an integer from 1 to 100",
+                    ));
+                }
+            },
+        };
+        let after = match query.get("cursor").map(String::as_str) {
+            None | Some("") => None,
+            Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
+                ApiError::validation("cursor", "cursor is not a value this API returned")
+            })?),
+        };
+        Ok(PageRequest { limit, after })
+    }
+}
+
+/// Opaque cursor for a (created_at, id) position.
+pub fn encode_cursor(position: Position) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{}:{}", position.created_at, position.id))
+}
+
+fn decode_cursor(cursor: &str) -> Option<Position> {
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (at, id) = text.split_once(':')?;
+    Some(Position {
+        created_at: at.parse().ok()?,
+        id: Uuid::parse_str(id).ok()?,
+    })
+}
 
 /// The query parameters every cursor-paged list takes, documented once (`params(PageParams)`
 /// in a list's `#[utoipa::path]`); [`PageRequest::parse`] reads them.

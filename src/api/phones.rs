@@ -364,6 +364,7 @@ async fn delete(
     phones::delete(&state.db, caller.scope(), id)
         .await
         .map_err(missing("phone"))?;
+    state.device_links.forget_tokens_of(id);
     state.registry.do_send(Unpaired { phone_id: id });
     Ok(success(StatusCode::OK, "phone unpaired", DeletedOut { id }))
 }
@@ -387,6 +388,7 @@ async fn rotate_token(
     let phone = phones::set_token(&state.db, caller.scope(), id, keys::hash_secret(&token))
         .await
         .map_err(missing("phone"))?;
+    state.device_links.forget_tokens_of(id);
     state.registry.do_send(TokenRotated { phone_id: id });
     let out = PhoneWithTokenOut {
         phone: phone_out(&state, &phone, None),

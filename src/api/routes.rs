@@ -265,7 +265,7 @@ mod tests {
             assert!(endpoint.path().starts_with("/v1/"), "{}", endpoint.path());
             assert_eq!(
                 endpoint.is_public(),
-                crate::api::is_public(endpoint.path()),
+                crate::api::auth::is_public(endpoint.path()),
                 "{}: the route list and the authentication middleware disagree",
                 endpoint.path()
             );

@@ -127,7 +127,7 @@ fn workspace_out(
     WorkspaceOut {
         default_country: default_country(state, &workspace).map(|c| c.as_str().to_string()),
         default_country_set: workspace.default_country.is_some(),
-        id: workspace.id,
+        id: workspace.id.as_uuid(),
         name: workspace.name,
         mode: caller.mode.into(),
         created_at: format_ms(workspace.created_at),

@@ -3,6 +3,7 @@
 //! and prints as that UUID.
 
 use std::fmt;
+use std::str::FromStr;
 
 use uuid::Uuid;
 
@@ -30,6 +31,14 @@ macro_rules! id_type {
             }
         }
 
+        impl FromStr for $name {
+            type Err = uuid::Error;
+
+            fn from_str(text: &str) -> Result<$name, uuid::Error> {
+                Uuid::parse_str(text).map($name)
+            }
+        }
+
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 self.0.fmt(f)
@@ -46,6 +55,10 @@ id_type!(
     /// A paired phone's id (the API's `device_id`).
     PhoneId
 );
+id_type!(
+    /// A workspace's id: the owner of every key, phone, message and setting.
+    WorkspaceId
+);
 
 #[cfg(test)]
 mod tests {
@@ -61,5 +74,10 @@ mod tests {
             serde_json::to_value(uuid).ok()
         );
         assert_eq!(MessageId::from(uuid).as_uuid(), uuid);
+        assert_eq!(
+            uuid.to_string().parse::<WorkspaceId>().ok(),
+            Some(uuid.into())
+        );
+        assert!("not-a-uuid".parse::<WorkspaceId>().is_err());
     }
 }

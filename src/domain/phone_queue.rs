@@ -98,7 +98,10 @@ pub struct PhoneQueue<G: DepthGauge = NoGauge> {
     held: BTreeMap<(i64, Uuid), QueuedMessage>,
     /// Ids in `ready` or `held`, so repeats are ignored and removals are cheap.
     waiting: HashSet<Uuid>,
-    in_flight: HashMap<Uuid, QueuedMessage>,
+    /// Handed over and not reported on, each with its place in the hand-over order.
+    in_flight: HashMap<Uuid, (u64, QueuedMessage)>,
+    /// The place the next hand-over takes.
+    handed: u64,
     /// Waiting messages by class: what `gauge` was told.
     depth: ByClass<usize>,
     gauge: G,
@@ -118,6 +121,7 @@ impl<G: DepthGauge> PhoneQueue<G> {
             held: BTreeMap::new(),
             waiting: HashSet::new(),
             in_flight: HashMap::new(),
+            handed: 0,
             depth: ByClass::default(),
             gauge,
         }
@@ -153,6 +157,18 @@ impl<G: DepthGauge> PhoneQueue<G> {
             ..item
         };
         self.insert(item, true, now)
+    }
+
+    /// Puts messages whose attempts were interrupted (their phone went away) at the front of
+    /// their classes, due now, in the order given (as [`PhoneQueue::drain_in_flight`] answers
+    /// them): they are handed over again in their first order, before everything else. The
+    /// ones that already wait or are in flight are left out; how many went in.
+    pub fn retry_all_first(&mut self, items: Vec<QueuedMessage>, now: i64) -> usize {
+        items
+            .into_iter()
+            .rev()
+            .filter(|item| self.retry_first(item.clone(), now))
+            .count()
     }
 
     fn insert(&mut self, item: QueuedMessage, front: bool, now: i64) -> bool {
@@ -210,7 +226,7 @@ impl<G: DepthGauge> PhoneQueue<G> {
             let item = self.pop_ready()?;
             if item.expires_at > now {
                 let id = item.id;
-                self.in_flight.insert(id, item);
+                self.fly(item);
                 return Some(id);
             }
         }
@@ -232,23 +248,32 @@ impl<G: DepthGauge> PhoneQueue<G> {
         if self.waiting.contains(&item.id) || self.in_flight.contains_key(&item.id) {
             return false;
         }
-        self.in_flight.insert(item.id, item);
+        self.fly(item);
         true
+    }
+
+    fn fly(&mut self, item: QueuedMessage) {
+        self.handed += 1;
+        self.in_flight.insert(item.id, (self.handed, item));
     }
 
     /// A message in flight.
     pub fn in_flight(&self, id: Uuid) -> Option<&QueuedMessage> {
-        self.in_flight.get(&id)
+        self.in_flight.get(&id).map(|(_, item)| item)
     }
 
     /// Stops tracking a message in flight (it was reported on, or its hand-over was refused).
     pub fn settle(&mut self, id: Uuid) -> Option<QueuedMessage> {
-        self.in_flight.remove(&id)
+        self.in_flight.remove(&id).map(|(_, item)| item)
     }
 
-    /// Every message in flight, no longer tracked (their phone went away).
+    /// Every message in flight, no longer tracked (their phone went away), in the order they
+    /// were handed over.
     pub fn drain_in_flight(&mut self) -> Vec<QueuedMessage> {
-        self.in_flight.drain().map(|(_, item)| item).collect()
+        let mut flying: Vec<(u64, QueuedMessage)> =
+            self.in_flight.drain().map(|(_, entry)| entry).collect();
+        flying.sort_unstable_by_key(|(handed, _)| *handed);
+        flying.into_iter().map(|(_, item)| item).collect()
     }
 
     /// Removes a waiting message (ready or held); false when it does not wait here.
@@ -310,7 +335,7 @@ impl<G: DepthGauge> PhoneQueue<G> {
     /// Empties the queue: the ids of the messages in flight, then the ready ones in the order
     /// they would have been handed over, then the held ones.
     pub fn drain_all(&mut self) -> Vec<Uuid> {
-        let mut ids: Vec<Uuid> = self.in_flight.drain().map(|(id, _)| id).collect();
+        let mut ids: Vec<Uuid> = self.drain_in_flight().into_iter().map(|m| m.id).collect();
         while let Some(item) = self.pop_ready() {
             ids.push(item.id);
         }

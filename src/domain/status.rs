@@ -4,7 +4,9 @@ use serde::Serialize;
 
 /// Where a message is in its life (docs/api.md, Messages); terminal: delivered, failed,
 /// expired, canceled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageStatus {
     /// Accepted; also while held for scheduled_for.

@@ -12,6 +12,7 @@ use actix_web::{App, HttpResponse, HttpServer, web};
 use serde_json::{Value, json};
 
 use super::LoadError;
+use crate::domain::status::MessageStatus;
 
 /// The line the child prints once it listens, followed by its address.
 const LISTENING: &str = "ceiling listening on ";
@@ -39,7 +40,7 @@ async fn send(body: web::Json<Value>) -> HttpResponse {
         "message": "accepted",
         "data": {
             "id": id,
-            "status": "queued",
+            "status": MessageStatus::Queued.as_str(),
             "to_number": body.get("to_number"),
             "from_number": body.get("from_number"),
             "content": body.get("content"),

@@ -22,6 +22,7 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::domain::campaign::CampaignStatus;
 use crate::domain::webhook_event::EventKind;
 use clients::StopAfter;
 pub use report::{Latency, Report};
@@ -313,7 +314,8 @@ async fn campaign_outcome(run: &Run<'_>, id: &str) -> Result<Value, LoadError> {
     let deadline = Instant::now() + Duration::from_secs(run.args.drain_timeout);
     loop {
         let (_, body) = get(run, &format!("/v1/campaigns/{id}")).await?;
-        if body["data"]["status"] == "completed" || Instant::now() > deadline {
+        if body["data"]["status"] == CampaignStatus::Completed.as_str() || Instant::now() > deadline
+        {
             return Ok(body["data"].clone());
         }
         actix_web::rt::time::sleep(Duration::from_millis(100)).await;
@@ -569,6 +571,8 @@ fn base_report(run: &Run<'_>, phones: usize) -> Report {
         nodes: None,
         takeover_ms: None,
         webhook_after_kill_ms: None,
+        webhook_redeliveries: None,
+        webhook_in_flight_at_kill: None,
         machine: Machine::detect(),
         notes: Vec::new(),
     }
@@ -600,6 +604,24 @@ struct HookFigures {
     missing_by_kind: Vec<(String, u64)>,
     duplicates: u64,
     bad_signatures: u64,
+}
+
+impl HookFigures {
+    /// The run's note on webhooks that never arrived, by kind; none when all did.
+    fn missing_note(&self) -> Option<String> {
+        if self.missing == 0 {
+            return None;
+        }
+        let by_kind: Vec<String> = self
+            .missing_by_kind
+            .iter()
+            .map(|(kind, n)| format!("{n} {kind}"))
+            .collect();
+        Some(format!(
+            "webhooks that never arrived: {}",
+            by_kind.join(", ")
+        ))
+    }
 }
 
 fn hook_figures(

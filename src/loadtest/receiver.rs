@@ -30,6 +30,9 @@ pub struct Inbox {
     pub events: HashMap<String, Received>,
     /// Deliveries of an event_id already counted after a 2xx: real duplicates.
     pub duplicates: u64,
+    /// Of those, the event ids and when each repeat arrived (the cluster scenario tells a
+    /// redelivery of an attempt in flight at the kill from a second owner's delivery).
+    pub repeats: Vec<(String, Instant)>,
     /// Deliveries whose signature did not verify (answered 400, so they are not counted).
     pub bad_signatures: u64,
     /// Requests that reached the hanging endpoint.
@@ -116,7 +119,11 @@ async fn healthy(
         return HttpResponse::BadRequest().finish();
     };
     match inbox.events.entry(delivery.event_id) {
-        std::collections::hash_map::Entry::Occupied(_) => inbox.duplicates += 1,
+        std::collections::hash_map::Entry::Occupied(slot) => {
+            let event_id = slot.key().clone();
+            inbox.duplicates += 1;
+            inbox.repeats.push((event_id, at));
+        }
         std::collections::hash_map::Entry::Vacant(slot) => {
             slot.insert(Received {
                 event: delivery.event,

@@ -111,6 +111,12 @@ pub struct Report {
     pub takeover_ms: Option<Latency>,
     /// Cluster scenario: the kill → the first webhook event received after it.
     pub webhook_after_kill_ms: Option<f64>,
+    /// Cluster scenario: events delivered a second time because the killed node had sent
+    /// them and not yet recorded the attempt (at least once; not counted in `duplicates`).
+    pub webhook_redeliveries: Option<u64>,
+    /// Cluster scenario: the bound of `webhook_redeliveries`: events of the killed node's
+    /// endpoints the receiver had at the kill while their delivery was still pending.
+    pub webhook_in_flight_at_kill: Option<u64>,
     pub machine: Machine,
     pub notes: Vec<String>,
 }
@@ -225,6 +231,15 @@ impl Report {
             line(
                 "first webhook after kill",
                 opt(self.webhook_after_kill_ms, " ms"),
+            );
+            line(
+                "webhook redeliveries",
+                match (self.webhook_redeliveries, self.webhook_in_flight_at_kill) {
+                    (Some(again), Some(bound)) => {
+                        format!("{again} (in flight at the kill: {bound})")
+                    }
+                    _ => "n/a".into(),
+                },
             );
         }
         line("api errors", self.api_errors.to_string());

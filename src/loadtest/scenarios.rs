@@ -14,6 +14,7 @@ use super::{
     connect_phones, drain, drive, hook_figures, hooks, percentiles, phones, post, route_exists,
     rss, server, stop_of,
 };
+use crate::domain::campaign::{CampaignStatus, RecipientStatus};
 use crate::domain::webhook_event::EventKind;
 use crate::phone_sim::SimCommand;
 
@@ -111,17 +112,7 @@ pub(super) async fn send(mut run: Run<'_>) -> Result<Report, LoadError> {
         report.duplicates += figures.duplicates;
         report.bad_signatures = figures.bad_signatures;
         lost += figures.missing;
-        if figures.missing > 0 {
-            let by_kind: Vec<String> = figures
-                .missing_by_kind
-                .iter()
-                .map(|(kind, n)| format!("{n} {kind}"))
-                .collect();
-            run.notes.push(format!(
-                "webhooks that never arrived: {}",
-                by_kind.join(", ")
-            ));
-        }
+        run.notes.extend(figures.missing_note());
         if webhooks && let Ok(inbox) = hooks.receiver.inbox.lock() {
             run.notes.push(format!(
                 "hanging endpoint received {} requests (never answered)",
@@ -367,7 +358,9 @@ pub(super) async fn campaign(mut run: Run<'_>) -> Result<Report, LoadError> {
     notes.push(format!(
         "campaign {campaign_id}: {total} recipients; accepted = recipients handed to the phone; api latency = the create request"
     ));
-    let delivered = outcome["counts"]["delivered"].as_u64().unwrap_or(0);
+    let delivered = outcome["counts"][RecipientStatus::Delivered.as_str()]
+        .as_u64()
+        .unwrap_or(0);
     notes.push(format!(
         "campaign status {} with {delivered} of {total} delivered (started {}, finished {})",
         outcome["status"].as_str().unwrap_or("unknown"),
@@ -375,7 +368,7 @@ pub(super) async fn campaign(mut run: Run<'_>) -> Result<Report, LoadError> {
         outcome["finished_at"].as_str().unwrap_or("-"),
     ));
     // A campaign that did not complete lost its undelivered recipients, as far as the run goes.
-    if outcome["status"] != "completed" {
+    if outcome["status"] != CampaignStatus::Completed.as_str() {
         report.lost += total.saturating_sub(delivered).max(1);
     }
     report.notes = notes;

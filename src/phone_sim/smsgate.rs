@@ -20,8 +20,11 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::domain::app_protocol::{AppEvent, AppMessageState};
+use crate::domain::status::MessageStatus;
 
-use super::{FIRST_BACKOFF, MAX_BACKOFF, SimCommand, SimError, SimEvent, SimOptions, next_server};
+use super::{
+    FIRST_BACKOFF, MAX_BACKOFF, SimCommand, SimError, SimEvent, SimOptions, emitter, next_server,
+};
 use crate::actors::device_link::AppMessageId;
 
 /// Where the device API is mounted under the server's base URL.
@@ -45,11 +48,11 @@ impl State {
         .as_str()
     }
 
-    fn event(self) -> &'static str {
+    fn event(self) -> MessageStatus {
         match self {
-            State::Sent => "sent",
-            State::Delivered => "delivered",
-            State::Failed => "failed",
+            State::Sent => MessageStatus::Sent,
+            State::Delivered => MessageStatus::Delivered,
+            State::Failed => MessageStatus::Failed,
         }
     }
 }
@@ -67,20 +70,9 @@ pub async fn run_phone(
     events: Option<mpsc::UnboundedSender<SimEvent>>,
     mut commands: Option<mpsc::UnboundedReceiver<SimCommand>>,
 ) -> Result<(), SimError> {
-    let bases = options
-        .servers()
-        .into_iter()
-        .map(base_url)
-        .collect::<Result<Vec<_>, _>>()?;
-    if bases.is_empty() {
-        return Err(SimError::BadUrl(options.server.clone()));
-    }
+    let bases = options.server_urls(base_url)?;
     let mut at = 0;
-    let emit = |event: SimEvent| {
-        if let Some(tx) = &events {
-            let _ = tx.send(event);
-        }
-    };
+    let emit = emitter(&events);
     let client = Client::builder().timeout(Duration::from_secs(10)).finish();
     // The last state reported per app message id: a message served again is reported again.
     let mut outcome: HashMap<String, State> = HashMap::new();
@@ -147,7 +139,7 @@ pub async fn run_phone(
                         outcome.insert(app_id.clone(), State::Delivered);
                         app.report(&app_id, State::Delivered).await;
                         if let Some(id) = AppMessageId::parse(&app_id) {
-                            emit(SimEvent::Reported { message_id: id.message_id, status: "delivered" });
+                            emit(SimEvent::Reported { message_id: id.message_id, status: MessageStatus::Delivered });
                         }
                     }
                 }

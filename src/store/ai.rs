@@ -56,7 +56,7 @@ impl From<ai_drafts::Model> for Draft {
         Draft {
             id: m.id,
             scope: Scope {
-                workspace_id: m.workspace_id,
+                workspace_id: m.workspace_id.into(),
                 mode: crate::domain::status::Mode::from_test_flag(m.test_mode),
             },
             message_id: m.message_id,
@@ -79,7 +79,7 @@ fn in_scope(scope: Scope) -> Condition {
 
 /// The settings of this scope (the defaults when never set).
 pub async fn settings(db: &DatabaseConnection, scope: Scope) -> Result<AiSettings, StoreError> {
-    let row = ai_settings::Entity::find_by_id((scope.workspace_id, scope.mode.is_test()))
+    let row = ai_settings::Entity::find_by_id((scope.workspace_id.as_uuid(), scope.mode.is_test()))
         .one(db)
         .await?;
     Ok(match row {
@@ -102,7 +102,7 @@ pub async fn put_settings(
 ) -> Result<(), StoreError> {
     let rules = serde_json::to_string(&settings.rules).unwrap_or_else(|_| "[]".into());
     let row = ai_settings::ActiveModel {
-        workspace_id: Set(scope.workspace_id),
+        workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
         enabled: Set(settings.enabled),
         mode: Set(settings.mode.as_str().to_string()),
@@ -174,18 +174,8 @@ pub async fn discard(
     id: Uuid,
     now: i64,
 ) -> Result<bool, StoreError> {
-    let result = ai_drafts::Entity::update_many()
-        .col_expr(
-            ai_drafts::Column::Status,
-            Expr::value(DraftStatus::Discarded.as_str()),
-        )
-        .col_expr(ai_drafts::Column::UpdatedAt, Expr::value(now))
-        .filter(in_scope(scope))
-        .filter(ai_drafts::Column::Id.eq(id))
-        .filter(ai_drafts::Column::Status.eq(DraftStatus::Pending.as_str()))
-        .exec(db)
-        .await?;
-    Ok(result.rows_affected == 1)
+    let discarded = discard_pending(db, scope, ai_drafts::Column::Id.eq(id), now).await?;
+    Ok(discarded == 1)
 }
 
 /// Discards every pending draft answering `from_number` in this scope (inside the writer's
@@ -196,6 +186,17 @@ pub(crate) async fn discard_pending_from<C: ConnectionTrait>(
     from_number: &str,
     now: i64,
 ) -> Result<u64, StoreError> {
+    let which = ai_drafts::Column::FromNumber.eq(from_number);
+    discard_pending(conn, scope, which, now).await
+}
+
+/// Discards the pending drafts of this scope that `which` selects; how many.
+async fn discard_pending<C: ConnectionTrait>(
+    conn: &C,
+    scope: Scope,
+    which: sea_orm::sea_query::SimpleExpr,
+    now: i64,
+) -> Result<u64, StoreError> {
     let result = ai_drafts::Entity::update_many()
         .col_expr(
             ai_drafts::Column::Status,
@@ -203,7 +204,7 @@ pub(crate) async fn discard_pending_from<C: ConnectionTrait>(
         )
         .col_expr(ai_drafts::Column::UpdatedAt, Expr::value(now))
         .filter(in_scope(scope))
-        .filter(ai_drafts::Column::FromNumber.eq(from_number))
+        .filter(which)
         .filter(ai_drafts::Column::Status.eq(DraftStatus::Pending.as_str()))
         .exec(conn)
         .await?;
@@ -309,7 +310,7 @@ pub(crate) async fn insert<C: ConnectionTrait>(
 ) -> Result<(), StoreError> {
     ai_drafts::Entity::insert(ai_drafts::ActiveModel {
         id: Set(draft.id),
-        workspace_id: Set(draft.message.workspace_id),
+        workspace_id: Set(draft.message.workspace_id.as_uuid()),
         test_mode: Set(draft.message.mode.is_test()),
         message_id: Set(draft.message.id),
         from_number: Set(draft.message.from_number.clone()),

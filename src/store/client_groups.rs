@@ -97,8 +97,17 @@ impl GroupState {
         let not_every = |statuses: &str| {
             format!("SUM(CASE WHEN status IN ({statuses}) THEN 1 ELSE 0 END) < COUNT(*)")
         };
-        let (queued, canceled, sending) = ("'queued'", "'canceled'", "'sending'");
-        let (failed, delivered) = ("'failed','expired'", "'delivered'");
+        let listed = |statuses: &[MessageStatus]| {
+            statuses
+                .iter()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        use MessageStatus::{Canceled, Delivered, Expired, Failed, Queued, Sending};
+        let (queued, canceled) = (&listed(&[Queued]), &listed(&[Canceled]));
+        let (sending, delivered) = (&listed(&[Sending]), &listed(&[Delivered]));
+        let failed = &listed(&[Failed, Expired]);
         let parts = match self {
             GroupState::Pending => vec![some(queued)],
             GroupState::Cancelled => vec![none(queued), some(canceled)],
@@ -292,11 +301,18 @@ mod tests {
                 "sqlite://{}?mode=rwc",
                 dir.path().join("m.db").display()
             )];
+            let mut postgres = None;
             if let Ok(base) = std::env::var("SMSGW_TEST_DATABASE_URL")
                 && !base.is_empty()
             {
                 let admin = crate::store::connect(&base, 1).await.unwrap();
-                let name = format!("groups_{}", uuid::Uuid::new_v4().simple());
+                // Named as the integration tests name theirs, so their sweep of leftovers
+                // drops it should this test fail before its own drop.
+                let name = format!(
+                    "smsgw_t_{}_{}",
+                    chrono::Utc::now().timestamp(),
+                    uuid::Uuid::new_v4().simple()
+                );
                 sea_orm::ConnectionTrait::execute_unprepared(
                     &admin,
                     &format!("CREATE DATABASE {name}"),
@@ -305,6 +321,7 @@ mod tests {
                 .unwrap();
                 let (prefix, _) = base.rsplit_once('/').unwrap();
                 urls.push(format!("{prefix}/{name}"));
+                postgres = Some((admin, name));
             }
             for url in urls {
                 let db = crate::store::connect(&url, 2).await.unwrap();
@@ -317,6 +334,15 @@ mod tests {
                 let later = u32::try_from(all.len() - mine).unwrap();
                 Migrator::down(&db, Some(later)).await.unwrap();
                 crate::store::migrate(&db).await.unwrap();
+                let _ = db.close().await;
+            }
+            if let Some((admin, name)) = postgres {
+                sea_orm::ConnectionTrait::execute_unprepared(
+                    &admin,
+                    &format!("DROP DATABASE {name} WITH (FORCE)"),
+                )
+                .await
+                .unwrap();
             }
         })
         .unwrap();

@@ -47,8 +47,9 @@ pub enum Sweep {
     Expiry,
     /// Content removal and record deletion.
     Retention,
-    /// Held messages whose `scheduled_for` came.
-    Scheduled,
+    /// Test mode's simulated phones: their queues (scheduled sends included) and simulated
+    /// deliveries. A live phone's scheduled sends are released by the phone's owner.
+    TestMode,
 }
 
 impl Sweep {

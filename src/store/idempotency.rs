@@ -68,7 +68,7 @@ pub async fn reserve(
     for _ in 0..2 {
         let operation: &'static str = key.operation.into();
         let inserted = idempotency_keys::ActiveModel {
-            workspace_id: Set(key.scope.workspace_id),
+            workspace_id: Set(key.scope.workspace_id.as_uuid()),
             test_mode: Set(key.scope.mode.is_test()),
             operation: Set(operation.to_string()),
             request_id: Set(key.request_id.clone()),

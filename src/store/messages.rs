@@ -2,6 +2,8 @@
 //!
 //! Writes go through [`super::writer`], which batches them into group commits.
 
+use std::collections::HashMap;
+
 use entity::{message_events, messages};
 use sea_orm::{
     ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
@@ -11,13 +13,14 @@ use uuid::Uuid;
 
 use super::StoreError;
 use crate::domain::change::ChangeKind;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
 
 /// A stored message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {
     pub id: Uuid,
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     pub mode: Mode,
     pub direction: Direction,
     pub status: MessageStatus,
@@ -68,7 +71,7 @@ impl From<messages::Model> for Message {
     fn from(m: messages::Model) -> Self {
         Message {
             id: m.id,
-            workspace_id: m.workspace_id,
+            workspace_id: m.workspace_id.into(),
             mode: Mode::from_test_flag(m.test_mode),
             direction: Direction::parse(&m.direction).unwrap_or(Direction::Outbound),
             status: MessageStatus::parse(&m.status).unwrap_or(MessageStatus::Failed),
@@ -193,7 +196,7 @@ pub struct MessageEvent {
 /// Scope of every read: a workspace in one mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Scope {
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     pub mode: Mode,
 }
 
@@ -333,32 +336,31 @@ pub async fn count_by_status(
 /// Outbound messages not yet handed over for good (queued or sending), oldest first: the
 /// queues rebuilt at start-up. Messages left `sending` by a stopped server are re-sent.
 pub async fn unfinished_outbound(db: &DatabaseConnection) -> Result<Vec<Message>, StoreError> {
-    unfinished(db, None).await
+    unfinished(db, Unfinished::All).await
 }
 
-/// The outbound messages of one phone still `queued` or `sending`, oldest first: what a node
-/// taking the phone over rebuilds its queue from (docs/architecture.md, "Cluster").
-pub async fn unfinished_of_phone(
-    db: &DatabaseConnection,
-    device: Uuid,
-) -> Result<Vec<Message>, StoreError> {
-    unfinished(db, Some(device)).await
+/// The test-mode outbound messages still `queued` or `sending`, oldest first: what the node
+/// taking test mode over rebuilds the simulated phones from (docs/architecture.md, "Cluster").
+pub async fn unfinished_in_test_mode(db: &DatabaseConnection) -> Result<Vec<Message>, StoreError> {
+    unfinished(db, Unfinished::TestMode).await
 }
 
-/// Outbound messages `queued` or `sending` (of one phone, or all), oldest first.
-async fn unfinished(
+/// Test-mode outbound messages still `queued`: those of `ids`, or every one (None), oldest
+/// first (a `simulate` notice from another node).
+pub async fn queued_in_test_mode(
     db: &DatabaseConnection,
-    device: Option<Uuid>,
+    ids: Option<&[Uuid]>,
 ) -> Result<Vec<Message>, StoreError> {
     let mut query = messages::Entity::find();
-    if let Some(device) = device {
-        query = query.filter(messages::Column::DeviceId.eq(device));
+    if let Some(ids) = ids {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        query = query.filter(messages::Column::Id.is_in(super::id_list(ids)));
     }
     Ok(query
-        .filter(messages::Column::Status.is_in([
-            MessageStatus::Queued.as_str(),
-            MessageStatus::Sending.as_str(),
-        ]))
+        .filter(messages::Column::TestMode.eq(true))
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
         .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
         .order_by_asc(messages::Column::CreatedAt)
         .order_by_asc(messages::Column::Id)
@@ -367,6 +369,44 @@ async fn unfinished(
         .into_iter()
         .map(Message::from)
         .collect())
+}
+
+/// The outbound messages of one phone still `queued` or `sending`, oldest first: what a node
+/// taking the phone over rebuilds its queue from (docs/architecture.md, "Cluster").
+pub async fn unfinished_of_phone(
+    db: &DatabaseConnection,
+    device: Uuid,
+) -> Result<Vec<Message>, StoreError> {
+    unfinished(db, Unfinished::Phone(device)).await
+}
+
+/// Whose unfinished messages [`unfinished`] reads.
+enum Unfinished {
+    All,
+    Phone(Uuid),
+    TestMode,
+}
+
+/// Outbound messages `queued` or `sending` (all, of one phone, or of test mode), oldest first.
+async fn unfinished(
+    db: &DatabaseConnection,
+    whose: Unfinished,
+) -> Result<Vec<Message>, StoreError> {
+    let mut query = messages::Entity::find();
+    match whose {
+        Unfinished::All => {}
+        Unfinished::Phone(device) => {
+            query = query.filter(messages::Column::DeviceId.eq(device));
+        }
+        Unfinished::TestMode => query = query.filter(messages::Column::TestMode.eq(true)),
+    }
+    let query = query
+        .filter(messages::Column::Status.is_in([
+            MessageStatus::Queued.as_str(),
+            MessageStatus::Sending.as_str(),
+        ]))
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()));
+    oldest_first(db, query).await
 }
 
 /// Those of `ids` still `queued` on phone `device` (an enqueue notice from another node).
@@ -378,12 +418,42 @@ pub async fn queued_of_phone(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
+    let query = messages::Entity::find()
+        .filter(messages::Column::Id.is_in(super::id_list(ids)))
+        .filter(messages::Column::DeviceId.eq(device))
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()));
+    oldest_first(db, query).await
+}
+
+/// The messages `query` selects, oldest first.
+async fn oldest_first(
+    db: &DatabaseConnection,
+    query: sea_orm::Select<messages::Entity>,
+) -> Result<Vec<Message>, StoreError> {
+    Ok(query
+        .order_by_asc(messages::Column::CreatedAt)
+        .order_by_asc(messages::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Message::from)
+        .collect())
+}
+
+/// Those of `ids` still `sending` on phone `device`: what one device-API fetch serves, read
+/// in one query however many messages the phone's outbox holds.
+pub async fn sending_on_phone(
+    db: &DatabaseConnection,
+    device: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Message>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
     Ok(messages::Entity::find()
         .filter(messages::Column::Id.is_in(super::id_list(ids)))
         .filter(messages::Column::DeviceId.eq(device))
-        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
-        .order_by_asc(messages::Column::CreatedAt)
-        .order_by_asc(messages::Column::Id)
+        .filter(messages::Column::Status.eq(MessageStatus::Sending.as_str()))
         .all(db)
         .await?
         .into_iter()
@@ -425,6 +495,31 @@ pub async fn failed_attempts(db: &DatabaseConnection, id: Uuid) -> Result<u32, S
         .count(db)
         .await?;
     Ok(u32::try_from(count).unwrap_or(u32::MAX))
+}
+
+/// [`failed_attempts`] of several messages in one query; a message without failures is left
+/// out.
+pub async fn failed_attempts_of(
+    db: &DatabaseConnection,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, u32>, StoreError> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<(Uuid, i64)> = message_events::Entity::find()
+        .select_only()
+        .column(message_events::Column::MessageId)
+        .column_as(message_events::Column::MessageId.count(), "n")
+        .filter(message_events::Column::MessageId.is_in(super::id_list(ids)))
+        .filter(message_events::Column::Kind.eq(ChangeKind::AttemptFailed.as_str()))
+        .group_by(message_events::Column::MessageId)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, n)| (id, u32::try_from(n).unwrap_or(u32::MAX)))
+        .collect())
 }
 
 /// Times at which this phone was handed messages since `since_ms`: its pace log after a restart.

@@ -60,7 +60,7 @@ pub enum StoreError {
     /// A secret of a workspace's client-API settings does not open under the secrets key.
     #[error("a secret of the client settings of workspace {workspace_id}: {error}")]
     SettingsSecret {
-        workspace_id: uuid::Uuid,
+        workspace_id: crate::domain::ids::WorkspaceId,
         error: crate::domain::secrets::SecretsError,
     },
 }
@@ -270,6 +270,23 @@ pub(crate) fn shaped_chunks<T>(rows: &[T], max: usize) -> impl Iterator<Item = &
         Some(chunk)
     })
 }
+
+/// The SQL edge of the id types: a query compares a column with a typed id directly
+/// (`Column::WorkspaceId.eq(workspace_id)`); the entities keep plain UUIDs.
+macro_rules! id_as_value {
+    ($($id:ty),*) => {$(
+        impl From<$id> for sea_orm::Value {
+            fn from(id: $id) -> sea_orm::Value {
+                id.as_uuid().into()
+            }
+        }
+    )*};
+}
+id_as_value!(
+    crate::domain::ids::WorkspaceId,
+    crate::domain::ids::PhoneId,
+    crate::domain::ids::MessageId
+);
 
 #[cfg(test)]
 mod tests {

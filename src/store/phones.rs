@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::messages::{Position, Scope};
+use crate::domain::ids::WorkspaceId;
 use crate::domain::pace::Pace;
 use crate::domain::quota::CountQuota;
 use crate::domain::status::Mode;
@@ -18,7 +19,7 @@ use crate::domain::status::Mode;
 #[derive(Debug, Clone, PartialEq)]
 pub struct PhoneRecord {
     pub id: Uuid,
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     pub mode: Mode,
     pub phone_number: String,
     pub name: Option<String>,
@@ -48,7 +49,7 @@ impl From<phones::Model> for PhoneRecord {
         };
         PhoneRecord {
             id: m.id,
-            workspace_id: m.workspace_id,
+            workspace_id: m.workspace_id.into(),
             mode: Mode::from_test_flag(m.test_mode),
             phone_number: m.phone_number,
             name: m.name,
@@ -93,7 +94,7 @@ pub async fn create(
     super::quotas::ensure_room(&txn, quota, stored, 1).await?;
     let model = phones::ActiveModel {
         id: Set(Uuid::now_v7()),
-        workspace_id: Set(scope.workspace_id),
+        workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
         phone_number: Set(phone_number.to_string()),
         name: Set(name),
@@ -115,11 +116,19 @@ pub async fn get(
     scope: Scope,
     id: Uuid,
 ) -> Result<PhoneRecord, StoreError> {
+    Ok(model(db, scope, id).await?.into())
+}
+
+/// The row of phone `id` in this scope.
+async fn model(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: Uuid,
+) -> Result<phones::Model, StoreError> {
     phones::Entity::find_by_id(id)
         .filter(in_scope(scope))
         .one(db)
         .await?
-        .map(PhoneRecord::from)
         .ok_or(StoreError::NotFound)
 }
 
@@ -167,12 +176,7 @@ pub async fn update(
     name: Option<Option<String>>,
     pace: Option<Option<Pace>>,
 ) -> Result<PhoneRecord, StoreError> {
-    let model = phones::Entity::find_by_id(id)
-        .filter(in_scope(scope))
-        .one(db)
-        .await?
-        .ok_or(StoreError::NotFound)?;
-    let mut active = model.into_active_model();
+    let mut active = model(db, scope, id).await?.into_active_model();
     if let Some(name) = name {
         active.name = Set(name);
     }
@@ -204,12 +208,7 @@ pub async fn set_token(
     id: Uuid,
     token_hash: String,
 ) -> Result<PhoneRecord, StoreError> {
-    let model = phones::Entity::find_by_id(id)
-        .filter(in_scope(scope))
-        .one(db)
-        .await?
-        .ok_or(StoreError::NotFound)?;
-    let mut active = model.into_active_model();
+    let mut active = model(db, scope, id).await?.into_active_model();
     active.token_hash = Set(token_hash);
     Ok(active.update(db).await?.into())
 }

@@ -7,9 +7,9 @@ use sea_orm::{
     ConnectionTrait, DatabaseTransaction, DbBackend, EntityTrait, QuerySelect, QueryTrait, Select,
     Statement,
 };
-use uuid::Uuid;
 
 use super::StoreError;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::quota::CountQuota;
 
 /// Serializes the quota-checked creates of one workspace until `txn` ends. SQLite needs
@@ -17,7 +17,7 @@ use crate::domain::quota::CountQuota;
 /// PostgreSQL the workspace's row is locked.
 pub(super) async fn lock_workspace(
     txn: &DatabaseTransaction,
-    workspace_id: Uuid,
+    workspace_id: WorkspaceId,
 ) -> Result<(), StoreError> {
     if txn.get_database_backend() != DbBackend::Postgres {
         return Ok(());

@@ -64,9 +64,12 @@ async fn read<C: sea_orm::ConnectionTrait>(
     scope: Scope,
 ) -> Result<Option<workspace_settings::Model>, StoreError> {
     Ok(
-        workspace_settings::Entity::find_by_id((scope.workspace_id, scope.mode.is_test()))
-            .one(db)
-            .await?,
+        workspace_settings::Entity::find_by_id((
+            scope.workspace_id.as_uuid(),
+            scope.mode.is_test(),
+        ))
+        .one(db)
+        .await?,
     )
 }
 
@@ -106,7 +109,7 @@ async fn write(
     now_ms: i64,
 ) -> Result<(), StoreError> {
     let model = workspace_settings::ActiveModel {
-        workspace_id: Set(scope.workspace_id),
+        workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
         document: Set(Value::Object(settings.document.clone()).to_string()),
         signing_key: Set(settings.sealed_signing_key.clone()),
@@ -210,11 +213,11 @@ pub(super) async fn reseal(
     let mut opened = 0;
     for row in workspace_settings::Entity::find().all(txn).await? {
         let scope = Scope {
-            workspace_id: row.workspace_id,
+            workspace_id: row.workspace_id.into(),
             mode: crate::domain::status::Mode::from_test_flag(row.test_mode),
         };
         let fail = |error: SecretsError| StoreError::SettingsSecret {
-            workspace_id: row.workspace_id,
+            workspace_id: row.workspace_id.into(),
             error,
         };
         let mut again = |stored: &Option<String>,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use entity::daily_stats;
 use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, IdenStatic, QueryFilter, Set};
 
 use super::StoreError;
 use super::messages::Scope;
@@ -49,7 +49,7 @@ pub async fn add(
     let rows: Vec<daily_stats::ActiveModel> = counts
         .iter()
         .map(|(scope, day, c)| daily_stats::ActiveModel {
-            workspace_id: Set(scope.workspace_id),
+            workspace_id: Set(scope.workspace_id.as_uuid()),
             test_mode: Set(scope.mode.is_test()),
             day: Set(*day),
             sent: Set(c.sent as i64),
@@ -65,12 +65,13 @@ pub async fn add(
     ]);
     // The stored count plus the one proposed (`excluded`): the same text on SQLite and
     // PostgreSQL.
-    for (column, name) in [
-        (daily_stats::Column::Sent, "sent"),
-        (daily_stats::Column::Delivered, "delivered"),
-        (daily_stats::Column::Failed, "failed"),
-        (daily_stats::Column::Received, "received"),
+    for column in [
+        daily_stats::Column::Sent,
+        daily_stats::Column::Delivered,
+        daily_stats::Column::Failed,
+        daily_stats::Column::Received,
     ] {
+        let name = column.as_str();
         on_conflict.value(
             column,
             Expr::cust(format!("daily_stats.{name} + excluded.{name}")),

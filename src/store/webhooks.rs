@@ -14,8 +14,10 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::StoreError;
+use super::cluster::Lease;
 use super::messages::{Message, Position, Scope};
 use super::writer::Change;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::quota::CountQuota;
 use crate::domain::secrets::{self, SecretBox};
 use crate::domain::status::{Direction, Mode};
@@ -47,7 +49,7 @@ impl DeliveryState {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EndpointRecord {
     pub id: Uuid,
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     pub mode: Mode,
     pub url: String,
     pub events: Vec<String>,
@@ -71,7 +73,7 @@ impl From<webhook_endpoints::Model> for EndpointRecord {
     fn from(m: webhook_endpoints::Model) -> Self {
         EndpointRecord {
             id: m.id,
-            workspace_id: m.workspace_id,
+            workspace_id: m.workspace_id.into(),
             mode: Mode::from_test_flag(m.test_mode),
             url: m.url,
             events: serde_json::from_str(&m.events).unwrap_or_default(),
@@ -141,7 +143,7 @@ pub async fn create(
     super::quotas::ensure_room(&txn, quota, stored, 1).await?;
     let model = webhook_endpoints::ActiveModel {
         id: Set(new.id),
-        workspace_id: Set(scope.workspace_id),
+        workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
         url: Set(new.url),
         events: Set(json_list(&new.events)),
@@ -643,6 +645,21 @@ pub struct AttemptRecord {
     /// Set when another attempt is scheduled.
     pub next_attempt_at: Option<i64>,
     pub state: DeliveryState,
+    /// The endpoint's lease the attempt was made under (a cluster node): recorded only while
+    /// the lease is still held with this fence. None on a single node.
+    pub lease: Option<Lease>,
+}
+
+/// What became of a recorded attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// The attempt row and the delivery's new state were written.
+    Written,
+    /// The delivery had moved on (deleted, or this attempt number was recorded already).
+    MovedOn,
+    /// The endpoint's lease moved to another node (or expired): nothing was written, and the
+    /// actor that made the attempt no longer owns the endpoint.
+    LeaseLost,
 }
 
 /// A recorded attempt as the deliveries log shows it.
@@ -719,25 +736,41 @@ impl AttemptRecorder {
         AttemptRecorder { writer }
     }
 
-    /// Writes the attempt and the delivery's new state; false when the delivery had moved on
-    /// (deleted, or another attempt with this number was recorded first).
-    pub async fn record(&self, record: AttemptRecord) -> Result<bool, StoreError> {
+    /// Writes the attempt and the delivery's new state, unless the delivery had moved on or,
+    /// in a cluster, the endpoint's lease did.
+    pub async fn record(&self, record: AttemptRecord) -> Result<Recorded, StoreError> {
         self.writer.record_attempt(record).await
     }
 }
 
 /// Moves each delivery to its attempt's outcome, only if no other attempt with that number was
-/// recorded first, and returns per record the attempt row to insert (None: the delivery had
-/// moved on). Records with the same outcome share one `UPDATE … WHERE id IN (…)`, lowest
-/// attempt number first; `updated_at` is the commit time.
+/// recorded first and, for an attempt made under a lease, while that lease is still held with
+/// its fence (one `FOR SHARE` read for the batch, `store::cluster::still_held`, so the lease
+/// cannot move before the commit). Returns per record what became of it and the attempt row to
+/// insert. Records with the same outcome share one `UPDATE … WHERE id IN (…)`, lowest attempt
+/// number first; `updated_at` is the commit time.
 pub(super) async fn apply_attempts(
     txn: &DatabaseTransaction,
     records: &[&AttemptRecord],
     now: i64,
-) -> Result<Vec<Option<webhook_attempts::ActiveModel>>, StoreError> {
+) -> Result<Vec<(Recorded, Option<webhook_attempts::ActiveModel>)>, StoreError> {
     type Outcome = (u32, DeliveryState, Option<i64>);
+    let fences: Vec<&Lease> = records.iter().filter_map(|r| r.lease.as_ref()).collect();
+    let held = if fences.is_empty() {
+        HashSet::new()
+    } else {
+        super::cluster::still_held(txn, &fences).await?
+    };
+    let lost: Vec<bool> = records
+        .iter()
+        .map(|r| r.lease.as_ref().is_some_and(|lease| !held.contains(lease)))
+        .collect();
     let mut groups: Vec<(Outcome, Vec<usize>)> = Vec::new();
     for (i, r) in records.iter().enumerate() {
+        if lost[i] {
+            tracing::warn!(delivery_id = %r.delivery.id, "attempt not recorded: the endpoint's lease moved to another node");
+            continue;
+        }
         let key = (r.attempt, r.state, r.next_attempt_at);
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, members)) => members.push(i),
@@ -785,7 +818,12 @@ pub(super) async fn apply_attempts(
     Ok(records
         .iter()
         .zip(applied)
-        .map(|(r, applied)| applied.then(|| attempt_row(r)))
+        .zip(lost)
+        .map(|((r, applied), lost)| match (lost, applied) {
+            (true, _) => (Recorded::LeaseLost, None),
+            (false, true) => (Recorded::Written, Some(attempt_row(r))),
+            (false, false) => (Recorded::MovedOn, None),
+        })
         .collect())
 }
 

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::messages::{Position, Scope};
+use crate::domain::ids::WorkspaceId;
 use crate::domain::keys;
 use crate::domain::status::Mode;
 
@@ -20,7 +21,7 @@ const GENERATION_ROW: i32 = 1;
 /// A workspace as the layers above see it.
 #[derive(Debug, Clone)]
 pub struct Workspace {
-    pub id: Uuid,
+    pub id: WorkspaceId,
     pub name: String,
     /// Its own default country (ISO 3166-1 alpha-2); None: the server's default.
     pub default_country: Option<String>,
@@ -30,7 +31,7 @@ pub struct Workspace {
 impl From<workspaces::Model> for Workspace {
     fn from(row: workspaces::Model) -> Workspace {
         Workspace {
-            id: row.id,
+            id: row.id.into(),
             name: row.name,
             default_country: row.default_country,
             created_at: row.created_at,
@@ -47,8 +48,8 @@ pub struct WorkspaceChange {
 }
 
 /// One workspace by id.
-pub async fn get(db: &DatabaseConnection, id: Uuid) -> Result<Workspace, StoreError> {
-    workspaces::Entity::find_by_id(id)
+pub async fn get(db: &DatabaseConnection, id: WorkspaceId) -> Result<Workspace, StoreError> {
+    workspaces::Entity::find_by_id(id.as_uuid())
         .one(db)
         .await?
         .map(Workspace::from)
@@ -59,11 +60,11 @@ pub async fn get(db: &DatabaseConnection, id: Uuid) -> Result<Workspace, StoreEr
 #[tracing::instrument(skip_all, fields(workspace_id = %id))]
 pub async fn update(
     db: &DatabaseConnection,
-    id: Uuid,
+    id: WorkspaceId,
     change: WorkspaceChange,
 ) -> Result<Workspace, StoreError> {
     let txn = super::begin_write(db).await?;
-    let row = workspaces::Entity::find_by_id(id)
+    let row = workspaces::Entity::find_by_id(id.as_uuid())
         .one(&txn)
         .await?
         .ok_or(StoreError::NotFound)?;
@@ -92,7 +93,7 @@ pub struct CreatedWorkspace {
 pub struct KeyGrant {
     pub key_id: Uuid,
     pub key_hash: String,
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     pub workspace_created_at: i64,
     pub mode: Mode,
 }
@@ -156,10 +157,10 @@ pub async fn create(
     }
     .insert(&txn)
     .await?;
-    let live_key = insert_key(&txn, workspace.id, Mode::Live, now_ms)
+    let live_key = insert_key(&txn, workspace.id.into(), Mode::Live, now_ms)
         .await?
         .secret;
-    let test_key = insert_key(&txn, workspace.id, Mode::Test, now_ms)
+    let test_key = insert_key(&txn, workspace.id.into(), Mode::Test, now_ms)
         .await?
         .secret;
     txn.commit().await?;
@@ -174,12 +175,12 @@ pub async fn create(
 #[tracing::instrument(skip_all, fields(workspace_id = %workspace_id))]
 pub async fn create_key(
     db: &DatabaseConnection,
-    workspace_id: Uuid,
+    workspace_id: WorkspaceId,
     mode: Mode,
     now_ms: i64,
 ) -> Result<IssuedKey, StoreError> {
     let txn = super::begin_write(db).await?;
-    if workspaces::Entity::find_by_id(workspace_id)
+    if workspaces::Entity::find_by_id(workspace_id.as_uuid())
         .one(&txn)
         .await?
         .is_none()
@@ -193,14 +194,14 @@ pub async fn create_key(
 
 async fn insert_key<C: sea_orm::ConnectionTrait>(
     conn: &C,
-    workspace_id: Uuid,
+    workspace_id: WorkspaceId,
     mode: Mode,
     now_ms: i64,
 ) -> Result<IssuedKey, StoreError> {
     let secret = keys::generate_api_key(mode);
     let model = api_keys::ActiveModel {
         id: Set(Uuid::now_v7()),
-        workspace_id: Set(workspace_id),
+        workspace_id: Set(workspace_id.as_uuid()),
         test_mode: Set(mode.is_test()),
         key_hash: Set(keys::hash_secret(&secret)),
         key_prefix: Set(keys::display_prefix(&secret)),
@@ -316,7 +317,7 @@ pub async fn find_key(
     Ok(Some(KeyGrant {
         key_id: key.id,
         key_hash: key.key_hash,
-        workspace_id: workspace.id,
+        workspace_id: workspace.id.into(),
         workspace_created_at: workspace.created_at,
         mode: Mode::from_test_flag(key.test_mode),
     }))
@@ -325,9 +326,9 @@ pub async fn find_key(
 /// Creation time of a workspace (for the new-workspace limit).
 pub async fn created_at(
     db: &DatabaseConnection,
-    workspace_id: Uuid,
+    workspace_id: WorkspaceId,
 ) -> Result<Option<i64>, StoreError> {
-    Ok(workspaces::Entity::find_by_id(workspace_id)
+    Ok(workspaces::Entity::find_by_id(workspace_id.as_uuid())
         .one(db)
         .await?
         .map(|w| w.created_at))

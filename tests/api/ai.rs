@@ -87,19 +87,6 @@ async fn enable(app: &TestApp, key: &str, mode: &str, rules: Value) {
     .expect(200);
 }
 
-/// A test-mode inbound SMS from `from` to `SENDER`; the stored message.
-async fn inbound(app: &TestApp, from: &str, content: &str) -> Value {
-    app.post(
-        "/v1/test/inbound",
-        &app.test_key,
-        json!({ "from_number": from, "to_number": SENDER, "content": content }),
-    )
-    .await
-    .expect(201)
-    .data()
-    .clone()
-}
-
 fn id_of(record: &Value) -> String {
     record["id"]
         .as_str()
@@ -180,16 +167,6 @@ async fn discard_draft(app: &TestApp, key: &str, id: &str) -> crate::helpers::Re
         None,
     )
     .await
-}
-
-async fn messages(app: &TestApp, key: &str, query: &str) -> Vec<Value> {
-    app.get(&format!("/v1/messages?limit=100&{query}"), key)
-        .await
-        .expect(200)
-        .data()["messages"]
-        .as_array()
-        .expect("messages is a list")
-        .clone()
 }
 
 /// A webhook endpoint of the key's mode for these events on `receiver`.
@@ -387,7 +364,7 @@ impl FakeOpenAi {
 async fn spawn_with_openai(backend: Backend, fake: &FakeOpenAi) -> TestApp {
     let base_url = fake.base_url.clone();
     spawn_app_with(backend, move |s| {
-        s.ai.provider = "openai".into();
+        s.ai.provider = smsgw::config::AiProvider::Openai;
         s.ai.base_url = Some(base_url);
         s.ai.model = Some("test-model".into());
         s.ai.api_key = Some("k-123".into());
@@ -626,7 +603,7 @@ async fn rules_draft_mode_makes_a_pending_draft_and_fires_the_event(backend: Bac
     )
     .await;
 
-    let asked = inbound(&app, CUSTOMER, "What's the PRICE?").await;
+    let asked = app.test_inbound(CUSTOMER, "What's the PRICE?").await;
     let draft = wait_for_draft(&app, &app.test_key, &id_of(&asked)).await;
     assert_draft_shape(&draft);
     assert_eq!(draft["content"], "It is 10 EUR");
@@ -648,14 +625,18 @@ async fn rules_draft_mode_makes_a_pending_draft_and_fires_the_event(backend: Bac
     assert_eq!(body["draft"]["content"], "It is 10 EUR");
 
     // No rule matches: no draft. "priceless" is not the word "price".
-    let hello = inbound(&app, OTHER, "Hello there").await;
-    let priceless = inbound(&app, OTHER, "This view is priceless").await;
+    let hello = app.test_inbound(OTHER, "Hello there").await;
+    let priceless = app.test_inbound(OTHER, "This view is priceless").await;
     // Positive controls: a phrase keyword of the second rule, then a text matching both rules
     // (the first rule wins).
-    let hours = inbound(&app, OTHER, "What are your opening hours?").await;
+    let hours = app
+        .test_inbound(OTHER, "What are your opening hours?")
+        .await;
     let hours_draft = wait_for_draft(&app, &app.test_key, &id_of(&hours)).await;
     assert_eq!(hours_draft["content"], "9 to 5");
-    let both = inbound(&app, OTHER, "Opening hours, and what does it cost?").await;
+    let both = app
+        .test_inbound(OTHER, "Opening hours, and what does it cost?")
+        .await;
     let both_draft = wait_for_draft(&app, &app.test_key, &id_of(&both)).await;
     assert_eq!(both_draft["content"], "It is 10 EUR");
     tokio::time::sleep(QUIET).await;
@@ -702,9 +683,9 @@ async fn disabled_settings_make_no_draft(backend: Backend) {
     let (_, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
 
-    let quiet = inbound(&app, CUSTOMER, "What's the price?").await;
+    let quiet = app.test_inbound(CUSTOMER, "What's the price?").await;
     phone.receive("in-1", CUSTOMER, "What's the price?").await;
-    let live_inbound = messages(&app, &app.live_key, "direction=inbound").await;
+    let live_inbound = app.messages(&app.live_key, "direction=inbound").await;
     assert_eq!(live_inbound.len(), 1);
     let live_draft = wait_for_draft(&app, &app.live_key, &id_of(&live_inbound[0])).await;
     assert_eq!(live_draft["content"], "It is 10 EUR");
@@ -744,26 +725,27 @@ async fn opt_out_keywords_and_stop_ai_get_no_draft(backend: Backend) {
         )
         .await
         .expect(201);
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/contacts/{}", id_of(contact.data())),
-        Some(&app.test_key),
-        Some(json!({ "ai_replies": false })),
+        &app.test_key,
+        json!({ "ai_replies": false }),
     )
     .await
     .expect(200);
 
     let mut silent = vec![
-        inbound(&app, stopper, "STOP").await,
-        inbound(&app, starter, " start ").await,
-        inbound(&app, no_ai, "Stop AI").await,
+        app.test_inbound(stopper, "STOP").await,
+        app.test_inbound(starter, " start ").await,
+        app.test_inbound(no_ai, "Stop AI").await,
     ];
-    silent.push(inbound(&app, no_ai, "What's the price?").await);
-    silent.push(inbound(&app, patched, "What's the price?").await);
+    silent.push(app.test_inbound(no_ai, "What's the price?").await);
+    silent.push(app.test_inbound(patched, "What's the price?").await);
     // An opted-out sender gets no text at all, drafted or not.
-    silent.push(inbound(&app, stopper, "What's the price?").await);
+    silent.push(app.test_inbound(stopper, "What's the price?").await);
 
-    let answered = inbound(&app, control, "Please stop, what's the price?").await;
+    let answered = app
+        .test_inbound(control, "Please stop, what's the price?")
+        .await;
     let draft = wait_for_draft(&app, &app.test_key, &id_of(&answered)).await;
     assert_eq!(draft["content"], "We hear you");
     assert_eq!(draft["from_number"], control);
@@ -782,7 +764,7 @@ async fn opt_out_keywords_and_stop_ai_get_no_draft(backend: Backend) {
         );
     }
     // The keyword messages themselves are stored like any other.
-    let stored = messages(&app, &app.test_key, "direction=inbound").await;
+    let stored = app.messages(&app.test_key, "direction=inbound").await;
     assert_eq!(stored.len(), silent.len() + 1);
     let contacts = app
         .get("/v1/contacts?limit=100", &app.test_key)
@@ -809,7 +791,7 @@ async fn pending_drafts(app: &TestApp, senders: &[&str]) -> Vec<Value> {
     enable(app, &app.test_key, "draft", json!([price_rule()])).await;
     let mut out = Vec::new();
     for sender in senders {
-        let asked = inbound(app, sender, "price?").await;
+        let asked = app.test_inbound(sender, "price?").await;
         let draft = wait_for_draft(app, &app.test_key, &id_of(&asked)).await;
         assert_eq!(draft["status"], "pending");
         out.push(draft);
@@ -895,7 +877,7 @@ async fn sending_a_draft_queues_the_reply_once(backend: Backend) {
     assert_eq!(third_now["content"], "It is 10 EUR");
     assert_eq!(third_now["sent_message_id"], Value::Null);
 
-    let outbound = messages(&app, &app.test_key, "direction=outbound").await;
+    let outbound = app.messages(&app.test_key, "direction=outbound").await;
     assert_eq!(outbound.len(), 2, "{outbound:?}");
 
     // Unknown ids, ids that are not UUIDs and the other mode's drafts are not found.
@@ -962,7 +944,7 @@ async fn discarding_filtering_and_paging_drafts(backend: Backend) {
         .expect_error(409, "invalid_state");
     assert_eq!(send.data()["status"], "discarded");
     assert!(
-        messages(&app, &app.test_key, "direction=outbound")
+        app.messages(&app.test_key, "direction=outbound")
             .await
             .is_empty(),
         "a discarded draft sends nothing"
@@ -1050,7 +1032,7 @@ async fn a_live_draft_needs_an_online_phone(backend: Backend) {
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
     phone.receive("in-1", CUSTOMER, "Price please").await;
-    let asked = messages(&app, &app.live_key, "direction=inbound").await;
+    let asked = app.messages(&app.live_key, "direction=inbound").await;
     let draft = wait_for_draft(&app, &app.live_key, &id_of(&asked[0])).await;
     assert_eq!(draft["to_number"], SENDER);
     assert_eq!(draft["from_number"], CUSTOMER);
@@ -1066,7 +1048,7 @@ async fn a_live_draft_needs_an_online_phone(backend: Backend) {
         "pending"
     );
     assert!(
-        messages(&app, &app.live_key, "direction=outbound")
+        app.messages(&app.live_key, "direction=outbound")
             .await
             .is_empty()
     );
@@ -1101,7 +1083,7 @@ async fn auto_mode_sends_the_reply_at_once(backend: Backend) {
     subscribe(&app, &app.test_key, &sent_hook, &["message.sent"]).await;
     enable(&app, &app.test_key, "auto", json!([price_rule()])).await;
 
-    let asked = inbound(&app, CUSTOMER, "What does it cost?").await;
+    let asked = app.test_inbound(CUSTOMER, "What does it cost?").await;
     let draft = wait_for_draft(&app, &app.test_key, &id_of(&asked)).await;
     assert_draft_shape(&draft);
     assert_eq!(draft["status"], "sent", "{draft}");
@@ -1111,7 +1093,7 @@ async fn auto_mode_sends_the_reply_at_once(backend: Backend) {
         .unwrap_or_else(|| panic!("an auto draft has its reply: {draft}"))
         .to_string();
 
-    let outbound = messages(&app, &app.test_key, "direction=outbound").await;
+    let outbound = app.messages(&app.test_key, "direction=outbound").await;
     assert_eq!(outbound.len(), 1, "{outbound:?}");
     assert_eq!(outbound[0]["id"], reply_id.as_str());
     assert_eq!(outbound[0]["from_number"], SENDER);
@@ -1169,7 +1151,7 @@ async fn auto_mode_over_the_new_workspace_limit_keeps_the_draft_pending(backend:
     assert_eq!(to, OTHER);
 
     phone.receive("in-1", CUSTOMER, "What's the price?").await;
-    let asked = messages(&app, &app.live_key, "direction=inbound").await;
+    let asked = app.messages(&app.live_key, "direction=inbound").await;
     assert_eq!(asked.len(), 1);
     let got = receiver.wait_for(1, DEADLINE).await;
     let body = got[0].json();
@@ -1180,7 +1162,7 @@ async fn auto_mode_over_the_new_workspace_limit_keeps_the_draft_pending(backend:
     assert_eq!(body["draft"]["id"], draft["id"]);
     assert_eq!(draft["status"], "pending");
     assert_eq!(draft["sent_message_id"], Value::Null);
-    let outbound = messages(&app, &app.live_key, "direction=outbound").await;
+    let outbound = app.messages(&app.live_key, "direction=outbound").await;
     assert_eq!(outbound.len(), 1, "no reply was queued: {outbound:?}");
 
     let refused = send_draft(&app, &app.live_key, &id_of(&draft), None)
@@ -1192,7 +1174,7 @@ async fn auto_mode_over_the_new_workspace_limit_keeps_the_draft_pending(backend:
         "pending"
     );
     assert_eq!(
-        messages(&app, &app.live_key, "direction=outbound")
+        app.messages(&app.live_key, "direction=outbound")
             .await
             .len(),
         1
@@ -1219,7 +1201,7 @@ async fn openai_provider_gets_instructions_and_the_conversation(backend: Backend
     .await
     .expect(200);
 
-    let hello = inbound(&app, CUSTOMER, "Hello").await;
+    let hello = app.test_inbound(CUSTOMER, "Hello").await;
     let first = wait_for_draft(&app, &app.test_key, &id_of(&hello)).await;
     assert_eq!(first["content"], "Sure!");
     assert_eq!(first["status"], "pending");
@@ -1262,7 +1244,7 @@ async fn openai_provider_gets_instructions_and_the_conversation(backend: Backend
     app.wait_for_status(&app.test_key, &id_of(unrelated.data()), "delivered")
         .await;
 
-    let question = inbound(&app, CUSTOMER, "Do you ship to Spain?").await;
+    let question = app.test_inbound(CUSTOMER, "Do you ship to Spain?").await;
     let second = wait_for_draft(&app, &app.test_key, &id_of(&question)).await;
     assert_eq!(second["content"], "Sure!");
     let requests = fake.received();
@@ -1283,7 +1265,7 @@ async fn openai_provider_gets_instructions_and_the_conversation(backend: Backend
     // A reply longer than 10 segments is cut to fit.
     let long_reply = "a".repeat(2000);
     fake.reply(&long_reply);
-    let more = inbound(&app, CUSTOMER, "Tell me everything").await;
+    let more = app.test_inbound(CUSTOMER, "Tell me everything").await;
     let third = wait_for_draft(&app, &app.test_key, &id_of(&more)).await;
     let content = third["content"].as_str().unwrap();
     assert!(!content.is_empty());
@@ -1321,24 +1303,24 @@ async fn openai_provider_errors_leave_no_draft_and_keep_the_message(backend: Bac
     let (fake, app) = failing_provider(backend, "boom").await;
     let errors_before = ai_drafts_metric(&app, "provider_error").await;
 
-    let failed = inbound(&app, CUSTOMER, "First question").await;
+    let failed = app.test_inbound(CUSTOMER, "First question").await;
     fake.wait_for(1).await;
     fake.answer(200, "this is not JSON");
-    let garbled = inbound(&app, "+14155550231", "Second question").await;
+    let garbled = app.test_inbound("+14155550231", "Second question").await;
     fake.wait_for(2).await;
     fake.reply("   ");
-    let empty = inbound(&app, "+14155550232", "Third question").await;
+    let empty = app.test_inbound("+14155550232", "Third question").await;
     fake.wait_for(3).await;
     // Positive control: a good answer makes a draft.
     fake.reply("Fine");
-    let fine = inbound(&app, "+14155550233", "Fourth question").await;
+    let fine = app.test_inbound("+14155550233", "Fourth question").await;
     let draft = wait_for_draft(&app, &app.test_key, &id_of(&fine)).await;
     assert_eq!(draft["content"], "Fine");
     tokio::time::sleep(QUIET).await;
 
     let all = drafts(&app, &app.test_key, "").await;
     assert_eq!(all.len(), 1, "{all:?}");
-    let stored = messages(&app, &app.test_key, "direction=inbound").await;
+    let stored = app.messages(&app.test_key, "direction=inbound").await;
     for message in [&failed, &garbled, &empty, &fine] {
         assert!(
             stored.iter().any(|m| m["id"] == message["id"]),
@@ -1365,7 +1347,7 @@ async fn openai_provider_errors_leave_no_draft_and_keep_the_message(backend: Bac
 /// message without a draft; a starting server answers the last minutes' such messages again.
 async fn messages_left_without_a_draft_are_answered_after_a_restart(backend: Backend) {
     let (fake, app) = failing_provider(backend, "down").await;
-    let asked = inbound(&app, CUSTOMER, "Are you open today?").await;
+    let asked = app.test_inbound(CUSTOMER, "Are you open today?").await;
     fake.wait_for(1).await;
     tokio::time::sleep(QUIET).await;
     assert!(drafts(&app, &app.test_key, "").await.is_empty());
@@ -1411,7 +1393,7 @@ async fn wait_for_ai_metric(app: &TestApp, outcome: &str, at_least: f64) {
 
 /// Outbound messages of the key's mode to `number`.
 async fn texts_to(app: &TestApp, key: &str, number: &str) -> Vec<Value> {
-    messages(app, key, "direction=outbound")
+    app.messages(key, "direction=outbound")
         .await
         .into_iter()
         .filter(|m| m["to_number"] == number)
@@ -1424,8 +1406,8 @@ async fn premium_rate_senders_get_no_draft_and_no_auto_reply(backend: Backend) {
     let app = spawn_app(backend).await;
     for (mode, control) in [("draft", CUSTOMER), ("auto", OTHER)] {
         enable(&app, &app.test_key, mode, json!([price_rule()])).await;
-        let premium = inbound(&app, PREMIUM, "What's the price?").await;
-        let asked = inbound(&app, control, "What's the price?").await;
+        let premium = app.test_inbound(PREMIUM, "What's the price?").await;
+        let asked = app.test_inbound(control, "What's the price?").await;
         wait_for_draft(&app, &app.test_key, &id_of(&asked)).await;
         tokio::time::sleep(QUIET).await;
         let all = drafts(&app, &app.test_key, "").await;
@@ -1462,7 +1444,7 @@ async fn a_draft_to_a_premium_rate_number_is_refused(backend: Backend) {
     let kept = get_draft(&app, &app.test_key, &id_of(&draft)).await;
     assert_eq!(kept["status"], "pending");
     assert!(
-        messages(&app, &app.test_key, "direction=outbound")
+        app.messages(&app.test_key, "direction=outbound")
             .await
             .is_empty()
     );
@@ -1483,8 +1465,8 @@ async fn stop_and_stop_ai_discard_pending_drafts(backend: Backend) {
         .await
         .try_into()
         .unwrap();
-    inbound(&app, stopper, "stop").await;
-    inbound(&app, no_ai, "STOP  AI").await;
+    app.test_inbound(stopper, "stop").await;
+    app.test_inbound(no_ai, "STOP  AI").await;
 
     for draft in [&stopped, &silenced] {
         assert_eq!(
@@ -1497,7 +1479,7 @@ async fn stop_and_stop_ai_discard_pending_drafts(backend: Backend) {
         assert_eq!(refused.data()["status"], "discarded");
     }
     assert!(
-        messages(&app, &app.test_key, "direction=outbound")
+        app.messages(&app.test_key, "direction=outbound")
             .await
             .is_empty()
     );
@@ -1528,9 +1510,7 @@ async fn drafts_of_a_contact_opted_out_by_hand_cannot_be_sent(backend: Backend) 
     let patch = |body: Value| {
         let (app, path) = (&app, contact_path.clone());
         async move {
-            app.request("PATCH", &path, Some(&app.test_key), Some(body))
-                .await
-                .expect(200);
+            app.patch(&path, &app.test_key, body).await.expect(200);
         }
     };
 
@@ -1555,7 +1535,7 @@ async fn drafts_of_a_contact_opted_out_by_hand_cannot_be_sent(backend: Backend) 
         "pending"
     );
     assert!(
-        messages(&app, &app.test_key, "direction=outbound")
+        app.messages(&app.test_key, "direction=outbound")
             .await
             .is_empty()
     );
@@ -1583,9 +1563,9 @@ async fn a_reply_made_while_the_contact_opted_out_is_neither_sent_nor_kept(backe
         enable(&app, &app.test_key, mode, json!([])).await;
         let before = ai_drafts_metric(&app, "opted_out").await;
         fake.hold();
-        let asked = inbound(&app, sender, "How much is it?").await;
+        let asked = app.test_inbound(sender, "How much is it?").await;
         fake.wait_for(asked_so_far + 1).await;
-        inbound(&app, sender, keyword).await;
+        app.test_inbound(sender, keyword).await;
         fake.release();
         wait_for_ai_metric(&app, "opted_out", before + 1.0).await;
         tokio::time::sleep(QUIET).await;
@@ -1601,7 +1581,7 @@ async fn a_reply_made_while_the_contact_opted_out_is_neither_sent_nor_kept(backe
     }
     // Control: a sender who did not opt out is answered.
     enable(&app, &app.test_key, "auto", json!([])).await;
-    let asked = inbound(&app, CUSTOMER, "How much is it?").await;
+    let asked = app.test_inbound(CUSTOMER, "How much is it?").await;
     let draft = wait_for_draft(&app, &app.test_key, &id_of(&asked)).await;
     assert_eq!(draft["status"], "sent");
     assert_eq!(texts_to(&app, &app.test_key, CUSTOMER).await.len(), 1);

@@ -49,24 +49,14 @@ async fn keys_are_listed_created_and_revoked_at_once(backend: Backend) {
     let live_keys = listed(&app, &app.live_key).await;
     assert_eq!(live_keys.len(), 1);
     assert_eq!(live_keys[0]["mode"], "live");
-    app.request(
-        "DELETE",
-        &format!("/v1/keys/{second_id}"),
-        Some(&app.live_key),
-        None,
-    )
-    .await
-    .expect_error(404, "not_found");
+    app.delete(&format!("/v1/keys/{second_id}"), &app.live_key)
+        .await
+        .expect_error(404, "not_found");
     app.get("/v1/messages", &second).await.expect(200);
 
     // Revoked through the API: refused by the very next request, the other keys unaffected.
     let revoked = app
-        .request(
-            "DELETE",
-            &format!("/v1/keys/{second_id}"),
-            Some(&app.test_key),
-            None,
-        )
+        .delete(&format!("/v1/keys/{second_id}"), &app.test_key)
         .await
         .expect(200);
     assert_eq!(revoked.data()["id"], second_id.as_str());
@@ -82,24 +72,14 @@ async fn keys_are_listed_created_and_revoked_at_once(backend: Backend) {
 
     // Revoking again answers the same record; unknown ids are 404.
     let again = app
-        .request(
-            "DELETE",
-            &format!("/v1/keys/{second_id}"),
-            Some(&app.test_key),
-            None,
-        )
+        .delete(&format!("/v1/keys/{second_id}"), &app.test_key)
         .await
         .expect(200);
     assert_eq!(again.data()["revoked_at"], revoked_at.as_str());
     for id in [Uuid::now_v7().to_string(), "not-a-uuid".to_string()] {
-        app.request(
-            "DELETE",
-            &format!("/v1/keys/{id}"),
-            Some(&app.test_key),
-            None,
-        )
-        .await
-        .expect_error(404, "not_found");
+        app.delete(&format!("/v1/keys/{id}"), &app.test_key)
+            .await
+            .expect_error(404, "not_found");
     }
 
     // A key may revoke itself; that request is its last.
@@ -107,14 +87,9 @@ async fn keys_are_listed_created_and_revoked_at_once(backend: Backend) {
         .as_str()
         .unwrap()
         .to_string();
-    app.request(
-        "DELETE",
-        &format!("/v1/keys/{own_id}"),
-        Some(&app.test_key),
-        None,
-    )
-    .await
-    .expect(200);
+    app.delete(&format!("/v1/keys/{own_id}"), &app.test_key)
+        .await
+        .expect(200);
     app.get("/v1/keys", &app.test_key)
         .await
         .expect_error(401, "invalid_api_key");

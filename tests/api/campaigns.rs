@@ -231,11 +231,10 @@ fn assert_invalid_state(reply: Reply, current: &str) {
 }
 
 async fn set_pace(app: &TestApp, phone_id: &str, per_minute: u32, per_30_minutes: u32) {
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/phones/{phone_id}"),
-        Some(&app.live_key),
-        Some(json!({ "pace": { "per_minute": per_minute, "per_30_minutes": per_30_minutes } })),
+        &app.live_key,
+        json!({ "pace": { "per_minute": per_minute, "per_30_minutes": per_30_minutes } }),
     )
     .await
     .expect(200);
@@ -783,11 +782,10 @@ async fn premium_rate_and_opted_out_recipients_are_skipped(backend: Backend) {
         )
         .await
         .expect(201);
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/contacts/{}", id_of(contact.data())),
-        Some(&app.test_key),
-        Some(json!({ "opted_out": true })),
+        &app.test_key,
+        json!({ "opted_out": true }),
     )
     .await
     .expect(200);

@@ -117,7 +117,9 @@ fn leases_have_one_holder_and_fence_every_new_ownership() {
 }
 
 /// Two nodes on one fresh PostgreSQL database; the first creates the workspace.
-async fn two_nodes(configure: impl FnOnce(&mut smsgw::config::Settings)) -> (TestApp, TestApp) {
+pub(crate) async fn two_nodes(
+    configure: impl FnOnce(&mut smsgw::config::Settings),
+) -> (TestApp, TestApp) {
     let a = spawn_app_with(Backend::Postgres, configure).await;
     let b = a.spawn_peer().await;
     (a, b)
@@ -133,7 +135,7 @@ async fn phone_holder(app: &TestApp, phone_id: &str) -> Option<Uuid> {
 }
 
 /// Polls until `check` holds, or panics naming `what` after `within`.
-async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
+pub(crate) async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -154,11 +156,10 @@ fn a_send_on_one_node_reaches_a_phone_on_another() {
         let (a, b) = two_nodes(|_| {}).await;
         let (phone_id, token) = a.pair_phone(SENDER).await;
         // A pace that never makes a send wait: the figure is the carrier's.
-        a.request(
-            "PATCH",
+        a.patch(
             &format!("/v1/phones/{phone_id}"),
-            Some(&a.live_key),
-            Some(json!({ "pace": { "per_minute": 1000, "per_30_minutes": 10000 } })),
+            &a.live_key,
+            json!({ "pace": { "per_minute": 1000, "per_30_minutes": 10000 } }),
         )
         .await
         .expect(200);
@@ -212,11 +213,10 @@ fn a_phone_moving_between_nodes_keeps_its_queue_and_exact_pace() {
     run(async {
         let (a, b) = two_nodes(|_| {}).await;
         let (phone_id, token) = a.pair_phone(SENDER).await;
-        a.request(
-            "PATCH",
+        a.patch(
             &format!("/v1/phones/{phone_id}"),
-            Some(&a.live_key),
-            Some(json!({ "pace": { "per_minute": 2, "per_30_minutes": 10 } })),
+            &a.live_key,
+            json!({ "pace": { "per_minute": 2, "per_30_minutes": 10 } }),
         )
         .await
         .expect(200);

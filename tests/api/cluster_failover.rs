@@ -30,6 +30,8 @@ struct Node {
     address: String,
     /// The live key, printed by the node that created the database's first workspace.
     live_key: Option<String>,
+    /// The test key, printed with it.
+    test_key: Option<String>,
     child: Child,
 }
 
@@ -67,6 +69,7 @@ impl Node {
         let mut node = Node {
             address: String::new(),
             live_key: None,
+            test_key: None,
             child,
         };
         let stdout = node.child.stdout.take().expect("stdout piped");
@@ -86,6 +89,8 @@ impl Node {
                 .expect("the node prints `listening on` within 30 s");
             if let Some(key) = line.strip_prefix("live key: ") {
                 node.live_key = Some(key.trim().to_string());
+            } else if let Some(key) = line.strip_prefix("test key: ") {
+                node.test_key = Some(key.trim().to_string());
             } else if let Some(address) = line.strip_prefix("listening on ") {
                 node.address = address.trim().to_string();
             }
@@ -404,4 +409,161 @@ fn killed_node_hands_over_phone_campaign_and_webhooks_postgres() {
         return;
     }
     run(killed_node_hands_over_phone_campaign_and_webhooks());
+}
+
+/// Status and `sending` entries of a message, read from `node`.
+async fn status_and_sends(node: &Node, key: &str, id: &str) -> (String, usize) {
+    let (_, body) = call(
+        "GET",
+        format!("{}/v1/messages/{id}", node.address),
+        key,
+        None,
+    )
+    .await;
+    let status = body["data"]["status"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let sends = body["data"]["events"]
+        .as_array()
+        .map(|events| events.iter().filter(|e| e["type"] == "sending").count())
+        .unwrap_or(0);
+    (status, sends)
+}
+
+/// kill -9 of the node holding test mode and a phone, with scheduled sends held on both: the
+/// other node releases every one once when due, the test-mode ones held by the dead node
+/// included; none is lost, none handed over twice.
+async fn killed_node_hands_over_scheduled_and_test_mode_sends() {
+    let (database, _dir) = fresh_database(Backend::Postgres).await;
+    let mut a = Node::start(&database);
+    let key = a.live_key.clone().expect("the first node creates the keys");
+    let test_key = a.test_key.clone().expect("and the test key");
+    let b = Node::start(&database);
+
+    let (status, body) = call(
+        "POST",
+        format!("{}/v1/phones", a.address),
+        &key,
+        Some(json!({"phone_number": SENDER})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let phone_id = body["data"]["id"].as_str().unwrap().to_string();
+    let token = body["data"]["device_token"].as_str().unwrap().to_string();
+    let mut phone = FakePhone::connect(&a.ws_url(), &token)
+        .await
+        .expect("phone connects to A");
+    assert!(matches!(
+        phone.next_frame().await,
+        Some(ServerFrame::Hello { .. })
+    ));
+    wait_online(&a, &key, &phone_id).await;
+
+    // Due in 5 s: live sends (accepted on B, held by A's phone actor) and test-mode sends
+    // accepted on both nodes.
+    let due = chrono::Utc::now() + chrono::Duration::seconds(5);
+    let mut live = HashSet::new();
+    let mut test_mode = Vec::new();
+    for i in 0..8 {
+        let to = format!("+1650555{:04}", 4000 + i);
+        let body = json!({ "from_number": SENDER, "to_number": to, "content": format!("due {i}"),
+                           "scheduled_for": due.to_rfc3339() });
+        let node = if i % 2 == 0 { &a } else { &b };
+        let (status, reply) = call(
+            "POST",
+            format!("{}/v1/messages/send", node.address),
+            &test_key,
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(status, 202, "{reply}");
+        test_mode.push(reply["data"]["id"].as_str().unwrap().to_string());
+        if i < 3 {
+            let (status, reply) = call(
+                "POST",
+                format!("{}/v1/messages/send", b.address),
+                &key,
+                Some(body),
+            )
+            .await;
+            assert_eq!(status, 202, "{reply}");
+            live.insert(
+                reply["data"]["id"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<Uuid>()
+                    .unwrap(),
+            );
+        }
+    }
+    assert!(
+        phone
+            .next_frame_within(Duration::from_millis(300))
+            .await
+            .is_none(),
+        "nothing is sent before it is due"
+    );
+    a.kill();
+
+    let mut phone = {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match FakePhone::connect(&b.ws_url(), &token).await {
+                Ok(phone) => break phone,
+                Err(status) => {
+                    assert!(Instant::now() < deadline, "B refused the phone: {status}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    };
+    let mut handed: HashMap<Uuid, u32> = HashMap::new();
+    let deadline = Instant::now() + TAKEOVER_BOUND + Duration::from_secs(10);
+    while handed.len() < live.len() {
+        assert!(Instant::now() < deadline, "live sends handed: {handed:?}");
+        if let Some(ServerFrame::Send { message_id, .. }) =
+            phone.next_frame_within(Duration::from_millis(500)).await
+        {
+            assert!(
+                chrono::Utc::now() >= due,
+                "a held send came before it was due"
+            );
+            *handed.entry(message_id).or_default() += 1;
+            phone
+                .send(&PhoneFrame::Sent {
+                    message_id,
+                    reference: Some(format!("s-{message_id}")),
+                })
+                .await;
+        }
+    }
+    // Nothing more comes: each was handed once.
+    let more = take_sends_unreported(&mut phone, Duration::from_secs(2)).await;
+    assert!(more.is_empty(), "handed again: {more:?}");
+    assert_eq!(handed.keys().copied().collect::<HashSet<_>>(), live);
+
+    for id in &test_mode {
+        loop {
+            let (status, sends) = status_and_sends(&b, &test_key, id).await;
+            if status == "delivered" {
+                assert_eq!(sends, 1, "test-mode message {id} handed over once");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "test-mode message {id} is {status}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+#[test]
+fn killed_node_hands_over_scheduled_and_test_mode_sends_postgres() {
+    if !postgres_enabled() {
+        eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (cluster tests need PostgreSQL)");
+        return;
+    }
+    run(killed_node_hands_over_scheduled_and_test_mode_sends());
 }

@@ -90,12 +90,7 @@ async fn crud_and_duplicates(backend: Backend) {
 
     // PATCH: given fields change, null clears, tags are replaced, absent fields stay.
     let patched = app
-        .request(
-            "PATCH",
-            &format!("/v1/contacts/{id}"),
-            Some(&app.test_key),
-            Some(json!({ "first_name": "Augusta", "email": null, "tags": ["alumni"], "opted_out": true })),
-        )
+        .patch(&format!("/v1/contacts/{id}"), &app.test_key, json!({ "first_name": "Augusta", "email": null, "tags": ["alumni"], "opted_out": true }))
         .await
         .expect(200);
     let p = patched.data();
@@ -107,11 +102,10 @@ async fn crud_and_duplicates(backend: Backend) {
     assert_eq!(p["opted_out"], true);
     assert!(p["opted_out_at"].is_string());
     let opted_in = app
-        .request(
-            "PATCH",
+        .patch(
             &format!("/v1/contacts/{id}"),
-            Some(&app.test_key),
-            Some(json!({ "opted_out": false, "ai_replies": false })),
+            &app.test_key,
+            json!({ "opted_out": false, "ai_replies": false }),
         )
         .await
         .expect(200);
@@ -121,11 +115,10 @@ async fn crud_and_duplicates(backend: Backend) {
     // Moving to a number another contact has: 409, nothing changes.
     let other = create(&app, json!({ "phone_number": "+14155550102" })).await;
     let clash = app
-        .request(
-            "PATCH",
+        .patch(
             &format!("/v1/contacts/{id}"),
-            Some(&app.test_key),
-            Some(json!({ "phone_number": "+14155550102", "first_name": "X" })),
+            &app.test_key,
+            json!({ "phone_number": "+14155550102", "first_name": "X" }),
         )
         .await
         .expect_error(409, "already_exists");
@@ -137,25 +130,15 @@ async fn crud_and_duplicates(backend: Backend) {
     assert_eq!(unchanged.data()["first_name"], "Augusta");
     assert_eq!(unchanged.data()["phone_number"], "+14155550101");
 
-    app.request(
-        "DELETE",
-        &format!("/v1/contacts/{id}"),
-        Some(&app.test_key),
-        None,
-    )
-    .await
-    .expect(200);
+    app.delete(&format!("/v1/contacts/{id}"), &app.test_key)
+        .await
+        .expect(200);
     app.get(&format!("/v1/contacts/{id}"), &app.test_key)
         .await
         .expect_error(404, "not_found");
-    app.request(
-        "DELETE",
-        &format!("/v1/contacts/{id}"),
-        Some(&app.test_key),
-        None,
-    )
-    .await
-    .expect_error(404, "not_found");
+    app.delete(&format!("/v1/contacts/{id}"), &app.test_key)
+        .await
+        .expect_error(404, "not_found");
     app.get("/v1/contacts/not-a-uuid", &app.test_key)
         .await
         .expect_error(404, "not_found");
@@ -249,7 +232,7 @@ async fn validation_errors_change_nothing(backend: Backend) {
         ),
     ] {
         let reply = app
-            .request("PATCH", &path, Some(&app.test_key), Some(body))
+            .patch(&path, &app.test_key, body)
             .await
             .expect_error(422, code);
         assert_eq!(reply.data()["field"], field);
@@ -296,11 +279,10 @@ async fn list_filters_and_paging(backend: Backend) {
     }
     // Opt two out through the API.
     for id in &ids[..2] {
-        app.request(
-            "PATCH",
+        app.patch(
             &format!("/v1/contacts/{id}"),
-            Some(&app.test_key),
-            Some(json!({ "opted_out": true })),
+            &app.test_key,
+            json!({ "opted_out": true }),
         )
         .await
         .expect(200);
@@ -380,11 +362,10 @@ async fn import_upserts_by_number(backend: Backend) {
         json!({ "phone_number": "+14155550101", "first_name": "Ada", "last_name": "L", "tags": ["old"] }),
     )
     .await;
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/contacts/{}", existing["id"].as_str().unwrap()),
-        Some(&app.test_key),
-        Some(json!({ "opted_out": true })),
+        &app.test_key,
+        json!({ "opted_out": true }),
     )
     .await
     .expect(200);

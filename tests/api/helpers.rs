@@ -39,8 +39,57 @@ pub fn postgres_enabled() -> bool {
 /// Runs a test body on an actix System the way the server binary does (see
 /// [`smsgw::startup::block_on_system`]): actors still querying when the test ends are dropped
 /// without a panic.
+/// The PostgreSQL test databases this test created are dropped when it ends, passed or
+/// failed, once its System and the servers on it are gone.
 pub fn run<F: std::future::Future>(test: F) -> F::Output {
+    let _drop_databases = DropTestDatabases;
     smsgw::startup::block_on_system(test).expect("test runtime starts")
+}
+
+thread_local! {
+    /// The PostgreSQL databases [`fresh_database`] created on this thread (a test's thread):
+    /// the administrative URL and the name of each.
+    static CREATED_DATABASES: std::cell::RefCell<Vec<(String, String)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Drops this thread's test databases when dropped (in [`run`], after the test's System has
+/// stopped, so no server of the test still uses them).
+struct DropTestDatabases;
+
+impl Drop for DropTestDatabases {
+    fn drop(&mut self) {
+        let created = CREATED_DATABASES.with_borrow_mut(std::mem::take);
+        if created.is_empty() {
+            return;
+        }
+        // A thread of its own with its own runtime: this may run while a panic unwinds out of
+        // the test's runtime. FORCE ends connections a child process or writer thread kept.
+        let dropping = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime for dropping test databases");
+            runtime.block_on(async {
+                for (admin_url, name) in created {
+                    // Quiet: a forced drop is often over sqlx's slow-statement threshold.
+                    let mut options = sea_orm::ConnectOptions::new(admin_url);
+                    options.sqlx_logging(false);
+                    let Ok(admin) = Database::connect(options).await else {
+                        continue;
+                    };
+                    if let Err(e) = admin
+                        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .await
+                    {
+                        eprintln!("test database {name} not dropped: {e}");
+                    }
+                    let _ = admin.close().await;
+                }
+            });
+        });
+        let _ = dropping.join();
+    }
 }
 
 /// Generates, for each async fn taking a [`Backend`], a module with a SQLite test and a
@@ -154,12 +203,18 @@ pub async fn fresh_database(backend: Backend) -> (String, Option<tempfile::TempD
                 .await
                 .expect("connect to PostgreSQL");
             let now = chrono::Utc::now().timestamp();
-            drop_stale_databases(&admin, now).await;
+            static LEFTOVERS_DROPPED: std::sync::atomic::AtomicBool =
+                std::sync::atomic::AtomicBool::new(false);
+            if !LEFTOVERS_DROPPED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                drop_stale_databases(&admin, now).await;
+            }
             let name = format!("smsgw_t_{now}_{}", Uuid::new_v4().simple());
             admin
                 .execute_unprepared(&format!("CREATE DATABASE {name}"))
                 .await
                 .expect("create test database");
+            CREATED_DATABASES.with_borrow_mut(|created| created.push((base.clone(), name.clone())));
+            let _ = admin.close().await;
             let url = match base.rsplit_once('/') {
                 Some((prefix, _)) => format!("{prefix}/{name}"),
                 None => panic!("SMSGW_TEST_DATABASE_URL must end with /database"),
@@ -169,7 +224,8 @@ pub async fn fresh_database(backend: Backend) -> (String, Option<tempfile::TempD
     }
 }
 
-/// Test databases older than two hours belong to finished runs: drop them.
+/// Test databases older than an hour belong to runs that ended without dropping them (killed,
+/// or from before tests dropped their own): the first test of a run drops them.
 async fn drop_stale_databases(admin: &sea_orm::DatabaseConnection, now: i64) {
     let rows = admin
         .query_all_raw(sea_orm::Statement::from_string(
@@ -187,9 +243,9 @@ async fn drop_stale_databases(admin: &sea_orm::DatabaseConnection, now: i64) {
             .nth(2)
             .and_then(|t| t.parse().ok())
             .unwrap_or(now);
-        if now - created > 7200 {
+        if now - created > 3600 {
             let _ = admin
-                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name}"))
+                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                 .await;
         }
     }
@@ -231,7 +287,7 @@ pub async fn spawn_app_with_resolver(
     resolver: Arc<StaticResolver>,
     configure: impl FnOnce(&mut Settings),
 ) -> TestApp {
-    smsgw::telemetry::init("human", "warn");
+    smsgw::telemetry::init(smsgw::config::LogFormat::Human, "warn");
     let (url, dir) = fresh_database(backend).await;
     let mut settings = test_settings();
     settings.database.url = url.clone();
@@ -255,7 +311,7 @@ pub async fn spawn_app_with_resolver(
         address,
         live_key: keys.live_key,
         test_key: keys.test_key,
-        workspace_id: keys.workspace_id,
+        workspace_id: keys.workspace_id.as_uuid(),
         database_url: url,
         settings,
         client: Client::builder().timeout(Duration::from_secs(30)).finish(),
@@ -353,12 +409,25 @@ impl TestApp {
         key: Option<&str>,
         body: Option<Value>,
     ) -> Reply {
+        let header = key.map(|key| ("x-api-key", key));
+        self.json_request(method, path, header, body).await
+    }
+
+    /// Sends `method` to `path` (below the address) with one optional header and an optional
+    /// JSON body; the reply's body is whatever JSON came back (`Null` when empty).
+    async fn json_request(
+        &self,
+        method: &str,
+        path: &str,
+        header: Option<(&str, &str)>,
+        body: Option<Value>,
+    ) -> Reply {
         let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
         let mut req = self
             .client
             .request(method, format!("{}{}", self.address, path));
-        if let Some(key) = key {
-            req = req.insert_header(("x-api-key", key));
+        if let Some(header) = header {
+            req = req.insert_header(header);
         }
         let mut response = match body {
             Some(body) => req.send_json(&body).await,
@@ -440,6 +509,39 @@ impl TestApp {
         self.request("POST", path, Some(key), Some(body)).await
     }
 
+    pub async fn patch(&self, path: &str, key: &str, body: Value) -> Reply {
+        self.request("PATCH", path, Some(key), Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str, key: &str) -> Reply {
+        self.request("DELETE", path, Some(key), None).await
+    }
+
+    /// The first 100 messages the key's mode lists with the filters of `query`
+    /// (`direction=outbound`, …), newest first.
+    pub async fn messages(&self, key: &str, query: &str) -> Vec<Value> {
+        self.get(&format!("/v1/messages?limit=100&{query}"), key)
+            .await
+            .expect(200)
+            .data()["messages"]
+            .as_array()
+            .expect("messages is a list")
+            .clone()
+    }
+
+    /// A test-mode inbound SMS from `from` to [`SENDER`]; the stored message.
+    pub async fn test_inbound(&self, from: &str, content: &str) -> Value {
+        self.post(
+            "/v1/test/inbound",
+            &self.test_key,
+            json!({ "from_number": from, "to_number": SENDER, "content": content }),
+        )
+        .await
+        .expect(201)
+        .data()
+        .clone()
+    }
+
     /// A test-mode send from a fixed number.
     pub async fn send_test(&self, to: &str, content: &str) -> Reply {
         self.post(
@@ -448,6 +550,22 @@ impl TestApp {
             json!({ "from_number": SENDER, "to_number": to, "content": content }),
         )
         .await
+    }
+
+    /// Sends `content` from [`SENDER`] to [`RECIPIENT`] with the live key (so a paired phone
+    /// must send it); returns the accepted message's id.
+    pub async fn send_live(&self, content: &str) -> String {
+        self.post(
+            "/v1/messages/send",
+            &self.live_key,
+            send_body(SENDER, RECIPIENT, content),
+        )
+        .await
+        .expect(202)
+        .data()["id"]
+            .as_str()
+            .expect("an accepted send has an id")
+            .to_string()
     }
 
     /// Polls a message until `check` holds, or panics after `within`.
@@ -652,6 +770,21 @@ impl FakePhone {
         self.next_frame().await
     }
 
+    /// Reports a sent, delivered or failed frame and asserts the server acks its reference.
+    pub async fn report_acked(&mut self, frame: PhoneFrame) {
+        let reference = match &frame {
+            PhoneFrame::Sent { reference, .. }
+            | PhoneFrame::Delivered { reference, .. }
+            | PhoneFrame::Failed { reference, .. } => reference.clone(),
+            other => panic!("not a status report: {other:?}"),
+        };
+        let reference = reference.expect("a report with a reference to ack");
+        assert_eq!(
+            self.report(frame).await,
+            Some(ServerFrame::Ack { reference })
+        );
+    }
+
     /// Sends a frame as a fragmented WebSocket message of `parts` frames.
     /// Forwards an SMS the phone received and waits for the server's ack (sent once the
     /// message is stored).
@@ -720,6 +853,16 @@ impl FakePhone {
 }
 
 /// A JSON body helper.
+/// The `type` of each entry of a message's timeline (`events`), oldest first.
+pub fn timeline(message: &Value) -> Vec<&str> {
+    message["events"]
+        .as_array()
+        .expect("a message has its timeline")
+        .iter()
+        .map(|e| e["type"].as_str().expect("a timeline entry has a type"))
+        .collect()
+}
+
 pub fn send_body(from: &str, to: &str, content: &str) -> Value {
     json!({ "from_number": from, "to_number": to, "content": content })
 }
@@ -890,35 +1033,8 @@ impl TestApp {
         authorization: Option<&str>,
         body: Option<Value>,
     ) -> Reply {
-        let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
-        let mut req = self
-            .client
-            .request(method, format!("{}/3rdparty/v1{}", self.address, path));
-        if let Some(authorization) = authorization {
-            req = req.insert_header(("authorization", authorization));
-        }
-        let mut response = match body {
-            Some(body) => req.send_json(&body).await,
-            None => req.send().await,
-        }
-        .expect("request completes");
-        let status = response.status().as_u16();
-        let headers = response
-            .headers()
-            .iter()
-            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
-            .collect();
-        let bytes = response.body().limit(16 * 1024 * 1024).await.expect("body");
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
-        };
-        Reply {
-            status,
-            body,
-            headers,
-        }
+        let header = authorization.map(|value| ("authorization", value));
+        self.json_request(method, &format!("/3rdparty/v1{path}"), header, body)
+            .await
     }
 }

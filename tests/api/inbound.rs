@@ -9,28 +9,6 @@ use crate::helpers::{Backend, SENDER, TestApp, spawn_app};
 /// Someone texting the workspace's phone.
 const CUSTOMER: &str = "+14155550177";
 
-async fn list(app: &TestApp, key: &str, query: &str) -> Vec<Value> {
-    app.get(&format!("/v1/messages?{query}"), key)
-        .await
-        .expect(200)
-        .data()["messages"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
-async fn test_inbound(app: &TestApp, from: &str, content: &str) -> Value {
-    app.post(
-        "/v1/test/inbound",
-        &app.test_key,
-        json!({ "from_number": from, "to_number": SENDER, "content": content }),
-    )
-    .await
-    .expect(201)
-    .data()
-    .clone()
-}
-
 /// The contact with this number, if any (test mode).
 async fn contact(app: &TestApp, number: &str) -> Option<Value> {
     let contacts = app
@@ -54,7 +32,7 @@ async fn phone_inbound_is_stored_once_and_listed(backend: Backend) {
     phone.receive("in-1", "(415) 555-0177", "Hello there").await;
     phone.receive("in-2", "VERIFY", "code 1234").await;
 
-    let inbound = list(&app, &app.live_key, "direction=inbound").await;
+    let inbound = app.messages(&app.live_key, "direction=inbound").await;
     assert_eq!(inbound.len(), 2, "{inbound:?}");
     let first = inbound
         .iter()
@@ -73,13 +51,12 @@ async fn phone_inbound_is_stored_once_and_listed(backend: Backend) {
     assert!(inbound.iter().any(|m| m["from_number"] == "VERIFY"));
 
     assert!(
-        list(&app, &app.live_key, "direction=outbound")
+        app.messages(&app.live_key, "direction=outbound")
             .await
             .is_empty()
     );
     assert_eq!(
-        list(
-            &app,
+        app.messages(
             &app.live_key,
             &format!("phone_number=%2B{}", &CUSTOMER[1..])
         )
@@ -88,7 +65,7 @@ async fn phone_inbound_is_stored_once_and_listed(backend: Backend) {
         1
     );
     // The other mode sees none of it.
-    assert!(list(&app, &app.test_key, "").await.is_empty());
+    assert!(app.messages(&app.test_key, "").await.is_empty());
 
     let id = first["id"].as_str().unwrap();
     let message = app
@@ -180,7 +157,7 @@ async fn test_inbound_endpoint(backend: Backend) {
     )
     .await
     .expect_error(400, "invalid_json");
-    assert_eq!(list(&app, &app.test_key, "").await.len(), 1);
+    assert_eq!(app.messages(&app.test_key, "").await.len(), 1);
     assert!(contact(&app, CUSTOMER).await.is_none());
 }
 
@@ -192,7 +169,7 @@ async fn keywords_opt_out_opt_in_and_stop_ai(backend: Backend) {
         .enumerate()
     {
         let number = format!("+1415555020{i}");
-        test_inbound(&app, &number, word).await;
+        app.test_inbound(&number, word).await;
         let c = contact(&app, &number)
             .await
             .unwrap_or_else(|| panic!("{word:?} creates a contact"));
@@ -201,18 +178,18 @@ async fn keywords_opt_out_opt_in_and_stop_ai(backend: Backend) {
         assert_eq!(c["ai_replies"], true, "{word:?}");
     }
     // START opts back in.
-    test_inbound(&app, "+14155550200", "start").await;
+    app.test_inbound("+14155550200", "start").await;
     let c = contact(&app, "+14155550200").await.unwrap();
     assert_eq!(c["opted_out"], false);
     assert_eq!(c["opted_out_at"], Value::Null);
     // STOP AI turns off AI replies only.
-    test_inbound(&app, "+14155550201", "Stop AI").await;
+    app.test_inbound("+14155550201", "Stop AI").await;
     let c = contact(&app, "+14155550201").await.unwrap();
     assert_eq!(
         (c["opted_out"].clone(), c["ai_replies"].clone()),
         (json!(true), json!(false))
     );
-    test_inbound(&app, CUSTOMER, "STOP AI").await;
+    app.test_inbound(CUSTOMER, "STOP AI").await;
     let c = contact(&app, CUSTOMER).await.unwrap();
     assert_eq!(
         (c["opted_out"].clone(), c["ai_replies"].clone()),
@@ -221,12 +198,12 @@ async fn keywords_opt_out_opt_in_and_stop_ai(backend: Backend) {
 
     // Anything else is an ordinary message: no contact is created.
     for text in ["STOP please", "STOPAI", "stopp", "Please stop", "START now"] {
-        test_inbound(&app, "+14155550299", text).await;
+        app.test_inbound("+14155550299", text).await;
     }
     assert!(contact(&app, "+14155550299").await.is_none());
 
     // Every keyword message is still stored as an inbound message.
-    let inbound = list(&app, &app.test_key, "direction=inbound&limit=100").await;
+    let inbound = app.messages(&app.test_key, "direction=inbound").await;
     assert_eq!(inbound.len(), 5 + 1 + 2 + 5);
     assert!(inbound.iter().any(|m| m["content"] == "QuIt"));
     // The live mode is untouched.
@@ -283,7 +260,7 @@ async fn phone_keywords_update_an_existing_contact(backend: Backend) {
         .expect(200);
     assert_eq!(c.data()["opted_out"], false);
     assert_eq!(
-        list(&app, &app.live_key, "direction=inbound").await.len(),
+        app.messages(&app.live_key, "direction=inbound").await.len(),
         3
     );
 }

@@ -7,7 +7,9 @@ use futures_util::future::join_all;
 use serde_json::{Value, json};
 
 use crate::backend_tests;
-use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with};
+use crate::helpers::{
+    Backend, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with, timeline,
+};
 
 async fn send_content(app: &TestApp, content: &str) -> crate::helpers::Reply {
     app.post(
@@ -40,12 +42,7 @@ async fn test_send_is_delivered_with_full_timeline(backend: Backend) {
     );
     let id = data["id"].as_str().unwrap();
     let message = app.wait_for_status(&app.test_key, id, "delivered").await;
-    let kinds: Vec<&str> = message["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
+    let kinds = timeline(&message);
     assert_eq!(kinds, ["queued", "sending", "sent", "delivered"]);
     assert!(message["sent_at"].is_string());
     assert!(message["delivered_at"].is_string());
@@ -81,12 +78,7 @@ async fn magic_recipients_fail_or_never_deliver(backend: Backend) {
             .unwrap()
             .contains("simulated")
     );
-    let kinds: Vec<&str> = failed["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
+    let kinds = timeline(&failed);
     assert_eq!(
         kinds,
         [
@@ -258,11 +250,10 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
         .await
         .expect(201);
     let contact_id = contact.data()["id"].as_str().unwrap().to_string();
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/contacts/{contact_id}"),
-        Some(&app.test_key),
-        Some(json!({ "opted_out": true })),
+        &app.test_key,
+        json!({ "opted_out": true }),
     )
     .await
     .expect(200);
@@ -278,15 +269,8 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
             .expect_error(403, "recipient_opted_out");
         assert_eq!(refused.data()["field"], "to_number");
     }
-    let outbound = app
-        .get("/v1/messages?direction=outbound", &app.test_key)
-        .await
-        .expect(200);
-    assert!(
-        outbound.data()["messages"].as_array().unwrap().is_empty(),
-        "nothing written: {}",
-        outbound.body
-    );
+    let outbound = app.messages(&app.test_key, "direction=outbound").await;
+    assert!(outbound.is_empty(), "nothing written: {outbound:?}");
     // A retried keyed send whose first attempt was refused is refused again, not a repeat.
     let keyed = json!({ "from_number": SENDER, "to_number": stopped, "content": "x",
                         "request_id": "after-stop" });
@@ -304,11 +288,10 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
     )
     .await
     .expect(201);
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/contacts/{contact_id}"),
-        Some(&app.test_key),
-        Some(json!({ "opted_out": false })),
+        &app.test_key,
+        json!({ "opted_out": false }),
     )
     .await
     .expect(200);
@@ -340,15 +323,8 @@ async fn bulk_send_with_an_opted_out_number_is_refused_whole(backend: Backend) {
         .await
         .expect_error(403, "recipient_opted_out");
     assert_eq!(refused.data()["field"], "to_numbers[2]");
-    let outbound = app
-        .get("/v1/messages?direction=outbound", &app.test_key)
-        .await
-        .expect(200);
-    assert!(
-        outbound.data()["messages"].as_array().unwrap().is_empty(),
-        "atomic: nothing written: {}",
-        outbound.body
-    );
+    let outbound = app.messages(&app.test_key, "direction=outbound").await;
+    assert!(outbound.is_empty(), "atomic: nothing written: {outbound:?}");
     // The opt-out belongs to the test mode: a live bulk send to the number gets as far as
     // routing (no phone is paired).
     app.post(
@@ -666,33 +642,18 @@ async fn scheduled_messages_are_held_and_can_be_canceled(backend: Backend) {
         .expect(202);
     let id2 = reply.data()["id"].as_str().unwrap().to_string();
     let canceled = app
-        .request(
-            "DELETE",
-            &format!("/v1/messages/{id2}"),
-            Some(&app.test_key),
-            None,
-        )
+        .delete(&format!("/v1/messages/{id2}"), &app.test_key)
         .await
         .expect(200);
     assert_eq!(canceled.data()["status"], "canceled");
     let again = app
-        .request(
-            "DELETE",
-            &format!("/v1/messages/{id}"),
-            Some(&app.test_key),
-            None,
-        )
+        .delete(&format!("/v1/messages/{id}"), &app.test_key)
         .await
         .expect_error(409, "invalid_state");
     assert_eq!(again.data()["status"], "delivered");
-    app.request(
-        "DELETE",
-        &format!("/v1/messages/{id}"),
-        Some(&app.live_key),
-        None,
-    )
-    .await
-    .expect_error(404, "not_found");
+    app.delete(&format!("/v1/messages/{id}"), &app.live_key)
+        .await
+        .expect_error(404, "not_found");
     let bad = app
         .post(
             "/v1/messages/send",

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, send_body, spawn_app, spawn_app_with,
+    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, spawn_app, spawn_app_with, timeline,
 };
 
 /// The mount the app's users copy from the upstream docs; `/mobile/v1` is the other.
@@ -201,20 +201,6 @@ impl EventStream {
     }
 }
 
-async fn send_live(app: &TestApp, content: &str) -> String {
-    app.post(
-        "/v1/messages/send",
-        &app.live_key,
-        send_body(SENDER, RECIPIENT, content),
-    )
-    .await
-    .expect(202)
-    .data()["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 async fn status_of(app: &TestApp, id: &str) -> String {
     app.get(&format!("/v1/messages/{id}"), &app.live_key)
         .await
@@ -352,7 +338,7 @@ async fn the_app_sends_through_events_fetch_and_reports(backend: Backend) {
     let mut second = phone.events().await;
     app.wait_online(&phone_id, true).await;
 
-    let id = send_live(&app, "Hello from the app").await;
+    let id = app.send_live("Hello from the app").await;
     for stream in [&mut first, &mut second] {
         let (name, data) = stream
             .event_within(Duration::from_secs(1))
@@ -381,12 +367,7 @@ async fn the_app_sends_through_events_fetch_and_reports(backend: Backend) {
     app.wait_for_status(&app.live_key, &id, "sent").await;
     phone.report(&id, "Delivered", None).await;
     let message = app.wait_for_status(&app.live_key, &id, "delivered").await;
-    let kinds: Vec<&str> = message["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
+    let kinds = timeline(&message);
     assert_eq!(kinds, ["queued", "sending", "sent", "delivered"]);
     // A report never moves a message backwards; an unknown id changes nothing.
     phone.report(&id, "Sent", None).await;
@@ -417,7 +398,7 @@ async fn pace_holds_and_cancel_is_announced(backend: Backend) {
     app.wait_online(&phone_id, true).await;
     let mut ids = Vec::new();
     for i in 0..4 {
-        ids.push(send_live(&app, &format!("paced {i}")).await);
+        ids.push(app.send_live(&format!("paced {i}")).await);
     }
     // Only what the pace allows is handed out, in order, whatever the app asks for.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -441,14 +422,9 @@ async fn pace_holds_and_cancel_is_announced(backend: Backend) {
         assert_eq!(status_of(&app, id).await, "queued");
     }
     // Cancelling a queued message tells the phone.
-    app.request(
-        "DELETE",
-        &format!("/v1/messages/{}", ids[3]),
-        Some(&app.live_key),
-        None,
-    )
-    .await
-    .expect(200);
+    app.delete(&format!("/v1/messages/{}", ids[3]), &app.live_key)
+        .await
+        .expect(200);
     let deadline = Duration::from_secs(5);
     loop {
         let (name, data) = events
@@ -472,7 +448,7 @@ async fn a_reconnecting_stream_loses_nothing(backend: Backend) {
     app.wait_online(&phone_id, true).await;
     drop(events);
     // The app reconnects 5 s later; a send meanwhile waits for it.
-    let id = send_live(&app, "while away").await;
+    let id = app.send_live("while away").await;
     let mut events = phone.events().await;
     let (name, _) = events
         .event_within(Duration::from_secs(2))
@@ -490,6 +466,63 @@ async fn a_reconnecting_stream_loses_nothing(backend: Backend) {
         matches!(frame, Some(Sse::Comment(ref c)) if c == "keepalive"),
         "{frame:?}"
     );
+}
+
+/// The named events that arrive within `within`.
+async fn events_within(stream: &mut EventStream, within: Duration) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut names = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match stream.event_within(left).await {
+            Some((name, _)) => names.push(name),
+            None => return names,
+        }
+    }
+}
+
+async fn a_backlog_is_announced_once_until_the_app_fetches(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 60;
+        s.pace.per_30_minutes = 600;
+    })
+    .await;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let phone = AppClient::new(&app, BASE, &token);
+    assert_eq!(phone.register().await.status, 201);
+    let mut events = phone.events().await;
+    app.wait_online(&phone_id, true).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(app.send_live(&format!("backlog {i}")).await);
+    }
+    for id in &ids {
+        app.wait_for_status(&app.live_key, id, "sending").await;
+    }
+    // Five hand-overs, one hint: the app fetches once for the whole backlog.
+    let heard = events_within(&mut events, Duration::from_millis(1500)).await;
+    assert_eq!(heard, ["MessageEnqueued"]);
+    let served: Vec<String> = phone
+        .fetch("fifo")
+        .await
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(served, ids);
+    // The fetch answered the hint: the next hand-over hints again.
+    let next = app.send_live("after the fetch").await;
+    let (name, _) = events
+        .event_within(Duration::from_secs(2))
+        .await
+        .expect("MessageEnqueued for a hand-over after the fetch");
+    assert_eq!(name, "MessageEnqueued");
+    // A hint no fetch answers is sent again (the app may have lost it).
+    let (name, _) = events
+        .event_within(Duration::from_secs(12))
+        .await
+        .expect("the unanswered hint again");
+    assert_eq!(name, "MessageEnqueued");
+    assert_eq!(phone.fetch("lifo").await[0]["id"], next.as_str());
 }
 
 /// Posts an `sms:received` webhook the way the app does: body, then X-Timestamp and X-Signature
@@ -522,16 +555,6 @@ async fn post_inbound(url: &str, event_id: &str, timestamp: i64, sign_with: &str
         .expect("post completes")
         .status()
         .as_u16()
-}
-
-async fn inbound(app: &TestApp) -> Vec<Value> {
-    app.get("/v1/messages?direction=inbound", &app.live_key)
-        .await
-        .expect(200)
-        .data()["messages"]
-        .as_array()
-        .unwrap()
-        .clone()
 }
 
 async fn inbound_posts_are_verified_and_stored_once(backend: Backend) {
@@ -572,13 +595,17 @@ async fn inbound_posts_are_verified_and_stored_once(backend: Backend) {
     assert_eq!(post_inbound(&url, "ev-1", now + 310, &key).await, 401);
     let wrong_path = format!("{}0", url.trim_end_matches(char::is_alphanumeric));
     assert_eq!(post_inbound(&wrong_path, "ev-1", now, &key).await, 404);
-    assert!(inbound(&app).await.is_empty());
+    assert!(
+        app.messages(&app.live_key, "direction=inbound")
+            .await
+            .is_empty()
+    );
 
     // Posted twice (the app retries): stored once.
     assert_eq!(post_inbound(&url, "ev-1", now, &key).await, 200);
     let now = chrono::Utc::now().timestamp();
     assert_eq!(post_inbound(&url, "ev-1", now - 290, &key).await, 200);
-    let stored = inbound(&app).await;
+    let stored = app.messages(&app.live_key, "direction=inbound").await;
     assert_eq!(stored.len(), 1, "{stored:?}");
     assert_eq!(stored[0]["from_number"], "+14155550177");
     assert_eq!(stored[0]["to_number"], SENDER);
@@ -631,7 +658,7 @@ async fn a_retry_after_failed_is_a_new_send_for_the_app(backend: Backend) {
     assert_eq!(phone.register().await.status, 201);
     let _events = phone.events().await;
     app.wait_online(&phone_id, true).await;
-    let id = send_live(&app, "try again").await;
+    let id = app.send_live("try again").await;
     // The first send goes by the message id itself.
     assert_eq!(fetch_n(&phone, 1).await, [id.as_str()]);
     phone.report(&id, "Processed", None).await;
@@ -700,7 +727,7 @@ async fn a_report_is_answered_once_it_is_stored(backend: Backend) {
     app.wait_online(&phone_id, true).await;
     let mut ids = Vec::new();
     for i in 0..10 {
-        ids.push(send_live(&app, &format!("durable {i}")).await);
+        ids.push(app.send_live(&format!("durable {i}")).await);
     }
     let served = fetch_n(&phone, ids.len()).await;
     assert_eq!(served, ids);
@@ -748,7 +775,7 @@ async fn the_newest_connection_wins_and_nothing_is_lost_or_sent_twice(backend: B
         // has not reported the other two when the WebSocket connects.
         let mut ids = Vec::new();
         for i in 0..3 {
-            ids.push(send_live(&app, &format!("round {round} sse {i}")).await);
+            ids.push(app.send_live(&format!("round {round} sse {i}")).await);
         }
         assert_eq!(fetch_n(&phone, 3).await, ids);
         *radio.entry(ids[0].clone()).or_default() += 1;
@@ -788,7 +815,7 @@ async fn the_newest_connection_wins_and_nothing_is_lost_or_sent_twice(backend: B
         // Traffic while the WebSocket is current goes to it; it sends nothing yet.
         let mut later = Vec::new();
         for i in 0..2 {
-            later.push(send_live(&app, &format!("round {round} ws {i}")).await);
+            later.push(app.send_live(&format!("round {round} ws {i}")).await);
         }
         for id in &later {
             assert_eq!(ws.expect_send().await.0.to_string(), *id);
@@ -832,4 +859,5 @@ backend_tests!(
     the_app_sends_through_events_fetch_and_reports,
     pace_holds_and_cancel_is_announced,
     a_reconnecting_stream_loses_nothing,
+    a_backlog_is_announced_once_until_the_app_fetches,
 );

@@ -6,7 +6,7 @@ use smsgw::phone_sim::{SimEvent, SimOptions, run_phone};
 use tokio::sync::mpsc;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, run_cli, send_body, spawn_app};
+use crate::helpers::{Backend, SENDER, TestApp, run_cli, spawn_app, timeline};
 
 fn start_sim(app: &TestApp, token: &str) -> mpsc::UnboundedReceiver<SimEvent> {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -43,25 +43,9 @@ async fn simulated_phone_delivers_live_sends(backend: Backend) {
     let mut events = start_sim(&app, &token);
     wait_for(&mut events, |e| *e == SimEvent::Connected).await;
     app.wait_online(&phone_id, true).await;
-    let id = app
-        .post(
-            "/v1/messages/send",
-            &app.live_key,
-            send_body(SENDER, RECIPIENT, "via phone-sim"),
-        )
-        .await
-        .expect(202)
-        .data()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = app.send_live("via phone-sim").await;
     let message = app.wait_for_status(&app.live_key, &id, "delivered").await;
-    let kinds: Vec<&str> = message["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
+    let kinds = timeline(&message);
     assert_eq!(kinds, ["queued", "sending", "sent", "delivered"]);
 }
 
@@ -77,18 +61,7 @@ async fn simulated_phone_survives_a_server_restart(backend: Backend) {
     let mut events = start_sim(&app, &token);
     wait_for(&mut events, |e| *e == SimEvent::Connected).await;
     app.wait_online(&phone_id, true).await;
-    let id = app
-        .post(
-            "/v1/messages/send",
-            &app.live_key,
-            send_body(SENDER, RECIPIENT, "after restart"),
-        )
-        .await
-        .expect(202)
-        .data()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = app.send_live("after restart").await;
     app.wait_for_status(&app.live_key, &id, "delivered").await;
 }
 
@@ -125,18 +98,7 @@ async fn simulated_phone_moves_on_to_the_next_server(backend: Backend) {
     wait_for(&mut events, |e| *e == SimEvent::Disconnected).await;
     wait_for(&mut events, |e| *e == SimEvent::Connected).await;
     app.wait_online(&phone_id, true).await;
-    let id = app
-        .post(
-            "/v1/messages/send",
-            &app.live_key,
-            send_body(SENDER, RECIPIENT, "on the next node"),
-        )
-        .await
-        .expect(202)
-        .data()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = app.send_live("on the next node").await;
     app.wait_for_status(&app.live_key, &id, "delivered").await;
 }
 
@@ -192,25 +154,9 @@ async fn smsgate_simulator_sends_and_forwards_inbound(backend: Backend) {
     ));
     wait_for(&mut events, |e| *e == SimEvent::Connected).await;
     app.wait_online(&phone_id, true).await;
-    let id = app
-        .post(
-            "/v1/messages/send",
-            &app.live_key,
-            send_body(SENDER, RECIPIENT, "via the device API"),
-        )
-        .await
-        .expect(202)
-        .data()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = app.send_live("via the device API").await;
     let message = app.wait_for_status(&app.live_key, &id, "delivered").await;
-    let kinds: Vec<&str> = message["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
+    let kinds = timeline(&message);
     assert_eq!(kinds, ["queued", "sending", "sent", "delivered"]);
     // An inbound SMS goes to the server as a signed webhook and is stored.
     commands
@@ -265,25 +211,9 @@ async fn smsgate_simulator_sends_each_retry(backend: Backend) {
     ));
     wait_for(&mut events, |e| *e == SimEvent::Connected).await;
     app.wait_online(&phone_id, true).await;
-    let id = app
-        .post(
-            "/v1/messages/send",
-            &app.live_key,
-            send_body(SENDER, RECIPIENT, "fails every time"),
-        )
-        .await
-        .expect(202)
-        .data()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = app.send_live("fails every time").await;
     let message = app.wait_for_status(&app.live_key, &id, "failed").await;
-    let kinds: Vec<&str> = message["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
+    let kinds = timeline(&message);
     // messages.max_send_attempts = 3: three sends, each reported failed by the phone.
     assert_eq!(
         kinds,

@@ -8,27 +8,14 @@ use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, FakePhone, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with,
+    Backend, FakePhone, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with, timeline,
 };
 
-async fn send_live(app: &TestApp, content: &str) -> String {
-    let reply = app
-        .post(
-            "/v1/messages/send",
-            &app.live_key,
-            send_body(SENDER, RECIPIENT, content),
-        )
-        .await
-        .expect(202);
-    reply.data()["id"].as_str().unwrap().to_string()
-}
-
 async fn set_pace(app: &TestApp, phone_id: &str, per_minute: u32, per_30_minutes: u32) {
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/phones/{phone_id}"),
-        Some(&app.live_key),
-        Some(json!({ "pace": { "per_minute": per_minute, "per_30_minutes": per_30_minutes } })),
+        &app.live_key,
+        json!({ "pace": { "per_minute": per_minute, "per_30_minutes": per_30_minutes } }),
     )
     .await
     .expect(200);
@@ -70,11 +57,10 @@ async fn pairing_and_token_rules(backend: Backend) {
         .await
         .expect_error(422, "invalid_phone_number");
     assert_eq!(bad.data()["field"], "phone_number");
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/phones/{id}"),
-        Some(&app.live_key),
-        Some(json!({ "pace": { "per_minute": 0, "per_30_minutes": 5 } })),
+        &app.live_key,
+        json!({ "pace": { "per_minute": 0, "per_30_minutes": 5 } }),
     )
     .await
     .expect_error(422, "validation_failed");
@@ -111,14 +97,9 @@ async fn pairing_and_token_rules(backend: Backend) {
     let phone = app.connect_phone(&new_token).await;
     app.wait_online(&id, true).await;
 
-    app.request(
-        "DELETE",
-        &format!("/v1/phones/{id}"),
-        Some(&app.live_key),
-        None,
-    )
-    .await
-    .expect(200);
+    app.delete(&format!("/v1/phones/{id}"), &app.live_key)
+        .await
+        .expect(200);
     let mut phone = phone;
     assert_eq!(
         phone.close_code().await,
@@ -138,59 +119,36 @@ async fn live_send_is_delivered_through_the_phone(backend: Backend) {
     let app = spawn_app(backend).await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
-    let id = send_live(&app, "via a real phone").await;
+    let id = app.send_live("via a real phone").await;
     let (message_id, to, content, attempt) = phone.expect_send().await;
     assert_eq!(message_id.to_string(), id);
     assert_eq!(
         (to.as_str(), content.as_str(), attempt),
         (RECIPIENT, "via a real phone", 1)
     );
-    let ack = phone
-        .report(PhoneFrame::Sent {
+    phone
+        .report_acked(PhoneFrame::Sent {
             message_id,
             reference: Some("r1".into()),
         })
         .await;
-    assert_eq!(
-        ack,
-        Some(ServerFrame::Ack {
-            reference: "r1".into()
-        })
-    );
-    let ack = phone
-        .report(PhoneFrame::Delivered {
+    phone
+        .report_acked(PhoneFrame::Delivered {
             message_id,
             reference: Some("r2".into()),
         })
         .await;
-    assert_eq!(
-        ack,
-        Some(ServerFrame::Ack {
-            reference: "r2".into()
-        })
-    );
     let message = app.wait_for_status(&app.live_key, &id, "delivered").await;
     assert_eq!(message["device_id"], phone_id.as_str());
-    let kinds: Vec<&str> = message["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
+    let kinds = timeline(&message);
     assert_eq!(kinds, ["queued", "sending", "sent", "delivered"]);
     // A repeated report does not move the message and is still acked.
-    let ack = phone
-        .report(PhoneFrame::Delivered {
+    phone
+        .report_acked(PhoneFrame::Delivered {
             message_id,
             reference: Some("r2".into()),
         })
         .await;
-    assert_eq!(
-        ack,
-        Some(ServerFrame::Ack {
-            reference: "r2".into()
-        })
-    );
     // A report about a message this phone was never sent is refused, the session stays open.
     let reply = phone
         .report(PhoneFrame::Sent {
@@ -218,7 +176,7 @@ async fn live_send_is_delivered_through_the_phone(backend: Backend) {
             signal: None,
         })
         .await;
-    let id2 = send_live(&app, "still open").await;
+    let id2 = app.send_live("still open").await;
     let (second, ..) = phone.expect_send().await;
     assert_eq!(second.to_string(), id2);
 }
@@ -233,7 +191,7 @@ async fn pace_holds_extras_in_the_queue(backend: Backend) {
     let mut phone = app.connect_phone(&token).await;
     let mut ids = Vec::new();
     for i in 0..5 {
-        ids.push(send_live(&app, &format!("paced {i}")).await);
+        ids.push(app.send_live(&format!("paced {i}")).await);
     }
     let (first, ..) = phone.expect_send().await;
     let (second, ..) = phone.expect_send().await;
@@ -275,14 +233,14 @@ async fn queue_classes_are_served_in_priority_order(backend: Backend) {
     .await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
-    let first = send_live(&app, "takes the only slot").await;
+    let first = app.send_live("takes the only slot").await;
     assert_eq!(phone.expect_send().await.0.to_string(), first);
     let bulk = app
         .post("/v1/messages/bulk-send", &app.live_key,
             json!({ "from_number": SENDER, "content": "bulk", "to_numbers": ["+447911123456", "+4915123456789"] }))
         .await
         .expect(202);
-    let single = send_live(&app, "single after bulk").await;
+    let single = app.send_live("single after bulk").await;
     set_pace(&app, &phone_id, 100, 100).await;
     let order: Vec<String> = [
         phone.expect_send().await.0,
@@ -305,7 +263,7 @@ async fn disconnect_mid_send_requeues_and_resends_once(backend: Backend) {
     let app = spawn_app(backend).await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
-    let id = send_live(&app, "interrupted").await;
+    let id = app.send_live("interrupted").await;
     let (message_id, _, _, attempt) = phone.expect_send().await;
     assert_eq!(attempt, 1);
     phone.close().await;
@@ -334,7 +292,7 @@ async fn failed_attempts_are_retried_then_fail(backend: Backend) {
     let app = spawn_app(backend).await;
     let (_, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
-    let id = send_live(&app, "doomed").await;
+    let id = app.send_live("doomed").await;
     for expected in 1..=3 {
         let (message_id, _, _, attempt) = phone.expect_send().await;
         assert_eq!(attempt, expected);
@@ -373,9 +331,9 @@ async fn unsent_messages_expire(backend: Backend) {
     .await;
     let (_, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
-    send_live(&app, "goes out").await;
+    app.send_live("goes out").await;
     phone.expect_send().await;
-    let waiting = send_live(&app, "waits too long").await;
+    let waiting = app.send_live("waits too long").await;
     let expired = app
         .wait_for_status(&app.live_key, &waiting, "expired")
         .await;
@@ -389,7 +347,7 @@ async fn one_session_per_phone(backend: Backend) {
     let mut old = app.connect_phone(&token).await;
     let mut new = app.connect_phone(&token).await;
     assert_eq!(old.close_code().await, Some(4000));
-    let id = send_live(&app, "to the newest session").await;
+    let id = app.send_live("to the newest session").await;
     assert_eq!(new.expect_send().await.0.to_string(), id);
 }
 
@@ -422,27 +380,21 @@ async fn restart_keeps_the_queue_and_the_pace(backend: Backend) {
     .await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
-    let a = send_live(&app, "a").await;
-    let b = send_live(&app, "b").await;
-    let c = send_live(&app, "c").await;
+    let a = app.send_live("a").await;
+    let b = app.send_live("b").await;
+    let c = app.send_live("c").await;
     let (first, ..) = phone.expect_send().await;
     let (second, ..) = phone.expect_send().await;
     assert_eq!(
         [first.to_string(), second.to_string()],
         [a.clone(), b.clone()]
     );
-    let ack = phone
-        .report(PhoneFrame::Sent {
+    phone
+        .report_acked(PhoneFrame::Sent {
             message_id: first,
             reference: Some("s1".into()),
         })
         .await;
-    assert_eq!(
-        ack,
-        Some(ServerFrame::Ack {
-            reference: "s1".into()
-        })
-    );
     // b is handed over but unreported when the server stops.
     drop(phone);
     let app = app.restart().await;
@@ -509,8 +461,8 @@ async fn phones_sharing_a_number_take_over_unpinned_messages(backend: Backend) {
     let (second_id, second_token) = app.pair_phone(SENDER).await;
     let mut first = app.connect_phone(&first_token).await;
     // With one phone online, every send routes to it; its pace lets one out.
-    let a = send_live(&app, "a").await;
-    let b = send_live(&app, "b").await;
+    let a = app.send_live("a").await;
+    let b = app.send_live("b").await;
     assert_eq!(first.expect_send().await.0.to_string(), a);
     let pinned = app
         .post("/v1/messages/send", &app.live_key,
@@ -544,14 +496,9 @@ async fn phones_sharing_a_number_take_over_unpinned_messages(backend: Backend) {
         "a pinned message waits for its phone"
     );
     // Unpairing the first phone fails the pinned message.
-    app.request(
-        "DELETE",
-        &format!("/v1/phones/{first_id}"),
-        Some(&app.live_key),
-        None,
-    )
-    .await
-    .expect(200);
+    app.delete(&format!("/v1/phones/{first_id}"), &app.live_key)
+        .await
+        .expect(200);
     let failed = app.wait_for_status(&app.live_key, &pinned, "failed").await;
     assert_eq!(failed["failure_reason"], "phone_unpaired");
 }
@@ -566,9 +513,9 @@ async fn late_reports_settle_requeued_messages(backend: Backend) {
     .await;
     let (_, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
-    let id = send_live(&app, "sent before the drop").await;
+    let id = app.send_live("sent before the drop").await;
     let (message_id, ..) = phone.expect_send().await;
-    let waiting = send_live(&app, "never handed over").await;
+    let waiting = app.send_live("never handed over").await;
     phone.close().await;
     app.wait_for_status(&app.live_key, &id, "queued").await;
     // The phone comes back and re-sends its unacked report of the first attempt.
@@ -615,7 +562,7 @@ async fn delivery_before_sent_still_records_sent_once(backend: Backend) {
     let (_, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
     for (round, sent_too) in [(1, true), (2, false)] {
-        let id = send_live(&app, &format!("round {round}")).await;
+        let id = app.send_live(&format!("round {round}")).await;
         let (message_id, ..) = phone.expect_send().await;
         let ack = phone
             .report(PhoneFrame::Delivered {
@@ -644,12 +591,7 @@ async fn delivery_before_sent_still_records_sent_once(backend: Backend) {
             );
         }
         let message = app.wait_for_status(&app.live_key, &id, "delivered").await;
-        let kinds: Vec<&str> = message["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["type"].as_str().unwrap())
-            .collect();
+        let kinds = timeline(&message);
         assert_eq!(
             kinds,
             ["queued", "sending", "sent", "delivered"],
@@ -821,12 +763,7 @@ async fn immediate_hand_over_keeps_the_contract_and_the_pace(backend: Backend) {
         (id.clone(), "first", 1)
     );
     let stored = app.wait_for_status(&app.live_key, &id, "sending").await;
-    let kinds: Vec<&str> = stored["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
+    let kinds = timeline(&stored);
     assert_eq!(kinds, ["queued", "sending"]);
     assert_eq!(stored["send_attempts"], 1);
     assert_eq!(stored["device_id"], phone_id.as_str());
@@ -838,14 +775,14 @@ async fn immediate_hand_over_keeps_the_contract_and_the_pace(backend: Backend) {
         .await
         .expect_error(409, "duplicate_request");
     assert_eq!(repeat.data()["id"], id.as_str());
-    let second = send_live(&app, "second").await;
+    let second = app.send_live("second").await;
     let (message_id, _, content, _) = phone.expect_send().await;
     assert_eq!(
         (message_id.to_string(), content.as_str()),
         (second, "second")
     );
     // The pace is spent now: a third waits in the queue.
-    let third = send_live(&app, "third").await;
+    let third = app.send_live("third").await;
     assert_eq!(
         phone.next_frame_within(Duration::from_millis(500)).await,
         None

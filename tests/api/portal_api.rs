@@ -44,8 +44,7 @@ async fn workspace_is_read_with_the_key_and_updated(backend: Backend) {
         .await
         .expect_error(401, "missing_api_key");
 
-    let patch =
-        |body: Value| app.request("PATCH", "/v1/workspace", Some(&app.live_key), Some(body));
+    let patch = |body: Value| app.patch("/v1/workspace", &app.live_key, body);
     let updated = patch(json!({ "name": "Smile Dental", "default_country": "GB" }))
         .await
         .expect(200);
@@ -100,11 +99,10 @@ async fn server_defaults_apply_to_the_workspace(backend: Backend) {
         })
     );
     // The workspace's own country wins over the server's.
-    app.request(
-        "PATCH",
+    app.patch(
         "/v1/workspace",
-        Some(&app.live_key),
-        Some(json!({ "default_country": "DE" })),
+        &app.live_key,
+        json!({ "default_country": "DE" }),
     )
     .await
     .expect(200);
@@ -702,11 +700,10 @@ async fn a_campaign_preview_shows_texts_and_blanks_and_writes_nothing(backend: B
         .as_str()
         .unwrap()
         .to_string();
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/contacts/{bob_id}"),
-        Some(&key),
-        Some(json!({ "opted_out": true })),
+        &key,
+        json!({ "opted_out": true }),
     )
     .await
     .expect(200);

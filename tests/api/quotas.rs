@@ -174,14 +174,9 @@ async fn queued_message_quota_counts_held_messages(backend: Backend) {
         3
     );
     // A canceled message is no longer queued: its place is free again.
-    app.request(
-        "DELETE",
-        &format!("/v1/messages/{}", ids[0]),
-        Some(&app.test_key),
-        None,
-    )
-    .await
-    .expect(200);
+    app.delete(&format!("/v1/messages/{}", ids[0]), &app.test_key)
+        .await
+        .expect(200);
     app.post("/v1/messages/send", &app.test_key, held(RECIPIENT))
         .await
         .expect(202);

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, spawn_app_with};
+use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, spawn_app_with, timeline};
 
 async fn wait_gone(app: &TestApp, id: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
@@ -73,12 +73,7 @@ async fn content_then_records_are_removed(backend: Backend) {
             })
             .await;
         assert_eq!(m["status"], "delivered");
-        let kinds: Vec<&str> = m["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["type"].as_str().unwrap())
-            .collect();
+        let kinds = timeline(&m);
         assert_eq!(kinds.last(), Some(&"content_removed"), "{kinds:?}");
         assert_eq!(
             kinds.iter().filter(|k| **k == "content_removed").count(),

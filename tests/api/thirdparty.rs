@@ -102,14 +102,9 @@ async fn revoked_keys_and_the_failed_auth_budget_apply(backend: Backend) {
         .client_api("GET", "/messages", Some(&bearer(&key)), None)
         .await;
     assert_eq!(reply.status, 200, "{}", reply.body);
-    app.request(
-        "DELETE",
-        &format!("/v1/keys/{key_id}"),
-        Some(&app.test_key),
-        None,
-    )
-    .await
-    .expect(200);
+    app.delete(&format!("/v1/keys/{key_id}"), &app.test_key)
+        .await
+        .expect(200);
     let reply = app
         .client_api("GET", "/messages", Some(&bearer(&key)), None)
         .await;

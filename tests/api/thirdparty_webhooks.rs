@@ -147,11 +147,10 @@ async fn create_list_upsert_and_delete(backend: Backend) {
     // Through /v1: events are SMSGate names, and the key is the workspace's, not rotated here.
     let v1_id = v1_items[0]["id"].as_str().unwrap().to_string();
     let patched = app
-        .request(
-            "PATCH",
+        .patch(
             &format!("/v1/webhooks/{v1_id}"),
-            Some(&key),
-            Some(json!({"events": ["sms:failed", "system:ping"]})),
+            &key,
+            json!({"events": ["sms:failed", "system:ping"]}),
         )
         .await
         .expect(200);
@@ -159,11 +158,10 @@ async fn create_list_upsert_and_delete(backend: Backend) {
         patched.data()["events"],
         json!(["sms:failed", "system:ping"])
     );
-    app.request(
-        "PATCH",
+    app.patch(
         &format!("/v1/webhooks/{v1_id}"),
-        Some(&key),
-        Some(json!({"events": ["message.sent"]})),
+        &key,
+        json!({"events": ["message.sent"]}),
     )
     .await
     .expect_error(422, "validation_failed");

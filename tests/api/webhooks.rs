@@ -122,11 +122,10 @@ async fn endpoint_api_and_validation(backend: Backend) {
     assert_eq!(other.data()["webhooks"], json!([]));
 
     let patched = app
-        .request(
-            "PATCH",
+        .patch(
             &format!("/v1/webhooks/{id}"),
-            Some(&app.live_key),
-            Some(json!({ "events": ["message.delivered"], "phone_numbers": [], "enabled": false })),
+            &app.live_key,
+            json!({ "events": ["message.delivered"], "phone_numbers": [], "enabled": false }),
         )
         .await
         .expect(200);
@@ -214,25 +213,15 @@ async fn endpoint_api_and_validation(backend: Backend) {
         .expect_error(422, "validation_failed");
     assert_eq!(r.data()["field"], "limit");
 
-    app.request(
-        "DELETE",
-        &format!("/v1/webhooks/{id}"),
-        Some(&app.live_key),
-        None,
-    )
-    .await
-    .expect(200);
+    app.delete(&format!("/v1/webhooks/{id}"), &app.live_key)
+        .await
+        .expect(200);
     app.get(&format!("/v1/webhooks/{id}"), &app.live_key)
         .await
         .expect_error(404, "not_found");
-    app.request(
-        "DELETE",
-        &format!("/v1/webhooks/{id}"),
-        Some(&app.live_key),
-        None,
-    )
-    .await
-    .expect_error(404, "not_found");
+    app.delete(&format!("/v1/webhooks/{id}"), &app.live_key)
+        .await
+        .expect_error(404, "not_found");
     receiver.stop().await;
 }
 
@@ -856,14 +845,9 @@ async fn deleting_an_endpoint_stops_its_retries(backend: Backend) {
     let id = endpoint["id"].as_str().unwrap();
     app.send_test(RECIPIENT, "doomed").await.expect(202);
     receiver.wait_for(1, Duration::from_secs(10)).await;
-    app.request(
-        "DELETE",
-        &format!("/v1/webhooks/{id}"),
-        Some(&app.test_key),
-        None,
-    )
-    .await
-    .expect(200);
+    app.delete(&format!("/v1/webhooks/{id}"), &app.test_key)
+        .await
+        .expect(200);
     let before = receiver.received().len();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(

@@ -557,11 +557,35 @@ impl Phone {
         );
     }
 
-    /// Returns handed-over messages to the queue: their phone went away.
+    /// Returns handed-over messages to the queue: their phone went away. Once every move back
+    /// to `queued` is written, the ones written go to the front of the queue together, in the
+    /// order they were handed over (moved one by one, they would come back in the order the
+    /// writes finished, the last handed first).
     fn requeue_in_flight(&mut self, ctx: &mut Context<Self>, reason: &'static str) {
-        for item in self.queue.drain_in_flight() {
-            self.requeue(item, reason, ctx);
+        let items = self.queue.drain_in_flight();
+        if items.is_empty() {
+            return;
         }
+        let writes: Vec<_> = items
+            .iter()
+            .map(|item| {
+                let writer = self.deps.writer.clone();
+                let transition = Transition::requeue(item.id, reason);
+                async move { matches!(writer.transition(transition).await, Ok(Some(_))) }
+            })
+            .collect();
+        ctx.spawn(futures_util::future::join_all(writes).into_actor(self).map(
+            move |written, act, ctx| {
+                let back: Vec<QueuedMessage> = items
+                    .into_iter()
+                    .zip(written)
+                    .filter_map(|(item, written)| written.then_some(item))
+                    .collect();
+                let now = act.deps.clock.now_ms();
+                act.queue.retry_all_first(back, now);
+                act.dispatch(ctx);
+            },
+        ));
     }
 
     /// Moves one message that is `sending` on this phone back to `queued` and, once that is

@@ -13,8 +13,12 @@ use crate::actors::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnl
 use crate::actors::webhook_endpoint::{
     self, Deliver, DeliveriesCreated, EndpointChanged, EndpointDeleted,
 };
-use crate::store::cluster::LeaseKind;
+use crate::store::cluster::{LeaseKind, Sweep};
 use crate::store::webhooks::PendingDelivery;
+
+/// Most message changes a `campaign_messages` notice carries (about 60 bytes each: the
+/// payload stays far below PostgreSQL's 8,000 bytes).
+const CAMPAIGN_NOTICE_CHANGES: usize = 64;
 
 impl Handler<Route> for Registry {
     type Result = Result<Option<Routed>, RouteError>;
@@ -391,7 +395,33 @@ impl Handler<CampaignChanges> for Registry {
     type Result = ();
 
     fn handle(&mut self, msg: CampaignChanges, _: &mut Self::Context) {
-        self.campaigns.changed(msg.0);
+        let Some(cluster) = &self.deps.cluster else {
+            self.campaigns.changed(msg.0);
+            return;
+        };
+        // The changes of campaigns run by other nodes go to their owners (`campaign_messages`
+        // notices), so they follow their messages as promptly as on one node.
+        let (here, elsewhere): (Vec<_>, Vec<_>) = msg.0.into_iter().partition(|(campaign, ..)| {
+            cluster
+                .lease(LeaseKind::Campaign, &campaign.to_string())
+                .is_some()
+        });
+        let mut per_campaign: HashMap<Uuid, Vec<(Uuid, MessageStatus)>> = HashMap::new();
+        for (campaign, message, status) in elsewhere {
+            per_campaign
+                .entry(campaign)
+                .or_default()
+                .push((message, status));
+        }
+        for (campaign, changes) in per_campaign {
+            for chunk in changes.chunks(CAMPAIGN_NOTICE_CHANGES) {
+                cluster.tell(Notice::CampaignMessages {
+                    campaign,
+                    changes: chunk.to_vec(),
+                });
+            }
+        }
+        self.campaigns.changed(here);
     }
 }
 
@@ -732,6 +762,23 @@ impl Handler<Noticed> for Registry {
                     self.run_campaign(campaign, ctx);
                 }
             }
+            Notice::CampaignMessages { campaign, changes } => {
+                let key = campaign.to_string();
+                if self
+                    .deps
+                    .cluster
+                    .as_ref()
+                    .is_some_and(|c| c.lease(LeaseKind::Campaign, &key).is_some())
+                {
+                    self.campaigns.changed(
+                        changes
+                            .into_iter()
+                            .map(|(message, status)| (campaign, message, status))
+                            .collect(),
+                    );
+                }
+            }
+            Notice::Simulate { messages } => self.load_simulated(ctx, messages),
             Notice::Endpoint { endpoint } => {
                 let (db, subscriptions) = (
                     self.deps.db.clone(),
@@ -777,8 +824,10 @@ impl Handler<Noticed> for Registry {
 impl Handler<Resync> for Registry {
     type Result = ();
 
-    /// Notices may have been missed: every phone owned here loads its queued messages again.
-    fn handle(&mut self, _: Resync, _: &mut Self::Context) {
+    /// Notices may have been missed: every phone owned here loads its queued messages again,
+    /// and so do the simulated phones when test mode runs here.
+    fn handle(&mut self, _: Resync, ctx: &mut Self::Context) {
+        self.load_simulated(ctx, None);
         let owned: Vec<Uuid> = self.phones.keys().copied().collect();
         for phone in owned {
             if let Some(addr) = self.owned_addr(phone) {
@@ -794,6 +843,10 @@ impl Handler<LeasesLost> for Registry {
     fn handle(&mut self, msg: LeasesLost, _: &mut Self::Context) {
         // Stop acting at once: the new owner rebuilds everything from the database.
         for lease in msg.0 {
+            if lease.kind == LeaseKind::Sweep && lease.key == Sweep::TestMode.as_str() {
+                self.stop_test_mode();
+                continue;
+            }
             let Ok(id) = lease.key.parse::<Uuid>() else {
                 continue;
             };

@@ -23,6 +23,9 @@ use crate::store::phones::{self, PhoneRecord};
 use crate::store::writer::{Reroute, Transition};
 
 mod handlers;
+mod test_mode;
+
+use test_mode::TestModeHere;
 
 /// Most message ids an enqueue notice names (its payload stays far below PostgreSQL's 8,000
 /// bytes); beyond that the owner loads every queued message of the phone.
@@ -210,11 +213,14 @@ pub struct Registry {
     remote_online: HashMap<Uuid, Uuid>,
     /// This actor's address (set when started), for the phones' [`phone::NotOwned`].
     me: Option<Addr<Registry>>,
+    /// Whether the simulated phones of test mode run on this node (see `test_mode`).
+    test_mode: TestModeHere,
 }
 
 impl Registry {
     /// A registry; it loads the phones and rebuilds queues when started.
     pub fn new(deps: Deps) -> Registry {
+        let deps_cluster = deps.cluster.is_some();
         Registry {
             deps,
             phones: HashMap::new(),
@@ -225,6 +231,10 @@ impl Registry {
             campaigns: Default::default(),
             remote_online: HashMap::new(),
             me: None,
+            test_mode: match deps_cluster {
+                true => TestModeHere::No,
+                false => TestModeHere::Yes,
+            },
         }
     }
 
@@ -309,27 +319,6 @@ impl Registry {
         Some(addr)
     }
 
-    /// The simulated phone of a test-mode sending number, attached to its simulator.
-    fn simulated_addr(&mut self, scope: Scope, number: &str) -> Addr<Phone> {
-        let key = Self::number_key(scope, number);
-        if let Some(addr) = self.simulated.get(&key)
-            && addr.connected()
-        {
-            return addr.clone();
-        }
-        let identity = PhoneIdentity {
-            device_id: None,
-            scope,
-            number: number.to_string(),
-        };
-        let addr = Phone::new(self.deps.clone(), identity, None).start();
-        let link =
-            super::simulator::attach(addr.clone(), self.deps.settings.test_mode.deliver_after);
-        addr.do_send(phone::Attach { link });
-        self.simulated.insert(key, addr.clone());
-        addr
-    }
-
     fn online_for(&mut self, scope: Scope, number: &str) -> Option<Uuid> {
         let key = Self::number_key(scope, number);
         let online: Vec<Uuid> = self
@@ -376,17 +365,10 @@ impl Registry {
 
     fn deliver(&mut self, messages: Vec<Message>) {
         let mut per_phone: HashMap<Uuid, Vec<Message>> = HashMap::new();
-        let mut per_sim: HashMap<NumberKey, Vec<Message>> = HashMap::new();
+        let mut simulated = Vec::new();
         for message in messages {
             if message.mode == Mode::Test {
-                let scope = Scope {
-                    workspace_id: message.workspace_id,
-                    mode: message.mode,
-                };
-                per_sim
-                    .entry(Self::number_key(scope, &message.from_number))
-                    .or_default()
-                    .push(message);
+                simulated.push(message);
             } else if let Some(device) = message.device_id {
                 per_phone.entry(device).or_default().push(message);
             } else {
@@ -424,10 +406,7 @@ impl Registry {
                 }
             }
         }
-        for (key, messages) in per_sim {
-            self.simulated_addr(key.scope, &key.number)
-                .do_send(phone::Enqueue { messages });
-        }
+        self.simulate(simulated);
     }
 
     /// Phones with this number other than `except`: online ones first.
@@ -521,78 +500,67 @@ impl Registry {
         }
     }
 
-    fn resume_simulated_deliveries(&mut self, sent: Vec<Message>) {
-        let mut per_sim: HashMap<NumberKey, Vec<Uuid>> = HashMap::new();
-        for m in sent
-            .into_iter()
-            .filter(|m| m.to_number != super::simulator::MAGIC_NEVER_DELIVERED)
-        {
-            let scope = Scope {
-                workspace_id: m.workspace_id,
-                mode: m.mode,
-            };
-            per_sim
-                .entry(NumberKey {
-                    scope,
-                    number: m.from_number,
-                })
-                .or_default()
-                .push(m.id);
-        }
-        let deliver_after = self.deps.settings.test_mode.deliver_after;
-        for (key, ids) in per_sim {
-            let phone = self.simulated_addr(key.scope, &key.number);
-            super::simulator::resume_delivery(phone, ids, deliver_after);
-        }
-    }
-
-    /// Loads phones and unfinished messages; messages left `sending` return to `queued`.
+    /// Loads phones and unfinished messages; messages left `sending` return to `queued`. In a
+    /// cluster live messages are rebuilt by the node that takes their phone (its lease, when
+    /// the phone connects there), and test-mode ones only by the node running test mode.
     fn rebuild(&mut self, ctx: &mut Context<Self>) {
         let deps = self.deps.clone();
+        let test_mode_only = match &deps.cluster {
+            None => Some(false),
+            Some(cluster) => cluster
+                .lease(
+                    crate::store::cluster::LeaseKind::Sweep,
+                    crate::store::cluster::Sweep::TestMode.as_str(),
+                )
+                .map(|_| true),
+        };
+        if test_mode_only == Some(true) {
+            self.test_mode = TestModeHere::Rebuilding(Vec::new());
+        }
         ctx.wait(
             async move {
                 let phones = phones::all(&deps.db).await?;
-                if let Some(cluster) = &deps.cluster {
-                    // Live messages are rebuilt by the node that takes their phone (its
-                    // lease, when the phone connects there); test-mode ones by the first node
-                    // of a cluster starting from nothing, which owns no phone yet.
-                    if !cluster.alone().await {
-                        return Ok((phones, Vec::new(), Vec::new()));
-                    }
-                }
-                let mut pending = messages::unfinished_outbound(&deps.db).await?;
-                if deps.cluster.is_some() {
-                    pending.retain(|m| m.mode == Mode::Test);
-                }
-                for message in pending
-                    .iter_mut()
-                    .filter(|m| m.status == MessageStatus::Sending)
-                {
-                    let transition = Transition::requeue(
-                        message.id,
-                        "server restarted before the phone reported; queued again",
-                    );
-                    if let Some(row) = deps.writer.transition(transition).await? {
-                        *message = row;
-                    }
-                }
-                let awaiting_delivery = messages::sent_in_test_mode(&deps.db).await?;
-                Ok::<_, crate::store::StoreError>((phones, pending, awaiting_delivery))
+                let unfinished = match test_mode_only {
+                    Some(test_mode_only) => Some(
+                        test_mode::unfinished(
+                            &deps,
+                            test_mode_only,
+                            "server restarted before the phone reported; queued again",
+                        )
+                        .await,
+                    ),
+                    None => None,
+                };
+                Ok::<_, crate::store::StoreError>((phones, unfinished))
             }
             .into_actor(self)
             .map(|result, act, _ctx| match result {
-                Ok((phones, pending, awaiting_delivery)) => {
-                    let count = pending.len();
-                    act.resume_simulated_deliveries(awaiting_delivery);
+                Ok((phones, unfinished)) => {
                     for record in phones {
                         act.insert(record);
                     }
-                    act.deliver(
-                        pending
-                            .into_iter()
-                            .filter(|m| m.status == MessageStatus::Queued)
-                            .collect(),
-                    );
+                    let Some(unfinished) = unfinished else {
+                        tracing::info!(
+                            phones = act.phones.len(),
+                            "registry rebuilt from the database"
+                        );
+                        return;
+                    };
+                    let count = unfinished.as_ref().map_or(0, |u| u.queued.len());
+                    let (live, simulated) = match unfinished {
+                        Ok(u) => {
+                            let (simulated, live): (Vec<Message>, Vec<Message>) =
+                                u.queued.into_iter().partition(|m| m.mode == Mode::Test);
+                            let rest = test_mode::Unfinished {
+                                queued: simulated,
+                                awaiting_delivery: u.awaiting_delivery,
+                            };
+                            (live, Ok(rest))
+                        }
+                        Err(err) => (Vec::new(), Err(err)),
+                    };
+                    act.deliver(live);
+                    act.test_mode_rebuilt(simulated);
                     tracing::info!(
                         phones = act.phones.len(),
                         messages = count,
@@ -664,7 +632,10 @@ impl Actor for Registry {
         super::campaign::CampaignActors::rebuild(ctx, self.deps.clone());
         ctx.run_interval(EXPIRY_SWEEP_EVERY, |act, ctx| act.sweep_expired(ctx));
         if self.deps.cluster.is_some() {
-            ctx.run_interval(TAKE_OVER_EVERY, |act, ctx| act.take_over(ctx));
+            ctx.run_interval(TAKE_OVER_EVERY, |act, ctx| {
+                act.take_over(ctx);
+                act.take_over_test_mode(ctx);
+            });
         }
     }
 }

@@ -10,6 +10,8 @@
 
 mod inbound;
 
+use std::collections::HashMap;
+
 use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
@@ -27,7 +29,6 @@ use crate::clock::format_ms;
 use crate::domain::app_protocol::{AppEvent, AppMessageState};
 use crate::domain::keys;
 use crate::domain::protocol::PhoneFrame;
-use crate::domain::status::MessageStatus;
 use crate::store::messages;
 use crate::store::phones::{self, PhoneRecord};
 
@@ -126,7 +127,9 @@ fn bearer(req: &HttpRequest) -> Option<&str> {
 }
 
 /// The phone whose device token the request carries as `Bearer`; every route's first
-/// extractor, so a bad token is 401 whatever else the request holds.
+/// extractor, so a bad token is 401 whatever else the request holds. A token read within
+/// [`crate::actors::device_link::TOKEN_TTL`] is answered from memory (forgotten at once when this server rotates or
+/// unpairs it).
 struct DevicePhone(PhoneRecord);
 
 impl FromRequest for DevicePhone {
@@ -142,10 +145,14 @@ impl FromRequest for DevicePhone {
             let (Some(state), Some(token_hash)) = (state, token_hash) else {
                 return Err(MobileError::unauthorized());
             };
-            phones::find_by_token(&state.db, &token_hash)
+            if let Some(phone) = state.device_links.phone_of_token(&token_hash) {
+                return Ok(DevicePhone(phone));
+            }
+            let phone = phones::find_by_token(&state.db, &token_hash)
                 .await?
-                .map(DevicePhone)
-                .ok_or_else(MobileError::unauthorized)
+                .ok_or_else(MobileError::unauthorized)?;
+            state.device_links.remember_token(&token_hash, &phone);
+            Ok(DevicePhone(phone))
         })
     }
 }
@@ -186,7 +193,7 @@ async fn register(
     Ok(HttpResponse::Created().json(RegisterOut {
         id: phone.id,
         token,
-        login: phone.workspace_id,
+        login: phone.workspace_id.as_uuid(),
     }))
 }
 
@@ -307,7 +314,10 @@ struct MobileMessageOut {
 }
 
 /// `GET /message?order=lifo|fifo`: the messages handed to the phone (only what its pace
-/// allowed) and not yet reported on, at most 100.
+/// allowed) and not yet reported on, at most 100. The phone's outbox is in memory
+/// ([`crate::actors::device_link`]); one read checks that its messages are still `sending`
+/// here and gives their dates and options, a second one (only for a retry served for the first
+/// time) counts the failures its id is named after.
 #[tracing::instrument(skip_all)]
 async fn fetch(
     DevicePhone(phone): DevicePhone,
@@ -323,17 +333,35 @@ async fn fetch(
             )));
         }
     };
-    let handouts = state.device_links.of(phone.id).fetch(order).await?;
+    let link = state.device_links.of(phone.id);
+    let handouts = link.fetch(order).await?;
+    let ids: Vec<Uuid> = handouts.iter().map(|h| h.message_id).collect();
+    // One that left `sending` meanwhile is not served.
+    let mut stored: HashMap<Uuid, messages::Message> =
+        messages::sending_on_phone(&state.db, phone.id, &ids)
+            .await?
+            .into_iter()
+            .map(|m| (m.id, m))
+            .collect();
+    let retries: Vec<Uuid> = handouts
+        .iter()
+        .filter(|h| h.app_id.is_none())
+        .filter_map(|h| stored.get(&h.message_id))
+        .filter(|m| m.send_attempts > 1)
+        .map(|m| m.id)
+        .collect();
+    let failures = messages::failed_attempts_of(&state.db, &retries).await?;
     let mut out = Vec::with_capacity(handouts.len());
+    let mut served = Vec::with_capacity(handouts.len());
     for handout in handouts {
-        // The stored record gives its dates; one that left `sending` meanwhile is not served.
-        let Some(message) = messages::get(&state.db, handout.message_id).await? else {
+        let Some(message) = stored.remove(&handout.message_id) else {
             continue;
         };
-        if message.status != MessageStatus::Sending || message.device_id != Some(phone.id) {
-            continue;
-        }
-        let app_id = app_message_id(&state, &message).await?;
+        let app_id = handout.app_id.unwrap_or_else(|| {
+            let failed = failures.get(&message.id).copied().unwrap_or(0);
+            AppMessageId::after_failures(message.id, failed)
+        });
+        served.push(app_id);
         out.push(MobileMessageOut {
             id: app_id.to_string(),
             text_message: TextOut {
@@ -353,6 +381,7 @@ async fn fetch(
             state: AppMessageState::Pending.as_str(),
         });
     }
+    link.named(&served).await;
     Ok(HttpResponse::Ok().json(out))
 }
 
@@ -421,7 +450,11 @@ async fn report(
         };
         // Only a report on this phone's current send of the message counts: a late or
         // repeated report of an earlier send must neither fail the retry nor stop serving it.
-        if !is_current_send(&state, phone.id, app_id).await? {
+        let current = match link.current_send(message_id).await {
+            Some(current) => current == app_id,
+            None => is_current_send(&state, phone.id, app_id).await?,
+        };
+        if !current {
             continue;
         }
         pending.push(link.report(message_id, frame).await?);
@@ -435,21 +468,9 @@ async fn report(
     Ok(HttpResponse::NoContent().finish())
 }
 
-/// The id the app knows this message's current send by: it counts the failures the message
+/// Whether `app_id` names the current send of a message handed to this phone, read from the
+/// store (for a send no fetch on this server named): the app id counts the failures the message
 /// was retried after, which only a message handed over more than once can have.
-async fn app_message_id(
-    state: &AppState,
-    message: &messages::Message,
-) -> Result<AppMessageId, MobileError> {
-    let failures = if message.send_attempts > 1 {
-        messages::failed_attempts(&state.db, message.id).await?
-    } else {
-        0
-    };
-    Ok(AppMessageId::after_failures(message.id, failures))
-}
-
-/// Whether `app_id` names the current send of a message handed to this phone.
 async fn is_current_send(
     state: &AppState,
     phone_id: Uuid,
@@ -461,7 +482,12 @@ async fn is_current_send(
     if message.device_id != Some(phone_id) {
         return Ok(false);
     }
-    Ok(app_message_id(state, &message).await? == app_id)
+    let failures = if message.send_attempts > 1 {
+        messages::failed_attempts(&state.db, message.id).await?
+    } else {
+        0
+    };
+    Ok(AppMessageId::after_failures(message.id, failures) == app_id)
 }
 
 /// `GET /settings`: only the webhook signing key the app signs inbound posts with; never the

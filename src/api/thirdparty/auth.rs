@@ -16,13 +16,14 @@ use uuid::Uuid;
 
 use super::error::ClientError;
 use crate::api::AppState;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::status::Mode;
 use crate::store::messages::Scope;
 
 /// The authenticated caller: a workspace in the mode of its key.
 #[derive(Debug, Clone, Copy)]
 pub struct Caller {
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     pub mode: Mode,
     pub key_id: Uuid,
     pub workspace_created_at: i64,

@@ -92,6 +92,7 @@ async fn remove(
         Err(StoreError::NotFound) => return Err(not_found()),
         Err(other) => return Err(other.into()),
     }
+    state.device_links.forget_tokens_of(id);
     state.registry.do_send(Unpaired { phone_id: id });
     Ok(HttpResponse::NoContent().finish())
 }

@@ -170,14 +170,9 @@ async fn create(
                 device_id: Some(checked.device_id),
                 ..EndpointChanges::default()
             };
-            let endpoint = webhooks::update(&state.db, scope, existing.id, changes, now)
+            webhooks::update(&state.db, scope, existing.id, changes, now)
                 .await
-                .map_err(ClientError::from)?;
-            state.registry.do_send(EndpointChanged {
-                endpoint_id: endpoint.id,
-                retry: None,
-            });
-            endpoint
+                .map_err(ClientError::from)?
         }
         None => {
             let id = Uuid::now_v7();
@@ -216,6 +211,11 @@ async fn create(
         }
     };
     api.subscriptions.upsert(&endpoint);
+    // Other nodes of a cluster learn it through the registry (their subscription index).
+    state.registry.do_send(EndpointChanged {
+        endpoint_id: endpoint.id,
+        retry: None,
+    });
     Ok(wire::json(StatusCode::CREATED, WebhookOut::from(&endpoint)))
 }
 

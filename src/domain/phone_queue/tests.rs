@@ -110,6 +110,30 @@ fn a_retried_message_goes_first_and_is_due_now() {
 }
 
 #[test]
+fn interrupted_messages_come_back_first_in_their_hand_over_order() {
+    let mut queue = PhoneQueue::new(Counter::default());
+    for n in 0..6 {
+        queue.enqueue(message(n, QueueClass::Bulk), NOW);
+    }
+    queue.enqueue(message(6, QueueClass::Single), NOW);
+    // 6 (single) first, then 0..4 of the bulk class; 4 and 5 still wait.
+    let handed: Vec<Uuid> = (0..5).filter_map(|_| queue.hand_over_next(NOW)).collect();
+    assert_eq!(handed, [id(6), id(0), id(1), id(2), id(3)]);
+    queue.enqueue(message(7, QueueClass::Bulk), NOW);
+    let drained = queue.drain_in_flight();
+    assert_eq!(
+        drained.iter().map(|m| m.id).collect::<Vec<_>>(),
+        handed,
+        "drained in hand-over order"
+    );
+    assert_eq!(queue.retry_all_first(drained, NOW), 5);
+    assert_eq!(
+        hand_over_all(&mut queue, NOW),
+        [id(6), id(0), id(1), id(2), id(3), id(4), id(5), id(7)]
+    );
+}
+
+#[test]
 fn expired_messages_are_dropped_at_hand_over() {
     let mut queue = PhoneQueue::new(Counter::default());
     let expired = QueuedMessage {
@@ -350,13 +374,12 @@ proptest! {
                     }
                 }
                 Op::Requeue => {
-                    let mut drained = queue.drain_in_flight();
-                    drained.sort_by_key(|m| m.id);
-                    let mut expected = std::mem::take(&mut model.in_flight);
-                    expected.sort_by_key(|m| m.id);
+                    // Drained in hand-over order, and back at the front in that order.
+                    let drained = queue.drain_in_flight();
+                    let expected = std::mem::take(&mut model.in_flight);
                     prop_assert_eq!(&drained, &expected);
-                    for item in drained {
-                        prop_assert!(queue.retry_first(item.clone(), now));
+                    prop_assert_eq!(queue.retry_all_first(drained, now), expected.len());
+                    for item in expected.into_iter().rev() {
                         model.insert(QueuedMessage { scheduled_for: None, ..item }, true, now);
                     }
                 }

@@ -13,6 +13,7 @@ use super::quotas::QuotaCounts;
 use super::sql;
 use super::task::Batch;
 use crate::domain::ai::DraftStatus;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::quota::CountQuota;
 use crate::store::StoreError;
 use crate::store::ai::NewDraft;
@@ -126,6 +127,17 @@ pub(super) async fn accept(
         return Ok(AcceptOutcome::NoDevice);
     }
     let counted = accept.messages.len() as u64;
+    let limited = accept.limit.is_some_and(|l| now < l.window_ends_at);
+    if counts.shared
+        && (limited || quotas.enforced())
+        && batch.locked_workspaces.insert(scope.workspace_id)
+    {
+        // Other nodes' writers accept for this workspace too: the counts kept here may be
+        // low. Its row stays locked until this batch commits, and everything counts again.
+        crate::store::quotas::lock_workspace(txn, scope.workspace_id).await?;
+        counts.counts.remove(&scope.workspace_id);
+        quotas.forget(scope.workspace_id);
+    }
     if let Some(refused) = quotas.check(txn, batch, scope, counted, now).await? {
         return Ok(refused);
     }
@@ -224,7 +236,7 @@ pub(super) enum LimitCheck {
 /// row, so the limit is exact across nodes.
 #[derive(Default)]
 pub(super) struct NewWorkspaceCounts {
-    counts: HashMap<Uuid, u64>,
+    counts: HashMap<WorkspaceId, u64>,
     /// Count under the workspace's lock in every batch (PostgreSQL).
     shared: bool,
 }
@@ -251,10 +263,6 @@ impl NewWorkspaceCounts {
     ) -> Result<LimitCheck, StoreError> {
         if now >= limit.window_ends_at {
             return Ok(LimitCheck::Fits);
-        }
-        if self.shared && batch.locked_workspaces.insert(scope.workspace_id) {
-            crate::store::quotas::lock_workspace(txn, scope.workspace_id).await?;
-            self.counts.remove(&scope.workspace_id);
         }
         let counted = match self.counts.get(&scope.workspace_id) {
             Some(count) => *count,
@@ -285,7 +293,7 @@ impl NewWorkspaceCounts {
     }
 
     /// Adds what a committed batch counted.
-    pub(super) fn apply(&mut self, deltas: HashMap<Uuid, u64>) {
+    pub(super) fn apply(&mut self, deltas: HashMap<WorkspaceId, u64>) {
         for (workspace, delta) in deltas {
             if let Some(count) = self.counts.get_mut(&workspace) {
                 *count += delta;

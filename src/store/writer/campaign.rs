@@ -16,6 +16,7 @@ use crate::domain::campaign::{CampaignStatus, Control};
 use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
 use crate::store::campaigns::{self, Campaign, NewCampaign, Stamps};
+use crate::store::cluster::Lease;
 use crate::store::contacts;
 use crate::store::messages::{Message, Scope};
 
@@ -36,16 +37,31 @@ pub enum CampaignOp {
         limit: Option<NewWorkspaceLimit>,
     },
     /// A scheduled campaign whose start time came: running.
-    Start { id: Uuid },
+    Start { id: Uuid, lease: Option<Lease> },
     /// Queue these pending recipients as these messages (recipient id, message), if the
     /// campaign is still running; recipients who opted out since are canceled instead.
     Feed {
         id: Uuid,
         scope: Scope,
         messages: Vec<(Uuid, NewMessage)>,
+        lease: Option<Lease>,
     },
     /// A running campaign with nothing pending and nothing open: completed.
-    Complete { id: Uuid },
+    Complete { id: Uuid, lease: Option<Lease> },
+}
+
+impl CampaignOp {
+    /// The campaign's lease a step of its actor acts under (a cluster node): the step is
+    /// written only while the lease is still held with this fence. None for the API's
+    /// operations and on a single node.
+    fn lease(&self) -> Option<&Lease> {
+        match self {
+            CampaignOp::Start { lease, .. }
+            | CampaignOp::Feed { lease, .. }
+            | CampaignOp::Complete { lease, .. } => lease.as_ref(),
+            CampaignOp::Create { .. } | CampaignOp::Control { .. } => None,
+        }
+    }
 }
 
 /// The answer to a [`CampaignOp`].
@@ -72,6 +88,9 @@ pub enum CampaignOutcome {
         limit: u32,
         window_ends_at: i64,
     },
+    /// The campaign's lease moved to another node (or expired): nothing was written, and the
+    /// actor that asked no longer owns the campaign.
+    LeaseLost,
 }
 
 impl WriterTask {
@@ -83,6 +102,14 @@ impl WriterTask {
         now: i64,
     ) -> Result<CampaignOutcome, StoreError> {
         flush_inserts(txn, batch).await?;
+        // A step of the campaign's actor is fenced: `holds` locks the lease row (`FOR SHARE`)
+        // until this transaction ends, so it cannot be taken over before the step commits.
+        if let Some(lease) = op.lease()
+            && !crate::store::cluster::holds(txn, lease).await?
+        {
+            tracing::warn!(campaign_id = %lease.key, "campaign step refused: its lease moved to another node");
+            return Ok(CampaignOutcome::LeaseLost);
+        }
         let outcome = match op {
             CampaignOp::Create {
                 campaign,
@@ -101,13 +128,14 @@ impl WriterTask {
                 self.control(txn, batch, *scope, *id, *control, *limit, now)
                     .await?
             }
-            CampaignOp::Start { id } => start(txn, *id, now).await?,
+            CampaignOp::Start { id, .. } => start(txn, *id, now).await?,
             CampaignOp::Feed {
                 id,
                 scope,
                 messages,
+                ..
             } => feed(txn, batch, *id, *scope, messages, now).await?,
-            CampaignOp::Complete { id } => complete(txn, *id, now).await?,
+            CampaignOp::Complete { id, .. } => complete(txn, *id, now).await?,
         };
         Ok(outcome)
     }

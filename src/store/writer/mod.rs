@@ -34,7 +34,7 @@ pub use transition::{Reroute, Transition};
 use super::StoreError;
 use super::ai::NewDraft;
 use super::messages::{Message, Scope};
-use super::webhooks::{AttemptRecord, PendingDelivery};
+use super::webhooks::{AttemptRecord, PendingDelivery, Recorded};
 use crate::clock::SharedClock;
 use crate::domain::change::ChangeKind;
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
@@ -262,9 +262,10 @@ impl Writer {
         self.submit(reroute).await
     }
 
-    /// Records a finished webhook attempt and its delivery's new state; false when the delivery
-    /// had moved on (deleted, or this attempt number was recorded already).
-    pub async fn record_attempt(&self, record: AttemptRecord) -> Result<bool, StoreError> {
+    /// Records a finished webhook attempt and its delivery's new state, unless the delivery had
+    /// moved on (deleted, or this attempt number was recorded already) or the endpoint's lease
+    /// the attempt carries did.
+    pub async fn record_attempt(&self, record: AttemptRecord) -> Result<Recorded, StoreError> {
         self.submit(record).await
     }
 

@@ -1,17 +1,20 @@
 //! The message quotas inside the writer's transaction (docs/api.md, "Quotas"): queued outbound
 //! messages per workspace and mode, and test-mode messages per UTC day. Exact and race-free:
-//! the writer stores every message, so its own counts plus the batch's staged messages are all
-//! there is; the database is counted (bounded by the quota) only when a kept count says full.
+//! on one node the writer stores every message, so its own counts plus the batch's staged
+//! messages are all there is; the database is counted (bounded by the quota) only when a kept
+//! count says full. On PostgreSQL other nodes' writers store messages too: each batch locks the
+//! workspace's row first (`accept::accept`) and its kept counts are [`QuotaCounts::forget`]ten,
+//! so the count is read under the lock and no two nodes can both take the last place.
 
 use std::collections::HashMap;
 
 use entity::messages;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter};
-use uuid::Uuid;
 
 use super::task::{Batch, flush_inserts};
 use super::{AcceptOutcome, Change};
+use crate::domain::ids::WorkspaceId;
 use crate::domain::quota::{self, CountQuota, Quota};
 use crate::domain::status::{Direction, MessageStatus};
 use crate::store::StoreError;
@@ -62,7 +65,7 @@ pub(super) struct QuotaCounts {
     /// send it would refuse counts again first). Only scopes that came near their quota.
     queued: HashMap<Scope, u64>,
     /// Per test-mode workspace: the UTC day counted and its outbound messages stored that day.
-    test_day: HashMap<Uuid, (i64, u64)>,
+    test_day: HashMap<WorkspaceId, (i64, u64)>,
 }
 
 impl QuotaCounts {
@@ -72,6 +75,19 @@ impl QuotaCounts {
             queued: HashMap::new(),
             test_day: HashMap::new(),
         }
+    }
+
+    /// Whether any message quota is set.
+    pub(super) fn enforced(&self) -> bool {
+        self.quotas.queued.limit > 0 || self.quotas.test_per_day.limit > 0
+    }
+
+    /// Drops the kept counts of `workspace`: other writers may have stored messages since
+    /// (nodes of a cluster), so its next check counts the database again.
+    pub(super) fn forget(&mut self, workspace: WorkspaceId) {
+        self.queued
+            .retain(|scope, _| scope.workspace_id != workspace);
+        self.test_day.remove(&workspace);
     }
 
     /// Whether `n` more outbound messages of this scope fit its message quotas: None when they

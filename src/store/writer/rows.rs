@@ -45,7 +45,7 @@ pub(super) fn to_message(new: &NewMessage, scope: Scope, now: i64) -> Message {
 pub(super) fn to_row(message: &Message, new: &NewMessage) -> messages::ActiveModel {
     messages::ActiveModel {
         id: Set(message.id),
-        workspace_id: Set(message.workspace_id),
+        workspace_id: Set(message.workspace_id.as_uuid()),
         test_mode: Set(message.mode.is_test()),
         direction: Set(message.direction.as_str().to_string()),
         status: Set(message.status.as_str().to_string()),

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::accept::NewWorkspaceLimit;
 use super::transition::{Reroute, Transition};
+use crate::domain::ids::WorkspaceId;
 use crate::domain::status::{Direction, MessageStatus};
 use crate::store::StoreError;
 use crate::store::messages::{Message, Scope};
@@ -65,7 +66,7 @@ pub(super) async fn find_request_id<C: sea_orm::ConnectionTrait>(
 /// not counted again).
 pub(super) async fn count_new_workspace_messages(
     txn: &DatabaseTransaction,
-    workspace_id: Uuid,
+    workspace_id: WorkspaceId,
     limit: NewWorkspaceLimit,
 ) -> Result<u64, StoreError> {
     let messages = messages::Entity::find()

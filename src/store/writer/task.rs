@@ -19,12 +19,13 @@ use super::quotas::{MessageQuotas, QuotaCounts};
 use super::transition::{self, Move, Reroute, Transition};
 use super::{Change, ChangeListener, NewMessage, SharedCommitHook, rows, sql};
 use crate::clock::SharedClock;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::status::{Direction, MessageStatus};
 use crate::store::StoreError;
 use crate::store::ai::NewDraft;
 use crate::store::contacts::{self, Consent, ContactKey};
 use crate::store::messages::{Message, Scope};
-use crate::store::webhooks::{self, AttemptRecord, PendingDelivery};
+use crate::store::webhooks::{self, AttemptRecord, PendingDelivery, Recorded};
 
 /// Jobs waiting for the writer; senders wait (backpressure) when it is full.
 const QUEUE_CAPACITY: usize = 16_384;
@@ -155,7 +156,7 @@ impl Request for Inbound {
 }
 
 impl Request for AttemptRecord {
-    type Answer = bool;
+    type Answer = Recorded;
     fn into_job(submitted: Submitted<Self>) -> Job {
         Job::RecordAttempt(Box::new(submitted))
     }
@@ -292,9 +293,9 @@ pub(super) struct Batch {
     pub(super) inbound_refs: HashSet<(Uuid, String)>,
     /// The (phone, ref) pairs of this batch's inbound messages already stored before it.
     pub(super) stored_refs: HashSet<(Uuid, String)>,
-    pub(super) count_deltas: HashMap<Uuid, u64>,
+    pub(super) count_deltas: HashMap<WorkspaceId, u64>,
     /// Workspaces whose row this batch locked to count their new-workspace limit (PostgreSQL).
-    pub(super) locked_workspaces: HashSet<Uuid>,
+    pub(super) locked_workspaces: HashSet<WorkspaceId>,
     /// Outbound messages staged per scope in this batch.
     pub(super) staged: HashMap<Scope, u64>,
     /// Messages moved to `sent` in this batch.
@@ -361,7 +362,7 @@ impl Batch {
 /// What one committed transaction produced (its answers stay in the jobs).
 struct Committed {
     changes: Vec<Change>,
-    deltas: HashMap<Uuid, u64>,
+    deltas: HashMap<WorkspaceId, u64>,
     /// Outbound messages stored per scope.
     staged: HashMap<Scope, u64>,
     deliveries: Vec<PendingDelivery>,
@@ -524,7 +525,7 @@ impl WriterTask {
         // Transitions and webhook attempts are gathered and written in grouped statements (one
         // round trip per group instead of per job); each keeps its answer's place.
         let mut moves: Vec<Move<'_>> = Vec::new();
-        let mut attempts: Vec<(&AttemptRecord, &mut Option<bool>)> = Vec::new();
+        let mut attempts: Vec<(&AttemptRecord, &mut Option<Recorded>)> = Vec::new();
         for job in jobs.iter_mut() {
             match job {
                 Job::Accept(s) => {
@@ -577,8 +578,8 @@ impl WriterTask {
         transition::apply_moves(&txn, &mut batch, moves, now).await?;
         let records: Vec<&AttemptRecord> = attempts.iter().map(|(r, _)| *r).collect();
         let rows = webhooks::apply_attempts(&txn, &records, now).await?;
-        for ((_, answer), row) in attempts.into_iter().zip(rows) {
-            *answer = Some(row.is_some());
+        for ((_, answer), (recorded, row)) in attempts.into_iter().zip(rows) {
+            *answer = Some(recorded);
             batch.attempts.extend(row);
         }
         if !jobs.iter().all(Job::answered) {

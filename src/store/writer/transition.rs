@@ -390,7 +390,7 @@ mod tests {
             .await
             .unwrap();
             let scope = Scope {
-                workspace_id: Uuid::now_v7(),
+                workspace_id: Uuid::now_v7().into(),
                 mode: Mode::Live,
             };
             let [a, b, c, d] = [

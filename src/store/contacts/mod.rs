@@ -1,5 +1,15 @@
-//! Contacts: CRUD, cursor-paged listing with tag and opt-out filters, bulk import (upsert by
-//! phone number), and the opt-out keywords applied inside the writer's inbound transaction.
+//! Contacts: CRUD, cursor-paged listing with tag and opt-out filters, and the contacts a new
+//! campaign reads. A bulk import (upsert by phone number) is `import`; what a contact allows
+//! the workspace to send it, and the opt-out keywords applied inside the writer's inbound
+//! transaction, are `consent`.
+
+mod consent;
+mod import;
+
+pub use consent::{
+    Consent, ContactKey, ai_replies_to, apply_keyword, consent, opted_out_among, restrictions,
+};
+pub use import::{import, plan_import};
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -13,7 +23,6 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::messages::{Position, Scope};
-use crate::domain::keywords::Keyword;
 use crate::domain::quota::CountQuota;
 
 /// Contacts per multi-row statement of an import (13 columns: 6,500 bind parameters, well
@@ -126,7 +135,7 @@ fn tag_rows(scope: Scope, id: Uuid, tags: &[String]) -> Vec<contact_tags::Active
         .map(|tag| contact_tags::ActiveModel {
             contact_id: Set(id),
             tag: Set(tag.clone()),
-            workspace_id: Set(scope.workspace_id),
+            workspace_id: Set(scope.workspace_id.as_uuid()),
             test_mode: Set(scope.mode.is_test()),
         })
         .collect()
@@ -189,7 +198,7 @@ pub async fn create(
     super::quotas::ensure_room(&txn, quota, stored, 1).await?;
     let model = contacts::ActiveModel {
         id: Set(id),
-        workspace_id: Set(scope.workspace_id),
+        workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
         phone_number: Set(fields.phone_number),
         first_name: Set(fields.first_name),
@@ -377,210 +386,6 @@ fn word_matches(word: &str) -> Condition {
         .add(like(contacts::Column::PhoneNumber))
 }
 
-/// What an import of `numbers` would do, writing nothing: the numbers that already have a
-/// contact. `QuotaExceeded` when the new ones would not fit, the check [`import`] makes.
-#[tracing::instrument(skip_all, fields(contacts = numbers.len()))]
-pub async fn plan_import(
-    db: &DatabaseConnection,
-    scope: Scope,
-    numbers: &[&str],
-    quota: CountQuota,
-) -> Result<std::collections::HashSet<String>, StoreError> {
-    use sea_orm::TransactionTrait;
-    // A read transaction: the existing numbers and the quota count see one snapshot.
-    let txn = db.begin().await?;
-    let mut existing = std::collections::HashSet::with_capacity(numbers.len());
-    for chunk in numbers.chunks(IDS_PER_LOOKUP) {
-        let rows: Vec<String> = contacts::Entity::find()
-            .select_only()
-            .column(contacts::Column::PhoneNumber)
-            .filter(in_scope(scope))
-            .filter(contacts::Column::PhoneNumber.is_in(chunk.iter().copied()))
-            .into_tuple()
-            .all(&txn)
-            .await?;
-        existing.extend(rows);
-    }
-    let adding = numbers.len().saturating_sub(existing.len()) as u64;
-    let stored = contacts::Entity::find().filter(in_scope(scope));
-    super::quotas::ensure_room(&txn, quota, stored, adding).await?;
-    txn.rollback().await?;
-    Ok(existing)
-}
-
-/// Upserts contacts by phone number in one transaction with multi-row statements. A field an
-/// item leaves out keeps its stored value on an existing contact; given tags replace the
-/// contact's tags. Numbers must be distinct (the API checks). `QuotaExceeded`, with nothing
-/// written, when the new contacts would take the scope past `quota`.
-#[tracing::instrument(skip_all, fields(contacts = items.len()))]
-pub async fn import(
-    db: &DatabaseConnection,
-    scope: Scope,
-    items: Vec<ContactFields>,
-    quota: CountQuota,
-    now_ms: i64,
-) -> Result<ImportOutcome, StoreError> {
-    let txn = super::begin_write(db).await?;
-    super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
-    let mut existing: HashMap<String, contacts::Model> = HashMap::with_capacity(items.len());
-    let numbers: Vec<&str> = items.iter().map(|i| i.phone_number.as_str()).collect();
-    for chunk in numbers.chunks(IDS_PER_LOOKUP) {
-        let rows = contacts::Entity::find()
-            .filter(in_scope(scope))
-            .filter(contacts::Column::PhoneNumber.is_in(chunk.iter().copied()))
-            .all(&txn)
-            .await?;
-        existing.extend(rows.into_iter().map(|r| (r.phone_number.clone(), r)));
-    }
-    let adding = items.len().saturating_sub(existing.len()) as u64;
-    let stored = contacts::Entity::find().filter(in_scope(scope));
-    super::quotas::ensure_room(&txn, quota, stored, adding).await?;
-    let mut rows = Vec::with_capacity(items.len());
-    // Per item: the id it will have when it is new (None for an existing contact), and its tags.
-    let mut planned: HashMap<String, (Option<Uuid>, Option<Vec<String>>)> =
-        HashMap::with_capacity(items.len());
-    for item in items {
-        let row = match existing.remove(&item.phone_number) {
-            Some(old) => {
-                planned.insert(old.phone_number.clone(), (None, item.tags));
-                contacts::ActiveModel {
-                    id: Set(old.id),
-                    workspace_id: Set(old.workspace_id),
-                    test_mode: Set(old.test_mode),
-                    phone_number: Set(old.phone_number),
-                    first_name: Set(item.first_name.or(old.first_name)),
-                    last_name: Set(item.last_name.or(old.last_name)),
-                    email: Set(item.email.or(old.email)),
-                    custom_fields: Set(item
-                        .custom_fields
-                        .as_ref()
-                        .map(encode_fields)
-                        .unwrap_or(old.custom_fields)),
-                    opted_out: Set(old.opted_out),
-                    opted_out_at: Set(old.opted_out_at),
-                    ai_replies: Set(old.ai_replies),
-                    created_at: Set(old.created_at),
-                    updated_at: Set(now_ms),
-                }
-            }
-            None => {
-                let id = Uuid::now_v7();
-                planned.insert(item.phone_number.clone(), (Some(id), item.tags));
-                contacts::ActiveModel {
-                    id: Set(id),
-                    workspace_id: Set(scope.workspace_id),
-                    test_mode: Set(scope.mode.is_test()),
-                    phone_number: Set(item.phone_number),
-                    first_name: Set(item.first_name),
-                    last_name: Set(item.last_name),
-                    email: Set(item.email),
-                    custom_fields: Set(encode_fields(&item.custom_fields.unwrap_or_default())),
-                    opted_out: Set(false),
-                    opted_out_at: Set(None),
-                    ai_replies: Set(true),
-                    created_at: Set(now_ms),
-                    updated_at: Set(now_ms),
-                }
-            }
-        };
-        rows.push(row);
-    }
-    // Existing rows conflict on the number and take the merged values; new rows insert. The
-    // returned ids are the truth: a contact created concurrently (an inbound STOP) since the
-    // read above is updated, not duplicated, and counted as updated.
-    let mut on_conflict = conflict_target();
-    on_conflict.update_columns([
-        contacts::Column::FirstName,
-        contacts::Column::LastName,
-        contacts::Column::Email,
-        contacts::Column::CustomFields,
-        contacts::Column::UpdatedAt,
-    ]);
-    let mut outcome = ImportOutcome {
-        created: 0,
-        updated: 0,
-    };
-    let mut retagged = Vec::new();
-    let mut new_tags = Vec::new();
-    for chunk in rows.chunks(CONTACT_ROWS_PER_STATEMENT) {
-        let stored = contacts::Entity::insert_many(chunk.to_vec())
-            .on_conflict(on_conflict.clone())
-            .exec_with_returning(&txn)
-            .await?;
-        for row in stored {
-            let Some((new_id, tags)) = planned.remove(&row.phone_number) else {
-                continue;
-            };
-            if new_id == Some(row.id) {
-                outcome.created += 1;
-            } else {
-                outcome.updated += 1;
-            }
-            if let Some(tags) = tags {
-                retagged.push(row.id);
-                new_tags.extend(tag_rows(scope, row.id, &tags));
-            }
-        }
-    }
-    delete_tags(&txn, &retagged).await?;
-    insert_tags(&txn, new_tags).await?;
-    txn.commit().await?;
-    Ok(outcome)
-}
-
-/// Applies an opt-out keyword from `phone_number` inside the caller's transaction (the
-/// writer's inbound batch): the contact is created when missing.
-pub async fn apply_keyword<C: ConnectionTrait>(
-    conn: &C,
-    scope: Scope,
-    phone_number: &str,
-    keyword: Keyword,
-    now_ms: i64,
-) -> Result<(), StoreError> {
-    let (opted_out, ai_replies) = match keyword {
-        Keyword::OptOut => (true, true),
-        Keyword::OptIn => (false, true),
-        Keyword::StopAi => (false, false),
-    };
-    let row = contacts::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        workspace_id: Set(scope.workspace_id),
-        test_mode: Set(scope.mode.is_test()),
-        phone_number: Set(phone_number.to_string()),
-        first_name: Set(None),
-        last_name: Set(None),
-        email: Set(None),
-        custom_fields: Set("{}".into()),
-        opted_out: Set(opted_out),
-        opted_out_at: Set(opted_out.then_some(now_ms)),
-        ai_replies: Set(ai_replies),
-        created_at: Set(now_ms),
-        updated_at: Set(now_ms),
-    };
-    let mut on_conflict = conflict_target();
-    match keyword {
-        Keyword::OptOut => {
-            // A repeated STOP keeps the time of the first one.
-            on_conflict.update_column(contacts::Column::OptedOut).value(
-                contacts::Column::OptedOutAt,
-                Expr::cust("COALESCE(contacts.opted_out_at, excluded.opted_out_at)"),
-            );
-        }
-        Keyword::OptIn => {
-            on_conflict.update_columns([contacts::Column::OptedOut, contacts::Column::OptedOutAt]);
-        }
-        Keyword::StopAi => {
-            on_conflict.update_column(contacts::Column::AiReplies);
-        }
-    }
-    on_conflict.update_column(contacts::Column::UpdatedAt);
-    contacts::Entity::insert(row)
-        .on_conflict(on_conflict)
-        .exec_without_returning(conn)
-        .await?;
-    Ok(())
-}
-
 /// The contacts a new campaign needs: those having any of `tags` (oldest first: the order
 /// their recipients take), and by number those of `numbers` (to render explicit recipients and
 /// skip opted-out ones). Tags are not loaded. At most `tagged_limit` tagged contacts are read:
@@ -627,149 +432,4 @@ pub async fn for_campaign(
         }
     }
     Ok((tagged, by_number))
-}
-
-/// Which of `numbers` belong to opted-out contacts of this scope (inside a transaction: a
-/// campaign checks again as it queues each recipient).
-pub async fn opted_out_among<C: ConnectionTrait>(
-    conn: &C,
-    scope: Scope,
-    numbers: &[String],
-) -> Result<std::collections::HashSet<String>, StoreError> {
-    let mut out = std::collections::HashSet::new();
-    for chunk in numbers.chunks(IDS_PER_LOOKUP) {
-        let rows: Vec<String> = contacts::Entity::find()
-            .select_only()
-            .column(contacts::Column::PhoneNumber)
-            .filter(in_scope(scope))
-            .filter(contacts::Column::OptedOut.eq(true))
-            .filter(contacts::Column::PhoneNumber.is_in(chunk.iter().cloned()))
-            .into_tuple()
-            .all(conn)
-            .await?;
-        out.extend(rows);
-    }
-    Ok(out)
-}
-
-/// Whether AI replies may go to this number: its contact (if any) has `ai_replies` on and has
-/// not opted out (an opted-out number gets no text at all, drafted or not).
-pub async fn ai_replies_to(
-    db: &DatabaseConnection,
-    scope: Scope,
-    phone_number: &str,
-) -> Result<bool, StoreError> {
-    let key = ContactKey {
-        scope,
-        phone_number: phone_number.to_string(),
-    };
-    Ok(consent(db, &key).await?.allows_ai_replies())
-}
-
-/// What a contact lets the workspace send it. A number without a contact allows everything.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Consent {
-    /// False once it texted STOP (or was opted out by hand): no text of any kind.
-    pub texts: bool,
-    /// False once it texted STOP AI (or `ai_replies` was turned off): no AI reply.
-    pub ai_replies: bool,
-}
-
-impl Consent {
-    /// A number without a contact, or a contact that restricts nothing.
-    pub const ALL: Consent = Consent {
-        texts: true,
-        ai_replies: true,
-    };
-
-    /// Whether an AI reply (a draft or an auto reply) may go to it.
-    pub fn allows_ai_replies(self) -> bool {
-        self.texts && self.ai_replies
-    }
-}
-
-/// A contact's number in one scope: the key of [`restrictions`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ContactKey {
-    pub scope: Scope,
-    pub phone_number: String,
-}
-
-/// The numbers among `keys` whose contact restricts something (opted out, or AI replies off),
-/// with what they allow; a number not in the answer allows everything. One indexed lookup
-/// (`uq_contacts_number`) per scope and 512 numbers, the number list padded to a power of two so
-/// the statement comes in a few shapes (see [`super::id_list`]). Used by the writer inside its
-/// transaction, once per batch of sends.
-pub async fn restrictions<C: ConnectionTrait>(
-    conn: &C,
-    keys: &[ContactKey],
-) -> Result<HashMap<ContactKey, Consent>, StoreError> {
-    let mut by_scope: HashMap<Scope, Vec<&str>> = HashMap::new();
-    for key in keys {
-        by_scope
-            .entry(key.scope)
-            .or_default()
-            .push(key.phone_number.as_str());
-    }
-    let mut found = HashMap::new();
-    for (scope, mut numbers) in by_scope {
-        numbers.sort_unstable();
-        numbers.dedup();
-        for chunk in numbers.chunks(super::IDS_PER_STATEMENT) {
-            let mut padded = chunk.to_vec();
-            if let Some(&first) = chunk.first() {
-                padded.resize(chunk.len().next_power_of_two(), first);
-            }
-            let rows: Vec<(String, bool, bool)> = contacts::Entity::find()
-                .select_only()
-                .column(contacts::Column::PhoneNumber)
-                .column(contacts::Column::OptedOut)
-                .column(contacts::Column::AiReplies)
-                .filter(in_scope(scope))
-                .filter(contacts::Column::PhoneNumber.is_in(padded))
-                .filter(
-                    Condition::any()
-                        .add(contacts::Column::OptedOut.eq(true))
-                        .add(contacts::Column::AiReplies.eq(false)),
-                )
-                .into_tuple()
-                .all(conn)
-                .await?;
-            for (phone_number, opted_out, ai_replies) in rows {
-                found.insert(
-                    ContactKey {
-                        scope,
-                        phone_number,
-                    },
-                    Consent {
-                        texts: !opted_out,
-                        ai_replies,
-                    },
-                );
-            }
-        }
-    }
-    Ok(found)
-}
-
-/// What the contact of `key` allows now ([`Consent::ALL`] without a contact).
-pub async fn consent<C: ConnectionTrait>(
-    conn: &C,
-    key: &ContactKey,
-) -> Result<Consent, StoreError> {
-    let found: Option<(bool, bool)> = contacts::Entity::find()
-        .select_only()
-        .column(contacts::Column::OptedOut)
-        .column(contacts::Column::AiReplies)
-        .filter(in_scope(key.scope))
-        .filter(contacts::Column::PhoneNumber.eq(key.phone_number.as_str()))
-        .into_tuple()
-        .one(conn)
-        .await?;
-    Ok(
-        found.map_or(Consent::ALL, |(opted_out, ai_replies)| Consent {
-            texts: !opted_out,
-            ai_replies,
-        }),
-    )
 }

@@ -1,0 +1,52 @@
+//! How one configuration value is read: durations as humantime strings (`"30s"`, `"6h"`), and
+//! strings that the environment may give as bare numbers or booleans.
+
+use std::time::Duration;
+
+use secrecy::SecretString;
+use serde::{Deserialize, Deserializer};
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim()).map_err(|e| format!("invalid duration {text:?}: {e}"))
+}
+
+pub(super) fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+pub(super) fn durations<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<Duration>, D::Error> {
+    let texts = Vec::<String>::deserialize(deserializer)?;
+    texts
+        .iter()
+        .map(|t| parse_duration(t).map_err(serde::de::Error::custom))
+        .collect()
+}
+
+/// Accepts strings, and numbers or booleans written without quotes in the environment.
+pub(super) fn lenient_string<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<String, D::Error> {
+    match serde_json::Value::deserialize(deserializer)? {
+        serde_json::Value::String(s) => Ok(s),
+        serde_json::Value::Number(n) => Ok(n.to_string()),
+        serde_json::Value::Bool(b) => Ok(b.to_string()),
+        other => Err(serde::de::Error::custom(format!(
+            "expected a string, got {other}"
+        ))),
+    }
+}
+
+pub(super) fn lenient_opt_string<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    lenient_string(deserializer).map(Some)
+}
+
+pub(super) fn lenient_opt_secret<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<SecretString>, D::Error> {
+    lenient_string(deserializer).map(|s| Some(SecretString::from(s)))
+}
