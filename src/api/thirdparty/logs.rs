@@ -14,6 +14,8 @@ use super::auth::Caller;
 use super::error::ClientError;
 use super::wire;
 use crate::api::AppState;
+use crate::domain::change::ChangeKind;
+use crate::domain::status::MessageStatus;
 
 /// Entries one answer holds at most (and messages it reads them from).
 pub const MAX_ENTRIES: u64 = 100;
@@ -92,9 +94,11 @@ async fn list(
     let out: Vec<EntryOut> = events
         .into_iter()
         .map(|event| {
+            let failed = ChangeKind::Moved(MessageStatus::Failed).as_str();
+            let expired = ChangeKind::Moved(MessageStatus::Expired).as_str();
             let priority = match event.kind.as_str() {
-                "failed" | "expired" => "ERROR",
-                "attempt_failed" => "WARN",
+                kind if kind == failed || kind == expired => "ERROR",
+                kind if kind == ChangeKind::AttemptFailed.as_str() => "WARN",
                 _ => "INFO",
             };
             let number = recent

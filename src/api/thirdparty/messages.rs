@@ -20,6 +20,7 @@ use super::error::ClientError;
 use super::wire::{self, ClientJson};
 use crate::actors::registry::{Cancel, GetPhoneStates};
 use crate::api::AppState;
+use crate::domain::change::FailureReason;
 use crate::domain::ids::PhoneId;
 use crate::domain::phone_number::PhoneNumber;
 use crate::domain::sms::SmsText;
@@ -422,10 +423,12 @@ fn state_out(
             phone_number: m.to_number.clone(),
             state: GroupState::of(m.status).as_str(),
             error: match m.status {
-                MessageStatus::Failed => {
-                    Some(m.failure_reason.clone().unwrap_or_else(|| "failed".into()))
-                }
-                MessageStatus::Expired => Some("expired".into()),
+                MessageStatus::Failed => Some(
+                    m.failure_reason
+                        .clone()
+                        .unwrap_or_else(|| MessageStatus::Failed.as_str().into()),
+                ),
+                MessageStatus::Expired => Some(FailureReason::Expired.as_str().into()),
                 _ => None,
             },
         })
