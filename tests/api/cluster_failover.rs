@@ -459,6 +459,9 @@ async fn killed_node_hands_over_scheduled_and_test_mode_sends() {
         Some(ServerFrame::Hello { .. })
     ));
     wait_online(&a, &key, &phone_id).await;
+    // B learns of the phone from A's notice; a send on B before that is refused, as it would be
+    // before the phone connected.
+    wait_online(&b, &key, &phone_id).await;
 
     // Due in 5 s: live sends (accepted on B, held by A's phone actor) and test-mode sends
     // accepted on both nodes.
