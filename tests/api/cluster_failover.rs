@@ -167,6 +167,30 @@ async fn wait_online(node: &Node, key: &str, phone_id: &str) {
     }
 }
 
+/// Pairs a phone of `SENDER` through `node`, connects it there and waits until it is online:
+/// its id, device token and connection.
+async fn pair_online(node: &Node, key: &str) -> (String, String, FakePhone) {
+    let (status, body) = call(
+        "POST",
+        format!("{}/v1/phones", node.address),
+        key,
+        Some(json!({"phone_number": SENDER})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let phone_id = body["data"]["id"].as_str().unwrap().to_string();
+    let token = body["data"]["device_token"].as_str().unwrap().to_string();
+    let mut phone = FakePhone::connect(&node.ws_url(), &token)
+        .await
+        .expect("phone connects");
+    assert!(matches!(
+        phone.next_frame().await,
+        Some(ServerFrame::Hello { .. })
+    ));
+    wait_online(node, key, &phone_id).await;
+    (phone_id, token, phone)
+}
+
 /// Reads `send` frames without reporting any, until none came for `quiet`: the ids handed over.
 async fn take_sends_unreported(phone: &mut FakePhone, quiet: Duration) -> Vec<Uuid> {
     let mut ids = Vec::new();
@@ -192,24 +216,7 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
 
     // Through node A: a phone, a webhook endpoint that fails its first four attempts, one inbound
     // SMS (its webhook starts retrying), one single send and a campaign the phone holds.
-    let (status, body) = call(
-        "POST",
-        format!("{}/v1/phones", a.address),
-        &key,
-        Some(json!({"phone_number": SENDER})),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let phone_id = body["data"]["id"].as_str().unwrap().to_string();
-    let token = body["data"]["device_token"].as_str().unwrap().to_string();
-    let mut phone = FakePhone::connect(&a.ws_url(), &token)
-        .await
-        .expect("phone connects to A");
-    assert!(matches!(
-        phone.next_frame().await,
-        Some(ServerFrame::Hello { .. })
-    ));
-    wait_online(&a, &key, &phone_id).await;
+    let (_, token, mut phone) = pair_online(&a, &key).await;
 
     let receiver = WebhookReceiver::start().await;
     receiver.answer(&[500, 500, 500, 500]);
@@ -441,24 +448,7 @@ async fn killed_node_hands_over_scheduled_and_test_mode_sends() {
     let test_key = a.test_key.clone().expect("and the test key");
     let b = Node::start(&database);
 
-    let (status, body) = call(
-        "POST",
-        format!("{}/v1/phones", a.address),
-        &key,
-        Some(json!({"phone_number": SENDER})),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let phone_id = body["data"]["id"].as_str().unwrap().to_string();
-    let token = body["data"]["device_token"].as_str().unwrap().to_string();
-    let mut phone = FakePhone::connect(&a.ws_url(), &token)
-        .await
-        .expect("phone connects to A");
-    assert!(matches!(
-        phone.next_frame().await,
-        Some(ServerFrame::Hello { .. })
-    ));
-    wait_online(&a, &key, &phone_id).await;
+    let (phone_id, token, mut phone) = pair_online(&a, &key).await;
     // B learns of the phone from A's notice; a send on B before that is refused, as it would be
     // before the phone connected.
     wait_online(&b, &key, &phone_id).await;
