@@ -391,11 +391,7 @@ async fn pace_holds_and_cancel_is_announced(backend: Backend) {
         s.pace.per_30_minutes = 3;
     })
     .await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let phone = AppClient::new(&app, BASE, &token);
-    assert_eq!(phone.register().await.status, 201);
-    let mut events = phone.events().await;
-    app.wait_online(&phone_id, true).await;
+    let (phone, mut events) = online_app(&app).await;
     let mut ids = Vec::new();
     for i in 0..4 {
         ids.push(app.send_live(&format!("paced {i}")).await);
@@ -441,11 +437,7 @@ async fn pace_holds_and_cancel_is_announced(backend: Backend) {
 
 async fn a_reconnecting_stream_loses_nothing(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let phone = AppClient::new(&app, BASE, &token);
-    assert_eq!(phone.register().await.status, 201);
-    let events = phone.events().await;
-    app.wait_online(&phone_id, true).await;
+    let (phone, events) = online_app(&app).await;
     drop(events);
     // The app reconnects 5 s later; a send meanwhile waits for it.
     let id = app.send_live("while away").await;
@@ -469,6 +461,17 @@ async fn a_reconnecting_stream_loses_nothing(backend: Backend) {
 }
 
 /// The named events that arrive within `within`.
+/// Pairs a phone of `SENDER`, registers it as the app does, opens its event stream and waits
+/// until it is online: its client and events.
+async fn online_app(app: &TestApp) -> (AppClient, EventStream) {
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let phone = AppClient::new(app, BASE, &token);
+    assert_eq!(phone.register().await.status, 201);
+    let events = phone.events().await;
+    app.wait_online(&phone_id, true).await;
+    (phone, events)
+}
+
 async fn events_within(stream: &mut EventStream, within: Duration) -> Vec<String> {
     let deadline = tokio::time::Instant::now() + within;
     let mut names = Vec::new();
@@ -487,11 +490,7 @@ async fn a_backlog_is_announced_once_until_the_app_fetches(backend: Backend) {
         s.pace.per_30_minutes = 600;
     })
     .await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let phone = AppClient::new(&app, BASE, &token);
-    assert_eq!(phone.register().await.status, 201);
-    let mut events = phone.events().await;
-    app.wait_online(&phone_id, true).await;
+    let (phone, mut events) = online_app(&app).await;
     let mut ids = Vec::new();
     for i in 0..5 {
         ids.push(app.send_live(&format!("backlog {i}")).await);
