@@ -148,6 +148,63 @@ fn a_client_api_webhook_created_on_one_node_fires_for_events_on_another() {
     })
 }
 
+#[test]
+fn an_endpoint_whose_notice_has_not_arrived_still_fires_on_another_node() {
+    if !postgres_enabled() {
+        return;
+    }
+    run(async {
+        let (a, b) = two_nodes(|s| s.webhooks.allow_insecure_targets = true).await;
+        let receiver = WebhookReceiver::start().await;
+        // Created disabled on node A; node B learns of it (and keeps it out of its index).
+        let created = a
+            .post(
+                "/v1/webhooks",
+                &a.live_key,
+                json!({"url": receiver.url, "events": ["message.sent"], "enabled": false}),
+            )
+            .await
+            .expect(201);
+        let endpoint = created.data()["id"].as_str().unwrap().to_string();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Enabled in the database without a notice: what node B sees while the notice of a
+        // change made a moment ago on node A is still on its way.
+        let db = sea_orm::Database::connect(&a.database_url).await.unwrap();
+        sea_orm::ConnectionTrait::execute_unprepared(
+            &db,
+            &format!("UPDATE webhook_endpoints SET enabled = TRUE WHERE id = '{endpoint}'"),
+        )
+        .await
+        .unwrap();
+        // The phone is on node B, whose writer stores the `sent` event.
+        let (phone_id, token) = a.pair_phone(SENDER).await;
+        let mut phone = b.connect_phone(&token).await;
+        b.wait_online(&phone_id, true).await;
+        b.post(
+            "/v1/messages/send",
+            &b.live_key,
+            send_body(SENDER, RECIPIENT, "unannounced"),
+        )
+        .await
+        .expect(202);
+        let (id, ..) = phone.expect_send().await;
+        phone
+            .report(PhoneFrame::Sent {
+                message_id: id,
+                reference: Some("s1".into()),
+            })
+            .await;
+        let received = receiver.wait_for(1, Duration::from_secs(15)).await;
+        assert_eq!(
+            received[0].json()["event"],
+            "message.sent",
+            "{}",
+            received[0].json()
+        );
+        receiver.stop().await;
+    })
+}
+
 /// Reports `send` frames sent then delivered, until none came for `quiet` or `most` were;
 /// the count.
 async fn report_sends(

@@ -33,8 +33,15 @@ impl WebhookFanout {
 }
 
 impl CommitHook for WebhookFanout {
-    fn stage(&self, changes: &[Change], now_ms: i64) -> Vec<PendingDelivery> {
-        self.subscriptions.deliveries_for(changes, now_ms)
+    fn stage(
+        &self,
+        changes: &[Change],
+        now_ms: i64,
+        current: Option<&Subscriptions>,
+    ) -> Vec<PendingDelivery> {
+        current
+            .unwrap_or(&self.subscriptions)
+            .deliveries_for(changes, now_ms)
     }
 
     fn committed(&self, deliveries: Vec<PendingDelivery>) {

@@ -403,6 +403,37 @@ impl Subscriptions {
         Ok(subscriptions)
     }
 
+    /// The enabled endpoints of the workspaces whose `changes` fire an event, read inside
+    /// `txn`: on a database several nodes share, another node may have created, changed or
+    /// deleted one a moment ago, and its notice may not have reached this node's index yet
+    /// (docs/architecture.md, "Several nodes"). Empty, without a query, when no change fires
+    /// an event.
+    pub async fn read_for(
+        txn: &DatabaseTransaction,
+        changes: &[Change],
+    ) -> Result<Subscriptions, StoreError> {
+        let subscriptions = Subscriptions::default();
+        let mut workspaces: Vec<Uuid> = changes
+            .iter()
+            .filter(|c| event_for_change(c.kind).is_some())
+            .map(|c| c.message.workspace_id.as_uuid())
+            .collect();
+        workspaces.sort_unstable();
+        workspaces.dedup();
+        if workspaces.is_empty() {
+            return Ok(subscriptions);
+        }
+        let rows = webhook_endpoints::Entity::find()
+            .filter(webhook_endpoints::Column::WorkspaceId.is_in(workspaces))
+            .filter(webhook_endpoints::Column::Enabled.eq(true))
+            .all(txn)
+            .await?;
+        for row in rows {
+            subscriptions.upsert(&EndpointRecord::from(row));
+        }
+        Ok(subscriptions)
+    }
+
     /// Adds or replaces an endpoint (a disabled one is removed).
     pub fn upsert(&self, endpoint: &EndpointRecord) {
         self.remove(endpoint.id);

@@ -34,7 +34,7 @@ pub use transition::{Reroute, Transition};
 use super::StoreError;
 use super::ai::NewDraft;
 use super::messages::{Message, Scope};
-use super::webhooks::{AttemptRecord, PendingDelivery, Recorded};
+use super::webhooks::{AttemptRecord, PendingDelivery, Recorded, Subscriptions};
 use crate::clock::SharedClock;
 use crate::domain::change::ChangeKind;
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
@@ -207,7 +207,15 @@ pub type ChangeListener = Arc<dyn Fn(Vec<Change>) + Send + Sync>;
 /// event is never lost even if the process dies right after the commit.
 pub trait CommitHook: Send + Sync {
     /// The deliveries a batch's changes fire (no I/O: called inside the write transaction).
-    fn stage(&self, changes: &[Change], now_ms: i64) -> Vec<PendingDelivery>;
+    /// `current` is the subscriptions read in that transaction when the database is shared
+    /// with other nodes ([`Subscriptions::read_for`]); None means the hook's own index is
+    /// current (one node: every endpoint change goes through it).
+    fn stage(
+        &self,
+        changes: &[Change],
+        now_ms: i64,
+        current: Option<&Subscriptions>,
+    ) -> Vec<PendingDelivery>;
     /// Called after the commit with what [`CommitHook::stage`] returned.
     fn committed(&self, deliveries: Vec<PendingDelivery>);
 }

@@ -279,6 +279,9 @@ pub(super) struct WriterTask {
     clock: SharedClock,
     listener: ChangeListener,
     hook: Option<SharedCommitHook>,
+    /// PostgreSQL: other nodes may write the same database, so the commit hook is given the
+    /// webhook subscriptions read inside each batch's transaction.
+    shared: bool,
     pub(super) counts: NewWorkspaceCounts,
     pub(super) quotas: QuotaCounts,
 }
@@ -382,6 +385,7 @@ impl WriterTask {
             clock,
             listener,
             hook,
+            shared,
             counts: NewWorkspaceCounts::shared(shared),
             quotas: QuotaCounts::new(quotas),
         }
@@ -588,7 +592,11 @@ impl WriterTask {
         flush_inserts(&txn, &mut batch).await?;
         webhooks::insert_attempts(&txn, &batch.attempts).await?;
         let deliveries = match &self.hook {
-            Some(hook) => hook.stage(&batch.changes, now),
+            Some(hook) if self.shared => {
+                let current = webhooks::Subscriptions::read_for(&txn, &batch.changes).await?;
+                hook.stage(&batch.changes, now, Some(&current))
+            }
+            Some(hook) => hook.stage(&batch.changes, now, None),
             None => Vec::new(),
         };
         webhooks::insert_deliveries(&txn, &deliveries).await?;
