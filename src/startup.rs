@@ -18,7 +18,7 @@ use crate::actors::ai::{AiResponder, Received};
 use crate::actors::campaign::CampaignChanges;
 use crate::actors::cluster::Cluster;
 use crate::actors::daily_stats::{Counted, DailyStats};
-use crate::actors::live_events::{LiveEvent, LiveEvents, MessageStatusOut};
+use crate::actors::live_events::{LiveEvent, LiveEvents, LiveMessageStatus};
 use crate::actors::registry::Registry;
 use crate::actors::retention::Retention;
 use crate::actors::webhook_endpoint::{DeliveryBudgets, WebhookDeps, WebhookFanout};
@@ -379,10 +379,10 @@ impl Application {
                         .filter(|c| c.kind != ChangeKind::AiDraft)
                         .map(|change| {
                             let message = &change.message;
-                            let status = MessageStatusOut {
+                            let status = LiveMessageStatus {
                                 id: message.id,
-                                status: message.status.as_str().to_string(),
-                                direction: message.direction.as_str().to_string(),
+                                status: message.status,
+                                direction: message.direction,
                             };
                             let scope = Scope {
                                 workspace_id: message.workspace_id,

@@ -11,6 +11,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use crate::domain::status::{Direction, MessageStatus};
 use crate::store::messages::Scope;
 
 /// Events buffered towards one stream; a reader this far behind misses events (it can read
@@ -31,19 +32,19 @@ pub struct PhoneStatusOut {
 
 /// A message's new status, as `message.status` shows it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct MessageStatusOut {
+pub struct LiveMessageStatus {
     pub id: Uuid,
     /// The message status after the change (`queued`, `sending`, `sent`, `delivered`, …).
-    pub status: String,
+    pub status: MessageStatus,
     /// `outbound` or `inbound` (an inbound message appears once, `delivered`).
-    pub direction: String,
+    pub direction: Direction,
 }
 
 /// One event for the streams of a scope.
 #[derive(Debug, Clone)]
 pub enum LiveEvent {
     PhoneStatus(PhoneStatusOut),
-    MessageStatus(MessageStatusOut),
+    MessageStatus(LiveMessageStatus),
 }
 
 /// The event names of the stream, written once.
@@ -142,10 +143,10 @@ mod tests {
     }
 
     fn status(id: Uuid) -> LiveEvent {
-        LiveEvent::MessageStatus(MessageStatusOut {
+        LiveEvent::MessageStatus(LiveMessageStatus {
             id,
-            status: "sent".into(),
-            direction: "outbound".into(),
+            status: MessageStatus::Sent,
+            direction: Direction::Outbound,
         })
     }
 

@@ -39,7 +39,7 @@ pub struct SnapshotOut {
 }
 
 /// Opens the live event stream (`text/event-stream`). Events: `snapshot` (`SnapshotOut`, once,
-/// first), `phone.status` (`PhoneStatusOut`), `message.status` (`MessageStatusOut`); a reader
+/// first), `phone.status` (`PhoneStatusOut`), `message.status` (`LiveMessageStatus`); a reader
 /// that falls behind misses events rather than holding the server's memory.
 #[utoipa::path(
     get,
