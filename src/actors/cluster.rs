@@ -282,6 +282,18 @@ impl Cluster {
         }
     }
 
+    /// The ids of the live nodes (heartbeat within `lease_ttl`, not stopping), this one
+    /// included.
+    pub async fn live_node_ids(&self) -> Result<std::collections::HashSet<Uuid>, StoreError> {
+        Ok(
+            leases::live_nodes(&self.inner.db, self.inner.settings.lease_ttl)
+                .await?
+                .into_iter()
+                .map(|n| n.id)
+                .collect(),
+        )
+    }
+
     /// The keys of every live lease of `kind` (any node's).
     pub async fn live_keys(
         &self,

@@ -560,3 +560,66 @@ fn killed_node_hands_over_scheduled_and_test_mode_sends_postgres() {
     }
     run(killed_node_hands_over_scheduled_and_test_mode_sends());
 }
+
+/// kill -9 of a node between its commit of a send and the `enqueue` notice to the node holding
+/// the phone: the phone's node sees the node gone and loads the phone's queue again, so the
+/// message is handed over (within `lease_ttl` + one scan) instead of waiting forever.
+async fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone() {
+    let (database, _dir) = fresh_database(Backend::Postgres).await;
+    let mut a = Node::start(&database);
+    let key = a.live_key.clone().expect("the first node creates the keys");
+    let b = Node::start(&database);
+    let (_, _, mut phone) = pair_online(&b, &key).await;
+    let (status, body) = call(
+        "POST",
+        format!("{}/v1/messages/send", b.address),
+        &key,
+        Some(send_body(SENDER, RECIPIENT, "template")),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let (template, ..) = phone.expect_send().await;
+    // What node A's commit leaves when A dies before its notice: a queued copy of the
+    // message for the same phone, which no node was told about.
+    let unannounced = Uuid::now_v7();
+    let db = sea_orm::Database::connect(&database)
+        .await
+        .expect("connect");
+    sea_orm::ConnectionTrait::execute_unprepared(
+        &db,
+        &format!(
+            "CREATE TEMP TABLE copied AS SELECT * FROM messages WHERE id = '{template}'; \
+             UPDATE copied SET id = '{unannounced}', status = 'queued', send_attempts = 0, \
+               request_id = NULL, sent_at = NULL, delivered_at = NULL; \
+             INSERT INTO messages SELECT * FROM copied; DROP TABLE copied;"
+        ),
+    )
+    .await
+    .expect("copy the message");
+    assert!(
+        phone
+            .next_frame_within(Duration::from_secs(2))
+            .await
+            .is_none(),
+        "nothing announced the copy yet"
+    );
+    a.kill();
+    let killed_at = Instant::now();
+    loop {
+        let left = TAKEOVER_BOUND.saturating_sub(killed_at.elapsed());
+        match phone.next_frame_within(left).await {
+            Some(ServerFrame::Send { message_id, .. }) if message_id == unannounced => break,
+            Some(_) => {}
+            None => panic!("the unannounced message never reached the phone after the kill"),
+        }
+    }
+}
+
+#[test]
+fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone_postgres() {
+    if !postgres_enabled() {
+        eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (cluster tests need PostgreSQL)");
+        return;
+    }
+    run(a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone());
+}

@@ -163,6 +163,14 @@ impl Handler<Resync> for Registry {
     /// Notices may have been missed: every phone owned here loads its queued messages again,
     /// and so do the simulated phones when test mode runs here.
     fn handle(&mut self, _: Resync, ctx: &mut Self::Context) {
+        self.resync(ctx);
+    }
+}
+
+impl Registry {
+    /// Every phone owned here loads its queued messages again, and so do the simulated phones
+    /// when test mode runs here.
+    pub(super) fn resync(&mut self, ctx: &mut Context<Self>) {
         self.load_simulated(ctx, None);
         let owned: Vec<Uuid> = self.phones.keys().copied().collect();
         for phone in owned {

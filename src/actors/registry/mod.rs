@@ -8,7 +8,7 @@
 //! routes) and `cluster.rs` (the cluster's events); test mode's simulated phones are in
 //! `test_mode.rs`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -218,6 +218,10 @@ pub struct Registry {
     me: Option<Addr<Registry>>,
     /// Whether the simulated phones of test mode run on this node (see `test_mode`).
     test_mode: TestModeHere,
+    /// In a cluster: the live nodes at the last take-over scan (None before the first). A node
+    /// leaving this set may have died between a commit and its notice: see
+    /// [`Registry::nodes_seen`].
+    live_nodes: Option<HashSet<Uuid>>,
 }
 
 impl Registry {
@@ -234,6 +238,7 @@ impl Registry {
             campaigns: Default::default(),
             remote_online: HashMap::new(),
             me: None,
+            live_nodes: None,
             test_mode: match deps_cluster {
                 true => TestModeHere::No,
                 false => TestModeHere::Yes,

@@ -246,7 +246,8 @@ impl Registry {
 
     /// Takes over, in a cluster, the live campaigns and the webhook endpoints with pending
     /// deliveries that no node holds (their node died or stopped): one read of each list and of
-    /// the live leases, then a lease attempt only for the free ones.
+    /// the live leases, then a lease attempt only for the free ones. It also reads the live
+    /// nodes ([`Registry::nodes_seen`]).
     pub(super) fn take_over(&mut self, ctx: &mut Context<Self>) {
         let Some(cluster) = self.deps.cluster.clone() else {
             return;
@@ -254,6 +255,7 @@ impl Registry {
         let db = self.deps.db.clone();
         ctx.spawn(
             async move {
+                let nodes = cluster.live_node_ids().await?;
                 let campaigns = crate::store::campaigns::live(&db).await?;
                 let endpoints = crate::store::webhooks::endpoints_with_pending(&db).await?;
                 let held = |kind| {
@@ -282,11 +284,12 @@ impl Registry {
                         taken.1.push(id);
                     }
                 }
-                Ok::<_, crate::store::StoreError>(taken)
+                Ok::<_, crate::store::StoreError>((nodes, taken))
             }
             .into_actor(self)
             .map(|result, act, ctx| match result {
-                Ok((campaigns, endpoints)) => {
+                Ok((nodes, (campaigns, endpoints))) => {
+                    act.nodes_seen(nodes, ctx);
                     if !campaigns.is_empty() || !endpoints.is_empty() {
                         tracing::info!(
                             campaigns = campaigns.len(),
@@ -305,5 +308,21 @@ impl Registry {
                 Err(err) => tracing::warn!(error = %err, "take-over scan failed"),
             }),
         );
+    }
+
+    /// Notes the live nodes of a take-over scan. When one has left since the last scan (died,
+    /// or stopping), every phone owned here and test mode load their queued messages again:
+    /// a node killed between its commit and its `enqueue` (or `simulate`) notice left messages
+    /// queued for phones of other nodes with nobody told (docs/architecture.md, "Cluster").
+    pub(super) fn nodes_seen(&mut self, nodes: HashSet<Uuid>, ctx: &mut Context<Self>) {
+        let left: Vec<Uuid> = match &self.live_nodes {
+            Some(before) => before.difference(&nodes).copied().collect(),
+            None => Vec::new(),
+        };
+        self.live_nodes = Some(nodes);
+        if !left.is_empty() {
+            tracing::info!(nodes = ?left, "nodes left the cluster: queues load again");
+            self.resync(ctx);
+        }
     }
 }
