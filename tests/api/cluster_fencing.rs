@@ -239,6 +239,77 @@ fn a_node_that_lost_a_campaign_feeds_nothing_and_the_new_owner_completes_it() {
     })
 }
 
+#[test]
+fn a_node_that_lost_test_mode_hands_nothing_to_its_simulated_phones() {
+    if !postgres_enabled() {
+        return;
+    }
+    run(async {
+        let (a, b) = two_slow_nodes().await;
+        let db = Database::connect(&a.database_url).await.expect("connect");
+        let key = smsgw::store::cluster::Sweep::TestMode.as_str();
+        let a_node = a.node_id().await;
+        eventually(
+            "A, the first node, runs test mode",
+            Duration::from_secs(3),
+            || async { holder(&db, LeaseKind::Sweep, key).await == Some(a_node) },
+        )
+        .await;
+        // A's simulated phones hand over and report while A holds test mode.
+        let before = a
+            .post(
+                "/v1/messages/send",
+                &a.test_key,
+                send_body(SENDER, RECIPIENT, "held"),
+            )
+            .await
+            .expect(202)
+            .data()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        eventually(
+            "the simulated phone sends it",
+            Duration::from_secs(5),
+            || async { status_of(&a, &before).await != "queued" },
+        )
+        .await;
+
+        // The lease moves on; A's next hand-over is refused and the message stays queued for
+        // the new holder.
+        move_lease(&db, LeaseKind::Sweep, key, 600_000).await;
+        let after = b
+            .post(
+                "/v1/messages/send",
+                &b.test_key,
+                send_body(SENDER, RECIPIENT, "fenced"),
+            )
+            .await
+            .expect(202)
+            .data()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            status_of(&a, &after).await,
+            "queued",
+            "A handed it over under a lost lease"
+        );
+    })
+}
+
+/// A message's status as `GET /v1/messages/{id}` (test key) shows it.
+async fn status_of(app: &TestApp, id: &str) -> String {
+    app.get(&format!("/v1/messages/{id}"), &app.test_key)
+        .await
+        .expect(200)
+        .data()["status"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// The campaign as `GET /v1/campaigns/{id}` shows it.
 async fn campaign_of(app: &TestApp, campaign: &str) -> Value {
     app.get(&format!("/v1/campaigns/{campaign}"), &app.test_key)

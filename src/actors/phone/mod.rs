@@ -318,25 +318,16 @@ impl Phone {
     /// though the writes complete as separate futures.
     fn hand_over(&mut self, id: Uuid, ctx: &mut Context<Self>) {
         self.handovers.push_back((id, None));
-        // In a cluster the hand-over carries the phone's lease: refused once it moved on.
-        // Without the lease (lost meanwhile) it carries fence 0, which no lease ever has.
-        let lease = match (&self.deps.cluster, self.identity.device_id) {
-            (Some(cluster), Some(device)) => {
-                let key = device.to_string();
-                let kind = crate::store::cluster::LeaseKind::Phone;
-                Some(
-                    cluster
-                        .lease(kind, &key)
-                        .unwrap_or(crate::store::cluster::Lease {
-                            kind,
-                            key,
-                            node: cluster.node(),
-                            fence: 0,
-                        }),
-                )
+        // In a cluster the hand-over carries the phone's lease (a simulated phone of test mode:
+        // the node's `test_mode` lease): refused once it moved on. Without the lease (lost
+        // meanwhile) it carries fence 0, which no lease ever has.
+        let lease = self.deps.cluster.as_ref().map(|cluster| {
+            use crate::store::cluster::{LeaseKind, Sweep};
+            match self.identity.device_id {
+                Some(device) => cluster.fence(LeaseKind::Phone, &device.to_string()),
+                None => cluster.fence(LeaseKind::Sweep, Sweep::TestMode.as_str()),
             }
-            _ => None,
-        };
+        });
         let transition = Transition::hand_over(id, self.identity.device_id).fenced(lease);
         let writer = self.deps.writer.clone();
         ctx.spawn(
