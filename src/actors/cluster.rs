@@ -53,9 +53,13 @@ pub enum Notice {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         messages: Option<Vec<Uuid>>,
     },
-    /// A webhook endpoint changed or got deliveries on a node that does not run it: its owner
-    /// reads the endpoint and its pending deliveries again.
+    /// A webhook endpoint was created, changed or deleted: every node refreshes its
+    /// subscription index, and its owner reads the endpoint and its pending deliveries again.
     Endpoint { endpoint: Uuid },
+    /// A node that does not run the endpoint stored deliveries for it: its owner reads its
+    /// pending deliveries again (one read at a time, see `webhook_endpoint`); nobody else
+    /// does anything.
+    Deliveries { endpoint: Uuid },
     /// A phone was paired, edited, unpaired or had its token rotated on node `origin`.
     Phone {
         phone: Uuid,

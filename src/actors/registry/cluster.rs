@@ -134,6 +134,11 @@ impl Handler<Noticed> for Registry {
                     addr.do_send(webhook_endpoint::LoadPending);
                 }
             }
+            Notice::Deliveries { endpoint } => {
+                if let Some(addr) = self.webhooks.get(endpoint) {
+                    addr.do_send(webhook_endpoint::LoadPending);
+                }
+            }
             Notice::Online { phone, node } if node != me => {
                 self.remote_online.insert(phone, node);
                 // The phone moved: an actor of it still here lets go.

@@ -191,7 +191,7 @@ impl Handler<EndpointDeleted> for Registry {
 impl Registry {
     /// Hands `deliveries` (None: those pending in the database) to the endpoint's actor. In a
     /// cluster the actor runs on the node holding the endpoint's lease: this node takes the
-    /// lease when it is free, else tells the owner (an `endpoint` notice), which reads the
+    /// lease when it is free, else tells the owner (a `deliveries` notice), which reads the
     /// pending deliveries from the database.
     pub(crate) fn ensure_endpoint(
         &mut self,
@@ -223,7 +223,7 @@ impl Registry {
                     .is_some();
                 if !owned {
                     cluster
-                        .notify(&Notice::Endpoint {
+                        .notify(&Notice::Deliveries {
                             endpoint: endpoint_id,
                         })
                         .await;

@@ -90,7 +90,18 @@ pub struct WebhookEndpoint {
     finished: Finished,
     /// Raised when the endpoint's lease was lost: the Registry replaces this actor.
     lost: Arc<AtomicBool>,
+    /// The read of pending deliveries asked by other nodes' notices ([`PendingRead`]).
+    pending_read: PendingRead,
     stopping: bool,
+}
+
+/// Whether a read of the endpoint's pending deliveries runs, and whether one more was asked
+/// for meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PendingRead {
+    Idle,
+    Running,
+    Again,
 }
 
 impl WebhookEndpoint {
@@ -111,6 +122,7 @@ impl WebhookEndpoint {
             smsgate_key: None,
             finished: Finished::default(),
             lost,
+            pending_read: PendingRead::Idle,
             stopping: false,
         }
     }
@@ -413,6 +425,7 @@ impl Supervised for WebhookEndpoint {
         // their deliveries are still pending there.
         self.endpoint = None;
         self.client = None;
+        self.pending_read = PendingRead::Idle;
         self.due.clear();
         self.known.clear();
         self.ready.clear();
@@ -458,20 +471,36 @@ impl Handler<LoadPending> for WebhookEndpoint {
 
 impl WebhookEndpoint {
     /// Reads the endpoint's pending deliveries again; those this actor does not hold yet (and
-    /// did not just finish) join its queue.
+    /// did not just finish) join its queue. One read at a time: asked again while one runs,
+    /// it reads once more after it (whatever the number of asks), so a stream of notices from
+    /// busy nodes costs at most two reads in a row, not one each.
     fn load_pending(&mut self, ctx: &mut Context<Self>) {
         if self.stopping {
             return;
+        }
+        match self.pending_read {
+            PendingRead::Idle => self.pending_read = PendingRead::Running,
+            PendingRead::Running | PendingRead::Again => {
+                self.pending_read = PendingRead::Again;
+                return;
+            }
         }
         let db = self.deps.db.clone();
         let id = self.endpoint_id;
         ctx.spawn(
             async move { webhooks::pending_for(&db, id).await }
                 .into_actor(self)
-                .map(|result, act, ctx| match result {
-                    Ok(pending) => act.enqueue(pending, ctx),
-                    Err(err) => {
-                        tracing::error!(endpoint_id = %act.endpoint_id, error = %err, "pending deliveries of another node not loaded")
+                .map(|result, act, ctx| {
+                    match result {
+                        Ok(pending) => act.enqueue(pending, ctx),
+                        Err(err) => {
+                            tracing::error!(endpoint_id = %act.endpoint_id, error = %err, "pending deliveries of another node not loaded")
+                        }
+                    }
+                    let again = act.pending_read == PendingRead::Again;
+                    act.pending_read = PendingRead::Idle;
+                    if again {
+                        act.load_pending(ctx);
                     }
                 }),
         );
