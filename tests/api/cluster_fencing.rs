@@ -256,18 +256,7 @@ fn a_node_that_lost_test_mode_hands_nothing_to_its_simulated_phones() {
         )
         .await;
         // A's simulated phones hand over and report while A holds test mode.
-        let before = a
-            .post(
-                "/v1/messages/send",
-                &a.test_key,
-                send_body(SENDER, RECIPIENT, "held"),
-            )
-            .await
-            .expect(202)
-            .data()["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let before = test_send(&a, "first").await;
         eventually(
             "the simulated phone sends it",
             Duration::from_secs(5),
@@ -278,18 +267,7 @@ fn a_node_that_lost_test_mode_hands_nothing_to_its_simulated_phones() {
         // The lease moves on; A's next hand-over is refused and the message stays queued for
         // the new holder.
         move_lease(&db, LeaseKind::Sweep, key, 600_000).await;
-        let after = b
-            .post(
-                "/v1/messages/send",
-                &b.test_key,
-                send_body(SENDER, RECIPIENT, "fenced"),
-            )
-            .await
-            .expect(202)
-            .data()["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let after = test_send(&b, "fenced").await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(
             status_of(&a, &after).await,
@@ -301,18 +279,35 @@ fn a_node_that_lost_test_mode_hands_nothing_to_its_simulated_phones() {
 
 /// A message's status as `GET /v1/messages/{id}` (test key) shows it.
 async fn status_of(app: &TestApp, id: &str) -> String {
-    app.get(&format!("/v1/messages/{id}"), &app.test_key)
-        .await
-        .expect(200)
-        .data()["status"]
+    test_read(app, &format!("/v1/messages/{id}")).await["status"]
         .as_str()
-        .unwrap()
+        .unwrap_or_default()
         .to_string()
 }
 
 /// The campaign as `GET /v1/campaigns/{id}` shows it.
 async fn campaign_of(app: &TestApp, campaign: &str) -> Value {
-    app.get(&format!("/v1/campaigns/{campaign}"), &app.test_key)
+    test_read(app, &format!("/v1/campaigns/{campaign}")).await
+}
+
+/// Sends `text` in test mode through `app`: the message's id.
+async fn test_send(app: &TestApp, text: &str) -> String {
+    app.post(
+        "/v1/messages/send",
+        &app.test_key,
+        send_body(SENDER, RECIPIENT, text),
+    )
+    .await
+    .expect(202)
+    .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The data of a `GET` with the test key.
+async fn test_read(app: &TestApp, path: &str) -> Value {
+    app.get(path, &app.test_key)
         .await
         .expect(200)
         .data()

@@ -117,24 +117,7 @@ fn a_client_api_webhook_created_on_one_node_fires_for_events_on_another() {
             )
             .await;
         assert_eq!(created.status, 201, "{}", created.body);
-        // The phone is on node B, whose writer stores the `sent` event.
-        let (phone_id, token) = a.pair_phone(SENDER).await;
-        let mut phone = b.connect_phone(&token).await;
-        b.wait_online(&phone_id, true).await;
-        b.post(
-            "/v1/messages/send",
-            &b.live_key,
-            send_body(SENDER, RECIPIENT, "announced"),
-        )
-        .await
-        .expect(202);
-        let (id, ..) = phone.expect_send().await;
-        phone
-            .report(PhoneFrame::Sent {
-                message_id: id,
-                reference: Some("s1".into()),
-            })
-            .await;
+        sent_on_b(&a, &b, "announced").await;
         let received = receiver.wait_for(1, Duration::from_secs(10)).await;
         assert_eq!(
             received[0].json()["event"],
@@ -176,24 +159,7 @@ fn an_endpoint_whose_notice_has_not_arrived_still_fires_on_another_node() {
         )
         .await
         .unwrap();
-        // The phone is on node B, whose writer stores the `sent` event.
-        let (phone_id, token) = a.pair_phone(SENDER).await;
-        let mut phone = b.connect_phone(&token).await;
-        b.wait_online(&phone_id, true).await;
-        b.post(
-            "/v1/messages/send",
-            &b.live_key,
-            send_body(SENDER, RECIPIENT, "unannounced"),
-        )
-        .await
-        .expect(202);
-        let (id, ..) = phone.expect_send().await;
-        phone
-            .report(PhoneFrame::Sent {
-                message_id: id,
-                reference: Some("s1".into()),
-            })
-            .await;
+        sent_on_b(&a, &b, "unannounced").await;
         let received = receiver.wait_for(1, Duration::from_secs(15)).await;
         assert_eq!(
             received[0].json()["event"],
@@ -203,6 +169,28 @@ fn an_endpoint_whose_notice_has_not_arrived_still_fires_on_another_node() {
         );
         receiver.stop().await;
     })
+}
+
+/// A phone paired through `a` and connected to `b` sends `text` through `b` and reports it
+/// sent there: node B's writer stores the `sent` event.
+async fn sent_on_b(a: &TestApp, b: &TestApp, text: &str) {
+    let (phone_id, token) = a.pair_phone(SENDER).await;
+    let mut phone = b.connect_phone(&token).await;
+    b.wait_online(&phone_id, true).await;
+    b.post(
+        "/v1/messages/send",
+        &b.live_key,
+        send_body(SENDER, RECIPIENT, text),
+    )
+    .await
+    .expect(202);
+    let (id, ..) = phone.expect_send().await;
+    phone
+        .report(PhoneFrame::Sent {
+            message_id: id,
+            reference: Some("s1".into()),
+        })
+        .await;
 }
 
 /// Reports `send` frames sent then delivered, until none came for `quiet` or `most` were;
