@@ -2,8 +2,9 @@
 //! `/ceiling/send`, it is not part of the API) in a process of its own (this binary, run as
 //! `smsgw loadtest --serve-ceiling`), measured with the same clients in the same run. Our
 //! sends/s reads as a share of what the framework alone does on this machine at this moment,
-//! and its process's CPU per request is the unit of `server_cpu_per_send_bare`
-//! (docs/performance.md, "The steering figure").
+//! and its rate (cores × 1 s ÷ ceiling/s) is the unit of `server_cpu_per_send_bare`, its
+//! process's CPU per request that of `server_cpu_per_send_bare_cpu` (docs/performance.md, "The
+//! steering figure").
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};

@@ -532,7 +532,12 @@ impl CpuUse {
             .filter(|us| *us > 0.0)
             .zip(report.ceiling_per_s.filter(|c| *c > 0.0))
             .map(|(us, ceiling)| report.machine.cores as f64 * 1_000_000.0 / us / ceiling);
+        let cores = report.machine.cores as f64;
         report.server_cpu_per_send_bare = report
+            .server_cpu_us_per_accepted
+            .zip(report.ceiling_per_s.filter(|c| *c > 0.0))
+            .map(|(send, ceiling)| send / (cores * 1_000_000.0 / ceiling));
+        report.server_cpu_per_send_bare_cpu = report
             .server_cpu_us_per_accepted
             .zip(report.ceiling_cpu_us_per_request.filter(|us| *us > 0.0))
             .map(|(send, bare)| send / bare);
@@ -568,6 +573,7 @@ fn base_report(run: &Run<'_>, phones: usize) -> Report {
         harness_cpu_us_per_accepted: None,
         harness_bound_ratio: None,
         server_cpu_per_send_bare: None,
+        server_cpu_per_send_bare_cpu: None,
         nodes: None,
         takeover_ms: None,
         webhook_after_kill_ms: None,

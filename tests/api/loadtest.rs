@@ -116,20 +116,29 @@ async fn send_scenario_delivers_every_accepted_message(backend: Backend) {
         "{bound} vs {expected}: {report}"
     );
     assert!(stdout.contains("harness bound"), "{stdout}");
-    // The figure we steer by: the server's CPU per send in units of the CPU the ceiling's own
-    // process spent per bare-route request in the same run, from the other reported numbers.
+    // The figure we steer by: the server's CPU per send in units of one bare-route request
+    // measured in the same run (cores × 1 s ÷ ceiling/s), from the other reported numbers; and
+    // beside it the same cost in units of the CPU the ceiling's own process spent per request.
     let server = assert_number(&report, "/server_cpu_us_per_accepted");
-    let bare = assert_number(&report, "/ceiling_cpu_us_per_request");
-    assert!(bare > 0.0, "{report}");
-    assert!(stdout.contains("cpu per bare request"), "{stdout}");
     let per_send = assert_number(&report, "/server_cpu_per_send_bare");
-    let expected = server / bare;
+    let expected = server / (cores * 1_000_000.0 / ceiling);
     assert!(
         (per_send - expected).abs() <= 0.01 + expected * 0.01,
         "{per_send} vs {expected}: {report}"
     );
+    let bare = assert_number(&report, "/ceiling_cpu_us_per_request");
+    assert!(bare > 0.0, "{report}");
+    assert!(stdout.contains("cpu per bare request"), "{stdout}");
+    let per_send_cpu = assert_number(&report, "/server_cpu_per_send_bare_cpu");
+    let expected = server / bare;
     assert!(
-        stdout.contains(&format!("{per_send:.1} bare requests (goal ≤ 4)")),
+        (per_send_cpu - expected).abs() <= 0.01 + expected * 0.01,
+        "{per_send_cpu} vs {expected}: {report}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "{per_send:.1} bare requests (goal ≤ 4); {per_send_cpu:.1} by the bare route's own CPU"
+        )),
         "{stdout}"
     );
 }
@@ -173,6 +182,7 @@ async fn inbound_scenario_stores_every_forwarded_sms(backend: Backend) {
     // No ceiling was measured (inbound has none), so no bound and no CPU in bare requests.
     assert!(report["harness_bound_ratio"].is_null(), "{report}");
     assert!(report["server_cpu_per_send_bare"].is_null(), "{report}");
+    assert!(report["server_cpu_per_send_bare_cpu"].is_null(), "{report}");
     // The messages really are stored as inbound.
     let list = app
         .get("/v1/messages?limit=100", &app.live_key)
