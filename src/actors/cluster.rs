@@ -56,10 +56,14 @@ pub enum Notice {
     /// A webhook endpoint was created, changed or deleted: every node refreshes its
     /// subscription index, and its owner reads the endpoint and its pending deliveries again.
     Endpoint { endpoint: Uuid },
-    /// A node that does not run the endpoint stored deliveries for it: its owner reads its
-    /// pending deliveries again (one read at a time, see `webhook_endpoint`); nobody else
-    /// does anything.
-    Deliveries { endpoint: Uuid },
+    /// A node that does not run the endpoint stored deliveries for it: its owner reads those
+    /// named (≤ 64, by id), or every pending one when None (one such read at a time, see
+    /// `webhook_endpoint`); nobody else does anything.
+    Deliveries {
+        endpoint: Uuid,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deliveries: Option<Vec<Uuid>>,
+    },
     /// A phone was paired, edited, unpaired or had its token rotated on node `origin`.
     Phone {
         phone: Uuid,

@@ -134,9 +134,15 @@ impl Handler<Noticed> for Registry {
                     addr.do_send(webhook_endpoint::LoadPending);
                 }
             }
-            Notice::Deliveries { endpoint } => {
+            Notice::Deliveries {
+                endpoint,
+                deliveries,
+            } => {
                 if let Some(addr) = self.webhooks.get(endpoint) {
-                    addr.do_send(webhook_endpoint::LoadPending);
+                    match deliveries {
+                        Some(ids) => addr.do_send(webhook_endpoint::LoadDeliveries { ids }),
+                        None => addr.do_send(webhook_endpoint::LoadPending),
+                    }
                 }
             }
             Notice::Online { phone, node } if node != me => {

@@ -188,6 +188,10 @@ impl Handler<EndpointDeleted> for Registry {
     }
 }
 
+/// Most delivery ids a `deliveries` notice names (a notice's payload is at most 8,000 bytes);
+/// more, and the owner reads every pending delivery of the endpoint.
+const DELIVERIES_NOTICE_IDS: usize = 64;
+
 impl Registry {
     /// Hands `deliveries` (None: those pending in the database) to the endpoint's actor. In a
     /// cluster the actor runs on the node holding the endpoint's lease: this node takes the
@@ -215,6 +219,11 @@ impl Registry {
             }
             return;
         }
+        // The owner reads the deliveries named (by id), or all its pending ones.
+        let named = deliveries
+            .as_ref()
+            .filter(|d| d.len() <= DELIVERIES_NOTICE_IDS)
+            .map(|d| d.iter().map(|d| d.id).collect());
         ctx.spawn(
             async move {
                 let owned = cluster
@@ -225,6 +234,7 @@ impl Registry {
                     cluster
                         .notify(&Notice::Deliveries {
                             endpoint: endpoint_id,
+                            deliveries: named,
                         })
                         .await;
                 }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::attempt::attempt;
 use super::body::{Subject, subjects};
-use super::{Deliver, LoadPending, MAX_IN_FLIGHT, Reload, StopDeliveries};
+use super::{Deliver, LoadDeliveries, LoadPending, MAX_IN_FLIGHT, Reload, StopDeliveries};
 use crate::actors::Deps;
 use crate::actors::webhook_target;
 use crate::domain::webhook_event::{EventKind, WebhookFormat};
@@ -458,6 +458,28 @@ impl Handler<Deliver> for WebhookEndpoint {
             }
         }
         self.enqueue(msg.deliveries, ctx);
+    }
+}
+
+impl Handler<LoadDeliveries> for WebhookEndpoint {
+    type Result = ();
+
+    fn handle(&mut self, msg: LoadDeliveries, ctx: &mut Self::Context) {
+        if self.stopping {
+            return;
+        }
+        let db = self.deps.db.clone();
+        let id = self.endpoint_id;
+        ctx.spawn(
+            async move { webhooks::pending_among(&db, id, &msg.ids).await }
+                .into_actor(self)
+                .map(|result, act, ctx| match result {
+                    Ok(pending) => act.enqueue(pending, ctx),
+                    Err(err) => {
+                        tracing::error!(endpoint_id = %act.endpoint_id, error = %err, "deliveries of another node not loaded")
+                    }
+                }),
+        );
     }
 }
 

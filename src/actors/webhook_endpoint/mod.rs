@@ -2,7 +2,7 @@
 //! the endpoint's queue of due deliveries and their retry timers, and runs up to
 //! [`MAX_IN_FLIGHT`] attempts at once, so a slow or dead endpoint never delays another.
 //!
-//! Mailbox: commands `Deliver`, `Reload`, `StopDeliveries`; registry commands `DeliveriesCreated`,
+//! Mailbox: commands `Deliver`, `Reload`, `LoadPending`, `LoadDeliveries`, `StopDeliveries`; registry commands `DeliveriesCreated`,
 //! `EndpointChanged`, `EndpointDeleted`. Deliveries are written by the writer's commit hook
 //! ([`WebhookFanout`]) in the transaction of the change that fires them; the actor only reads
 //! them, so a restart (of the actor or the process) rebuilds the queue from the database.
@@ -69,6 +69,14 @@ pub struct Reload;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct LoadPending;
+
+/// Read these pending deliveries of the endpoint, by id (another node of the cluster stored
+/// them and named them in its notice): those this actor does not hold yet join its queue.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct LoadDeliveries {
+    pub ids: Vec<Uuid>,
+}
 
 /// Stop the actor (endpoint deleted, shutdown); pending deliveries stay in the database.
 #[derive(Message)]

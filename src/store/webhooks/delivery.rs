@@ -93,6 +93,25 @@ pub async fn pending_for(
         .collect())
 }
 
+/// The pending deliveries of one endpoint among `ids` (by primary key: what another node
+/// stored and named).
+pub async fn pending_among(
+    db: &DatabaseConnection,
+    endpoint_id: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<PendingDelivery>, StoreError> {
+    Ok(webhook_deliveries::Entity::find()
+        .filter(webhook_deliveries::Column::Id.is_in(crate::store::id_list(ids)))
+        .filter(webhook_deliveries::Column::EndpointId.eq(endpoint_id))
+        .filter(webhook_deliveries::Column::State.eq(DeliveryState::Pending.as_str()))
+        .order_by_asc(webhook_deliveries::Column::NextAttemptAt)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(PendingDelivery::from)
+        .collect())
+}
+
 /// Endpoints that have pending deliveries (their actors start with the registry).
 pub async fn endpoints_with_pending(db: &DatabaseConnection) -> Result<Vec<Uuid>, StoreError> {
     Ok(webhook_deliveries::Entity::find()
