@@ -31,7 +31,7 @@ impl Drop for Target {
     }
 }
 
-/// Configuration given to the child server: pace at its maximum (100,000 per window per phone), no throttling, no new-workspace cap, no quotas,
+/// Configuration given to the child server: pace at its maximum (100,000 per window per phone), no throttling, no new-workspace cap or window, no quotas,
 /// plain-HTTP loopback webhook targets (the harness's receiver), quiet logs.
 const CHILD_ENV: &[(&str, &str)] = &[
     ("SMSGW_SERVER__BIND", "127.0.0.1:0"),
@@ -39,6 +39,10 @@ const CHILD_ENV: &[(&str, &str)] = &[
     ("SMSGW_PACE__PER_30_MINUTES", "100000"),
     ("SMSGW_LIMITS__API_PER_SECOND", "0"),
     ("SMSGW_LIMITS__NEW_WORKSPACE_MESSAGES", "1000000000"),
+    // No new-workspace window either: within it a writer sharing the database (PostgreSQL)
+    // counts the workspace's messages in every batch, which the real limit (50) bounds and
+    // the lifted one above does not.
+    ("SMSGW_LIMITS__NEW_WORKSPACE_WINDOW", "0s"),
     ("SMSGW_QUOTAS__PHONES", "0"),
     ("SMSGW_QUOTAS__WEBHOOK_ENDPOINTS", "0"),
     ("SMSGW_QUOTAS__QUEUED_MESSAGES", "0"),
