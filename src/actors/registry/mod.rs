@@ -30,9 +30,9 @@ mod work;
 
 use test_mode::TestModeHere;
 
-/// Most message ids an enqueue notice names (its payload stays far below PostgreSQL's 8,000
-/// bytes); beyond that the owner loads every queued message of the phone.
-const ENQUEUE_NOTICE_IDS: usize = 64;
+/// Most ids one notice names (its payload stays far below PostgreSQL's 8,000 bytes); more go
+/// in several notices, so the owner reads what is new by id, never a whole backlog again.
+const NOTICE_IDS: usize = 64;
 
 /// How long a phone's actor stays on a node after its transport closed (a quick reconnect to
 /// the same node keeps it) before the node lets go of the phone's lease (cluster only).
@@ -389,12 +389,12 @@ impl Registry {
                 match self.owned_addr(device) {
                     Some(addr) => addr.do_send(phone::Enqueue { messages }),
                     None if self.phones.contains_key(&device) => {
-                        let ids = (messages.len() <= ENQUEUE_NOTICE_IDS)
-                            .then(|| messages.iter().map(|m| m.id).collect());
-                        cluster.tell(super::cluster::Notice::Enqueue {
-                            phone: device,
-                            messages: ids,
-                        });
+                        for chunk in messages.chunks(NOTICE_IDS) {
+                            cluster.tell(super::cluster::Notice::Enqueue {
+                                phone: device,
+                                messages: Some(chunk.iter().map(|m| m.id).collect()),
+                            });
+                        }
                     }
                     None => {
                         for m in messages {

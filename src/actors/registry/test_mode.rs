@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use actix::prelude::*;
 use uuid::Uuid;
 
-use super::{ENQUEUE_NOTICE_IDS, NumberKey, Registry};
+use super::{NOTICE_IDS, NumberKey, Registry};
 use crate::actors::Deps;
 use crate::actors::cluster::Notice;
 use crate::actors::phone::{self, Phone, PhoneIdentity};
@@ -106,7 +106,7 @@ impl Registry {
             }
             TestModeHere::No => {
                 if let Some(cluster) = &self.deps.cluster {
-                    for chunk in messages.chunks(ENQUEUE_NOTICE_IDS) {
+                    for chunk in messages.chunks(NOTICE_IDS) {
                         cluster.tell(Notice::Simulate {
                             messages: Some(chunk.iter().map(|m| m.id).collect()),
                         });

@@ -188,10 +188,6 @@ impl Handler<EndpointDeleted> for Registry {
     }
 }
 
-/// Most delivery ids a `deliveries` notice names (a notice's payload is at most 8,000 bytes);
-/// more, and the owner reads every pending delivery of the endpoint.
-const DELIVERIES_NOTICE_IDS: usize = 64;
-
 impl Registry {
     /// Hands `deliveries` (None: those pending in the database) to the endpoint's actor. In a
     /// cluster the actor runs on the node holding the endpoint's lease: this node takes the
@@ -219,11 +215,15 @@ impl Registry {
             }
             return;
         }
-        // The owner reads the deliveries named (by id), or all its pending ones.
-        let named = deliveries
-            .as_ref()
-            .filter(|d| d.len() <= DELIVERIES_NOTICE_IDS)
-            .map(|d| d.iter().map(|d| d.id).collect());
+        // The owner reads the deliveries named (by id, in notices of at most NOTICE_IDS), or
+        // all its pending ones when none are given.
+        let named: Vec<Option<Vec<Uuid>>> = match &deliveries {
+            Some(d) => d
+                .chunks(NOTICE_IDS)
+                .map(|chunk| Some(chunk.iter().map(|d| d.id).collect()))
+                .collect(),
+            None => vec![None],
+        };
         ctx.spawn(
             async move {
                 let owned = cluster
@@ -231,12 +231,14 @@ impl Registry {
                     .await
                     .is_some();
                 if !owned {
-                    cluster
-                        .notify(&Notice::Deliveries {
-                            endpoint: endpoint_id,
-                            deliveries: named,
-                        })
-                        .await;
+                    for deliveries in named {
+                        cluster
+                            .notify(&Notice::Deliveries {
+                                endpoint: endpoint_id,
+                                deliveries,
+                            })
+                            .await;
+                    }
                 }
                 owned
             }
