@@ -3,8 +3,11 @@
 //! app"). The Phone actor sees the same [`Link`] as for a WebSocket session: what it hands over
 //! (a `send` frame, already stored as `sending` and counted in the pace log) lands in this
 //! phone's outbox, every open event stream hears `MessageEnqueued` (one until a fetch answers
-//! it, so a backlog costs one fetch), and `GET /message` serves the outbox until the phone
-//! reports a state. Queue, pace, retries and expiry stay in the actor.
+//! it, so a backlog costs one fetch per page), and `GET /message` serves the outbox, at most
+//! [`MAX_FETCH`] at a time, until the phone reports a state. The app fetches once per hint, never
+//! a second page on its own: once it reported everything a fetch served, or went quiet for
+//! [`HINT_AGAIN`], what is left in the outbox is announced again. Queue, pace, retries and expiry
+//! stay in the actor.
 //!
 //! The link is attached while the phone is *online*: an event stream is open, or the phone
 //! fetched or reported within [`ONLINE_WINDOW`]. When neither holds, the link detaches like a
@@ -17,7 +20,7 @@
 //! link only when no transport is current, and otherwise reaches the Phone actor without
 //! replacing anything.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
@@ -57,8 +60,10 @@ pub const MAX_FETCH: usize = 100;
 
 /// How long a `MessageEnqueued` may go without a fetch before it is sent again: until a fetch
 /// answers it, new hand-overs send no further hint (a backlog costs one fetch, not one per
-/// message), so a hint the app lost must not hold the outbox back for good.
-const HINT_AGAIN: Duration = Duration::from_secs(5);
+/// message), so a hint the app lost must not hold the outbox back for good. Likewise a phone
+/// that neither fetched nor reported for this long while messages wait in its outbox (the
+/// answer to its fetch was lost, or it stopped short) hears the hint again.
+pub const HINT_AGAIN: Duration = Duration::from_secs(5);
 
 /// Sends a link remembers the app id of ([`DeviceLink::current_send`]); past it the record
 /// starts over, and reports fall back to reading the message.
@@ -211,6 +216,10 @@ struct State {
     attached: Option<Attached>,
     /// Hand-overs not yet reported, in hand-over order.
     outbox: Vec<Handout>,
+    /// The messages of the outbox a fetch served and the phone has not reported yet. Once
+    /// none is left while others wait, the phone is done with its page: it hears the hint
+    /// again (the app fetches once per hint, not page after page).
+    served: HashSet<Uuid>,
     streams: Vec<mpsc::Sender<Bytes>>,
     last_active: Option<tokio::time::Instant>,
     /// When the `MessageEnqueued` no fetch has answered yet went out; None once a fetch came.
@@ -225,6 +234,15 @@ impl State {
     fn hint(&mut self) {
         if self.hinted.is_none() && broadcast(self, &Event::MessageEnqueued) {
             self.hinted = Some(tokio::time::Instant::now());
+        }
+    }
+
+    /// The phone reported (or the outbox dropped) the last message a fetch served: if others
+    /// wait behind them (a backlog longer than a page), hint again. The app fetches once per
+    /// hint and never asks for a next page by itself.
+    fn page_done(&mut self) {
+        if self.served.is_empty() && !self.outbox.is_empty() {
+            self.hint();
         }
     }
 }
@@ -396,21 +414,35 @@ impl DeviceLink {
         Ok(out)
     }
 
-    /// Records the app ids a fetch served its messages under (those still in the outbox).
-    pub async fn named(&self, served: &[AppMessageId]) {
+    /// Records what a fetch made of the outbox: the app ids it served its messages under
+    /// (those still in the outbox), and the hand-overs it found no longer `sending` on this
+    /// phone (cancelled, expired or reported meanwhile), which leave the outbox: they are never
+    /// served again, and must not hold back the hint for the messages behind them. A stale
+    /// hand-over is named with the time it was handed over, so a new hand-over of the same
+    /// message since stays.
+    pub async fn served(&self, served: &[AppMessageId], stale: &[(Uuid, DateTime<Utc>)]) {
         let mut state = self.state.lock().await;
+        if !stale.is_empty() {
+            state.outbox.retain(|h| {
+                !stale
+                    .iter()
+                    .any(|(id, at)| h.message_id == *id && h.handed_at == *at)
+            });
+        }
+        let held: HashSet<Uuid> = state.outbox.iter().map(|h| h.message_id).collect();
         for app_id in served {
-            if !state
-                .outbox
-                .iter()
-                .any(|h| h.message_id == app_id.message_id)
-            {
+            if !held.contains(&app_id.message_id) {
                 continue;
             }
             if state.named.len() >= MAX_NAMED {
                 state.named.clear();
             }
             state.named.insert(app_id.message_id, *app_id);
+            state.served.insert(app_id.message_id);
+        }
+        state.served.retain(|id| held.contains(id));
+        if !stale.is_empty() {
+            state.page_done();
         }
     }
 
@@ -430,6 +462,9 @@ impl DeviceLink {
         let phone = {
             let mut state = self.state.lock().await;
             state.outbox.retain(|h| h.message_id != message_id);
+            if state.served.remove(&message_id) {
+                state.page_done();
+            }
             if matches!(
                 frame,
                 Some(PhoneFrame::Delivered { .. } | PhoneFrame::Failed { .. })
@@ -511,6 +546,7 @@ impl DeviceLink {
                             if let ServerFrame::Send { message_id, to, content, attempt, .. } = *frame {
                                 state.outbox.retain(|h| h.message_id != message_id);
                                 state.named.remove(&message_id);
+                                state.served.remove(&message_id);
                                 state.outbox.push(Handout {
                                     message_id,
                                     to,
@@ -556,8 +592,17 @@ impl DeviceLink {
                         });
                         return;
                     }
-                    if state.hinted.is_some_and(|at| at.elapsed() >= HINT_AGAIN) {
+                    let quiet = state
+                        .last_active
+                        .is_none_or(|at| at.elapsed() >= HINT_AGAIN);
+                    let again = match state.hinted {
                         // No fetch answered the hint: it may have been lost on the way.
+                        Some(at) => at.elapsed() >= HINT_AGAIN,
+                        // A fetch answered it, but the phone went quiet with messages left:
+                        // the answer may have been lost, or the phone stopped short.
+                        None => quiet,
+                    };
+                    if again {
                         state.hinted = None;
                         if !state.outbox.is_empty() {
                             state.hint();
@@ -579,6 +624,7 @@ impl DeviceLink {
         {
             state.attached = None;
             state.outbox.clear();
+            state.served.clear();
             state.streams.clear();
             state.named.clear();
             state.hinted = None;
