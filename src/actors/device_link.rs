@@ -20,7 +20,7 @@
 //! link only when no transport is current, and otherwise reaches the Phone actor without
 //! replacing anything.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
@@ -149,6 +149,59 @@ pub struct Handout {
     pub app_id: Option<AppMessageId>,
 }
 
+/// The hand-overs of one phone not yet reported, in hand-over order, each message at most once.
+/// A backlog can hold thousands: adding, finding and removing one message does not walk them.
+#[derive(Default)]
+struct Outbox {
+    /// Hand-overs by their place in the order.
+    by_place: BTreeMap<u64, Handout>,
+    /// The place of each message's hand-over.
+    place_of: HashMap<Uuid, u64>,
+    /// The place of the next hand-over.
+    next: u64,
+}
+
+impl Outbox {
+    /// Adds a hand-over at the end, in place of an earlier one of the same message.
+    fn push(&mut self, handout: Handout) {
+        self.remove(handout.message_id);
+        let place = self.next;
+        self.next += 1;
+        self.place_of.insert(handout.message_id, place);
+        self.by_place.insert(place, handout);
+    }
+
+    /// Removes the hand-over of `message_id`; it is returned when there was one.
+    fn remove(&mut self, message_id: Uuid) -> Option<Handout> {
+        let place = self.place_of.remove(&message_id)?;
+        self.by_place.remove(&place)
+    }
+
+    fn get(&self, message_id: Uuid) -> Option<&Handout> {
+        self.place_of
+            .get(&message_id)
+            .and_then(|place| self.by_place.get(place))
+    }
+
+    fn contains(&self, message_id: Uuid) -> bool {
+        self.place_of.contains_key(&message_id)
+    }
+
+    /// Oldest hand-over first.
+    fn iter(&self) -> impl DoubleEndedIterator<Item = &Handout> {
+        self.by_place.values()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_place.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.by_place.clear();
+        self.place_of.clear();
+    }
+}
+
 /// Order of a fetch: oldest hand-over first (`fifo`) or newest first (`lifo`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FetchOrder {
@@ -215,7 +268,7 @@ pub struct DeviceLink {
 struct State {
     attached: Option<Attached>,
     /// Hand-overs not yet reported, in hand-over order.
-    outbox: Vec<Handout>,
+    outbox: Outbox,
     /// The messages of the outbox a fetch served and the phone has not reported yet. Once
     /// none is left while others wait, the phone is done with its page: it hears the hint
     /// again (the app fetches once per hint, not page after page).
@@ -422,16 +475,18 @@ impl DeviceLink {
     /// message since stays.
     pub async fn served(&self, served: &[AppMessageId], stale: &[(Uuid, DateTime<Utc>)]) {
         let mut state = self.state.lock().await;
-        if !stale.is_empty() {
-            state.outbox.retain(|h| {
-                !stale
-                    .iter()
-                    .any(|(id, at)| h.message_id == *id && h.handed_at == *at)
-            });
+        for (message_id, handed_at) in stale {
+            if state
+                .outbox
+                .get(*message_id)
+                .is_some_and(|h| h.handed_at == *handed_at)
+            {
+                state.outbox.remove(*message_id);
+                state.served.remove(message_id);
+            }
         }
-        let held: HashSet<Uuid> = state.outbox.iter().map(|h| h.message_id).collect();
         for app_id in served {
-            if !held.contains(&app_id.message_id) {
+            if !state.outbox.contains(app_id.message_id) {
                 continue;
             }
             if state.named.len() >= MAX_NAMED {
@@ -440,7 +495,6 @@ impl DeviceLink {
             state.named.insert(app_id.message_id, *app_id);
             state.served.insert(app_id.message_id);
         }
-        state.served.retain(|id| held.contains(id));
         if !stale.is_empty() {
             state.page_done();
         }
@@ -461,7 +515,7 @@ impl DeviceLink {
     ) -> Result<Pending, NotPaired> {
         let phone = {
             let mut state = self.state.lock().await;
-            state.outbox.retain(|h| h.message_id != message_id);
+            state.outbox.remove(message_id);
             if state.served.remove(&message_id) {
                 state.page_done();
             }
@@ -544,7 +598,6 @@ impl DeviceLink {
                             // Acks are for WebSocket phones: reports and inbound posts here
                             // wait for their outcome instead (`ReportAndWait`).
                             if let ServerFrame::Send { message_id, to, content, attempt, .. } = *frame {
-                                state.outbox.retain(|h| h.message_id != message_id);
                                 state.named.remove(&message_id);
                                 state.served.remove(&message_id);
                                 state.outbox.push(Handout {
@@ -696,6 +749,37 @@ mod tests {
         ] {
             assert_eq!(AppMessageId::parse(&bad), None, "{bad}");
         }
+    }
+
+    fn handout(message_id: Uuid) -> Handout {
+        Handout {
+            message_id,
+            to: "+14155550100".into(),
+            content: "hi".into(),
+            attempt: 1,
+            handed_at: Utc::now(),
+            app_id: None,
+        }
+    }
+
+    #[test]
+    fn the_outbox_keeps_hand_over_order_and_each_message_once() {
+        let mut outbox = Outbox::default();
+        let ids: Vec<Uuid> = (0..5).map(|_| Uuid::now_v7()).collect();
+        for id in &ids {
+            outbox.push(handout(*id));
+        }
+        // Handed over again (after a detach, say): one entry, now the newest.
+        outbox.push(handout(ids[1]));
+        assert!(outbox.remove(ids[3]).is_some());
+        assert!(outbox.remove(ids[3]).is_none());
+        let order: Vec<Uuid> = outbox.iter().map(|h| h.message_id).collect();
+        assert_eq!(order, [ids[0], ids[2], ids[4], ids[1]]);
+        let newest: Vec<Uuid> = outbox.iter().rev().map(|h| h.message_id).collect();
+        assert_eq!(newest, [ids[1], ids[4], ids[2], ids[0]]);
+        assert!(outbox.contains(ids[2]) && !outbox.contains(ids[3]));
+        outbox.clear();
+        assert!(outbox.is_empty() && !outbox.contains(ids[0]));
     }
 
     /// A registry address nothing reads: the links below never attach.
