@@ -3,8 +3,11 @@
 //! app"). The Phone actor sees the same [`Link`] as for a WebSocket session: what it hands over
 //! (a `send` frame, already stored as `sending` and counted in the pace log) lands in this
 //! phone's outbox, every open event stream hears `MessageEnqueued` (one until a fetch answers
-//! it, so a backlog costs one fetch), and `GET /message` serves the outbox until the phone
-//! reports a state. Queue, pace, retries and expiry stay in the actor.
+//! it, so a backlog costs one fetch per page), and `GET /message` serves the outbox, at most
+//! [`MAX_FETCH`] at a time, until the phone reports a state. The app fetches once per hint, never
+//! a second page on its own: once it reported everything a fetch served, or went quiet for
+//! [`HINT_AGAIN`], what is left in the outbox is announced again. Queue, pace, retries and expiry
+//! stay in the actor.
 //!
 //! The link is attached while the phone is *online*: an event stream is open, or the phone
 //! fetched or reported within [`ONLINE_WINDOW`]. When neither holds, the link detaches like a
@@ -17,7 +20,7 @@
 //! link only when no transport is current, and otherwise reaches the Phone actor without
 //! replacing anything.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
@@ -57,8 +60,10 @@ pub const MAX_FETCH: usize = 100;
 
 /// How long a `MessageEnqueued` may go without a fetch before it is sent again: until a fetch
 /// answers it, new hand-overs send no further hint (a backlog costs one fetch, not one per
-/// message), so a hint the app lost must not hold the outbox back for good.
-const HINT_AGAIN: Duration = Duration::from_secs(5);
+/// message), so a hint the app lost must not hold the outbox back for good. Likewise a phone
+/// that neither fetched nor reported for this long while messages wait in its outbox (the
+/// answer to its fetch was lost, or it stopped short) hears the hint again.
+pub const HINT_AGAIN: Duration = Duration::from_secs(5);
 
 /// Sends a link remembers the app id of ([`DeviceLink::current_send`]); past it the record
 /// starts over, and reports fall back to reading the message.
@@ -144,6 +149,59 @@ pub struct Handout {
     pub app_id: Option<AppMessageId>,
 }
 
+/// The hand-overs of one phone not yet reported, in hand-over order, each message at most once.
+/// A backlog can hold thousands: adding, finding and removing one message does not walk them.
+#[derive(Default)]
+struct Outbox {
+    /// Hand-overs by their place in the order.
+    by_place: BTreeMap<u64, Handout>,
+    /// The place of each message's hand-over.
+    place_of: HashMap<Uuid, u64>,
+    /// The place of the next hand-over.
+    next: u64,
+}
+
+impl Outbox {
+    /// Adds a hand-over at the end, in place of an earlier one of the same message.
+    fn push(&mut self, handout: Handout) {
+        self.remove(handout.message_id);
+        let place = self.next;
+        self.next += 1;
+        self.place_of.insert(handout.message_id, place);
+        self.by_place.insert(place, handout);
+    }
+
+    /// Removes the hand-over of `message_id`; it is returned when there was one.
+    fn remove(&mut self, message_id: Uuid) -> Option<Handout> {
+        let place = self.place_of.remove(&message_id)?;
+        self.by_place.remove(&place)
+    }
+
+    fn get(&self, message_id: Uuid) -> Option<&Handout> {
+        self.place_of
+            .get(&message_id)
+            .and_then(|place| self.by_place.get(place))
+    }
+
+    fn contains(&self, message_id: Uuid) -> bool {
+        self.place_of.contains_key(&message_id)
+    }
+
+    /// Oldest hand-over first.
+    fn iter(&self) -> impl DoubleEndedIterator<Item = &Handout> {
+        self.by_place.values()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_place.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.by_place.clear();
+        self.place_of.clear();
+    }
+}
+
 /// Order of a fetch: oldest hand-over first (`fifo`) or newest first (`lifo`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FetchOrder {
@@ -210,7 +268,11 @@ pub struct DeviceLink {
 struct State {
     attached: Option<Attached>,
     /// Hand-overs not yet reported, in hand-over order.
-    outbox: Vec<Handout>,
+    outbox: Outbox,
+    /// The messages of the outbox a fetch served and the phone has not reported yet. Once
+    /// none is left while others wait, the phone is done with its page: it hears the hint
+    /// again (the app fetches once per hint, not page after page).
+    served: HashSet<Uuid>,
     streams: Vec<mpsc::Sender<Bytes>>,
     last_active: Option<tokio::time::Instant>,
     /// When the `MessageEnqueued` no fetch has answered yet went out; None once a fetch came.
@@ -225,6 +287,15 @@ impl State {
     fn hint(&mut self) {
         if self.hinted.is_none() && broadcast(self, &Event::MessageEnqueued) {
             self.hinted = Some(tokio::time::Instant::now());
+        }
+    }
+
+    /// The phone reported (or the outbox dropped) the last message a fetch served: if others
+    /// wait behind them (a backlog longer than a page), hint again. The app fetches once per
+    /// hint and never asks for a next page by itself.
+    fn page_done(&mut self) {
+        if self.served.is_empty() && !self.outbox.is_empty() {
+            self.hint();
         }
     }
 }
@@ -396,21 +467,36 @@ impl DeviceLink {
         Ok(out)
     }
 
-    /// Records the app ids a fetch served its messages under (those still in the outbox).
-    pub async fn named(&self, served: &[AppMessageId]) {
+    /// Records what a fetch made of the outbox: the app ids it served its messages under
+    /// (those still in the outbox), and the hand-overs it found no longer `sending` on this
+    /// phone (cancelled, expired or reported meanwhile), which leave the outbox: they are never
+    /// served again, and must not hold back the hint for the messages behind them. A stale
+    /// hand-over is named with the time it was handed over, so a new hand-over of the same
+    /// message since stays.
+    pub async fn served(&self, served: &[AppMessageId], stale: &[(Uuid, DateTime<Utc>)]) {
         let mut state = self.state.lock().await;
-        for app_id in served {
-            if !state
+        for (message_id, handed_at) in stale {
+            if state
                 .outbox
-                .iter()
-                .any(|h| h.message_id == app_id.message_id)
+                .get(*message_id)
+                .is_some_and(|h| h.handed_at == *handed_at)
             {
+                state.outbox.remove(*message_id);
+                state.served.remove(message_id);
+            }
+        }
+        for app_id in served {
+            if !state.outbox.contains(app_id.message_id) {
                 continue;
             }
             if state.named.len() >= MAX_NAMED {
                 state.named.clear();
             }
             state.named.insert(app_id.message_id, *app_id);
+            state.served.insert(app_id.message_id);
+        }
+        if !stale.is_empty() {
+            state.page_done();
         }
     }
 
@@ -429,7 +515,10 @@ impl DeviceLink {
     ) -> Result<Pending, NotPaired> {
         let phone = {
             let mut state = self.state.lock().await;
-            state.outbox.retain(|h| h.message_id != message_id);
+            state.outbox.remove(message_id);
+            if state.served.remove(&message_id) {
+                state.page_done();
+            }
             if matches!(
                 frame,
                 Some(PhoneFrame::Delivered { .. } | PhoneFrame::Failed { .. })
@@ -509,8 +598,8 @@ impl DeviceLink {
                             // Acks are for WebSocket phones: reports and inbound posts here
                             // wait for their outcome instead (`ReportAndWait`).
                             if let ServerFrame::Send { message_id, to, content, attempt, .. } = *frame {
-                                state.outbox.retain(|h| h.message_id != message_id);
                                 state.named.remove(&message_id);
+                                state.served.remove(&message_id);
                                 state.outbox.push(Handout {
                                     message_id,
                                     to,
@@ -556,8 +645,17 @@ impl DeviceLink {
                         });
                         return;
                     }
-                    if state.hinted.is_some_and(|at| at.elapsed() >= HINT_AGAIN) {
+                    let quiet = state
+                        .last_active
+                        .is_none_or(|at| at.elapsed() >= HINT_AGAIN);
+                    let again = match state.hinted {
                         // No fetch answered the hint: it may have been lost on the way.
+                        Some(at) => at.elapsed() >= HINT_AGAIN,
+                        // A fetch answered it, but the phone went quiet with messages left:
+                        // the answer may have been lost, or the phone stopped short.
+                        None => quiet,
+                    };
+                    if again {
                         state.hinted = None;
                         if !state.outbox.is_empty() {
                             state.hint();
@@ -579,6 +677,7 @@ impl DeviceLink {
         {
             state.attached = None;
             state.outbox.clear();
+            state.served.clear();
             state.streams.clear();
             state.named.clear();
             state.hinted = None;
@@ -650,6 +749,37 @@ mod tests {
         ] {
             assert_eq!(AppMessageId::parse(&bad), None, "{bad}");
         }
+    }
+
+    fn handout(message_id: Uuid) -> Handout {
+        Handout {
+            message_id,
+            to: "+14155550100".into(),
+            content: "hi".into(),
+            attempt: 1,
+            handed_at: Utc::now(),
+            app_id: None,
+        }
+    }
+
+    #[test]
+    fn the_outbox_keeps_hand_over_order_and_each_message_once() {
+        let mut outbox = Outbox::default();
+        let ids: Vec<Uuid> = (0..5).map(|_| Uuid::now_v7()).collect();
+        for id in &ids {
+            outbox.push(handout(*id));
+        }
+        // Handed over again (after a detach, say): one entry, now the newest.
+        outbox.push(handout(ids[1]));
+        assert!(outbox.remove(ids[3]).is_some());
+        assert!(outbox.remove(ids[3]).is_none());
+        let order: Vec<Uuid> = outbox.iter().map(|h| h.message_id).collect();
+        assert_eq!(order, [ids[0], ids[2], ids[4], ids[1]]);
+        let newest: Vec<Uuid> = outbox.iter().rev().map(|h| h.message_id).collect();
+        assert_eq!(newest, [ids[1], ids[4], ids[2], ids[0]]);
+        assert!(outbox.contains(ids[2]) && !outbox.contains(ids[3]));
+        outbox.clear();
+        assert!(outbox.is_empty() && !outbox.contains(ids[0]));
     }
 
     /// A registry address nothing reads: the links below never attach.

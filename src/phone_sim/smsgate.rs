@@ -1,7 +1,8 @@
 //! `smsgw phone-sim --protocol smsgate`: a simulated phone that speaks the device API the way the
 //! SMSGate Android app does (docs/api.md "Device API for the SMSGate Android app"): it
 //! registers with the device token, reads its webhook and signing key, holds an event stream,
-//! fetches on open and on every `MessageEnqueued`, reports Processed → Sent → Delivered (or
+//! fetches on open and on every `MessageEnqueued` (once per hint: like the app, it never asks
+//! for a next page by itself after a full one), reports Processed → Sent → Delivered (or
 //! Failed), and posts inbound SMS as signed `sms:received` webhooks. Like the app it dedupes
 //! fetched messages by id (a known id is reported again, never sent twice; a retry after a
 //! failure comes under a new id) and reconnects its stream with backoff, to the next of several

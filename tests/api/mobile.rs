@@ -524,6 +524,63 @@ async fn a_backlog_is_announced_once_until_the_app_fetches(backend: Backend) {
     assert_eq!(phone.fetch("lifo").await[0]["id"], next.as_str());
 }
 
+/// The ids of a fetched page.
+fn ids_of(page: &[Value]) -> Vec<String> {
+    page.iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn a_backlog_longer_than_a_page_is_announced_page_by_page(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.pace.per_minute = 1_000;
+        s.pace.per_30_minutes = 10_000;
+        s.limits.new_workspace_messages = 1_000;
+    })
+    .await;
+    let (phone, mut events) = online_app(&app).await;
+    let mut ids = Vec::new();
+    for i in 0..150 {
+        ids.push(app.send_live(&format!("page {i}")).await);
+    }
+    for id in &ids {
+        app.wait_for_status(&app.live_key, id, "sending").await;
+    }
+    // Every message is handed over; the hints so far are answered by one fetch of a page.
+    let heard = events_within(&mut events, Duration::from_millis(300)).await;
+    assert!(!heard.is_empty(), "the backlog was announced");
+    let page = ids_of(&phone.fetch("fifo").await);
+    assert_eq!(page, ids[..100]);
+    for id in &page {
+        phone.report(id, "Processed", None).await;
+        phone.report(id, "Sent", None).await;
+    }
+    // The app fetches once per hint and never asks for a second page by itself: once it
+    // reported its page, the rest of the backlog is announced.
+    let (name, _) = events
+        .event_within(Duration::from_secs(2))
+        .await
+        .expect("MessageEnqueued for the rest of the backlog once the page is reported");
+    assert_eq!(name, "MessageEnqueued");
+    let rest = ids_of(&phone.fetch("fifo").await);
+    assert_eq!(rest, ids[100..]);
+    // An app that fetched and then went quiet (the answer lost on the way) hears it again, and
+    // is served the same messages under the same ids.
+    let (name, _) = events
+        .event_within(Duration::from_secs(12))
+        .await
+        .expect("MessageEnqueued again after a quiet fetch");
+    assert_eq!(name, "MessageEnqueued");
+    assert_eq!(ids_of(&phone.fetch("fifo").await), rest);
+    for id in &rest {
+        phone.report(id, "Sent", None).await;
+    }
+    for id in &ids {
+        app.wait_for_status(&app.live_key, id, "sent").await;
+    }
+    assert!(phone.fetch("fifo").await.is_empty());
+}
+
 /// Posts an `sms:received` webhook the way the app does: body, then X-Timestamp and X-Signature
 /// (hex HMAC-SHA256 of body + timestamp). Returns the status.
 async fn post_inbound(url: &str, event_id: &str, timestamp: i64, sign_with: &str) -> u16 {
@@ -859,4 +916,5 @@ backend_tests!(
     pace_holds_and_cancel_is_announced,
     a_reconnecting_stream_loses_nothing,
     a_backlog_is_announced_once_until_the_app_fetches,
+    a_backlog_longer_than_a_page_is_announced_page_by_page,
 );

@@ -261,7 +261,8 @@ async fn get_device(
 }
 
 /// `GET /events`: a server-sent event stream. `MessageEnqueued` when a message is handed to the
-/// phone (and once at open when some wait), `MessageCancelled` when a queued one is withdrawn,
+/// phone (and once at open when some wait, and again while some wait once the phone reported
+/// what it fetched or went quiet), `MessageCancelled` when a queued one is withdrawn,
 /// a `:keepalive` comment after [`KEEPALIVE`] of silence.
 #[tracing::instrument(skip_all)]
 async fn events(
@@ -316,8 +317,8 @@ struct MobileMessageOut {
 /// `GET /message?order=lifo|fifo`: the messages handed to the phone (only what its pace
 /// allowed) and not yet reported on, at most 100. The phone's outbox is in memory
 /// ([`crate::actors::device_link`]); one read checks that its messages are still `sending`
-/// here and gives their dates and options, a second one (only for a retry served for the first
-/// time) counts the failures its id is named after.
+/// here and gives their dates and options (one that is not leaves the outbox), a second one
+/// (only for a retry served for the first time) counts the failures its id is named after.
 #[tracing::instrument(skip_all)]
 async fn fetch(
     DevicePhone(phone): DevicePhone,
@@ -353,8 +354,10 @@ async fn fetch(
     let failures = messages::failed_attempts_of(&state.db, &retries).await?;
     let mut out = Vec::with_capacity(handouts.len());
     let mut served = Vec::with_capacity(handouts.len());
+    let mut stale = Vec::new();
     for handout in handouts {
         let Some(message) = stored.remove(&handout.message_id) else {
+            stale.push((handout.message_id, handout.handed_at));
             continue;
         };
         let app_id = handout.app_id.unwrap_or_else(|| {
@@ -381,7 +384,7 @@ async fn fetch(
             state: AppMessageState::Pending.as_str(),
         });
     }
-    link.named(&served).await;
+    link.served(&served, &stale).await;
     Ok(HttpResponse::Ok().json(out))
 }
 
