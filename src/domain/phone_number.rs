@@ -87,8 +87,18 @@ fn classify(input: &str) -> Result<PhoneNumber, InvalidPhoneNumber> {
     if kind == Type::Unknown {
         return Err(InvalidPhoneNumber);
     }
+    let e164 = number.format().mode(Mode::E164).to_string();
+    // libphonenumber drops one national prefix per parse (`+62 0 0210…` reads as `+62 0210…`,
+    // which reads as `+62 210…`): a number is only what reads as itself again, so a stored
+    // number never turns into another one when it is read back.
+    if e164 != input {
+        let again = phonenumber::parse(None, &e164).map_err(|_| InvalidPhoneNumber)?;
+        if again.format().mode(Mode::E164).to_string() != e164 {
+            return Err(InvalidPhoneNumber);
+        }
+    }
     Ok(PhoneNumber {
-        e164: number.format().mode(Mode::E164).to_string(),
+        e164,
         premium_rate: kind == Type::PremiumRate,
     })
 }
@@ -300,6 +310,17 @@ mod tests {
         assert_eq!(valid("+4407911123456").as_str(), "+447911123456");
         assert!(valid("+19005550123").is_premium_rate());
         assert_eq!(PhoneNumber::parse("+1555"), Err(InvalidPhoneNumber));
+    }
+
+    #[test]
+    fn a_number_that_reads_as_another_when_read_back_is_invalid() {
+        // Found by `never_panics_and_valid_output_reparses`: libphonenumber read this as
+        // +620210000000, which it reads as +62210000000.
+        assert_eq!(
+            PhoneNumber::parse("+62000210000000"),
+            Err(InvalidPhoneNumber)
+        );
+        assert_eq!(valid("+4407911123456").as_str(), "+447911123456");
     }
 
     #[test]
