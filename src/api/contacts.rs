@@ -23,7 +23,6 @@ use crate::domain::quota::Quota;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::StoreError;
 use crate::store::contacts::{self, Contact, ContactFields, ContactFilter, ContactPatch};
-use crate::store::idempotency::Operation;
 
 /// Most contacts of one import.
 pub const MAX_IMPORT_CONTACTS: usize = 10_000;
@@ -331,36 +330,36 @@ async fn already_exists(state: &AppState, caller: &Caller, number: &str) -> ApiE
 async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(mut body): JsonBody<ContactIn>,
+    JsonBody(body): JsonBody<ContactIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let request_id = body.request_id.take();
-    let operation = Operation::CreateContact;
-    create_once(
-        &state,
-        &caller,
-        operation,
-        "contact",
-        request_id,
-        async || {
-            let fields = parse_contact(body, "")?;
-            let number = fields.phone_number.clone();
-            let quota = state.settings.quotas.count(Quota::Contacts);
-            let now = state.clock.now_ms();
-            match contacts::create(&state.db, caller.scope(), fields, quota, now).await {
-                Ok(contact) => {
-                    let response = success(
-                        StatusCode::CREATED,
-                        "contact created",
-                        contact_out(&contact),
-                    );
-                    Ok((response, contact.id))
-                }
-                Err(StoreError::Conflict(_)) => Err(already_exists(&state, &caller, &number).await),
-                Err(err) => Err(err.into()),
-            }
-        },
-    )
+    create_once(&state, &caller, body, async |body| {
+        create_contact(&state, &caller, body).await
+    })
     .await
+}
+
+/// Creates a contact: the response and the contact's id.
+async fn create_contact(
+    state: &AppState,
+    caller: &Caller,
+    body: ContactIn,
+) -> Result<(HttpResponse, Uuid), ApiError> {
+    let fields = parse_contact(body, "")?;
+    let number = fields.phone_number.clone();
+    let quota = state.settings.quotas.count(Quota::Contacts);
+    let now = state.clock.now_ms();
+    match contacts::create(&state.db, caller.scope(), fields, quota, now).await {
+        Ok(contact) => {
+            let response = success(
+                StatusCode::CREATED,
+                "contact created",
+                contact_out(&contact),
+            );
+            Ok((response, contact.id))
+        }
+        Err(StoreError::Conflict(_)) => Err(already_exists(state, caller, &number).await),
+        Err(err) => Err(err.into()),
+    }
 }
 
 /// Reads one contact.

@@ -29,7 +29,6 @@ use crate::send::{
     self, BulkSendRequest, MAX_BULK_RECIPIENTS, RecipientCount, RequestId, SendError, SendRequest,
     Sender,
 };
-use crate::store::idempotency::Operation;
 use crate::store::messages::{self, ListFilter, Message, MessageEvent, Record};
 use crate::store::writer::{NewWorkspaceLimit, Transition};
 
@@ -421,35 +420,35 @@ async fn send(
 async fn bulk_send(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(mut body): JsonBody<BulkSendIn>,
+    JsonBody(body): JsonBody<BulkSendIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let request_id = body.request_id.take();
-    let operation = Operation::BulkSend;
-    create_once(
-        &state,
-        &caller,
-        operation,
-        "bulk send",
-        request_id,
-        async || {
-            let request = BulkSendRequest::try_from(body)?;
-            let stored = send::send_bulk(&state.send_deps(), sender(&state, &caller), request)
-                .await
-                .map_err(|err| send_error(err, |i| format!("to_numbers[{i}]")))?;
-            let message_ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();
-            let first = message_ids.first().copied().unwrap_or_default();
-            let response = success(
-                StatusCode::ACCEPTED,
-                "messages queued",
-                BulkSendOut {
-                    count: message_ids.len() as u64,
-                    message_ids,
-                },
-            );
-            Ok((response, first))
-        },
-    )
+    create_once(&state, &caller, body, async |body| {
+        queue_bulk(&state, &caller, body).await
+    })
     .await
+}
+
+/// Queues a bulk send: the response and the first message's id.
+async fn queue_bulk(
+    state: &AppState,
+    caller: &Caller,
+    body: BulkSendIn,
+) -> Result<(HttpResponse, Uuid), ApiError> {
+    let request = BulkSendRequest::try_from(body)?;
+    let stored = send::send_bulk(&state.send_deps(), sender(state, caller), request)
+        .await
+        .map_err(|err| send_error(err, |i| format!("to_numbers[{i}]")))?;
+    let message_ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();
+    let first = message_ids.first().copied().unwrap_or_default();
+    let response = success(
+        StatusCode::ACCEPTED,
+        "messages queued",
+        BulkSendOut {
+            count: message_ids.len() as u64,
+            message_ids,
+        },
+    );
+    Ok((response, first))
 }
 
 /// Statuses of up to 100 messages.

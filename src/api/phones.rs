@@ -25,7 +25,6 @@ use crate::domain::keys;
 use crate::domain::pace::Pace;
 use crate::domain::quota::Quota;
 use crate::error::{ApiError, ErrorCode, success};
-use crate::store::idempotency::Operation;
 use crate::store::phones::{self, PhoneRecord};
 
 /// Longest phone name.
@@ -193,18 +192,11 @@ fn validate_name(name: Option<String>) -> Result<Option<String>, ApiError> {
 async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(mut body): JsonBody<CreatePhoneIn>,
+    JsonBody(body): JsonBody<CreatePhoneIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let request_id = body.request_id.take();
-    let operation = Operation::CreatePhone;
-    create_once(
-        &state,
-        &caller,
-        operation,
-        "phone",
-        request_id,
-        async || create_phone(&state, &caller, body).await,
-    )
+    create_once(&state, &caller, body, async |body| {
+        create_phone(&state, &caller, body).await
+    })
     .await
 }
 

@@ -25,7 +25,6 @@ use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
 use crate::domain::webhook_event::{EventKind, SmsGateEvent, WebhookFormat, is_event_kind};
 use crate::error::{ApiError, success};
-use crate::store::idempotency::Operation;
 use crate::store::messages::Position;
 use crate::store::webhooks::{
     self, AttemptRow, DeliveryState, EndpointChanges, EndpointRecord, NewEndpoint, Subscriptions,
@@ -385,18 +384,11 @@ async fn create(
     state: web::Data<AppState>,
     api: web::Data<WebhookApi>,
     caller: Caller,
-    JsonBody(mut body): JsonBody<CreateWebhookIn>,
+    JsonBody(body): JsonBody<CreateWebhookIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let request_id = body.request_id.take();
-    let operation = Operation::CreateWebhook;
-    create_once(
-        &state,
-        &caller,
-        operation,
-        "endpoint",
-        request_id,
-        async || create_endpoint(&state, &api, &caller, body).await,
-    )
+    create_once(&state, &caller, body, async |body| {
+        create_endpoint(&state, &api, &caller, body).await
+    })
     .await
 }
 

@@ -35,7 +35,6 @@ use crate::clock::format_ms;
 use crate::domain::campaign::{CampaignStatus, Control, RecipientStatus};
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::campaigns::{self, Campaign, NewCampaign, NewRecipient};
-use crate::store::idempotency::Operation;
 use crate::store::writer::{CampaignOp, CampaignOutcome};
 
 /// The campaign operations (route list, see `super::documented_routes`).
@@ -81,18 +80,11 @@ async fn with_counts<'a>(
 async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(mut body): JsonBody<CreateCampaignIn>,
+    JsonBody(body): JsonBody<CreateCampaignIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let request_id = body.request_id.take();
-    let operation = Operation::CreateCampaign;
-    create_once(
-        &state,
-        &caller,
-        operation,
-        "campaign",
-        request_id,
-        async || create_campaign(&state, &caller, body).await,
-    )
+    create_once(&state, &caller, body, async |body| {
+        create_campaign(&state, &caller, body).await
+    })
     .await
 }
 
