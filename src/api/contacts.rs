@@ -376,10 +376,7 @@ async fn get(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "contact")?;
-    let contact = contacts::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("contact"))?;
+    let contact: Contact = state.find(&caller, &path).await?;
     Ok(success(StatusCode::OK, "contact", contact_out(&contact)))
 }
 

@@ -13,10 +13,7 @@ use uuid::Uuid;
 use super::envelope::envelope_of;
 use super::idempotent::create_once;
 use super::page::{Page, page_out};
-use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, query_param,
-    required,
-};
+use super::{AppState, Caller, DocumentedRoute, JsonBody, PageRequest, query_param, required};
 use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
 use crate::domain::ids::PhoneId;
@@ -564,10 +561,7 @@ async fn get(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "message")?;
-    let (message, events) = messages::get_with_events(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("message"))?;
+    let (message, events): (Message, Vec<MessageEvent>) = state.find(&caller, &path).await?;
     let out = MessageDetailOut {
         message: message_out(&message),
         events: events.iter().map(MessageEventOut::from).collect(),
@@ -589,10 +583,8 @@ async fn cancel(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "message")?;
-    let (current, _) = messages::get_with_events(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("message"))?;
+    let (current, _): (Message, Vec<MessageEvent>) = state.find(&caller, &path).await?;
+    let id = current.id;
     let transition = Transition::cancel(id, "canceled through the API");
     match state.writer.transition(transition).await? {
         Some(message) => {

@@ -276,15 +276,12 @@ async fn get(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "phone")?;
-    let phone = phones::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("phone"))?;
+    let phone: PhoneRecord = state.find(&caller, &path).await?;
     let live = live_states(&state, std::slice::from_ref(&phone)).await;
     Ok(success(
         StatusCode::OK,
         "phone",
-        phone_out(&state, &phone, live.get(&id).copied()),
+        phone_out(&state, &phone, live.get(&phone.id).copied()),
     ))
 }
 

@@ -476,10 +476,7 @@ async fn get(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "webhook")?;
-    let endpoint = webhooks::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("webhook"))?;
+    let endpoint: EndpointRecord = state.find(&caller, &path).await?;
     Ok(success(StatusCode::OK, "webhook", endpoint_out(&endpoint)))
 }
 
@@ -500,11 +497,9 @@ async fn update(
     path: web::Path<String>,
     JsonBody(body): JsonBody<UpdateWebhookIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "webhook")?;
     // Unknown ids are 404 before any field is judged.
-    let current = webhooks::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("webhook"))?;
+    let current: EndpointRecord = state.find(&caller, &path).await?;
+    let id = current.id;
     let events = body
         .events
         .map(|events| parse_events(events, current.format))
@@ -580,10 +575,8 @@ async fn rotate_key(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "webhook")?;
-    let current = webhooks::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("webhook"))?;
+    let current: EndpointRecord = state.find(&caller, &path).await?;
+    let id = current.id;
     if current.format == WebhookFormat::Smsgate {
         return Err(ApiError::validation(
             "id",
@@ -627,10 +620,7 @@ async fn deliveries(
     path: web::Path<String>,
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "webhook")?;
-    webhooks::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("webhook"))?;
+    let id = state.find::<EndpointRecord>(&caller, &path).await?.id;
     let page = PageRequest::parse(&query)?;
     let rows = Page::read(page, |after, limit| {
         webhooks::list_attempts(&state.db, id, after, limit)
@@ -662,9 +652,7 @@ async fn retry(
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path.0, "webhook")?;
     let delivery_id: Uuid = parse_id(&path.1, "delivery")?;
-    webhooks::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("webhook"))?;
+    state.find_id::<EndpointRecord>(&caller, id).await?;
     let delivery = webhooks::retry_now(&state.db, id, delivery_id, state.clock.now_ms())
         .await
         .map_err(missing("delivery"))?;

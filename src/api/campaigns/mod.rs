@@ -26,9 +26,7 @@ use wire::{
 use super::idempotent::create_once;
 use super::messages::new_workspace_limit;
 use super::page::{Page, PageParams};
-use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, query_param,
-};
+use super::{AppState, Caller, DocumentedRoute, JsonBody, PageRequest, parse_id, query_param};
 use crate::actors::campaign::Wake;
 use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
@@ -279,10 +277,7 @@ async fn get(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "campaign")?;
-    let campaign = campaigns::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("campaign"))?;
+    let campaign: Campaign = state.find(&caller, &path).await?;
     Ok(success(
         StatusCode::OK,
         "campaign",
@@ -348,9 +343,7 @@ async fn recipients(
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, "campaign")?;
     let page = PageRequest::parse(&query)?;
-    campaigns::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("campaign"))?;
+    state.find_id::<Campaign>(&caller, id).await?;
     let rows = Page::read(page, |after, limit| {
         campaigns::recipients(&state.db, id, after.map(|p| p.created_at), limit)
     })
