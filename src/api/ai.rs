@@ -283,11 +283,7 @@ async fn list_drafts(
         ai::list(&state.db, caller.scope(), status, after, limit)
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "drafts",
-        DraftPage::from(rows.map(draft_out)),
-    ))
+    Ok(rows.map(draft_out).answer::<DraftPage>("drafts"))
 }
 
 /// One draft.

@@ -515,11 +515,7 @@ async fn list(
         contacts::list(&state.db, caller.scope(), &filter, after, limit)
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "contacts",
-        ContactPage::from(rows.map(contact_out)),
-    ))
+    Ok(rows.map(contact_out).answer::<ContactPage>("contacts"))
 }
 
 /// Upserts up to 10,000 contacts by phone number, atomically.

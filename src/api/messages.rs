@@ -540,11 +540,7 @@ async fn list(
         messages::list(&state.db, caller.scope(), &filter, after, limit)
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "messages",
-        MessagePage::from(rows.map(message_out)),
-    ))
+    Ok(rows.map(message_out).answer::<MessagePage>("messages"))
 }
 
 /// One message with its timeline.

@@ -1,15 +1,18 @@
 //! Cursor-paged lists (docs/api.md, Pagination): a list handler reads one page of rows for a
 //! [`PageRequest`] with [`Page::read`], maps the rows to its response items, and answers with
-//! the resource's page struct, declared by [`page_out!`].
+//! [`Page::answer`] in the resource's page struct, declared by [`page_out!`].
 
 use std::collections::HashMap;
 use std::future::Future;
 
+use actix_web::HttpResponse;
+use actix_web::http::StatusCode;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Serialize;
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, success};
 use crate::store::StoreError;
 use crate::store::messages::Position;
 
@@ -139,6 +142,15 @@ impl<R: Positioned> Page<R> {
 }
 
 impl<T> Page<T> {
+    /// The list's answer: 200 with this page as the resource's page struct `P` (declared by
+    /// [`page_out!`]) in the success envelope.
+    pub fn answer<P>(self, message: &str) -> HttpResponse
+    where
+        P: From<Page<T>> + Serialize,
+    {
+        success(StatusCode::OK, message, P::from(self))
+    }
+
     /// The same page with each item mapped (a row to its response item).
     pub fn map<'a, O>(&'a self, out: impl FnMut(&'a T) -> O) -> Page<O> {
         Page {

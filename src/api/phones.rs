@@ -259,7 +259,7 @@ async fn list(
     .await?;
     let live = live_states(&state, &rows.items).await;
     let items = rows.map(|p| phone_out(&state, p, live.get(&p.id).copied()));
-    Ok(success(StatusCode::OK, "phones", PhonePage::from(items)))
+    Ok(items.answer::<PhonePage>("phones"))
 }
 
 /// One phone with its live state.

@@ -455,11 +455,7 @@ async fn list(
         webhooks::list(&state.db, caller.scope(), after, limit)
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "webhooks",
-        WebhookPage::from(rows.map(endpoint_out)),
-    ))
+    Ok(rows.map(endpoint_out).answer::<WebhookPage>("webhooks"))
 }
 
 /// Reads a webhook endpoint (never its key).
@@ -626,11 +622,7 @@ async fn deliveries(
         webhooks::list_attempts(&state.db, id, after, limit)
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "deliveries",
-        DeliveryPage::from(rows.map(attempt_out)),
-    ))
+    Ok(rows.map(attempt_out).answer::<DeliveryPage>("deliveries"))
 }
 
 /// Sends a delivery again now (same event_id).

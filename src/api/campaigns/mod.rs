@@ -316,11 +316,7 @@ async fn list(
     let ids: Vec<Uuid> = rows.items.iter().map(|c| c.id).collect();
     let mut counts = campaigns::counts_of(&state.db, &ids).await?;
     let items = rows.map(|c| campaign_out(c, &counts.remove(&c.id).unwrap_or_default()));
-    Ok(success(
-        StatusCode::OK,
-        "campaigns",
-        CampaignPage::from(items),
-    ))
+    Ok(items.answer::<CampaignPage>("campaigns"))
 }
 
 /// A campaign's recipients in order, with their statuses, cursor paged.
@@ -348,9 +344,7 @@ async fn recipients(
         campaigns::recipients(&state.db, id, after.map(|p| p.created_at), limit)
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "recipients",
-        CampaignRecipientPage::from(rows.map(recipient_out)),
-    ))
+    Ok(rows
+        .map(recipient_out)
+        .answer::<CampaignRecipientPage>("recipients"))
 }
