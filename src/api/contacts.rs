@@ -14,7 +14,7 @@ use super::envelope::envelope_of;
 use super::idempotent::create_once;
 use super::messages::parse_number;
 use super::page::{Page, page_out};
-use super::schemas::{DeletedEnvelope, DeletedOut};
+use super::schemas::{DeletedEnvelope, deleted};
 use super::{
     AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, required,
 };
@@ -455,11 +455,7 @@ async fn delete(
     contacts::delete(&state.db, caller.scope(), id)
         .await
         .map_err(missing("contact"))?;
-    Ok(success(
-        StatusCode::OK,
-        "contact deleted",
-        DeletedOut { id },
-    ))
+    Ok(deleted("contact deleted", id))
 }
 
 /// Lists contacts, newest first, optionally by tag and opt-out state.

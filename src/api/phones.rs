@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::envelope::envelope_of;
 use super::idempotent::create_once;
 use super::page::{Page, page_out};
-use super::schemas::{DeletedEnvelope, DeletedOut};
+use super::schemas::{DeletedEnvelope, deleted};
 use super::{
     AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, required,
 };
@@ -355,7 +355,7 @@ async fn delete(
         .map_err(missing("phone"))?;
     state.device_links.forget_tokens_of(id);
     state.registry.do_send(Unpaired { phone_id: id });
-    Ok(success(StatusCode::OK, "phone unpaired", DeletedOut { id }))
+    Ok(deleted("phone unpaired", id))
 }
 
 /// Issues a new device token; the old one stops working and the session is closed.

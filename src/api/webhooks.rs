@@ -14,7 +14,7 @@ use super::envelope::envelope_of;
 use super::idempotent::create_once;
 use super::page::{Page, Positioned, page_out};
 use super::routes::DocumentedRoute;
-use super::schemas::{DeletedEnvelope, DeletedOut, ErrorCode};
+use super::schemas::{DeletedEnvelope, ErrorCode, deleted};
 use super::{AppState, Caller, JsonBody, PageRequest, missing, parse_id, required};
 use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted};
 use crate::actors::webhook_target::{self, SharedResolver, TargetError};
@@ -549,11 +549,7 @@ async fn delete(
         .map_err(missing("webhook"))?;
     api.subscriptions.remove(id);
     state.registry.do_send(EndpointDeleted { endpoint_id: id });
-    Ok(success(
-        StatusCode::OK,
-        "webhook endpoint deleted",
-        DeletedOut { id },
-    ))
+    Ok(deleted("webhook endpoint deleted", id))
 }
 
 /// Replaces the signing key; the new one is shown only in this answer.
