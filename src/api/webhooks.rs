@@ -27,7 +27,8 @@ use crate::domain::webhook_event::{EventKind, SmsGateEvent, WebhookFormat, is_ev
 use crate::error::{ApiError, success};
 use crate::store::messages::Position;
 use crate::store::webhooks::{
-    self, AttemptRow, DeliveryState, EndpointChanges, EndpointRecord, NewEndpoint, Subscriptions,
+    self, AttemptRow, DeliveryState, EndpointChanges, EndpointRecord, NewEndpoint, PendingDelivery,
+    Subscriptions,
 };
 
 /// Longest accepted endpoint URL, in bytes.
@@ -245,6 +246,20 @@ fn new_signing_key(api: &WebhookApi, id: Uuid) -> Result<(String, String), ApiEr
     Ok((clear, sealed))
 }
 
+/// Puts a created or changed endpoint in this process's subscription index and announces it.
+fn subscribe(state: &AppState, api: &WebhookApi, endpoint: &EndpointRecord) {
+    api.subscriptions.upsert(endpoint);
+    announce(state, endpoint.id, None);
+}
+
+/// Tells the endpoint's actor (and, through the registry, the other nodes of a cluster and
+/// their subscription indexes) that the endpoint changed, or that `retry` is due now.
+fn announce(state: &AppState, endpoint_id: Uuid, retry: Option<PendingDelivery>) {
+    state
+        .registry
+        .do_send(EndpointChanged { endpoint_id, retry });
+}
+
 /// One attempt of the deliveries log.
 pub fn attempt_out(a: &AttemptRow) -> DeliveryAttemptOut<'_> {
     DeliveryAttemptOut {
@@ -420,12 +435,7 @@ async fn create_endpoint(
     let quota = state.settings.quotas.count(Quota::WebhookEndpoints);
     let now = state.clock.now_ms();
     let endpoint = webhooks::create(&state.db, caller.scope(), new, quota, now).await?;
-    api.subscriptions.upsert(&endpoint);
-    // Other nodes of a cluster learn it through the registry (their subscription index).
-    state.registry.do_send(EndpointChanged {
-        endpoint_id: endpoint.id,
-        retry: None,
-    });
+    subscribe(state, api, &endpoint);
     let response = success(
         StatusCode::CREATED,
         "webhook endpoint created; the signing key is shown only now",
@@ -516,11 +526,7 @@ async fn update(
     let endpoint = webhooks::update(&state.db, caller.scope(), id, changes, state.clock.now_ms())
         .await
         .map_err(missing("webhook"))?;
-    api.subscriptions.upsert(&endpoint);
-    state.registry.do_send(EndpointChanged {
-        endpoint_id: id,
-        retry: None,
-    });
+    subscribe(&state, &api, &endpoint);
     Ok(success(
         StatusCode::OK,
         "webhook endpoint updated",
@@ -583,10 +589,7 @@ async fn rotate_key(
     let endpoint = webhooks::update(&state.db, caller.scope(), id, changes, state.clock.now_ms())
         .await
         .map_err(missing("webhook"))?;
-    state.registry.do_send(EndpointChanged {
-        endpoint_id: id,
-        retry: None,
-    });
+    announce(&state, id, None);
     Ok(success(
         StatusCode::OK,
         "signing key rotated; the new key is shown only now and signs every later attempt",
@@ -644,10 +647,7 @@ async fn retry(
     let delivery = webhooks::retry_now(&state.db, id, delivery_id, state.clock.now_ms())
         .await
         .map_err(missing("delivery"))?;
-    state.registry.do_send(EndpointChanged {
-        endpoint_id: id,
-        retry: Some(delivery.clone()),
-    });
+    announce(&state, id, Some(delivery.clone()));
     Ok(success(
         StatusCode::ACCEPTED,
         "delivery scheduled for another attempt now",
