@@ -282,15 +282,14 @@ pub async fn list(
                 .add(messages::Column::ToNumber.eq(number.as_str())),
         );
     }
-    let (rows, has_more) = super::newest_first(
+    super::newest_first(
         db,
         messages::Entity::find().filter(condition),
         (messages::Column::CreatedAt, messages::Column::Id),
         after,
         limit,
     )
-    .await?;
-    Ok((rows.into_iter().map(Message::from).collect(), has_more))
+    .await
 }
 
 /// Status of each id of this scope that exists.

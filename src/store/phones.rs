@@ -147,15 +147,14 @@ pub async fn list(
     after: Option<Position>,
     limit: u64,
 ) -> Result<(Vec<PhoneRecord>, bool), StoreError> {
-    let (rows, has_more) = super::newest_first(
+    super::newest_first(
         db,
         phones::Entity::find().filter(in_scope(scope)),
         (phones::Column::CreatedAt, phones::Column::Id),
         after,
         limit,
     )
-    .await?;
-    Ok((rows.into_iter().map(PhoneRecord::from).collect(), has_more))
+    .await
 }
 
 /// Every paired phone (the registry's start-up index).

@@ -343,7 +343,7 @@ pub async fn list(
             .into_query();
         condition = condition.add(contacts::Column::Id.in_subquery(tagged));
     }
-    let (rows, has_more) = super::newest_first(
+    let (rows, has_more): (Vec<contacts::Model>, bool) = super::newest_first(
         db,
         contacts::Entity::find().filter(condition),
         (contacts::Column::CreatedAt, contacts::Column::Id),

@@ -200,7 +200,7 @@ pub async fn list(
     after: Option<Position>,
     limit: u64,
 ) -> Result<(Vec<EndpointRecord>, bool), StoreError> {
-    let (rows, has_more) = super::newest_first(
+    super::newest_first(
         db,
         webhook_endpoints::Entity::find().filter(in_scope(scope)),
         (
@@ -210,11 +210,7 @@ pub async fn list(
         after,
         limit,
     )
-    .await?;
-    Ok((
-        rows.into_iter().map(EndpointRecord::from).collect(),
-        has_more,
-    ))
+    .await
 }
 
 /// Applies `changes` to an endpoint of this scope.
