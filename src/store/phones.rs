@@ -88,10 +88,8 @@ pub async fn create(
     quota: CountQuota,
     now_ms: i64,
 ) -> Result<PhoneRecord, StoreError> {
-    let txn = super::begin_write(db).await?;
-    super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
     let stored = phones::Entity::find().filter(in_scope(scope));
-    super::quotas::ensure_room(&txn, quota, stored, 1).await?;
+    let txn = super::quotas::begin_counted(db, scope.workspace_id, quota, stored).await?;
     let model = phones::ActiveModel {
         id: Set(Uuid::now_v7()),
         workspace_id: Set(scope.workspace_id.as_uuid()),

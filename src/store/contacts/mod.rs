@@ -192,10 +192,8 @@ pub async fn create(
     now_ms: i64,
 ) -> Result<Contact, StoreError> {
     let id = Uuid::now_v7();
-    let txn = super::begin_write(db).await?;
-    super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
     let stored = contacts::Entity::find().filter(in_scope(scope));
-    super::quotas::ensure_room(&txn, quota, stored, 1).await?;
+    let txn = super::quotas::begin_counted(db, scope.workspace_id, quota, stored).await?;
     let model = contacts::ActiveModel {
         id: Set(id),
         workspace_id: Set(scope.workspace_id.as_uuid()),

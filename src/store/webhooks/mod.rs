@@ -136,10 +136,8 @@ pub async fn create(
     quota: CountQuota,
     now_ms: i64,
 ) -> Result<EndpointRecord, StoreError> {
-    let txn = super::begin_write(db).await?;
-    super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
     let stored = webhook_endpoints::Entity::find().filter(in_scope(scope));
-    super::quotas::ensure_room(&txn, quota, stored, 1).await?;
+    let txn = super::quotas::begin_counted(db, scope.workspace_id, quota, stored).await?;
     let model = webhook_endpoints::ActiveModel {
         id: Set(new.id),
         workspace_id: Set(scope.workspace_id.as_uuid()),
