@@ -187,15 +187,10 @@ pub async fn update(
 
 /// Unpairs a phone.
 pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
-    let result = phones::Entity::delete_many()
+    let delete = phones::Entity::delete_many()
         .filter(phones::Column::Id.eq(id))
-        .filter(in_scope(scope))
-        .exec(db)
-        .await?;
-    if result.rows_affected == 0 {
-        return Err(StoreError::NotFound);
-    }
-    Ok(())
+        .filter(in_scope(scope));
+    super::delete_found(db, delete).await
 }
 
 /// Replaces the device token hash; the old token stops working at once.

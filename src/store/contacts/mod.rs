@@ -302,14 +302,10 @@ pub async fn update(
 #[tracing::instrument(skip_all, fields(contact_id = %id))]
 pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
     let txn = super::begin_write(db).await?;
-    let result = contacts::Entity::delete_many()
+    let delete = contacts::Entity::delete_many()
         .filter(contacts::Column::Id.eq(id))
-        .filter(in_scope(scope))
-        .exec(&txn)
-        .await?;
-    if result.rows_affected == 0 {
-        return Err(StoreError::NotFound);
-    }
+        .filter(in_scope(scope));
+    super::delete_found(&txn, delete).await?;
     delete_tags(&txn, &[id]).await?;
     txn.commit().await?;
     Ok(())

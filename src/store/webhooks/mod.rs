@@ -250,14 +250,10 @@ pub async fn update(
 /// Deletes an endpoint with its deliveries and attempts.
 pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
     let txn = super::begin_write(db).await?;
-    let result = webhook_endpoints::Entity::delete_many()
+    let delete = webhook_endpoints::Entity::delete_many()
         .filter(webhook_endpoints::Column::Id.eq(id))
-        .filter(in_scope(scope))
-        .exec(&txn)
-        .await?;
-    if result.rows_affected == 0 {
-        return Err(StoreError::NotFound);
-    }
+        .filter(in_scope(scope));
+    super::delete_found(&txn, delete).await?;
     webhook_deliveries::Entity::delete_many()
         .filter(webhook_deliveries::Column::EndpointId.eq(id))
         .exec(&txn)
