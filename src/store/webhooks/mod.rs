@@ -165,11 +165,19 @@ pub async fn get(
     scope: Scope,
     id: Uuid,
 ) -> Result<EndpointRecord, StoreError> {
+    Ok(model(db, scope, id).await?.into())
+}
+
+/// The row of endpoint `id` in this scope.
+async fn model(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: Uuid,
+) -> Result<webhook_endpoints::Model, StoreError> {
     webhook_endpoints::Entity::find_by_id(id)
         .filter(in_scope(scope))
         .one(db)
         .await?
-        .map(EndpointRecord::from)
         .ok_or(StoreError::NotFound)
 }
 
@@ -219,12 +227,7 @@ pub async fn update(
     changes: EndpointChanges,
     now_ms: i64,
 ) -> Result<EndpointRecord, StoreError> {
-    let model = webhook_endpoints::Entity::find_by_id(id)
-        .filter(in_scope(scope))
-        .one(db)
-        .await?
-        .ok_or(StoreError::NotFound)?;
-    let mut active = model.into_active_model();
+    let mut active = model(db, scope, id).await?.into_active_model();
     if let Some(url) = changes.url {
         active.url = Set(url);
     }
