@@ -357,17 +357,11 @@ pub async fn queued_in_test_mode(
         }
         query = query.filter(messages::Column::Id.is_in(super::id_list(ids)));
     }
-    Ok(query
+    let query = query
         .filter(messages::Column::TestMode.eq(true))
         .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
-        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
-        .order_by_asc(messages::Column::CreatedAt)
-        .order_by_asc(messages::Column::Id)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect())
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()));
+    oldest_first(db, query).await
 }
 
 /// The outbound messages of one phone still `queued` or `sending`, oldest first: what a node
