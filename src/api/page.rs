@@ -30,25 +30,41 @@ pub const MAX_PAGE_SIZE: u64 = 100;
 impl PageRequest {
     /// Reads `limit` (1–100, default 25) and `cursor` from a query map.
     pub fn parse(query: &HashMap<String, String>) -> Result<PageRequest, ApiError> {
-        let limit = match query.get("limit") {
-            None => DEFAULT_PAGE_SIZE,
-            Some(text) => match text.parse::<u64>() {
-                Ok(n) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
-                _ => {
-                    return Err(ApiError::validation(
-                        "limit",
-                        "limit must be an integer from 1 to 100",
-                    ));
-                }
-            },
-        };
-        let after = match query.get("cursor").map(String::as_str) {
-            None | Some("") => None,
-            Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
-                ApiError::validation("cursor", "cursor is not a value this API returned")
-            })?),
-        };
+        let limit = parse_limit(query, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
+        let after = parse_cursor(query, decode_cursor)?;
         Ok(PageRequest { limit, after })
+    }
+}
+
+/// `limit` of a query map: an integer from 1 to `max`, `default` when absent.
+pub fn parse_limit(
+    query: &HashMap<String, String>,
+    default: u64,
+    max: u64,
+) -> Result<u64, ApiError> {
+    match query.get("limit") {
+        None => Ok(default),
+        Some(text) => match text.parse::<u64>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
+            _ => Err(ApiError::validation(
+                "limit",
+                format!("limit must be an integer from 1 to {max}"),
+            )),
+        },
+    }
+}
+
+/// `cursor` of a query map, read with `decode` (None when absent or empty); a value `decode`
+/// refuses is 422.
+pub fn parse_cursor<C>(
+    query: &HashMap<String, String>,
+    decode: impl FnOnce(&str) -> Option<C>,
+) -> Result<Option<C>, ApiError> {
+    match query.get("cursor").map(String::as_str) {
+        None | Some("") => Ok(None),
+        Some(cursor) => decode(cursor).map(Some).ok_or_else(|| {
+            ApiError::validation("cursor", "cursor is not a value this API returned")
+        }),
     }
 }
 
@@ -57,7 +73,8 @@ pub fn encode_cursor(position: Position) -> String {
     URL_SAFE_NO_PAD.encode(format!("{}:{}", position.created_at, position.id))
 }
 
-fn decode_cursor(cursor: &str) -> Option<Position> {
+/// The position an [`encode_cursor`] cursor stands for.
+pub fn decode_cursor(cursor: &str) -> Option<Position> {
     let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
     let text = String::from_utf8(bytes).ok()?;
     let (at, id) = text.split_once(':')?;
