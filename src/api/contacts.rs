@@ -16,7 +16,8 @@ use super::messages::parse_number;
 use super::page::{Page, page_out};
 use super::schemas::{DeletedEnvelope, deleted};
 use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, required,
+    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, query_param,
+    required,
 };
 use crate::clock::format_ms;
 use crate::domain::quota::Quota;
@@ -478,17 +479,12 @@ async fn list(
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     let page = PageRequest::parse(&query)?;
-    let opted_out = match query.get("opted_out").map(String::as_str) {
-        None => None,
-        Some("true") => Some(true),
-        Some("false") => Some(false),
-        Some(_) => {
-            return Err(ApiError::validation(
-                "opted_out",
-                "opted_out must be true or false",
-            ));
-        }
-    };
+    let opted_out = query_param(
+        &query,
+        "opted_out",
+        |v| v.parse::<bool>().ok(),
+        "opted_out must be true or false",
+    )?;
     let tag = match query.get("tag") {
         Some(t) if t.is_empty() => {
             return Err(ApiError::validation("tag", "tag must not be empty"));
@@ -530,16 +526,13 @@ async fn import(
     query: web::Query<HashMap<String, String>>,
     JsonBody(body): JsonBody<ImportContactsIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let dry_run = match query.get("dry_run").map(String::as_str) {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(_) => {
-            return Err(ApiError::validation(
-                "dry_run",
-                "dry_run must be true or false",
-            ));
-        }
-    };
+    let dry_run = query_param(
+        &query,
+        "dry_run",
+        |v| v.parse::<bool>().ok(),
+        "dry_run must be true or false",
+    )?
+    .unwrap_or(false);
     let items = required(body.contacts, "contacts")?;
     if items.is_empty() || items.len() > MAX_IMPORT_CONTACTS {
         return Err(ApiError::validation(
