@@ -23,7 +23,7 @@ use crate::clock::format_ms;
 use crate::domain::quota::Quota;
 use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
-use crate::domain::webhook_event::{EventKind, SmsGateEvent, WebhookFormat, is_event_kind};
+use crate::domain::webhook_event::{EventKind, SmsGateEvent, WebhookFormat};
 use crate::error::{ApiError, success};
 use crate::store::messages::Position;
 use crate::store::webhooks::{
@@ -314,53 +314,32 @@ pub(crate) async fn check_url(
     Ok(url.to_string())
 }
 
+/// The events of an endpoint of `format`: at least one, each a name that format accepts (smsgw
+/// kinds, or SMSGate names for an SMSGate-format endpoint changed through `/v1`), the first
+/// mention of each kept.
 fn parse_events(events: Vec<String>, format: WebhookFormat) -> Result<Vec<String>, ApiError> {
-    if format == WebhookFormat::Smsgate {
-        return parse_smsgate_events(events);
-    }
+    let known = match format {
+        WebhookFormat::Smsgw => EventKind::list(),
+        WebhookFormat::Smsgate => SmsGateEvent::list(),
+    };
     if events.is_empty() {
         return Err(ApiError::validation(
             "events",
-            format!("events must list at least one of {}", EventKind::list()),
+            format!("events must list at least one of {known}"),
         ));
     }
     let mut out: Vec<String> = Vec::with_capacity(events.len());
     for (i, event) in events.into_iter().enumerate() {
-        if !is_event_kind(&event) {
-            return Err(ApiError::validation(
-                format!("events[{i}]"),
-                format!(
-                    "unknown event kind {event:?}; known kinds: {}",
-                    EventKind::list()
+        if !format.accepts(&event) {
+            let message = match format {
+                WebhookFormat::Smsgw => {
+                    format!("unknown event kind {event:?}; known kinds: {known}")
+                }
+                WebhookFormat::Smsgate => format!(
+                    "unknown event {event:?} for an smsgate-format endpoint; known events: {known}"
                 ),
-            ));
-        }
-        if !out.contains(&event) {
-            out.push(event);
-        }
-    }
-    Ok(out)
-}
-
-/// The events of an SMSGate-format endpoint changed through `/v1`: SMSGate names.
-fn parse_smsgate_events(events: Vec<String>) -> Result<Vec<String>, ApiError> {
-    let known = || SmsGateEvent::list();
-    if events.is_empty() {
-        return Err(ApiError::validation(
-            "events",
-            format!("events must list at least one of {}", known()),
-        ));
-    }
-    let mut out: Vec<String> = Vec::with_capacity(events.len());
-    for (i, event) in events.into_iter().enumerate() {
-        if !WebhookFormat::Smsgate.accepts(&event) {
-            return Err(ApiError::validation(
-                format!("events[{i}]"),
-                format!(
-                    "unknown event {event:?} for an smsgate-format endpoint; known events: {}",
-                    known()
-                ),
-            ));
+            };
+            return Err(ApiError::validation(format!("events[{i}]"), message));
         }
         if !out.contains(&event) {
             out.push(event);
