@@ -170,6 +170,12 @@ async fn live_states(state: &AppState, phones: &[PhoneRecord]) -> HashMap<uuid::
         .unwrap_or_default()
 }
 
+/// One phone as the API shows it, with its live state.
+async fn live_phone_out<'a>(state: &AppState, phone: &'a PhoneRecord) -> PhoneOut<'a> {
+    let live = live_states(state, std::slice::from_ref(phone)).await;
+    phone_out(state, phone, live.get(&phone.id).copied())
+}
+
 fn validate_name(name: Option<String>) -> Result<Option<String>, ApiError> {
     match name {
         Some(n) if n.chars().count() > MAX_NAME_CHARS => Err(ApiError::validation(
@@ -277,11 +283,10 @@ async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let phone: PhoneRecord = state.find(&caller, &path).await?;
-    let live = live_states(&state, std::slice::from_ref(&phone)).await;
     Ok(success(
         StatusCode::OK,
         "phone",
-        phone_out(&state, &phone, live.get(&phone.id).copied()),
+        live_phone_out(&state, &phone).await,
     ))
 }
 
@@ -327,11 +332,10 @@ async fn update(
             pace: phone.pace,
         });
     }
-    let live = live_states(&state, std::slice::from_ref(&phone)).await;
     Ok(success(
         StatusCode::OK,
         "phone updated",
-        phone_out(&state, &phone, live.get(&id).copied()),
+        live_phone_out(&state, &phone).await,
     ))
 }
 
