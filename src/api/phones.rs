@@ -160,7 +160,11 @@ fn phone_out<'a>(state: &AppState, p: &'a PhoneRecord, live: Option<PhoneState>)
     }
 }
 
-async fn live_states(state: &AppState, phones: &[PhoneRecord]) -> HashMap<uuid::Uuid, PhoneState> {
+/// The live state (online, last seen) of each of `phones` the registry knows.
+pub(super) async fn live_states(
+    state: &AppState,
+    phones: &[PhoneRecord],
+) -> HashMap<uuid::Uuid, PhoneState> {
     state
         .registry
         .send(GetPhoneStates {
