@@ -411,11 +411,19 @@ pub async fn queued_of_phone(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let query = messages::Entity::find()
+    oldest_first(db, on_phone(device, ids, MessageStatus::Queued)).await
+}
+
+/// Those of `ids` on phone `device` in `status`.
+fn on_phone(
+    device: Uuid,
+    ids: &[Uuid],
+    status: MessageStatus,
+) -> sea_orm::Select<messages::Entity> {
+    messages::Entity::find()
         .filter(messages::Column::Id.is_in(super::id_list(ids)))
         .filter(messages::Column::DeviceId.eq(device))
-        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()));
-    oldest_first(db, query).await
+        .filter(messages::Column::Status.eq(status.as_str()))
 }
 
 /// The messages `query` selects, oldest first.
@@ -443,10 +451,7 @@ pub async fn sending_on_phone(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(messages::Entity::find()
-        .filter(messages::Column::Id.is_in(super::id_list(ids)))
-        .filter(messages::Column::DeviceId.eq(device))
-        .filter(messages::Column::Status.eq(MessageStatus::Sending.as_str()))
+    Ok(on_phone(device, ids, MessageStatus::Sending)
         .all(db)
         .await?
         .into_iter()
