@@ -14,7 +14,7 @@ use super::envelope::envelope_of;
 use super::messages::{message_out, parse_content, parse_number, send_error, sender};
 use super::page::{Page, page_out};
 use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, OptionalJsonBody, PageRequest, missing, parse_id,
+    AppState, Caller, DocumentedRoute, JsonBody, OptionalJsonBody, PageRequest, parse_id,
     query_param, required,
 };
 use crate::clock::format_ms;
@@ -283,11 +283,7 @@ async fn list_drafts(
         ai::list(&state.db, caller.scope(), status, after, limit)
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "drafts",
-        DraftPage::from(rows.map(draft_out)),
-    ))
+    Ok(rows.map(draft_out).answer::<DraftPage>("drafts"))
 }
 
 /// One draft.
@@ -304,10 +300,7 @@ async fn get_draft(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "draft")?;
-    let draft = ai::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("draft"))?;
+    let draft: Draft = state.find(&caller, &path).await?;
     Ok(success(StatusCode::OK, "draft", draft_out(&draft)))
 }
 
@@ -334,12 +327,10 @@ async fn send_draft(
     path: web::Path<String>,
     OptionalJsonBody(body): OptionalJsonBody<SendDraftIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "draft")?;
+    let draft: Draft = state.find(&caller, &path).await?;
+    let id = draft.id;
     // The body may be left out (send the draft as it is).
     let body = body.unwrap_or_default();
-    let draft = ai::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("draft"))?;
     if draft.status != DraftStatus::Pending {
         return Err(not_pending(draft.status));
     }
@@ -379,9 +370,7 @@ async fn discard_draft(
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, "draft")?;
     let discarded = ai::discard(&state.db, caller.scope(), id, state.clock.now_ms()).await?;
-    let draft = ai::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("draft"))?;
+    let draft: Draft = state.find_id(&caller, id).await?;
     if !discarded {
         return Err(not_pending(draft.status));
     }

@@ -102,11 +102,7 @@ async fn list(
         workspaces::list_keys(&state.db, caller.scope(), after, limit)
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "keys",
-        ApiKeyPage::from(rows.map(key_out)),
-    ))
+    Ok(rows.map(key_out).answer::<ApiKeyPage>("keys"))
 }
 
 /// Issues one more key in the caller's mode; its secret is shown only in this answer.

@@ -11,8 +11,8 @@ use uuid::Uuid;
 
 use super::campaigns::{CreateCampaignIn, prepare};
 use super::envelope::envelope_of;
+use super::phones::live_states;
 use super::{AppState, Caller, DocumentedRoute, JsonBody};
-use crate::actors::registry::GetPhoneStates;
 use crate::domain::campaign::{RecipientStatus, SkipReason};
 use crate::domain::status::Mode;
 use crate::error::{ApiError, ErrorCode, success};
@@ -163,13 +163,7 @@ async fn preview(
     if caller.mode == Mode::Live {
         let paired =
             phones::with_number(&state.db, caller.scope(), prepared.from_number.as_str()).await?;
-        let live = state
-            .registry
-            .send(GetPhoneStates {
-                ids: paired.iter().map(|p| p.id).collect(),
-            })
-            .await
-            .unwrap_or_default();
+        let live = live_states(&state, &paired).await;
         let online = |id: &Uuid| live.get(id).is_some_and(|s| s.online);
         let chosen = paired
             .iter()

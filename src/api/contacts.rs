@@ -14,16 +14,16 @@ use super::envelope::envelope_of;
 use super::idempotent::create_once;
 use super::messages::parse_number;
 use super::page::{Page, page_out};
-use super::schemas::{DeletedEnvelope, DeletedOut};
+use super::schemas::{DeletedEnvelope, deleted};
 use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, required,
+    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, query_param,
+    required,
 };
 use crate::clock::format_ms;
 use crate::domain::quota::Quota;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::StoreError;
 use crate::store::contacts::{self, Contact, ContactFields, ContactFilter, ContactPatch};
-use crate::store::idempotency::Operation;
 
 /// Most contacts of one import.
 pub const MAX_IMPORT_CONTACTS: usize = 10_000;
@@ -331,36 +331,36 @@ async fn already_exists(state: &AppState, caller: &Caller, number: &str) -> ApiE
 async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(mut body): JsonBody<ContactIn>,
+    JsonBody(body): JsonBody<ContactIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let request_id = body.request_id.take();
-    let operation = Operation::CreateContact;
-    create_once(
-        &state,
-        &caller,
-        operation,
-        "contact",
-        request_id,
-        async || {
-            let fields = parse_contact(body, "")?;
-            let number = fields.phone_number.clone();
-            let quota = state.settings.quotas.count(Quota::Contacts);
-            let now = state.clock.now_ms();
-            match contacts::create(&state.db, caller.scope(), fields, quota, now).await {
-                Ok(contact) => {
-                    let response = success(
-                        StatusCode::CREATED,
-                        "contact created",
-                        contact_out(&contact),
-                    );
-                    Ok((response, contact.id))
-                }
-                Err(StoreError::Conflict(_)) => Err(already_exists(&state, &caller, &number).await),
-                Err(err) => Err(err.into()),
-            }
-        },
-    )
+    create_once(&state, &caller, body, async |body| {
+        create_contact(&state, &caller, body).await
+    })
     .await
+}
+
+/// Creates a contact: the response and the contact's id.
+async fn create_contact(
+    state: &AppState,
+    caller: &Caller,
+    body: ContactIn,
+) -> Result<(HttpResponse, Uuid), ApiError> {
+    let fields = parse_contact(body, "")?;
+    let number = fields.phone_number.clone();
+    let quota = state.settings.quotas.count(Quota::Contacts);
+    let now = state.clock.now_ms();
+    match contacts::create(&state.db, caller.scope(), fields, quota, now).await {
+        Ok(contact) => {
+            let response = success(
+                StatusCode::CREATED,
+                "contact created",
+                contact_out(&contact),
+            );
+            Ok((response, contact.id))
+        }
+        Err(StoreError::Conflict(_)) => Err(already_exists(state, caller, &number).await),
+        Err(err) => Err(err.into()),
+    }
 }
 
 /// Reads one contact.
@@ -377,10 +377,7 @@ async fn get(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "contact")?;
-    let contact = contacts::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("contact"))?;
+    let contact: Contact = state.find(&caller, &path).await?;
     Ok(success(StatusCode::OK, "contact", contact_out(&contact)))
 }
 
@@ -459,11 +456,7 @@ async fn delete(
     contacts::delete(&state.db, caller.scope(), id)
         .await
         .map_err(missing("contact"))?;
-    Ok(success(
-        StatusCode::OK,
-        "contact deleted",
-        DeletedOut { id },
-    ))
+    Ok(deleted("contact deleted", id))
 }
 
 /// Lists contacts, newest first, optionally by tag and opt-out state.
@@ -486,17 +479,12 @@ async fn list(
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     let page = PageRequest::parse(&query)?;
-    let opted_out = match query.get("opted_out").map(String::as_str) {
-        None => None,
-        Some("true") => Some(true),
-        Some("false") => Some(false),
-        Some(_) => {
-            return Err(ApiError::validation(
-                "opted_out",
-                "opted_out must be true or false",
-            ));
-        }
-    };
+    let opted_out = query_param(
+        &query,
+        "opted_out",
+        |v| v.parse::<bool>().ok(),
+        "opted_out must be true or false",
+    )?;
     let tag = match query.get("tag") {
         Some(t) if t.is_empty() => {
             return Err(ApiError::validation("tag", "tag must not be empty"));
@@ -519,11 +507,7 @@ async fn list(
         contacts::list(&state.db, caller.scope(), &filter, after, limit)
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "contacts",
-        ContactPage::from(rows.map(contact_out)),
-    ))
+    Ok(rows.map(contact_out).answer::<ContactPage>("contacts"))
 }
 
 /// Upserts up to 10,000 contacts by phone number, atomically.
@@ -542,16 +526,13 @@ async fn import(
     query: web::Query<HashMap<String, String>>,
     JsonBody(body): JsonBody<ImportContactsIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let dry_run = match query.get("dry_run").map(String::as_str) {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(_) => {
-            return Err(ApiError::validation(
-                "dry_run",
-                "dry_run must be true or false",
-            ));
-        }
-    };
+    let dry_run = query_param(
+        &query,
+        "dry_run",
+        |v| v.parse::<bool>().ok(),
+        "dry_run must be true or false",
+    )?
+    .unwrap_or(false);
     let items = required(body.contacts, "contacts")?;
     if items.is_empty() || items.len() > MAX_IMPORT_CONTACTS {
         return Err(ApiError::validation(

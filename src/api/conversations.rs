@@ -13,7 +13,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::envelope::envelope_of;
-use super::{AppState, Caller, DocumentedRoute, PageRequest, encode_cursor};
+use super::page::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, decode_cursor, parse_cursor, parse_limit};
+use super::{AppState, Caller, DocumentedRoute, encode_cursor};
 use crate::clock::format_ms;
 use crate::domain::status::Direction;
 use crate::error::{ApiError, ErrorCode, success};
@@ -154,16 +155,6 @@ fn decode_list_cursor(cursor: &str) -> Option<(i64, String)> {
     Some((at.parse().ok()?, number.to_string()))
 }
 
-/// `limit` of a query, read like every list's.
-fn page_limit(query: &HashMap<String, String>) -> Result<u64, ApiError> {
-    let only_limit: HashMap<String, String> = query
-        .get("limit")
-        .map(|l| ("limit".to_string(), l.clone()))
-        .into_iter()
-        .collect();
-    Ok(PageRequest::parse(&only_limit)?.limit)
-}
-
 /// Whether a conversation matches `q`: its number contains it (or its digits, when `q` has
 /// some), or its contact's name contains it, case-insensitively.
 fn matches(q: &str, number: &str, contact: Option<&ContactName>) -> bool {
@@ -201,13 +192,8 @@ async fn list(
     caller: Caller,
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
-    let limit = page_limit(&query)?;
-    let after = match query.get("cursor").map(String::as_str) {
-        None | Some("") => None,
-        Some(cursor) => Some(decode_list_cursor(cursor).ok_or_else(|| {
-            ApiError::validation("cursor", "cursor is not a value this API returned")
-        })?),
-    };
+    let limit = parse_limit(&query, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
+    let after = parse_cursor(&query, decode_list_cursor)?;
     let q = query
         .get("q")
         .map(|q| q.trim().to_string())
@@ -312,24 +298,8 @@ async fn get(
             "number must be 1 to 32 characters: E.164 or a sender id",
         ));
     }
-    let limit = match query.get("limit") {
-        None => DEFAULT_MESSAGES,
-        Some(text) => match text.parse::<u64>() {
-            Ok(n) if (1..=MAX_MESSAGES).contains(&n) => n,
-            _ => {
-                return Err(ApiError::validation(
-                    "limit",
-                    "limit must be an integer from 1 to 200",
-                ));
-            }
-        },
-    };
-    let only_cursor: HashMap<String, String> = query
-        .get("cursor")
-        .map(|c| ("cursor".to_string(), c.clone()))
-        .into_iter()
-        .collect();
-    let before = PageRequest::parse(&only_cursor)?.after;
+    let limit = parse_limit(&query, DEFAULT_MESSAGES, MAX_MESSAGES)?;
+    let before = parse_cursor(&query, decode_cursor)?;
     let scope = caller.scope();
     let (mut messages, has_more) =
         conversations::messages_with(&state.db, scope, &number, before, limit).await?;

@@ -17,38 +17,72 @@ const WAIT_FOR_FIRST: Duration = Duration::from_secs(5);
 /// How often a waiting repeat looks again.
 const POLL_EVERY: Duration = Duration::from_millis(25);
 
-/// Runs `create` at most once per `request_id` (none given: every time). `create` answers the
-/// resource and its id; its error releases the key, so a corrected retry may use it.
-pub async fn create_once<T>(
+/// The body of a create that takes a `request_id`.
+pub trait CreateBody {
+    /// Which create it is (a key's operation).
+    const OPERATION: Operation;
+    /// What it creates, as `duplicate_request` names it.
+    const WHAT: &'static str;
+
+    /// Takes the `request_id` out of the body.
+    fn take_request_id(&mut self) -> Option<String>;
+}
+
+/// Declares the create bodies: each one's operation and what it creates.
+macro_rules! create_bodies {
+    ($($body:ty => $operation:ident, $what:literal;)*) => {
+        $(impl CreateBody for $body {
+            const OPERATION: Operation = Operation::$operation;
+            const WHAT: &'static str = $what;
+
+            fn take_request_id(&mut self) -> Option<String> {
+                self.request_id.take()
+            }
+        })*
+    };
+}
+
+create_bodies! {
+    super::campaigns::CreateCampaignIn => CreateCampaign, "campaign";
+    super::contacts::ContactIn => CreateContact, "contact";
+    super::phones::CreatePhoneIn => CreatePhone, "phone";
+    super::webhooks::CreateWebhookIn => CreateWebhook, "endpoint";
+    super::messages::BulkSendIn => BulkSend, "bulk send";
+}
+
+/// Runs `create` with `body` at most once per the body's `request_id` (none given: every
+/// time). `create` answers the resource and its id; its error releases the key, so a
+/// corrected retry may use it.
+pub async fn create_once<B: CreateBody, T>(
     state: &AppState,
     caller: &Caller,
-    operation: Operation,
-    what: &'static str,
-    request_id: Option<String>,
-    create: impl AsyncFnOnce() -> Result<(T, Uuid), ApiError>,
+    mut body: B,
+    create: impl AsyncFnOnce(B) -> Result<(T, Uuid), ApiError>,
 ) -> Result<T, ApiError> {
-    let Some(text) = request_id else {
-        return create().await.map(|(out, _)| out);
+    let Some(text) = body.take_request_id() else {
+        return create(body).await.map(|(out, _)| out);
     };
     let request_id = RequestId::parse(text)
         .map_err(|err| ApiError::validation("request_id", err.to_string()))?;
     let key = IdempotencyKey {
         scope: caller.scope(),
-        operation,
+        operation: B::OPERATION,
         request_id: request_id.into_string(),
     };
     let deadline = actix_web::rt::time::Instant::now() + WAIT_FOR_FIRST;
     loop {
         match idempotency::reserve(&state.db, &key, state.clock.now_ms()).await? {
             Reservation::Reserved => break,
-            Reservation::Done(id) => return Err(ApiError::DuplicateRequest { id, what }),
+            Reservation::Done(id) => {
+                return Err(ApiError::DuplicateRequest { id, what: B::WHAT });
+            }
             Reservation::Running if actix_web::rt::time::Instant::now() < deadline => {
                 actix_web::rt::time::sleep(POLL_EVERY).await;
             }
             Reservation::Running => return Err(ApiError::RequestInProgress),
         }
     }
-    match create().await {
+    match create(body).await {
         Ok((out, id)) => {
             if let Err(err) = idempotency::complete(&state.db, &key, id).await {
                 // The resource exists; the key stays reserved and is given up after a minute.

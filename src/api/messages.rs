@@ -13,10 +13,7 @@ use uuid::Uuid;
 use super::envelope::envelope_of;
 use super::idempotent::create_once;
 use super::page::{Page, page_out};
-use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, query_param,
-    required,
-};
+use super::{AppState, Caller, DocumentedRoute, JsonBody, PageRequest, query_param, required};
 use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
 use crate::domain::ids::PhoneId;
@@ -29,7 +26,6 @@ use crate::send::{
     self, BulkSendRequest, MAX_BULK_RECIPIENTS, RecipientCount, RequestId, SendError, SendRequest,
     Sender,
 };
-use crate::store::idempotency::Operation;
 use crate::store::messages::{self, ListFilter, Message, MessageEvent, Record};
 use crate::store::writer::{NewWorkspaceLimit, Transition};
 
@@ -421,35 +417,35 @@ async fn send(
 async fn bulk_send(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(mut body): JsonBody<BulkSendIn>,
+    JsonBody(body): JsonBody<BulkSendIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let request_id = body.request_id.take();
-    let operation = Operation::BulkSend;
-    create_once(
-        &state,
-        &caller,
-        operation,
-        "bulk send",
-        request_id,
-        async || {
-            let request = BulkSendRequest::try_from(body)?;
-            let stored = send::send_bulk(&state.send_deps(), sender(&state, &caller), request)
-                .await
-                .map_err(|err| send_error(err, |i| format!("to_numbers[{i}]")))?;
-            let message_ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();
-            let first = message_ids.first().copied().unwrap_or_default();
-            let response = success(
-                StatusCode::ACCEPTED,
-                "messages queued",
-                BulkSendOut {
-                    count: message_ids.len() as u64,
-                    message_ids,
-                },
-            );
-            Ok((response, first))
-        },
-    )
+    create_once(&state, &caller, body, async |body| {
+        queue_bulk(&state, &caller, body).await
+    })
     .await
+}
+
+/// Queues a bulk send: the response and the first message's id.
+async fn queue_bulk(
+    state: &AppState,
+    caller: &Caller,
+    body: BulkSendIn,
+) -> Result<(HttpResponse, Uuid), ApiError> {
+    let request = BulkSendRequest::try_from(body)?;
+    let stored = send::send_bulk(&state.send_deps(), sender(state, caller), request)
+        .await
+        .map_err(|err| send_error(err, |i| format!("to_numbers[{i}]")))?;
+    let message_ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();
+    let first = message_ids.first().copied().unwrap_or_default();
+    let response = success(
+        StatusCode::ACCEPTED,
+        "messages queued",
+        BulkSendOut {
+            count: message_ids.len() as u64,
+            message_ids,
+        },
+    );
+    Ok((response, first))
 }
 
 /// Statuses of up to 100 messages.
@@ -544,11 +540,7 @@ async fn list(
         messages::list(&state.db, caller.scope(), &filter, after, limit)
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "messages",
-        MessagePage::from(rows.map(message_out)),
-    ))
+    Ok(rows.map(message_out).answer::<MessagePage>("messages"))
 }
 
 /// One message with its timeline.
@@ -565,10 +557,7 @@ async fn get(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "message")?;
-    let (message, events) = messages::get_with_events(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("message"))?;
+    let (message, events): (Message, Vec<MessageEvent>) = state.find(&caller, &path).await?;
     let out = MessageDetailOut {
         message: message_out(&message),
         events: events.iter().map(MessageEventOut::from).collect(),
@@ -590,10 +579,8 @@ async fn cancel(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "message")?;
-    let (current, _) = messages::get_with_events(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("message"))?;
+    let (current, _): (Message, Vec<MessageEvent>) = state.find(&caller, &path).await?;
+    let id = current.id;
     let transition = Transition::cancel(id, "canceled through the API");
     match state.writer.transition(transition).await? {
         Some(message) => {

@@ -1,6 +1,7 @@
 //! The HTTP API: the shared state, the route list, and the small helpers every resource's
 //! handlers use. Authentication (the key cache, the failed-auth budget, the `Caller`) is
-//! `auth`; reading a JSON body is `body`; paging is `page`.
+//! `auth`; reading a JSON body is `body`; paging is `page`; finding the resource a path names
+//! in the caller's scope is `scoped`.
 
 pub mod ai;
 pub mod api_keys;
@@ -23,6 +24,7 @@ pub mod phone_ws;
 pub mod phones;
 pub mod routes;
 pub mod schemas;
+mod scoped;
 pub mod stats;
 pub mod test_mode;
 pub mod thirdparty;

@@ -1,15 +1,18 @@
 //! Cursor-paged lists (docs/api.md, Pagination): a list handler reads one page of rows for a
 //! [`PageRequest`] with [`Page::read`], maps the rows to its response items, and answers with
-//! the resource's page struct, declared by [`page_out!`].
+//! [`Page::answer`] in the resource's page struct, declared by [`page_out!`].
 
 use std::collections::HashMap;
 use std::future::Future;
 
+use actix_web::HttpResponse;
+use actix_web::http::StatusCode;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Serialize;
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, success};
 use crate::store::StoreError;
 use crate::store::messages::Position;
 
@@ -27,25 +30,41 @@ pub const MAX_PAGE_SIZE: u64 = 100;
 impl PageRequest {
     /// Reads `limit` (1–100, default 25) and `cursor` from a query map.
     pub fn parse(query: &HashMap<String, String>) -> Result<PageRequest, ApiError> {
-        let limit = match query.get("limit") {
-            None => DEFAULT_PAGE_SIZE,
-            Some(text) => match text.parse::<u64>() {
-                Ok(n) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
-                _ => {
-                    return Err(ApiError::validation(
-                        "limit",
-                        "limit must be an integer from 1 to 100",
-                    ));
-                }
-            },
-        };
-        let after = match query.get("cursor").map(String::as_str) {
-            None | Some("") => None,
-            Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
-                ApiError::validation("cursor", "cursor is not a value this API returned")
-            })?),
-        };
+        let limit = parse_limit(query, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
+        let after = parse_cursor(query, decode_cursor)?;
         Ok(PageRequest { limit, after })
+    }
+}
+
+/// `limit` of a query map: an integer from 1 to `max`, `default` when absent.
+pub fn parse_limit(
+    query: &HashMap<String, String>,
+    default: u64,
+    max: u64,
+) -> Result<u64, ApiError> {
+    match query.get("limit") {
+        None => Ok(default),
+        Some(text) => match text.parse::<u64>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
+            _ => Err(ApiError::validation(
+                "limit",
+                format!("limit must be an integer from 1 to {max}"),
+            )),
+        },
+    }
+}
+
+/// `cursor` of a query map, read with `decode` (None when absent or empty); a value `decode`
+/// refuses is 422.
+pub fn parse_cursor<C>(
+    query: &HashMap<String, String>,
+    decode: impl FnOnce(&str) -> Option<C>,
+) -> Result<Option<C>, ApiError> {
+    match query.get("cursor").map(String::as_str) {
+        None | Some("") => Ok(None),
+        Some(cursor) => decode(cursor).map(Some).ok_or_else(|| {
+            ApiError::validation("cursor", "cursor is not a value this API returned")
+        }),
     }
 }
 
@@ -54,7 +73,8 @@ pub fn encode_cursor(position: Position) -> String {
     URL_SAFE_NO_PAD.encode(format!("{}:{}", position.created_at, position.id))
 }
 
-fn decode_cursor(cursor: &str) -> Option<Position> {
+/// The position an [`encode_cursor`] cursor stands for.
+pub fn decode_cursor(cursor: &str) -> Option<Position> {
     let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
     let text = String::from_utf8(bytes).ok()?;
     let (at, id) = text.split_once(':')?;
@@ -139,6 +159,15 @@ impl<R: Positioned> Page<R> {
 }
 
 impl<T> Page<T> {
+    /// The list's answer: 200 with this page as the resource's page struct `P` (declared by
+    /// [`page_out!`]) in the success envelope.
+    pub fn answer<P>(self, message: &str) -> HttpResponse
+    where
+        P: From<Page<T>> + Serialize,
+    {
+        success(StatusCode::OK, message, P::from(self))
+    }
+
     /// The same page with each item mapped (a row to its response item).
     pub fn map<'a, O>(&'a self, out: impl FnMut(&'a T) -> O) -> Page<O> {
         Page {

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::envelope::envelope_of;
 use super::idempotent::create_once;
 use super::page::{Page, page_out};
-use super::schemas::{DeletedEnvelope, DeletedOut};
+use super::schemas::{DeletedEnvelope, deleted};
 use super::{
     AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, required,
 };
@@ -25,7 +25,6 @@ use crate::domain::keys;
 use crate::domain::pace::Pace;
 use crate::domain::quota::Quota;
 use crate::error::{ApiError, ErrorCode, success};
-use crate::store::idempotency::Operation;
 use crate::store::phones::{self, PhoneRecord};
 
 /// Longest phone name.
@@ -161,7 +160,11 @@ fn phone_out<'a>(state: &AppState, p: &'a PhoneRecord, live: Option<PhoneState>)
     }
 }
 
-async fn live_states(state: &AppState, phones: &[PhoneRecord]) -> HashMap<uuid::Uuid, PhoneState> {
+/// The live state (online, last seen) of each of `phones` the registry knows.
+pub(super) async fn live_states(
+    state: &AppState,
+    phones: &[PhoneRecord],
+) -> HashMap<uuid::Uuid, PhoneState> {
     state
         .registry
         .send(GetPhoneStates {
@@ -169,6 +172,12 @@ async fn live_states(state: &AppState, phones: &[PhoneRecord]) -> HashMap<uuid::
         })
         .await
         .unwrap_or_default()
+}
+
+/// One phone as the API shows it, with its live state.
+async fn live_phone_out<'a>(state: &AppState, phone: &'a PhoneRecord) -> PhoneOut<'a> {
+    let live = live_states(state, std::slice::from_ref(phone)).await;
+    phone_out(state, phone, live.get(&phone.id).copied())
 }
 
 fn validate_name(name: Option<String>) -> Result<Option<String>, ApiError> {
@@ -193,18 +202,11 @@ fn validate_name(name: Option<String>) -> Result<Option<String>, ApiError> {
 async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(mut body): JsonBody<CreatePhoneIn>,
+    JsonBody(body): JsonBody<CreatePhoneIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let request_id = body.request_id.take();
-    let operation = Operation::CreatePhone;
-    create_once(
-        &state,
-        &caller,
-        operation,
-        "phone",
-        request_id,
-        async || create_phone(&state, &caller, body).await,
-    )
+    create_once(&state, &caller, body, async |body| {
+        create_phone(&state, &caller, body).await
+    })
     .await
 }
 
@@ -267,7 +269,7 @@ async fn list(
     .await?;
     let live = live_states(&state, &rows.items).await;
     let items = rows.map(|p| phone_out(&state, p, live.get(&p.id).copied()));
-    Ok(success(StatusCode::OK, "phones", PhonePage::from(items)))
+    Ok(items.answer::<PhonePage>("phones"))
 }
 
 /// One phone with its live state.
@@ -284,15 +286,11 @@ async fn get(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "phone")?;
-    let phone = phones::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("phone"))?;
-    let live = live_states(&state, std::slice::from_ref(&phone)).await;
+    let phone: PhoneRecord = state.find(&caller, &path).await?;
     Ok(success(
         StatusCode::OK,
         "phone",
-        phone_out(&state, &phone, live.get(&id).copied()),
+        live_phone_out(&state, &phone).await,
     ))
 }
 
@@ -338,11 +336,10 @@ async fn update(
             pace: phone.pace,
         });
     }
-    let live = live_states(&state, std::slice::from_ref(&phone)).await;
     Ok(success(
         StatusCode::OK,
         "phone updated",
-        phone_out(&state, &phone, live.get(&id).copied()),
+        live_phone_out(&state, &phone).await,
     ))
 }
 
@@ -366,7 +363,7 @@ async fn delete(
         .map_err(missing("phone"))?;
     state.device_links.forget_tokens_of(id);
     state.registry.do_send(Unpaired { phone_id: id });
-    Ok(success(StatusCode::OK, "phone unpaired", DeletedOut { id }))
+    Ok(deleted("phone unpaired", id))
 }
 
 /// Issues a new device token; the old one stops working and the session is closed.

@@ -6,6 +6,8 @@
 //! handler serializes and the schema the document shows. Request bodies are the handlers' `…In`
 //! structs.
 
+use actix_web::HttpResponse;
+use actix_web::http::StatusCode;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -13,6 +15,7 @@ use uuid::Uuid;
 pub use crate::error::ErrorCode;
 
 use super::envelope::envelope_of;
+use crate::error::success;
 
 /// The error envelope (docs/api.md, Errors): `status` is `error` exactly when the HTTP
 /// status is ≥ 400.
@@ -82,3 +85,8 @@ pub struct DeletedOut {
     pub id: Uuid,
 }
 envelope_of!(DeletedEnvelope, DeletedOut, "The id of what was removed.");
+
+/// A delete's answer: 200 with the removed resource's id.
+pub fn deleted(message: &str, id: Uuid) -> HttpResponse {
+    success(StatusCode::OK, message, DeletedOut { id })
+}

@@ -11,8 +11,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::envelope::envelope_of;
+use super::phones::live_states;
 use super::{AppState, Caller, DocumentedRoute};
-use crate::actors::registry::GetPhoneStates;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::phones;
 use crate::store::stats::{self, DayCounts, day_of};
@@ -156,13 +156,7 @@ async fn overview(state: web::Data<AppState>, caller: Caller) -> Result<HttpResp
         .remove(&today)
         .unwrap_or_default();
     let (paired, _) = phones::list(&state.db, scope, None, MAX_COUNTED_PHONES).await?;
-    let live = state
-        .registry
-        .send(GetPhoneStates {
-            ids: paired.iter().map(|p| p.id).collect(),
-        })
-        .await
-        .unwrap_or_default();
+    let live = live_states(&state, &paired).await;
     let online = live.values().filter(|s| s.online).count() as u64;
     let out = OverviewOut {
         today: TodayOut {

@@ -14,7 +14,7 @@ use super::envelope::envelope_of;
 use super::idempotent::create_once;
 use super::page::{Page, Positioned, page_out};
 use super::routes::DocumentedRoute;
-use super::schemas::{DeletedEnvelope, DeletedOut, ErrorCode};
+use super::schemas::{DeletedEnvelope, ErrorCode, deleted};
 use super::{AppState, Caller, JsonBody, PageRequest, missing, parse_id, required};
 use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted};
 use crate::actors::webhook_target::{self, SharedResolver, TargetError};
@@ -23,12 +23,12 @@ use crate::clock::format_ms;
 use crate::domain::quota::Quota;
 use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
-use crate::domain::webhook_event::{EventKind, SmsGateEvent, WebhookFormat, is_event_kind};
+use crate::domain::webhook_event::{EventKind, SmsGateEvent, WebhookFormat};
 use crate::error::{ApiError, success};
-use crate::store::idempotency::Operation;
 use crate::store::messages::Position;
 use crate::store::webhooks::{
-    self, AttemptRow, DeliveryState, EndpointChanges, EndpointRecord, NewEndpoint, Subscriptions,
+    self, AttemptRow, DeliveryState, EndpointChanges, EndpointRecord, NewEndpoint, PendingDelivery,
+    Subscriptions,
 };
 
 /// Longest accepted endpoint URL, in bytes.
@@ -246,6 +246,20 @@ fn new_signing_key(api: &WebhookApi, id: Uuid) -> Result<(String, String), ApiEr
     Ok((clear, sealed))
 }
 
+/// Puts a created or changed endpoint in this process's subscription index and announces it.
+fn subscribe(state: &AppState, api: &WebhookApi, endpoint: &EndpointRecord) {
+    api.subscriptions.upsert(endpoint);
+    announce(state, endpoint.id, None);
+}
+
+/// Tells the endpoint's actor (and, through the registry, the other nodes of a cluster and
+/// their subscription indexes) that the endpoint changed, or that `retry` is due now.
+fn announce(state: &AppState, endpoint_id: Uuid, retry: Option<PendingDelivery>) {
+    state
+        .registry
+        .do_send(EndpointChanged { endpoint_id, retry });
+}
+
 /// One attempt of the deliveries log.
 pub fn attempt_out(a: &AttemptRow) -> DeliveryAttemptOut<'_> {
     DeliveryAttemptOut {
@@ -300,53 +314,32 @@ pub(crate) async fn check_url(
     Ok(url.to_string())
 }
 
+/// The events of an endpoint of `format`: at least one, each a name that format accepts (smsgw
+/// kinds, or SMSGate names for an SMSGate-format endpoint changed through `/v1`), the first
+/// mention of each kept.
 fn parse_events(events: Vec<String>, format: WebhookFormat) -> Result<Vec<String>, ApiError> {
-    if format == WebhookFormat::Smsgate {
-        return parse_smsgate_events(events);
-    }
+    let known = match format {
+        WebhookFormat::Smsgw => EventKind::list(),
+        WebhookFormat::Smsgate => SmsGateEvent::list(),
+    };
     if events.is_empty() {
         return Err(ApiError::validation(
             "events",
-            format!("events must list at least one of {}", EventKind::list()),
+            format!("events must list at least one of {known}"),
         ));
     }
     let mut out: Vec<String> = Vec::with_capacity(events.len());
     for (i, event) in events.into_iter().enumerate() {
-        if !is_event_kind(&event) {
-            return Err(ApiError::validation(
-                format!("events[{i}]"),
-                format!(
-                    "unknown event kind {event:?}; known kinds: {}",
-                    EventKind::list()
+        if !format.accepts(&event) {
+            let message = match format {
+                WebhookFormat::Smsgw => {
+                    format!("unknown event kind {event:?}; known kinds: {known}")
+                }
+                WebhookFormat::Smsgate => format!(
+                    "unknown event {event:?} for an smsgate-format endpoint; known events: {known}"
                 ),
-            ));
-        }
-        if !out.contains(&event) {
-            out.push(event);
-        }
-    }
-    Ok(out)
-}
-
-/// The events of an SMSGate-format endpoint changed through `/v1`: SMSGate names.
-fn parse_smsgate_events(events: Vec<String>) -> Result<Vec<String>, ApiError> {
-    let known = || SmsGateEvent::list();
-    if events.is_empty() {
-        return Err(ApiError::validation(
-            "events",
-            format!("events must list at least one of {}", known()),
-        ));
-    }
-    let mut out: Vec<String> = Vec::with_capacity(events.len());
-    for (i, event) in events.into_iter().enumerate() {
-        if !WebhookFormat::Smsgate.accepts(&event) {
-            return Err(ApiError::validation(
-                format!("events[{i}]"),
-                format!(
-                    "unknown event {event:?} for an smsgate-format endpoint; known events: {}",
-                    known()
-                ),
-            ));
+            };
+            return Err(ApiError::validation(format!("events[{i}]"), message));
         }
         if !out.contains(&event) {
             out.push(event);
@@ -385,18 +378,11 @@ async fn create(
     state: web::Data<AppState>,
     api: web::Data<WebhookApi>,
     caller: Caller,
-    JsonBody(mut body): JsonBody<CreateWebhookIn>,
+    JsonBody(body): JsonBody<CreateWebhookIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let request_id = body.request_id.take();
-    let operation = Operation::CreateWebhook;
-    create_once(
-        &state,
-        &caller,
-        operation,
-        "endpoint",
-        request_id,
-        async || create_endpoint(&state, &api, &caller, body).await,
-    )
+    create_once(&state, &caller, body, async |body| {
+        create_endpoint(&state, &api, &caller, body).await
+    })
     .await
 }
 
@@ -428,12 +414,7 @@ async fn create_endpoint(
     let quota = state.settings.quotas.count(Quota::WebhookEndpoints);
     let now = state.clock.now_ms();
     let endpoint = webhooks::create(&state.db, caller.scope(), new, quota, now).await?;
-    api.subscriptions.upsert(&endpoint);
-    // Other nodes of a cluster learn it through the registry (their subscription index).
-    state.registry.do_send(EndpointChanged {
-        endpoint_id: endpoint.id,
-        retry: None,
-    });
+    subscribe(state, api, &endpoint);
     let response = success(
         StatusCode::CREATED,
         "webhook endpoint created; the signing key is shown only now",
@@ -463,11 +444,7 @@ async fn list(
         webhooks::list(&state.db, caller.scope(), after, limit)
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "webhooks",
-        WebhookPage::from(rows.map(endpoint_out)),
-    ))
+    Ok(rows.map(endpoint_out).answer::<WebhookPage>("webhooks"))
 }
 
 /// Reads a webhook endpoint (never its key).
@@ -484,10 +461,7 @@ async fn get(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "webhook")?;
-    let endpoint = webhooks::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("webhook"))?;
+    let endpoint: EndpointRecord = state.find(&caller, &path).await?;
     Ok(success(StatusCode::OK, "webhook", endpoint_out(&endpoint)))
 }
 
@@ -508,11 +482,9 @@ async fn update(
     path: web::Path<String>,
     JsonBody(body): JsonBody<UpdateWebhookIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "webhook")?;
     // Unknown ids are 404 before any field is judged.
-    let current = webhooks::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("webhook"))?;
+    let current: EndpointRecord = state.find(&caller, &path).await?;
+    let id = current.id;
     let events = body
         .events
         .map(|events| parse_events(events, current.format))
@@ -533,11 +505,7 @@ async fn update(
     let endpoint = webhooks::update(&state.db, caller.scope(), id, changes, state.clock.now_ms())
         .await
         .map_err(missing("webhook"))?;
-    api.subscriptions.upsert(&endpoint);
-    state.registry.do_send(EndpointChanged {
-        endpoint_id: id,
-        retry: None,
-    });
+    subscribe(&state, &api, &endpoint);
     Ok(success(
         StatusCode::OK,
         "webhook endpoint updated",
@@ -566,11 +534,7 @@ async fn delete(
         .map_err(missing("webhook"))?;
     api.subscriptions.remove(id);
     state.registry.do_send(EndpointDeleted { endpoint_id: id });
-    Ok(success(
-        StatusCode::OK,
-        "webhook endpoint deleted",
-        DeletedOut { id },
-    ))
+    Ok(deleted("webhook endpoint deleted", id))
 }
 
 /// Replaces the signing key; the new one is shown only in this answer.
@@ -588,10 +552,8 @@ async fn rotate_key(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "webhook")?;
-    let current = webhooks::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("webhook"))?;
+    let current: EndpointRecord = state.find(&caller, &path).await?;
+    let id = current.id;
     if current.format == WebhookFormat::Smsgate {
         return Err(ApiError::validation(
             "id",
@@ -606,10 +568,7 @@ async fn rotate_key(
     let endpoint = webhooks::update(&state.db, caller.scope(), id, changes, state.clock.now_ms())
         .await
         .map_err(missing("webhook"))?;
-    state.registry.do_send(EndpointChanged {
-        endpoint_id: id,
-        retry: None,
-    });
+    announce(&state, id, None);
     Ok(success(
         StatusCode::OK,
         "signing key rotated; the new key is shown only now and signs every later attempt",
@@ -635,20 +594,13 @@ async fn deliveries(
     path: web::Path<String>,
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "webhook")?;
-    webhooks::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("webhook"))?;
+    let id = state.find::<EndpointRecord>(&caller, &path).await?.id;
     let page = PageRequest::parse(&query)?;
     let rows = Page::read(page, |after, limit| {
         webhooks::list_attempts(&state.db, id, after, limit)
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "deliveries",
-        DeliveryPage::from(rows.map(attempt_out)),
-    ))
+    Ok(rows.map(attempt_out).answer::<DeliveryPage>("deliveries"))
 }
 
 /// Sends a delivery again now (same event_id).
@@ -670,16 +622,11 @@ async fn retry(
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path.0, "webhook")?;
     let delivery_id: Uuid = parse_id(&path.1, "delivery")?;
-    webhooks::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("webhook"))?;
+    state.find_id::<EndpointRecord>(&caller, id).await?;
     let delivery = webhooks::retry_now(&state.db, id, delivery_id, state.clock.now_ms())
         .await
         .map_err(missing("delivery"))?;
-    state.registry.do_send(EndpointChanged {
-        endpoint_id: id,
-        retry: Some(delivery.clone()),
-    });
+    announce(&state, id, Some(delivery.clone()));
     Ok(success(
         StatusCode::ACCEPTED,
         "delivery scheduled for another attempt now",

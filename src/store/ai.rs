@@ -156,15 +156,14 @@ pub async fn list(
     if let Some(status) = status {
         condition = condition.add(ai_drafts::Column::Status.eq(status.as_str()));
     }
-    let (rows, has_more) = super::newest_first(
+    super::newest_first(
         db,
         ai_drafts::Entity::find().filter(condition),
         (ai_drafts::Column::CreatedAt, ai_drafts::Column::Id),
         after,
         limit,
     )
-    .await?;
-    Ok((rows.into_iter().map(Draft::from).collect(), has_more))
+    .await
 }
 
 /// Discards a pending draft; false when it is not pending (anymore).

@@ -282,15 +282,14 @@ pub async fn list(
                 .add(messages::Column::ToNumber.eq(number.as_str())),
         );
     }
-    let (rows, has_more) = super::newest_first(
+    super::newest_first(
         db,
         messages::Entity::find().filter(condition),
         (messages::Column::CreatedAt, messages::Column::Id),
         after,
         limit,
     )
-    .await?;
-    Ok((rows.into_iter().map(Message::from).collect(), has_more))
+    .await
 }
 
 /// Status of each id of this scope that exists.
@@ -358,17 +357,11 @@ pub async fn queued_in_test_mode(
         }
         query = query.filter(messages::Column::Id.is_in(super::id_list(ids)));
     }
-    Ok(query
+    let query = query
         .filter(messages::Column::TestMode.eq(true))
         .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
-        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
-        .order_by_asc(messages::Column::CreatedAt)
-        .order_by_asc(messages::Column::Id)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect())
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()));
+    oldest_first(db, query).await
 }
 
 /// The outbound messages of one phone still `queued` or `sending`, oldest first: what a node
@@ -418,11 +411,19 @@ pub async fn queued_of_phone(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let query = messages::Entity::find()
+    oldest_first(db, on_phone(device, ids, MessageStatus::Queued)).await
+}
+
+/// Those of `ids` on phone `device` in `status`.
+fn on_phone(
+    device: Uuid,
+    ids: &[Uuid],
+    status: MessageStatus,
+) -> sea_orm::Select<messages::Entity> {
+    messages::Entity::find()
         .filter(messages::Column::Id.is_in(super::id_list(ids)))
         .filter(messages::Column::DeviceId.eq(device))
-        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()));
-    oldest_first(db, query).await
+        .filter(messages::Column::Status.eq(status.as_str()))
 }
 
 /// The messages `query` selects, oldest first.
@@ -450,10 +451,7 @@ pub async fn sending_on_phone(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(messages::Entity::find()
-        .filter(messages::Column::Id.is_in(super::id_list(ids)))
-        .filter(messages::Column::DeviceId.eq(device))
-        .filter(messages::Column::Status.eq(MessageStatus::Sending.as_str()))
+    Ok(on_phone(device, ids, MessageStatus::Sending)
         .all(db)
         .await?
         .into_iter()

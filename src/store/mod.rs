@@ -29,8 +29,9 @@ pub use paging::newest_first;
 use migration::{Migrator, MigratorTrait};
 use sea_orm::sqlx::sqlite::SqliteSynchronous;
 use sea_orm::{
-    ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, SqlErr,
-    SqliteTransactionMode, TransactionOptions, TransactionTrait,
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend,
+    DbErr, DeleteMany, EntityTrait, SqlErr, SqliteTransactionMode, TransactionOptions,
+    TransactionTrait,
 };
 
 /// A storage failure, classified once.
@@ -181,6 +182,19 @@ async fn enable_wal(db: &DatabaseConnection) -> Result<(), StoreError> {
             Err(err) => return Err(err.into()),
         }
     }
+}
+
+/// Runs the delete of one resource, filtered by its id and its scope: `NotFound` when it
+/// removed nothing (no such id, or another scope's).
+async fn delete_found<E: EntityTrait, C: ConnectionTrait>(
+    conn: &C,
+    delete: DeleteMany<E>,
+) -> Result<(), StoreError> {
+    let result = delete.exec(conn).await?;
+    if result.rows_affected == 0 {
+        return Err(StoreError::NotFound);
+    }
+    Ok(())
 }
 
 /// Starts a transaction that will write. On SQLite it takes the write lock at BEGIN

@@ -8,15 +8,16 @@ use sea_orm::{
 
 use super::StoreError;
 
-/// One page of `select`, newest first by (`at`, `id`), strictly after `after`; fetches
-/// `limit + 1` rows to learn whether more follow. Every cursor-paged list pages this way.
-pub async fn newest_first<E: EntityTrait>(
+/// One page of `select`, newest first by (`at`, `id`), strictly after `after`, each row as
+/// the list's record `R` (or as the row itself); fetches `limit + 1` rows to learn whether
+/// more follow. Every cursor-paged list pages this way.
+pub async fn newest_first<E: EntityTrait, R: From<E::Model>>(
     db: &DatabaseConnection,
     select: Select<E>,
     (at, id): (E::Column, E::Column),
     after: Option<super::messages::Position>,
     limit: u64,
-) -> Result<(Vec<E::Model>, bool), StoreError> {
+) -> Result<(Vec<R>, bool), StoreError> {
     let select = match after {
         Some(p) => select.filter(
             Condition::any().add(at.lt(p.created_at)).add(
@@ -36,5 +37,5 @@ pub async fn newest_first<E: EntityTrait>(
         .await?;
     let has_more = rows.len() as u64 > limit;
     rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok((rows, has_more))
+    Ok((rows.into_iter().map(R::from).collect(), has_more))
 }

@@ -88,10 +88,8 @@ pub async fn create(
     quota: CountQuota,
     now_ms: i64,
 ) -> Result<PhoneRecord, StoreError> {
-    let txn = super::begin_write(db).await?;
-    super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
     let stored = phones::Entity::find().filter(in_scope(scope));
-    super::quotas::ensure_room(&txn, quota, stored, 1).await?;
+    let txn = super::quotas::begin_counted(db, scope.workspace_id, quota, stored).await?;
     let model = phones::ActiveModel {
         id: Set(Uuid::now_v7()),
         workspace_id: Set(scope.workspace_id.as_uuid()),
@@ -147,15 +145,14 @@ pub async fn list(
     after: Option<Position>,
     limit: u64,
 ) -> Result<(Vec<PhoneRecord>, bool), StoreError> {
-    let (rows, has_more) = super::newest_first(
+    super::newest_first(
         db,
         phones::Entity::find().filter(in_scope(scope)),
         (phones::Column::CreatedAt, phones::Column::Id),
         after,
         limit,
     )
-    .await?;
-    Ok((rows.into_iter().map(PhoneRecord::from).collect(), has_more))
+    .await
 }
 
 /// Every paired phone (the registry's start-up index).
@@ -190,15 +187,10 @@ pub async fn update(
 
 /// Unpairs a phone.
 pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
-    let result = phones::Entity::delete_many()
+    let delete = phones::Entity::delete_many()
         .filter(phones::Column::Id.eq(id))
-        .filter(in_scope(scope))
-        .exec(db)
-        .await?;
-    if result.rows_affected == 0 {
-        return Err(StoreError::NotFound);
-    }
-    Ok(())
+        .filter(in_scope(scope));
+    super::delete_found(db, delete).await
 }
 
 /// Replaces the device token hash; the old token stops working at once.

@@ -4,8 +4,8 @@
 
 use sea_orm::sea_query::{Expr, SelectStatement};
 use sea_orm::{
-    ConnectionTrait, DatabaseTransaction, DbBackend, EntityTrait, QuerySelect, QueryTrait, Select,
-    Statement,
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, EntityTrait, QuerySelect,
+    QueryTrait, Select, Statement,
 };
 
 use super::StoreError;
@@ -29,6 +29,31 @@ pub(super) async fn lock_workspace(
     ))
     .await?;
     Ok(())
+}
+
+/// Starts a write transaction holding the workspace's lock: [`super::begin_write`], then
+/// [`lock_workspace`].
+pub(super) async fn begin_locked(
+    db: &DatabaseConnection,
+    workspace_id: WorkspaceId,
+) -> Result<DatabaseTransaction, StoreError> {
+    let txn = super::begin_write(db).await?;
+    lock_workspace(&txn, workspace_id).await?;
+    Ok(txn)
+}
+
+/// Starts the transaction of a create of one counted row: [`begin_locked`], then
+/// [`ensure_room`] for one more next to the rows `stored` selects (the scope's);
+/// `QuotaExceeded` when there is none.
+pub(super) async fn begin_counted<E: EntityTrait>(
+    db: &DatabaseConnection,
+    workspace_id: WorkspaceId,
+    quota: CountQuota,
+    stored: Select<E>,
+) -> Result<DatabaseTransaction, StoreError> {
+    let txn = begin_locked(db, workspace_id).await?;
+    ensure_room(&txn, quota, stored, 1).await?;
+    Ok(txn)
 }
 
 /// `Ok` when `adding` more rows fit next to the rows `stored` selects (the scope's rows);

@@ -136,8 +136,7 @@ pub async fn apply(
     secrets: &SecretBox,
     now_ms: i64,
 ) -> Result<StoredSettings, StoreError> {
-    let txn = super::begin_write(db).await?;
-    super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
+    let txn = super::quotas::begin_locked(db, scope.workspace_id).await?;
     let row = read(&txn, scope).await?;
     let exists = row.is_some();
     let mut settings = row.map(StoredSettings::from).unwrap_or_default();
@@ -178,8 +177,7 @@ pub async fn signing_key(
     if let Some(key) = read(db, scope).await?.and_then(|m| m.signing_key) {
         return Ok(key);
     }
-    let txn = super::begin_write(db).await?;
-    super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
+    let txn = super::quotas::begin_locked(db, scope.workspace_id).await?;
     let row = read(&txn, scope).await?;
     let exists = row.is_some();
     let mut settings = row.map(StoredSettings::from).unwrap_or_default();

@@ -223,7 +223,7 @@ pub async fn list_keys(
     after: Option<Position>,
     limit: u64,
 ) -> Result<(Vec<KeyRecord>, bool), StoreError> {
-    let (rows, has_more) = super::newest_first(
+    super::newest_first(
         db,
         api_keys::Entity::find()
             .filter(api_keys::Column::WorkspaceId.eq(scope.workspace_id))
@@ -232,8 +232,7 @@ pub async fn list_keys(
         after,
         limit,
     )
-    .await?;
-    Ok((rows.into_iter().map(KeyRecord::from).collect(), has_more))
+    .await
 }
 
 /// Which key to revoke: by id within a caller's scope (the API), or by its secret (the CLI,

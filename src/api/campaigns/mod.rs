@@ -26,16 +26,13 @@ use wire::{
 use super::idempotent::create_once;
 use super::messages::new_workspace_limit;
 use super::page::{Page, PageParams};
-use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, query_param,
-};
+use super::{AppState, Caller, DocumentedRoute, JsonBody, PageRequest, parse_id, query_param};
 use crate::actors::campaign::Wake;
 use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
 use crate::domain::campaign::{CampaignStatus, Control, RecipientStatus};
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::campaigns::{self, Campaign, NewCampaign, NewRecipient};
-use crate::store::idempotency::Operation;
 use crate::store::writer::{CampaignOp, CampaignOutcome};
 
 /// The campaign operations (route list, see `super::documented_routes`).
@@ -81,18 +78,11 @@ async fn with_counts<'a>(
 async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    JsonBody(mut body): JsonBody<CreateCampaignIn>,
+    JsonBody(body): JsonBody<CreateCampaignIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let request_id = body.request_id.take();
-    let operation = Operation::CreateCampaign;
-    create_once(
-        &state,
-        &caller,
-        operation,
-        "campaign",
-        request_id,
-        async || create_campaign(&state, &caller, body).await,
-    )
+    create_once(&state, &caller, body, async |body| {
+        create_campaign(&state, &caller, body).await
+    })
     .await
 }
 
@@ -287,10 +277,7 @@ async fn get(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "campaign")?;
-    let campaign = campaigns::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("campaign"))?;
+    let campaign: Campaign = state.find(&caller, &path).await?;
     Ok(success(
         StatusCode::OK,
         "campaign",
@@ -329,11 +316,7 @@ async fn list(
     let ids: Vec<Uuid> = rows.items.iter().map(|c| c.id).collect();
     let mut counts = campaigns::counts_of(&state.db, &ids).await?;
     let items = rows.map(|c| campaign_out(c, &counts.remove(&c.id).unwrap_or_default()));
-    Ok(success(
-        StatusCode::OK,
-        "campaigns",
-        CampaignPage::from(items),
-    ))
+    Ok(items.answer::<CampaignPage>("campaigns"))
 }
 
 /// A campaign's recipients in order, with their statuses, cursor paged.
@@ -356,16 +339,12 @@ async fn recipients(
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, "campaign")?;
     let page = PageRequest::parse(&query)?;
-    campaigns::get(&state.db, caller.scope(), id)
-        .await
-        .map_err(missing("campaign"))?;
+    state.find_id::<Campaign>(&caller, id).await?;
     let rows = Page::read(page, |after, limit| {
         campaigns::recipients(&state.db, id, after.map(|p| p.created_at), limit)
     })
     .await?;
-    Ok(success(
-        StatusCode::OK,
-        "recipients",
-        CampaignRecipientPage::from(rows.map(recipient_out)),
-    ))
+    Ok(rows
+        .map(recipient_out)
+        .answer::<CampaignRecipientPage>("recipients"))
 }

@@ -204,15 +204,14 @@ pub async fn list(
     if let Some(status) = status {
         condition = condition.add(campaigns::Column::Status.eq(status.as_str()));
     }
-    let (rows, has_more) = super::newest_first(
+    super::newest_first(
         db,
         campaigns::Entity::find().filter(condition),
         (campaigns::Column::CreatedAt, campaigns::Column::Id),
         after,
         limit,
     )
-    .await?;
-    Ok((rows.into_iter().map(Campaign::from).collect(), has_more))
+    .await
 }
 
 /// The counts of a campaign (see [`counts_of`]).

@@ -58,8 +58,7 @@ pub async fn import(
     quota: CountQuota,
     now_ms: i64,
 ) -> Result<ImportOutcome, StoreError> {
-    let txn = crate::store::begin_write(db).await?;
-    crate::store::quotas::lock_workspace(&txn, scope.workspace_id).await?;
+    let txn = crate::store::quotas::begin_locked(db, scope.workspace_id).await?;
     let mut existing: HashMap<String, contacts::Model> = HashMap::with_capacity(items.len());
     let numbers: Vec<&str> = items.iter().map(|i| i.phone_number.as_str()).collect();
     for chunk in numbers.chunks(IDS_PER_LOOKUP) {

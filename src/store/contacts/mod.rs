@@ -192,10 +192,8 @@ pub async fn create(
     now_ms: i64,
 ) -> Result<Contact, StoreError> {
     let id = Uuid::now_v7();
-    let txn = super::begin_write(db).await?;
-    super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
     let stored = contacts::Entity::find().filter(in_scope(scope));
-    super::quotas::ensure_room(&txn, quota, stored, 1).await?;
+    let txn = super::quotas::begin_counted(db, scope.workspace_id, quota, stored).await?;
     let model = contacts::ActiveModel {
         id: Set(id),
         workspace_id: Set(scope.workspace_id.as_uuid()),
@@ -304,14 +302,10 @@ pub async fn update(
 #[tracing::instrument(skip_all, fields(contact_id = %id))]
 pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
     let txn = super::begin_write(db).await?;
-    let result = contacts::Entity::delete_many()
+    let delete = contacts::Entity::delete_many()
         .filter(contacts::Column::Id.eq(id))
-        .filter(in_scope(scope))
-        .exec(&txn)
-        .await?;
-    if result.rows_affected == 0 {
-        return Err(StoreError::NotFound);
-    }
+        .filter(in_scope(scope));
+    super::delete_found(&txn, delete).await?;
     delete_tags(&txn, &[id]).await?;
     txn.commit().await?;
     Ok(())
@@ -343,7 +337,7 @@ pub async fn list(
             .into_query();
         condition = condition.add(contacts::Column::Id.in_subquery(tagged));
     }
-    let (rows, has_more) = super::newest_first(
+    let (rows, has_more): (Vec<contacts::Model>, bool) = super::newest_first(
         db,
         contacts::Entity::find().filter(condition),
         (contacts::Column::CreatedAt, contacts::Column::Id),

@@ -242,7 +242,7 @@ pub async fn list_attempts(
     after: Option<Position>,
     limit: u64,
 ) -> Result<(Vec<AttemptRow>, bool), StoreError> {
-    let (rows, has_more) = crate::store::newest_first(
+    crate::store::newest_first(
         db,
         webhook_attempts::Entity::find()
             .filter(webhook_attempts::Column::EndpointId.eq(endpoint_id)),
@@ -253,8 +253,7 @@ pub async fn list_attempts(
         after,
         limit,
     )
-    .await?;
-    Ok((rows.into_iter().map(AttemptRow::from).collect(), has_more))
+    .await
 }
 
 /// Records attempts through the one [`Writer`](crate::store::writer::Writer): each attempt row and its

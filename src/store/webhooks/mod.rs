@@ -136,10 +136,8 @@ pub async fn create(
     quota: CountQuota,
     now_ms: i64,
 ) -> Result<EndpointRecord, StoreError> {
-    let txn = super::begin_write(db).await?;
-    super::quotas::lock_workspace(&txn, scope.workspace_id).await?;
     let stored = webhook_endpoints::Entity::find().filter(in_scope(scope));
-    super::quotas::ensure_room(&txn, quota, stored, 1).await?;
+    let txn = super::quotas::begin_counted(db, scope.workspace_id, quota, stored).await?;
     let model = webhook_endpoints::ActiveModel {
         id: Set(new.id),
         workspace_id: Set(scope.workspace_id.as_uuid()),
@@ -167,11 +165,19 @@ pub async fn get(
     scope: Scope,
     id: Uuid,
 ) -> Result<EndpointRecord, StoreError> {
+    Ok(model(db, scope, id).await?.into())
+}
+
+/// The row of endpoint `id` in this scope.
+async fn model(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: Uuid,
+) -> Result<webhook_endpoints::Model, StoreError> {
     webhook_endpoints::Entity::find_by_id(id)
         .filter(in_scope(scope))
         .one(db)
         .await?
-        .map(EndpointRecord::from)
         .ok_or(StoreError::NotFound)
 }
 
@@ -200,7 +206,7 @@ pub async fn list(
     after: Option<Position>,
     limit: u64,
 ) -> Result<(Vec<EndpointRecord>, bool), StoreError> {
-    let (rows, has_more) = super::newest_first(
+    super::newest_first(
         db,
         webhook_endpoints::Entity::find().filter(in_scope(scope)),
         (
@@ -210,11 +216,7 @@ pub async fn list(
         after,
         limit,
     )
-    .await?;
-    Ok((
-        rows.into_iter().map(EndpointRecord::from).collect(),
-        has_more,
-    ))
+    .await
 }
 
 /// Applies `changes` to an endpoint of this scope.
@@ -225,12 +227,7 @@ pub async fn update(
     changes: EndpointChanges,
     now_ms: i64,
 ) -> Result<EndpointRecord, StoreError> {
-    let model = webhook_endpoints::Entity::find_by_id(id)
-        .filter(in_scope(scope))
-        .one(db)
-        .await?
-        .ok_or(StoreError::NotFound)?;
-    let mut active = model.into_active_model();
+    let mut active = model(db, scope, id).await?.into_active_model();
     if let Some(url) = changes.url {
         active.url = Set(url);
     }
@@ -256,14 +253,10 @@ pub async fn update(
 /// Deletes an endpoint with its deliveries and attempts.
 pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
     let txn = super::begin_write(db).await?;
-    let result = webhook_endpoints::Entity::delete_many()
+    let delete = webhook_endpoints::Entity::delete_many()
         .filter(webhook_endpoints::Column::Id.eq(id))
-        .filter(in_scope(scope))
-        .exec(&txn)
-        .await?;
-    if result.rows_affected == 0 {
-        return Err(StoreError::NotFound);
-    }
+        .filter(in_scope(scope));
+    super::delete_found(&txn, delete).await?;
     webhook_deliveries::Entity::delete_many()
         .filter(webhook_deliveries::Column::EndpointId.eq(id))
         .exec(&txn)
