@@ -118,13 +118,7 @@ fn a_client_api_webhook_created_on_one_node_fires_for_events_on_another() {
             .await;
         assert_eq!(created.status, 201, "{}", created.body);
         sent_on_b(&a, &b, "announced").await;
-        let received = receiver.wait_for(1, Duration::from_secs(10)).await;
-        assert_eq!(
-            received[0].json()["event"],
-            "sms:sent",
-            "{}",
-            received[0].json()
-        );
+        expect_first_event(&receiver, "sms:sent").await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(receiver.received().len(), 1, "one delivery");
         receiver.stop().await;
@@ -160,13 +154,7 @@ fn an_endpoint_whose_notice_has_not_arrived_still_fires_on_another_node() {
         .await
         .unwrap();
         sent_on_b(&a, &b, "unannounced").await;
-        let received = receiver.wait_for(1, Duration::from_secs(15)).await;
-        assert_eq!(
-            received[0].json()["event"],
-            "message.sent",
-            "{}",
-            received[0].json()
-        );
+        expect_first_event(&receiver, "message.sent").await;
         receiver.stop().await;
     })
 }
@@ -191,6 +179,13 @@ async fn sent_on_b(a: &TestApp, b: &TestApp, text: &str) {
             reference: Some("s1".into()),
         })
         .await;
+}
+
+/// Waits (15 s) for the receiver's first webhook and checks its event name.
+async fn expect_first_event(receiver: &WebhookReceiver, event: &str) {
+    let received = receiver.wait_for(1, Duration::from_secs(15)).await;
+    let body = received[0].json();
+    assert_eq!(body["event"], event, "{body}");
 }
 
 /// Reports `send` frames sent then delivered, until none came for `quiet` or `most` were;

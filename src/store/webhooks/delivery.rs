@@ -82,15 +82,7 @@ pub async fn pending_for(
     db: &DatabaseConnection,
     endpoint_id: Uuid,
 ) -> Result<Vec<PendingDelivery>, StoreError> {
-    Ok(webhook_deliveries::Entity::find()
-        .filter(webhook_deliveries::Column::State.eq(DeliveryState::Pending.as_str()))
-        .filter(webhook_deliveries::Column::EndpointId.eq(endpoint_id))
-        .order_by_asc(webhook_deliveries::Column::NextAttemptAt)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(PendingDelivery::from)
-        .collect())
+    pending_of(db, endpoint_id, None).await
 }
 
 /// The pending deliveries of one endpoint among `ids` (by primary key: what another node
@@ -100,10 +92,22 @@ pub async fn pending_among(
     endpoint_id: Uuid,
     ids: &[Uuid],
 ) -> Result<Vec<PendingDelivery>, StoreError> {
-    Ok(webhook_deliveries::Entity::find()
-        .filter(webhook_deliveries::Column::Id.is_in(crate::store::id_list(ids)))
-        .filter(webhook_deliveries::Column::EndpointId.eq(endpoint_id))
+    pending_of(db, endpoint_id, Some(ids)).await
+}
+
+/// The pending deliveries of one endpoint, among `ids` when given, soonest due first.
+async fn pending_of(
+    db: &DatabaseConnection,
+    endpoint_id: Uuid,
+    ids: Option<&[Uuid]>,
+) -> Result<Vec<PendingDelivery>, StoreError> {
+    let mut query = webhook_deliveries::Entity::find()
         .filter(webhook_deliveries::Column::State.eq(DeliveryState::Pending.as_str()))
+        .filter(webhook_deliveries::Column::EndpointId.eq(endpoint_id));
+    if let Some(ids) = ids {
+        query = query.filter(webhook_deliveries::Column::Id.is_in(crate::store::id_list(ids)));
+    }
+    Ok(query
         .order_by_asc(webhook_deliveries::Column::NextAttemptAt)
         .all(db)
         .await?
