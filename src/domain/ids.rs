@@ -59,6 +59,14 @@ id_type!(
     /// A workspace's id: the owner of every key, phone, message and setting.
     WorkspaceId
 );
+id_type!(
+    /// A campaign's id.
+    CampaignId
+);
+id_type!(
+    /// A webhook endpoint's id.
+    EndpointId
+);
 
 #[cfg(test)]
 mod tests {
@@ -79,5 +87,10 @@ mod tests {
             Some(uuid.into())
         );
         assert!("not-a-uuid".parse::<WorkspaceId>().is_err());
+        assert_eq!(CampaignId::from(uuid).to_string(), uuid.to_string());
+        assert_eq!(
+            serde_json::to_value(EndpointId::from(uuid)).ok(),
+            serde_json::to_value(uuid).ok()
+        );
     }
 }

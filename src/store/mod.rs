@@ -285,7 +285,9 @@ macro_rules! id_as_value {
 id_as_value!(
     crate::domain::ids::WorkspaceId,
     crate::domain::ids::PhoneId,
-    crate::domain::ids::MessageId
+    crate::domain::ids::MessageId,
+    crate::domain::ids::CampaignId,
+    crate::domain::ids::EndpointId
 );
 
 #[cfg(test)]
