@@ -9,11 +9,12 @@ use actix::prelude::*;
 use uuid::Uuid;
 
 use super::*;
-use crate::actors::campaign::{self, CampaignChanges, Finished, Wake};
+use crate::actors::campaign::{self, CampaignChange, CampaignChanges, Finished, Wake};
 use crate::actors::cluster::Notice;
 use crate::actors::webhook_endpoint::{
     self, Deliver, DeliveriesCreated, EndpointChanged, EndpointDeleted,
 };
+use crate::domain::ids::{CampaignId, MessageId};
 use crate::store::cluster::LeaseKind;
 use crate::store::webhooks::PendingDelivery;
 
@@ -45,9 +46,14 @@ impl Handler<CampaignChanges> for Registry {
         let (here, elsewhere): (Vec<_>, Vec<_>) = msg
             .0
             .into_iter()
-            .partition(|(campaign, ..)| self.runs_campaign(*campaign));
-        let mut per_campaign: HashMap<Uuid, Vec<(Uuid, MessageStatus)>> = HashMap::new();
-        for (campaign, message, status) in elsewhere {
+            .partition(|change| self.runs_campaign(change.campaign));
+        let mut per_campaign: HashMap<CampaignId, Vec<(MessageId, MessageStatus)>> = HashMap::new();
+        for CampaignChange {
+            campaign,
+            message,
+            status,
+        } in elsewhere
+        {
             per_campaign
                 .entry(campaign)
                 .or_default()
@@ -79,7 +85,7 @@ impl Handler<Finished> for Registry {
 
 impl Registry {
     /// Whether, in a cluster, this node runs the campaign (holds its lease).
-    pub(super) fn runs_campaign(&self, campaign: Uuid) -> bool {
+    pub(super) fn runs_campaign(&self, campaign: CampaignId) -> bool {
         self.deps.cluster.as_ref().is_some_and(|c| {
             c.lease(LeaseKind::Campaign, &campaign.to_string())
                 .is_some()
@@ -89,7 +95,7 @@ impl Registry {
     /// Starts the campaign's actor if needed and makes it read the campaign again. In a
     /// cluster the campaign runs on the node holding its lease: this node takes the lease when
     /// it is free, else tells its owner (a `campaign` notice).
-    pub(crate) fn wake_campaign(&mut self, ctx: &mut Context<Self>, id: Uuid) {
+    pub(crate) fn wake_campaign(&mut self, ctx: &mut Context<Self>, id: CampaignId) {
         let Some(cluster) = self.deps.cluster.clone() else {
             self.run_campaign(id, ctx);
             return;
@@ -116,7 +122,7 @@ impl Registry {
         );
     }
 
-    pub(super) fn run_campaign(&mut self, id: Uuid, ctx: &mut Context<Self>) {
+    pub(super) fn run_campaign(&mut self, id: CampaignId, ctx: &mut Context<Self>) {
         let deps = self.deps().clone();
         let addr = self.campaigns.addr(&deps, ctx.address(), id);
         addr.do_send(campaign::Reload);

@@ -33,6 +33,7 @@ use crate::actors::campaign::Wake;
 use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
 use crate::domain::campaign::{CampaignStatus, Control, RecipientStatus};
+use crate::domain::ids::CampaignId;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::campaigns::{self, Campaign, NewCampaign, NewRecipient};
 use crate::store::idempotency::Operation;
@@ -107,7 +108,7 @@ async fn create_campaign(
     let initial: Vec<RecipientStatus> = recipients.iter().map(|r| r.status).collect();
     let launch = prepared.launch;
     let new = NewCampaign {
-        id: Uuid::now_v7(),
+        id: CampaignId::from(Uuid::now_v7()),
         scope: caller.scope(),
         name: prepared.name,
         from_number: prepared.from_number.as_str().to_string(),
@@ -133,7 +134,7 @@ async fn create_campaign(
         "campaign created",
         with_counts(state, &campaign).await?,
     );
-    Ok((response, campaign.id))
+    Ok((response, campaign.id.as_uuid()))
 }
 
 /// Turns the writer's answer into the campaign or the error docs/api.md, Campaigns, names; the
@@ -326,7 +327,7 @@ async fn list(
         campaigns::list(&state.db, caller.scope(), status, after, limit)
     })
     .await?;
-    let ids: Vec<Uuid> = rows.items.iter().map(|c| c.id).collect();
+    let ids: Vec<CampaignId> = rows.items.iter().map(|c| c.id).collect();
     let mut counts = campaigns::counts_of(&state.db, &ids).await?;
     let items = rows.map(|c| campaign_out(c, &counts.remove(&c.id).unwrap_or_default()));
     Ok(success(
