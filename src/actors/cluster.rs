@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::config::ClusterSettings;
-use crate::domain::ids::{CampaignId, MessageId};
+use crate::domain::ids::{CampaignId, EndpointId, MessageId};
 use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
 use crate::store::cluster::{self as leases, Lease, LeaseKind, Sweep};
@@ -56,7 +56,7 @@ pub enum Notice {
     },
     /// A webhook endpoint changed or got deliveries on a node that does not run it: its owner
     /// reads the endpoint and its pending deliveries again.
-    Endpoint { endpoint: Uuid },
+    Endpoint { endpoint: EndpointId },
     /// A phone was paired, edited, unpaired or had its token rotated on node `origin`.
     Phone {
         phone: Uuid,
@@ -513,9 +513,14 @@ mod tests {
             text,
             r#"{"kind":"campaign_messages","campaign":"00000000-0000-0000-0000-000000000000","changes":[["00000000-0000-0000-0000-000000000000","sent"]]}"#
         );
-        for notice in [Notice::Campaign {
-            campaign: uuid.into(),
-        }] {
+        for notice in [
+            Notice::Campaign {
+                campaign: uuid.into(),
+            },
+            Notice::Endpoint {
+                endpoint: uuid.into(),
+            },
+        ] {
             let text = serde_json::to_string(&notice).unwrap_or_default();
             assert!(
                 text.ends_with(r#"":"00000000-0000-0000-0000-000000000000"}"#),

@@ -108,10 +108,12 @@ positioned_by_creation!(
     crate::store::phones::PhoneRecord,
     crate::store::workspaces::KeyRecord,
     crate::store::contacts::Contact,
-    crate::store::webhooks::EndpointRecord,
     crate::store::ai::Draft,
 );
-positioned_by_creation!(typed: crate::store::campaigns::Campaign);
+positioned_by_creation!(
+    typed: crate::store::webhooks::EndpointRecord,
+    crate::store::campaigns::Campaign,
+);
 
 /// One page of a list: the items, whether more follow, and the cursor after the last item
 /// (null when nothing follows).

@@ -20,6 +20,7 @@ use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted};
 use crate::actors::webhook_target::{self, SharedResolver, TargetError};
 use crate::api::messages::parse_number;
 use crate::clock::format_ms;
+use crate::domain::ids::EndpointId;
 use crate::domain::quota::Quota;
 use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
@@ -216,7 +217,7 @@ impl Positioned for AttemptRow {
 /// An endpoint as the API shows it (never the signing key, except where added once).
 pub fn endpoint_out(e: &EndpointRecord) -> WebhookOut<'_> {
     WebhookOut {
-        id: e.id,
+        id: e.id.as_uuid(),
         url: &e.url,
         events: &e.events,
         phone_numbers: &e.phone_numbers,
@@ -237,11 +238,11 @@ fn with_key(e: &EndpointRecord, signing_key: String) -> WebhookWithKeyOut<'_> {
 }
 
 /// A new signing key for endpoint `id`: the clear key to show once, and its sealed form to store.
-fn new_signing_key(api: &WebhookApi, id: Uuid) -> Result<(String, String), ApiError> {
+fn new_signing_key(api: &WebhookApi, id: EndpointId) -> Result<(String, String), ApiError> {
     let clear = signing::generate_signing_key();
     let sealed = api
         .secrets
-        .seal(&clear, id.as_bytes())
+        .seal(&clear, id.as_uuid().as_bytes())
         .map_err(|e| ApiError::Internal(format!("signing key not sealed: {e}")))?;
     Ok((clear, sealed))
 }
@@ -412,7 +413,7 @@ async fn create_endpoint(
     let events = parse_events(events, WebhookFormat::Smsgw)?;
     let phone_numbers = parse_phone_numbers(body.phone_numbers.unwrap_or_default())?;
     let url = parse_url(api, state, &url_text).await?;
-    let id = Uuid::now_v7();
+    let id = EndpointId::from(Uuid::now_v7());
     let (signing_key, sealed_signing_key) = new_signing_key(api, id)?;
     let new = NewEndpoint {
         id,
@@ -439,7 +440,7 @@ async fn create_endpoint(
         "webhook endpoint created; the signing key is shown only now",
         with_key(&endpoint, signing_key),
     );
-    Ok((response, id))
+    Ok((response, id.as_uuid()))
 }
 
 /// Lists webhook endpoints, newest first.
@@ -569,7 +570,7 @@ async fn delete(
     Ok(success(
         StatusCode::OK,
         "webhook endpoint deleted",
-        DeletedOut { id },
+        DeletedOut { id: id.as_uuid() },
     ))
 }
 

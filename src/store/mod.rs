@@ -54,7 +54,7 @@ pub enum StoreError {
     /// A stored secret does not open under the secrets key (docs/api.md, "Secrets at rest").
     #[error("the signing key of webhook endpoint {endpoint_id}: {error}")]
     Secret {
-        endpoint_id: uuid::Uuid,
+        endpoint_id: crate::domain::ids::EndpointId,
         error: crate::domain::secrets::SecretsError,
     },
     /// A secret of a workspace's client-API settings does not open under the secrets key.

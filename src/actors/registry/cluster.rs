@@ -9,7 +9,7 @@ use super::*;
 use crate::actors::campaign::CampaignChange;
 use crate::actors::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnline, Resync};
 use crate::actors::webhook_endpoint;
-use crate::domain::ids::CampaignId;
+use crate::domain::ids::{CampaignId, EndpointId};
 use crate::store::cluster::{LeaseKind, Sweep};
 
 impl Registry {
@@ -199,7 +199,7 @@ impl Handler<LeasesLost> for Registry {
                     continue;
                 }
                 LeaseKind::WebhookEndpoint => {
-                    let Ok(id) = lease.key.parse::<Uuid>() else {
+                    let Ok(id) = lease.key.parse::<EndpointId>() else {
                         continue;
                     };
                     tracing::warn!(endpoint_id = %id, "endpoint lease lost: its actor stops here");

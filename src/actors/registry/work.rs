@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 
 use actix::prelude::*;
-use uuid::Uuid;
 
 use super::*;
 use crate::actors::campaign::{self, CampaignChange, CampaignChanges, Finished, Wake};
@@ -14,7 +13,7 @@ use crate::actors::cluster::Notice;
 use crate::actors::webhook_endpoint::{
     self, Deliver, DeliveriesCreated, EndpointChanged, EndpointDeleted,
 };
-use crate::domain::ids::{CampaignId, MessageId};
+use crate::domain::ids::{CampaignId, EndpointId, MessageId};
 use crate::store::cluster::LeaseKind;
 use crate::store::webhooks::PendingDelivery;
 
@@ -135,7 +134,7 @@ impl Handler<DeliveriesCreated> for Registry {
     type Result = ();
 
     fn handle(&mut self, msg: DeliveriesCreated, ctx: &mut Self::Context) {
-        let mut per_endpoint: HashMap<Uuid, Vec<PendingDelivery>> = HashMap::new();
+        let mut per_endpoint: HashMap<EndpointId, Vec<PendingDelivery>> = HashMap::new();
         for d in msg.deliveries {
             per_endpoint.entry(d.endpoint_id).or_default().push(d);
         }
@@ -202,7 +201,7 @@ impl Registry {
     pub(crate) fn ensure_endpoint(
         &mut self,
         ctx: &mut Context<Self>,
-        endpoint_id: Uuid,
+        endpoint_id: EndpointId,
         deliveries: Option<Vec<PendingDelivery>>,
     ) {
         let deps = self.deps().clone();

@@ -16,7 +16,7 @@ use super::StoreError;
 use super::cluster::Lease;
 use super::messages::{Message, Position, Scope};
 use super::writer::Change;
-use crate::domain::ids::WorkspaceId;
+use crate::domain::ids::{EndpointId, WorkspaceId};
 use crate::domain::quota::CountQuota;
 use crate::domain::secrets::{self, SecretBox};
 use crate::domain::status::{Direction, Mode};
@@ -47,7 +47,7 @@ impl DeliveryState {
 /// A webhook endpoint.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EndpointRecord {
-    pub id: Uuid,
+    pub id: EndpointId,
     pub workspace_id: WorkspaceId,
     pub mode: Mode,
     pub url: String,
@@ -71,7 +71,7 @@ pub struct EndpointRecord {
 impl From<webhook_endpoints::Model> for EndpointRecord {
     fn from(m: webhook_endpoints::Model) -> Self {
         EndpointRecord {
-            id: m.id,
+            id: m.id.into(),
             workspace_id: m.workspace_id.into(),
             mode: Mode::from_test_flag(m.test_mode),
             url: m.url,
@@ -92,7 +92,7 @@ impl From<webhook_endpoints::Model> for EndpointRecord {
 #[derive(Debug, Clone)]
 pub struct NewEndpoint {
     /// Chosen by the caller: the sealed signing key is bound to it.
-    pub id: Uuid,
+    pub id: EndpointId,
     pub url: String,
     pub events: Vec<String>,
     pub phone_numbers: Vec<String>,
@@ -141,7 +141,7 @@ pub async fn create(
     let stored = webhook_endpoints::Entity::find().filter(in_scope(scope));
     super::quotas::ensure_room(&txn, quota, stored, 1).await?;
     let model = webhook_endpoints::ActiveModel {
-        id: Set(new.id),
+        id: Set(new.id.as_uuid()),
         workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
         url: Set(new.url),
@@ -165,9 +165,9 @@ pub async fn create(
 pub async fn get(
     db: &DatabaseConnection,
     scope: Scope,
-    id: Uuid,
+    id: EndpointId,
 ) -> Result<EndpointRecord, StoreError> {
-    webhook_endpoints::Entity::find_by_id(id)
+    webhook_endpoints::Entity::find_by_id(id.as_uuid())
         .filter(in_scope(scope))
         .one(db)
         .await?
@@ -176,8 +176,11 @@ pub async fn get(
 }
 
 /// An endpoint by id regardless of scope (the endpoint actor's own record).
-pub async fn find(db: &DatabaseConnection, id: Uuid) -> Result<Option<EndpointRecord>, StoreError> {
-    Ok(webhook_endpoints::Entity::find_by_id(id)
+pub async fn find(
+    db: &DatabaseConnection,
+    id: EndpointId,
+) -> Result<Option<EndpointRecord>, StoreError> {
+    Ok(webhook_endpoints::Entity::find_by_id(id.as_uuid())
         .one(db)
         .await?
         .map(EndpointRecord::from))
@@ -221,11 +224,11 @@ pub async fn list(
 pub async fn update(
     db: &DatabaseConnection,
     scope: Scope,
-    id: Uuid,
+    id: EndpointId,
     changes: EndpointChanges,
     now_ms: i64,
 ) -> Result<EndpointRecord, StoreError> {
-    let model = webhook_endpoints::Entity::find_by_id(id)
+    let model = webhook_endpoints::Entity::find_by_id(id.as_uuid())
         .filter(in_scope(scope))
         .one(db)
         .await?
@@ -254,7 +257,11 @@ pub async fn update(
 }
 
 /// Deletes an endpoint with its deliveries and attempts.
-pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
+pub async fn delete(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: EndpointId,
+) -> Result<(), StoreError> {
     let txn = super::begin_write(db).await?;
     let result = webhook_endpoints::Entity::delete_many()
         .filter(webhook_endpoints::Column::Id.eq(id))
@@ -342,7 +349,7 @@ pub async fn seal_signing_keys(
                 current
                     .open(&row.signing_key, &context)
                     .map_err(|error| StoreError::Secret {
-                        endpoint_id: row.id,
+                        endpoint_id: row.id.into(),
                         error,
                     })?;
             if rotate_to.is_none() {
@@ -356,7 +363,7 @@ pub async fn seal_signing_keys(
         let sealed = target
             .seal(&clear, &context)
             .map_err(|error| StoreError::Secret {
-                endpoint_id: row.id,
+                endpoint_id: row.id.into(),
                 error,
             })?;
         let mut active = row.into_active_model();
@@ -372,7 +379,7 @@ pub async fn seal_signing_keys(
 /// What the fan-out needs to know of an endpoint.
 #[derive(Debug, Clone)]
 struct Subscription {
-    endpoint_id: Uuid,
+    endpoint_id: EndpointId,
     format: WebhookFormat,
     /// The smsgw kinds its events fire on (an SMSGate event that never fires adds none).
     kinds: Vec<EventKind>,
@@ -460,7 +467,7 @@ impl Subscriptions {
     }
 
     /// Forgets an endpoint.
-    pub fn remove(&self, endpoint_id: Uuid) {
+    pub fn remove(&self, endpoint_id: EndpointId) {
         if let Ok(mut map) = self.by_scope.write() {
             for subs in map.values_mut() {
                 subs.retain(|s| s.endpoint_id != endpoint_id);
