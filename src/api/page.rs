@@ -107,11 +107,11 @@ positioned_by_creation!(
     crate::store::messages::Message,
     crate::store::phones::PhoneRecord,
     crate::store::workspaces::KeyRecord,
-    crate::store::contacts::Contact,
     crate::store::ai::Draft,
 );
 positioned_by_creation!(
-    typed: crate::store::webhooks::EndpointRecord,
+    typed: crate::store::contacts::Contact,
+    crate::store::webhooks::EndpointRecord,
     crate::store::campaigns::Campaign,
 );
 

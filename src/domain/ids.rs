@@ -67,6 +67,10 @@ id_type!(
     /// A webhook endpoint's id.
     EndpointId
 );
+id_type!(
+    /// A contact's id.
+    ContactId
+);
 
 #[cfg(test)]
 mod tests {
@@ -88,6 +92,7 @@ mod tests {
         );
         assert!("not-a-uuid".parse::<WorkspaceId>().is_err());
         assert_eq!(CampaignId::from(uuid).to_string(), uuid.to_string());
+        assert_eq!(ContactId::from(uuid).as_uuid(), uuid);
         assert_eq!(
             serde_json::to_value(EndpointId::from(uuid)).ok(),
             serde_json::to_value(uuid).ok()

@@ -287,7 +287,8 @@ id_as_value!(
     crate::domain::ids::PhoneId,
     crate::domain::ids::MessageId,
     crate::domain::ids::CampaignId,
-    crate::domain::ids::EndpointId
+    crate::domain::ids::EndpointId,
+    crate::domain::ids::ContactId
 );
 
 #[cfg(test)]
