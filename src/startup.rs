@@ -15,7 +15,7 @@ use secrecy::ExposeSecret;
 
 use crate::actors::Deps;
 use crate::actors::ai::{AiResponder, Received};
-use crate::actors::campaign::CampaignChanges;
+use crate::actors::campaign::{CampaignChange, CampaignChanges};
 use crate::actors::cluster::Cluster;
 use crate::actors::daily_stats::{Counted, DailyStats};
 use crate::actors::live_events::{LiveEvent, LiveEvents, LiveMessageStatus};
@@ -400,7 +400,11 @@ impl Application {
                     tracing::debug!(message_id = %change.message.id, kind = change.kind.as_str(), "message changed");
                     if let Some(campaign) = change.message.campaign_id {
                         crate::telemetry::count_campaign_message(change.kind);
-                        of_campaigns.push((campaign, change.message.id, change.message.status));
+                        of_campaigns.push(CampaignChange {
+                            campaign,
+                            message: change.message.id.into(),
+                            status: change.message.status,
+                        });
                     }
                     if change.kind == ChangeKind::Received {
                         received.push(change.message);

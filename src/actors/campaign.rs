@@ -12,11 +12,11 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use actix::prelude::*;
-use uuid::Uuid;
 
 use super::Deps;
 use super::registry::{Enqueue, Registry, Route};
 use crate::domain::campaign::CampaignStatus;
+use crate::domain::ids::{CampaignId, MessageId};
 use crate::domain::status::{MessageStatus, Mode, QueueClass};
 use crate::store::campaigns::{self, Campaign};
 use crate::store::cluster::{Lease, LeaseKind};
@@ -40,7 +40,7 @@ pub struct Reload;
 /// Changes of the campaign's messages, as committed: (message, its new status).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct MessagesChanged(pub Vec<(Uuid, MessageStatus)>);
+pub struct MessagesChanged(pub Vec<(MessageId, MessageStatus)>);
 
 /// Stop the campaign actor for good (the campaign ended, or the server is stopping).
 #[derive(Message)]
@@ -51,7 +51,7 @@ pub struct StopCampaign;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Finished {
-    pub id: Uuid,
+    pub id: CampaignId,
 }
 
 /// Tell the registry a campaign changed: it starts the campaign's actor if needed and makes it
@@ -59,28 +59,36 @@ pub struct Finished {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Wake {
-    pub id: Uuid,
+    pub id: CampaignId,
 }
 
-/// Committed changes of campaign messages, for the registry to hand to the campaigns' actors:
-/// (campaign, message, new status).
+/// Committed changes of campaign messages, for the registry to hand to the campaigns' actors.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct CampaignChanges(pub Vec<(Uuid, Uuid, MessageStatus)>);
+pub struct CampaignChanges(pub Vec<CampaignChange>);
+
+/// A committed change of one campaign message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CampaignChange {
+    pub campaign: CampaignId,
+    pub message: MessageId,
+    /// The message's new status.
+    pub status: MessageStatus,
+}
 
 /// What the actor knows from its last load.
 struct Loaded {
     campaign: Campaign,
     /// Messages of the campaign not terminal yet.
-    open: HashSet<Uuid>,
+    open: HashSet<MessageId>,
     /// Of those, the ones still `queued` (the feed window).
-    queued: HashSet<Uuid>,
+    queued: HashSet<MessageId>,
     pending_left: bool,
 }
 
 /// What a feed did.
 enum Fed {
-    Queued(Vec<Uuid>),
+    Queued(Vec<MessageId>),
     /// No pending recipient is left.
     Exhausted,
     /// No online phone has the campaign's number; try again later.
@@ -95,10 +103,10 @@ enum Fed {
 pub struct CampaignActor {
     deps: Deps,
     registry: Addr<Registry>,
-    id: Uuid,
+    id: CampaignId,
     state: Option<Loaded>,
     /// Messages that ended while their feed was still being answered.
-    ended: HashSet<Uuid>,
+    ended: HashSet<MessageId>,
     /// A load, feed or completion is running; `again` asks for another step after it, and
     /// `reload` for another load.
     busy: bool,
@@ -110,7 +118,7 @@ pub struct CampaignActor {
 }
 
 impl CampaignActor {
-    pub fn new(deps: Deps, registry: Addr<Registry>, id: Uuid) -> CampaignActor {
+    pub fn new(deps: Deps, registry: Addr<Registry>, id: CampaignId) -> CampaignActor {
         CampaignActor {
             deps,
             registry,
@@ -325,7 +333,7 @@ impl CampaignActor {
                         crate::domain::campaign::RecipientStatus::Canceled,
                         opted_out as u64,
                     );
-                    let ids = messages.iter().map(|m| m.id).collect();
+                    let ids = messages.iter().map(|m| MessageId::from(m.id)).collect();
                     if !messages.is_empty() {
                         registry.do_send(Enqueue { messages });
                     }
@@ -503,12 +511,17 @@ impl Handler<StopCampaign> for CampaignActor {
 /// The registry's side: one supervised actor per live campaign.
 #[derive(Default)]
 pub struct CampaignActors {
-    actors: HashMap<Uuid, Addr<CampaignActor>>,
+    actors: HashMap<CampaignId, Addr<CampaignActor>>,
 }
 
 impl CampaignActors {
     /// The campaign's actor, started (supervised) on first use.
-    pub fn addr(&mut self, deps: &Deps, registry: Addr<Registry>, id: Uuid) -> Addr<CampaignActor> {
+    pub fn addr(
+        &mut self,
+        deps: &Deps,
+        registry: Addr<Registry>,
+        id: CampaignId,
+    ) -> Addr<CampaignActor> {
         if let Some(addr) = self.actors.get(&id)
             && addr.connected()
         {
@@ -521,9 +534,14 @@ impl CampaignActors {
     }
 
     /// Hands committed message changes to their campaigns' actors.
-    pub fn changed(&self, changes: Vec<(Uuid, Uuid, MessageStatus)>) {
-        let mut per_campaign: HashMap<Uuid, Vec<(Uuid, MessageStatus)>> = HashMap::new();
-        for (campaign, message, status) in changes {
+    pub fn changed(&self, changes: Vec<CampaignChange>) {
+        let mut per_campaign: HashMap<CampaignId, Vec<(MessageId, MessageStatus)>> = HashMap::new();
+        for CampaignChange {
+            campaign,
+            message,
+            status,
+        } in changes
+        {
             per_campaign
                 .entry(campaign)
                 .or_default()
@@ -537,7 +555,7 @@ impl CampaignActors {
     }
 
     /// Drops a finished campaign's actor.
-    pub fn finished(&mut self, id: Uuid) {
+    pub fn finished(&mut self, id: CampaignId) {
         if let Some(addr) = self.actors.remove(&id) {
             addr.do_send(StopCampaign);
         }

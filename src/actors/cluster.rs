@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::config::ClusterSettings;
+use crate::domain::ids::{CampaignId, EndpointId, MessageId};
 use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
 use crate::store::cluster::{self as leases, Lease, LeaseKind, Sweep};
@@ -39,12 +40,12 @@ pub enum Notice {
     /// `phone` is no longer online on `node`.
     Offline { phone: Uuid, node: Uuid },
     /// A campaign changed (API) on a node that does not run it: its owner reloads it.
-    Campaign { campaign: Uuid },
+    Campaign { campaign: CampaignId },
     /// Messages of `campaign` changed (message id, new status), committed by the writer of a
     /// node that does not run it: its owner takes them as its own writer's.
     CampaignMessages {
-        campaign: Uuid,
-        changes: Vec<(Uuid, MessageStatus)>,
+        campaign: CampaignId,
+        changes: Vec<(MessageId, MessageStatus)>,
     },
     /// New test-mode messages were stored on a node that does not run test mode: the node
     /// that does (the `test_mode` sweep lease) loads them (those named, or every queued one
@@ -55,12 +56,12 @@ pub enum Notice {
     },
     /// A webhook endpoint was created, changed or deleted: every node refreshes its
     /// subscription index, and its owner reads the endpoint and its pending deliveries again.
-    Endpoint { endpoint: Uuid },
+    Endpoint { endpoint: EndpointId },
     /// A node that does not run the endpoint stored deliveries for it: its owner reads those
     /// named (≤ 64, by id), or every pending one when None (one such read at a time, see
     /// `webhook_endpoint`); nobody else does anything.
     Deliveries {
-        endpoint: Uuid,
+        endpoint: EndpointId,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         deliveries: Option<Vec<Uuid>>,
     },
@@ -518,5 +519,34 @@ mod tests {
             Some(change),
             "{text}"
         );
+    }
+
+    #[test]
+    fn typed_ids_in_notices_are_bare_uuids() {
+        let uuid = Uuid::nil();
+        let text = serde_json::to_string(&Notice::CampaignMessages {
+            campaign: uuid.into(),
+            changes: vec![(uuid.into(), MessageStatus::Sent)],
+        })
+        .unwrap_or_default();
+        assert_eq!(
+            text,
+            r#"{"kind":"campaign_messages","campaign":"00000000-0000-0000-0000-000000000000","changes":[["00000000-0000-0000-0000-000000000000","sent"]]}"#
+        );
+        for notice in [
+            Notice::Campaign {
+                campaign: uuid.into(),
+            },
+            Notice::Endpoint {
+                endpoint: uuid.into(),
+            },
+        ] {
+            let text = serde_json::to_string(&notice).unwrap_or_default();
+            assert!(
+                text.ends_with(r#"":"00000000-0000-0000-0000-000000000000"}"#),
+                "{text}"
+            );
+            assert_eq!(serde_json::from_str::<Notice>(&text).ok(), Some(notice));
+        }
     }
 }

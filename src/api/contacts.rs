@@ -197,7 +197,7 @@ envelope_of!(
 /// A contact as the API shows it.
 pub fn contact_out(c: &Contact) -> ContactOut<'_> {
     ContactOut {
-        id: c.id,
+        id: c.id.as_uuid(),
         phone_number: &c.phone_number,
         first_name: c.first_name.as_deref(),
         last_name: c.last_name.as_deref(),
@@ -312,7 +312,7 @@ async fn already_exists(state: &AppState, caller: &Caller, number: &str) -> ApiE
     match contacts::find_id_by_number(&state.db, caller.scope(), number).await {
         Ok(Some(id)) => ApiError::AlreadyExists {
             what: "contact",
-            id,
+            id: id.as_uuid(),
         },
         Ok(None) => ApiError::Internal("contact conflict without a contact".into()),
         Err(err) => err.into(),
@@ -356,7 +356,7 @@ async fn create_contact(
                 "contact created",
                 contact_out(&contact),
             );
-            Ok((response, contact.id))
+            Ok((response, contact.id.as_uuid()))
         }
         Err(StoreError::Conflict(_)) => Err(already_exists(state, caller, &number).await),
         Err(err) => Err(err.into()),
@@ -456,7 +456,7 @@ async fn delete(
     contacts::delete(&state.db, caller.scope(), id)
         .await
         .map_err(missing("contact"))?;
-    Ok(deleted("contact deleted", id))
+    Ok(deleted("contact deleted", id.as_uuid()))
 }
 
 /// Lists contacts, newest first, optionally by tag and opt-out state.

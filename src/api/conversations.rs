@@ -16,6 +16,7 @@ use super::envelope::envelope_of;
 use super::page::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, decode_cursor, parse_cursor, parse_limit};
 use super::{AppState, Caller, DocumentedRoute, encode_cursor};
 use crate::clock::format_ms;
+use crate::domain::ids::CampaignId;
 use crate::domain::status::Direction;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::conversations::{self, ContactName, Summary};
@@ -347,7 +348,7 @@ async fn get(
             to_number: m.to_number,
             content: m.content,
             segments: m.segments,
-            campaign_id: m.campaign_id,
+            campaign_id: m.campaign_id.map(CampaignId::as_uuid),
             created_at: format_ms(m.created_at),
             sent_at: m.sent_at.map(format_ms),
             delivered_at: m.delivered_at.map(format_ms),

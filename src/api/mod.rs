@@ -146,9 +146,10 @@ pub fn query_param<T>(
         .transpose()
 }
 
-/// Parses a path id; anything that is not a UUID is simply not found.
-pub fn parse_id(text: &str, what: &'static str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(text).map_err(|_| ApiError::NotFound(what))
+/// Parses a path id (a `Uuid` or one of the `domain::ids` types); anything that is not a
+/// UUID is simply not found.
+pub fn parse_id<T: std::str::FromStr>(text: &str, what: &'static str) -> Result<T, ApiError> {
+    text.parse().map_err(|_| ApiError::NotFound(what))
 }
 
 /// A required body field, or 422 naming it.

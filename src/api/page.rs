@@ -101,17 +101,25 @@ pub trait Positioned {
     fn position(&self) -> Position;
 }
 
-/// Rows listed newest first by their `(created_at, id)`.
+/// Rows listed newest first by their `(created_at, id)`; after `typed:`, rows whose id is one
+/// of the `domain::ids` types (the cursor keeps its UUID).
 macro_rules! positioned_by_creation {
-    ($($row:ty),* $(,)?) => {
-        $(impl Positioned for $row {
+    (@row $row:ty, $id:ident => $uuid:expr) => {
+        impl Positioned for $row {
             fn position(&self) -> Position {
+                let $id = self.id;
                 Position {
                     created_at: self.created_at,
-                    id: self.id,
+                    id: $uuid,
                 }
             }
-        })*
+        }
+    };
+    (typed: $($row:ty),* $(,)?) => {
+        $(positioned_by_creation!(@row $row, id => id.as_uuid());)*
+    };
+    ($($row:ty),* $(,)?) => {
+        $(positioned_by_creation!(@row $row, id => id);)*
     };
 }
 
@@ -119,10 +127,12 @@ positioned_by_creation!(
     crate::store::messages::Message,
     crate::store::phones::PhoneRecord,
     crate::store::workspaces::KeyRecord,
-    crate::store::contacts::Contact,
+    crate::store::ai::Draft,
+);
+positioned_by_creation!(
+    typed: crate::store::contacts::Contact,
     crate::store::webhooks::EndpointRecord,
     crate::store::campaigns::Campaign,
-    crate::store::ai::Draft,
 );
 
 /// One page of a list: the items, whether more follow, and the cursor after the last item

@@ -38,7 +38,8 @@ macro_rules! scoped {
                 scope: Scope,
                 id: Uuid,
             ) -> impl Future<Output = Result<Self, StoreError>> {
-                $get(db, scope, id)
+                // The store's own id type (`ContactId`, `EndpointId`, …) or the Uuid itself.
+                $get(db, scope, id.into())
             }
         })*
     };

@@ -20,6 +20,7 @@ use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted};
 use crate::actors::webhook_target::{self, SharedResolver, TargetError};
 use crate::api::messages::parse_number;
 use crate::clock::format_ms;
+use crate::domain::ids::EndpointId;
 use crate::domain::quota::Quota;
 use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
@@ -216,7 +217,7 @@ impl Positioned for AttemptRow {
 /// An endpoint as the API shows it (never the signing key, except where added once).
 pub fn endpoint_out(e: &EndpointRecord) -> WebhookOut<'_> {
     WebhookOut {
-        id: e.id,
+        id: e.id.as_uuid(),
         url: &e.url,
         events: &e.events,
         phone_numbers: &e.phone_numbers,
@@ -237,11 +238,11 @@ fn with_key(e: &EndpointRecord, signing_key: String) -> WebhookWithKeyOut<'_> {
 }
 
 /// A new signing key for endpoint `id`: the clear key to show once, and its sealed form to store.
-fn new_signing_key(api: &WebhookApi, id: Uuid) -> Result<(String, String), ApiError> {
+fn new_signing_key(api: &WebhookApi, id: EndpointId) -> Result<(String, String), ApiError> {
     let clear = signing::generate_signing_key();
     let sealed = api
         .secrets
-        .seal(&clear, id.as_bytes())
+        .seal(&clear, id.as_uuid().as_bytes())
         .map_err(|e| ApiError::Internal(format!("signing key not sealed: {e}")))?;
     Ok((clear, sealed))
 }
@@ -254,7 +255,7 @@ fn subscribe(state: &AppState, api: &WebhookApi, endpoint: &EndpointRecord) {
 
 /// Tells the endpoint's actor (and, through the registry, the other nodes of a cluster and
 /// their subscription indexes) that the endpoint changed, or that `retry` is due now.
-fn announce(state: &AppState, endpoint_id: Uuid, retry: Option<PendingDelivery>) {
+fn announce(state: &AppState, endpoint_id: EndpointId, retry: Option<PendingDelivery>) {
     state
         .registry
         .do_send(EndpointChanged { endpoint_id, retry });
@@ -398,7 +399,7 @@ async fn create_endpoint(
     let events = parse_events(events, WebhookFormat::Smsgw)?;
     let phone_numbers = parse_phone_numbers(body.phone_numbers.unwrap_or_default())?;
     let url = parse_url(api, state, &url_text).await?;
-    let id = Uuid::now_v7();
+    let id = EndpointId::from(Uuid::now_v7());
     let (signing_key, sealed_signing_key) = new_signing_key(api, id)?;
     let new = NewEndpoint {
         id,
@@ -420,7 +421,7 @@ async fn create_endpoint(
         "webhook endpoint created; the signing key is shown only now",
         with_key(&endpoint, signing_key),
     );
-    Ok((response, id))
+    Ok((response, id.as_uuid()))
 }
 
 /// Lists webhook endpoints, newest first.
@@ -534,7 +535,7 @@ async fn delete(
         .map_err(missing("webhook"))?;
     api.subscriptions.remove(id);
     state.registry.do_send(EndpointDeleted { endpoint_id: id });
-    Ok(deleted("webhook endpoint deleted", id))
+    Ok(deleted("webhook endpoint deleted", id.as_uuid()))
 }
 
 /// Replaces the signing key; the new one is shown only in this answer.
@@ -620,9 +621,11 @@ async fn retry(
     caller: Caller,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path.0, "webhook")?;
+    let id: EndpointId = parse_id(&path.0, "webhook")?;
     let delivery_id: Uuid = parse_id(&path.1, "delivery")?;
-    state.find_id::<EndpointRecord>(&caller, id).await?;
+    state
+        .find_id::<EndpointRecord>(&caller, id.as_uuid())
+        .await?;
     let delivery = webhooks::retry_now(&state.db, id, delivery_id, state.clock.now_ms())
         .await
         .map_err(missing("delivery"))?;

@@ -59,6 +59,18 @@ id_type!(
     /// A workspace's id: the owner of every key, phone, message and setting.
     WorkspaceId
 );
+id_type!(
+    /// A campaign's id.
+    CampaignId
+);
+id_type!(
+    /// A webhook endpoint's id.
+    EndpointId
+);
+id_type!(
+    /// A contact's id.
+    ContactId
+);
 
 #[cfg(test)]
 mod tests {
@@ -79,5 +91,11 @@ mod tests {
             Some(uuid.into())
         );
         assert!("not-a-uuid".parse::<WorkspaceId>().is_err());
+        assert_eq!(CampaignId::from(uuid).to_string(), uuid.to_string());
+        assert_eq!(ContactId::from(uuid).as_uuid(), uuid);
+        assert_eq!(
+            serde_json::to_value(EndpointId::from(uuid)).ok(),
+            serde_json::to_value(uuid).ok()
+        );
     }
 }

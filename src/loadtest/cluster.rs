@@ -26,6 +26,7 @@ use super::{
     LoadError, LoadtestArgs, Run, StopAfter, base_report, clients, connect_phones, drain,
     hook_figures, hooks, percentiles, phones, stop_of,
 };
+use crate::domain::ids::EndpointId;
 use crate::domain::webhook_event::EventKind;
 use crate::store::cluster::{self as leases, LeaseKind};
 use crate::store::webhooks;
@@ -118,7 +119,7 @@ pub(super) async fn cluster_scenario(args: &LoadtestArgs) -> Result<Report, Load
 }
 
 /// The webhook endpoints the node at `url` holds (their lease), read just before the kill.
-async fn endpoints_held_by(db: &DatabaseConnection, url: &str) -> Vec<uuid::Uuid> {
+async fn endpoints_held_by(db: &DatabaseConnection, url: &str) -> Vec<EndpointId> {
     let address = url.trim_start_matches("http://");
     let nodes = leases::live_nodes(db, Duration::from_secs(60))
         .await
@@ -140,7 +141,7 @@ async fn endpoints_held_by(db: &DatabaseConnection, url: &str) -> Vec<uuid::Uuid
 /// recorded. Only these may be delivered again.
 async fn in_flight_at_kill(
     db: &DatabaseConnection,
-    endpoints: &[uuid::Uuid],
+    endpoints: &[EndpointId],
     received: &HashSet<String>,
 ) -> HashSet<String> {
     let mut in_flight = HashSet::new();

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use crate::domain::change::ChangeKind;
-use crate::domain::ids::WorkspaceId;
+use crate::domain::ids::{CampaignId, WorkspaceId};
 use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
 
 /// A stored message.
@@ -32,7 +32,7 @@ pub struct Message {
     pub encoding: String,
     pub device_id: Option<Uuid>,
     pub pinned: bool,
-    pub campaign_id: Option<Uuid>,
+    pub campaign_id: Option<CampaignId>,
     pub request_id: Option<String>,
     pub scheduled_for: Option<i64>,
     pub expires_at: i64,
@@ -83,7 +83,7 @@ impl From<messages::Model> for Message {
             encoding: m.encoding,
             device_id: m.device_id,
             pinned: m.pinned,
-            campaign_id: m.campaign_id,
+            campaign_id: m.campaign_id.map(CampaignId::from),
             request_id: m.request_id,
             scheduled_for: m.scheduled_for,
             expires_at: m.expires_at,
@@ -131,7 +131,7 @@ impl Message {
             segments: self.segments,
             encoding: &self.encoding,
             device_id: self.device_id,
-            campaign_id: self.campaign_id,
+            campaign_id: self.campaign_id.map(CampaignId::as_uuid),
             request_id: self.request_id.as_deref(),
             scheduled_for: self.scheduled_for.map(format_ms),
             expires_at: (self.direction == Direction::Outbound).then(|| format_ms(self.expires_at)),

@@ -55,7 +55,7 @@ pub enum StoreError {
     /// A stored secret does not open under the secrets key (docs/api.md, "Secrets at rest").
     #[error("the signing key of webhook endpoint {endpoint_id}: {error}")]
     Secret {
-        endpoint_id: uuid::Uuid,
+        endpoint_id: crate::domain::ids::EndpointId,
         error: crate::domain::secrets::SecretsError,
     },
     /// A secret of a workspace's client-API settings does not open under the secrets key.
@@ -299,7 +299,10 @@ macro_rules! id_as_value {
 id_as_value!(
     crate::domain::ids::WorkspaceId,
     crate::domain::ids::PhoneId,
-    crate::domain::ids::MessageId
+    crate::domain::ids::MessageId,
+    crate::domain::ids::CampaignId,
+    crate::domain::ids::EndpointId,
+    crate::domain::ids::ContactId
 );
 
 #[cfg(test)]

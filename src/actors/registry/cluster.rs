@@ -6,8 +6,10 @@ use actix::prelude::*;
 use uuid::Uuid;
 
 use super::*;
+use crate::actors::campaign::CampaignChange;
 use crate::actors::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnline, Resync};
 use crate::actors::webhook_endpoint;
+use crate::domain::ids::{CampaignId, EndpointId};
 use crate::store::cluster::{LeaseKind, Sweep};
 
 impl Registry {
@@ -109,7 +111,11 @@ impl Handler<Noticed> for Registry {
                     self.campaigns.changed(
                         changes
                             .into_iter()
-                            .map(|(message, status)| (campaign, message, status))
+                            .map(|(message, status)| CampaignChange {
+                                campaign,
+                                message,
+                                status,
+                            })
                             .collect(),
                     );
                 }
@@ -202,16 +208,19 @@ impl Handler<LeasesLost> for Registry {
                 self.stop_test_mode();
                 continue;
             }
-            let Ok(id) = lease.key.parse::<Uuid>() else {
-                continue;
-            };
             match lease.kind {
                 LeaseKind::Campaign => {
+                    let Ok(id) = lease.key.parse::<CampaignId>() else {
+                        continue;
+                    };
                     tracing::warn!(campaign_id = %id, "campaign lease lost: its actor stops here");
                     self.campaigns.finished(id);
                     continue;
                 }
                 LeaseKind::WebhookEndpoint => {
+                    let Ok(id) = lease.key.parse::<EndpointId>() else {
+                        continue;
+                    };
                     tracing::warn!(endpoint_id = %id, "endpoint lease lost: its actor stops here");
                     self.webhooks.stop(id);
                     continue;

@@ -6,14 +6,14 @@
 use std::collections::HashMap;
 
 use actix::prelude::*;
-use uuid::Uuid;
 
 use super::*;
-use crate::actors::campaign::{self, CampaignChanges, Finished, Wake};
+use crate::actors::campaign::{self, CampaignChange, CampaignChanges, Finished, Wake};
 use crate::actors::cluster::Notice;
 use crate::actors::webhook_endpoint::{
     self, Deliver, DeliveriesCreated, EndpointChanged, EndpointDeleted,
 };
+use crate::domain::ids::{CampaignId, EndpointId, MessageId};
 use crate::store::cluster::LeaseKind;
 use crate::store::webhooks::PendingDelivery;
 
@@ -45,9 +45,14 @@ impl Handler<CampaignChanges> for Registry {
         let (here, elsewhere): (Vec<_>, Vec<_>) = msg
             .0
             .into_iter()
-            .partition(|(campaign, ..)| self.runs_campaign(*campaign));
-        let mut per_campaign: HashMap<Uuid, Vec<(Uuid, MessageStatus)>> = HashMap::new();
-        for (campaign, message, status) in elsewhere {
+            .partition(|change| self.runs_campaign(change.campaign));
+        let mut per_campaign: HashMap<CampaignId, Vec<(MessageId, MessageStatus)>> = HashMap::new();
+        for CampaignChange {
+            campaign,
+            message,
+            status,
+        } in elsewhere
+        {
             per_campaign
                 .entry(campaign)
                 .or_default()
@@ -79,7 +84,7 @@ impl Handler<Finished> for Registry {
 
 impl Registry {
     /// Whether, in a cluster, this node runs the campaign (holds its lease).
-    pub(super) fn runs_campaign(&self, campaign: Uuid) -> bool {
+    pub(super) fn runs_campaign(&self, campaign: CampaignId) -> bool {
         self.deps.cluster.as_ref().is_some_and(|c| {
             c.lease(LeaseKind::Campaign, &campaign.to_string())
                 .is_some()
@@ -89,7 +94,7 @@ impl Registry {
     /// Starts the campaign's actor if needed and makes it read the campaign again. In a
     /// cluster the campaign runs on the node holding its lease: this node takes the lease when
     /// it is free, else tells its owner (a `campaign` notice).
-    pub(crate) fn wake_campaign(&mut self, ctx: &mut Context<Self>, id: Uuid) {
+    pub(crate) fn wake_campaign(&mut self, ctx: &mut Context<Self>, id: CampaignId) {
         let Some(cluster) = self.deps.cluster.clone() else {
             self.run_campaign(id, ctx);
             return;
@@ -116,7 +121,7 @@ impl Registry {
         );
     }
 
-    pub(super) fn run_campaign(&mut self, id: Uuid, ctx: &mut Context<Self>) {
+    pub(super) fn run_campaign(&mut self, id: CampaignId, ctx: &mut Context<Self>) {
         let deps = self.deps().clone();
         let addr = self.campaigns.addr(&deps, ctx.address(), id);
         addr.do_send(campaign::Reload);
@@ -129,7 +134,7 @@ impl Handler<DeliveriesCreated> for Registry {
     type Result = ();
 
     fn handle(&mut self, msg: DeliveriesCreated, ctx: &mut Self::Context) {
-        let mut per_endpoint: HashMap<Uuid, Vec<PendingDelivery>> = HashMap::new();
+        let mut per_endpoint: HashMap<EndpointId, Vec<PendingDelivery>> = HashMap::new();
         for d in msg.deliveries {
             per_endpoint.entry(d.endpoint_id).or_default().push(d);
         }
@@ -196,7 +201,7 @@ impl Registry {
     pub(crate) fn ensure_endpoint(
         &mut self,
         ctx: &mut Context<Self>,
-        endpoint_id: Uuid,
+        endpoint_id: EndpointId,
         deliveries: Option<Vec<PendingDelivery>>,
     ) {
         let deps = self.deps().clone();

@@ -14,6 +14,7 @@ use super::body::{Subject, subjects};
 use super::{Deliver, LoadDeliveries, LoadPending, MAX_IN_FLIGHT, Reload, StopDeliveries};
 use crate::actors::Deps;
 use crate::actors::webhook_target;
+use crate::domain::ids::EndpointId;
 use crate::domain::webhook_event::{EventKind, WebhookFormat};
 use crate::store::cluster::LeaseKind;
 use crate::store::messages::Scope;
@@ -64,7 +65,7 @@ impl Finished {
 /// One endpoint's deliveries: a due-time ordered queue, retry timers, attempts in flight.
 pub struct WebhookEndpoint {
     deps: Deps,
-    endpoint_id: Uuid,
+    endpoint_id: EndpointId,
     endpoint: Option<EndpointRecord>,
     client: Option<awc::Client>,
     /// Waiting deliveries by (due ms, id).
@@ -106,7 +107,7 @@ enum PendingRead {
 
 impl WebhookEndpoint {
     /// An actor for `endpoint_id`; it loads the endpoint and its pending deliveries when started.
-    pub fn new(deps: Deps, endpoint_id: Uuid, lost: Arc<AtomicBool>) -> WebhookEndpoint {
+    pub fn new(deps: Deps, endpoint_id: EndpointId, lost: Arc<AtomicBool>) -> WebhookEndpoint {
         WebhookEndpoint {
             deps,
             endpoint_id,

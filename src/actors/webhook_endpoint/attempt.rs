@@ -134,11 +134,10 @@ async fn send(
     let timestamp = deps.clock.now().timestamp();
     // Opened per attempt, so the clear key lives only for the request. Start-up checked that
     // every stored key opens; a failure here means the row changed under a running server.
-    let signing_key = match deps
-        .webhooks
-        .secrets
-        .open(&endpoint.sealed_signing_key, endpoint.id.as_bytes())
-    {
+    let signing_key = match deps.webhooks.secrets.open(
+        &endpoint.sealed_signing_key,
+        endpoint.id.as_uuid().as_bytes(),
+    ) {
         Ok(key) => key,
         Err(err) => {
             return Answer {

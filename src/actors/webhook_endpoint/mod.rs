@@ -25,11 +25,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use actix::prelude::*;
-use uuid::Uuid;
 
 use super::Deps;
 use super::registry::Registry;
 use super::webhook_target::SharedResolver;
+use crate::domain::ids::EndpointId;
 use crate::store::webhooks::{self, AttemptRecorder, PendingDelivery, Subscriptions};
 
 pub use actor::WebhookEndpoint;
@@ -75,7 +75,7 @@ pub struct LoadPending;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct LoadDeliveries {
-    pub ids: Vec<Uuid>,
+    pub ids: Vec<uuid::Uuid>,
 }
 
 /// Stop the actor (endpoint deleted, shutdown); pending deliveries stay in the database.
@@ -94,7 +94,7 @@ pub struct DeliveriesCreated {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct EndpointChanged {
-    pub endpoint_id: Uuid,
+    pub endpoint_id: EndpointId,
     /// A delivery made due now (manual retry).
     pub retry: Option<PendingDelivery>,
 }
@@ -103,13 +103,13 @@ pub struct EndpointChanged {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct EndpointDeleted {
-    pub endpoint_id: Uuid,
+    pub endpoint_id: EndpointId,
 }
 
 /// The registry's side: one supervised actor per endpoint with work.
 #[derive(Default)]
 pub struct EndpointActors {
-    actors: HashMap<Uuid, Running>,
+    actors: HashMap<EndpointId, Running>,
 }
 
 /// An endpoint's actor and its flag of lost ownership.
@@ -132,7 +132,7 @@ impl EndpointActors {
     /// The endpoint's actor, started (supervised) on first use.
     /// The endpoint's actor, started (supervised) on first use, or again after it lost the
     /// endpoint's lease.
-    pub fn addr(&mut self, deps: &Deps, endpoint_id: Uuid) -> Addr<WebhookEndpoint> {
+    pub fn addr(&mut self, deps: &Deps, endpoint_id: EndpointId) -> Addr<WebhookEndpoint> {
         if let Some(addr) = self.actors.get(&endpoint_id).and_then(Running::live) {
             return addr.clone();
         }
@@ -152,26 +152,26 @@ impl EndpointActors {
     }
 
     /// Makes the endpoint's actor, if it runs, read its endpoint again.
-    pub fn reload(&self, endpoint_id: Uuid) {
+    pub fn reload(&self, endpoint_id: EndpointId) {
         if let Some(addr) = self.get(endpoint_id) {
             addr.do_send(Reload);
         }
     }
 
     /// Stops the endpoint's actor, if it runs (the endpoint was deleted).
-    pub fn stop(&mut self, endpoint_id: Uuid) {
+    pub fn stop(&mut self, endpoint_id: EndpointId) {
         if let Some(running) = self.actors.remove(&endpoint_id) {
             running.addr.do_send(StopDeliveries);
         }
     }
 
     /// Whether the endpoint's actor runs here.
-    pub fn running(&self, endpoint_id: Uuid) -> bool {
+    pub fn running(&self, endpoint_id: EndpointId) -> bool {
         self.get(endpoint_id).is_some()
     }
 
     /// The endpoint's actor, if it runs here (and still owns the endpoint).
-    pub fn get(&self, endpoint_id: Uuid) -> Option<Addr<WebhookEndpoint>> {
+    pub fn get(&self, endpoint_id: EndpointId) -> Option<Addr<WebhookEndpoint>> {
         self.actors
             .get(&endpoint_id)
             .and_then(Running::live)

@@ -31,6 +31,7 @@ use crate::actors::campaign::Wake;
 use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
 use crate::domain::campaign::{CampaignStatus, Control, RecipientStatus};
+use crate::domain::ids::CampaignId;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::campaigns::{self, Campaign, NewCampaign, NewRecipient};
 use crate::store::writer::{CampaignOp, CampaignOutcome};
@@ -97,7 +98,7 @@ async fn create_campaign(
     let initial: Vec<RecipientStatus> = recipients.iter().map(|r| r.status).collect();
     let launch = prepared.launch;
     let new = NewCampaign {
-        id: Uuid::now_v7(),
+        id: CampaignId::from(Uuid::now_v7()),
         scope: caller.scope(),
         name: prepared.name,
         from_number: prepared.from_number.as_str().to_string(),
@@ -123,7 +124,7 @@ async fn create_campaign(
         "campaign created",
         with_counts(state, &campaign).await?,
     );
-    Ok((response, campaign.id))
+    Ok((response, campaign.id.as_uuid()))
 }
 
 /// Turns the writer's answer into the campaign or the error docs/api.md, Campaigns, names; the
@@ -313,7 +314,7 @@ async fn list(
         campaigns::list(&state.db, caller.scope(), status, after, limit)
     })
     .await?;
-    let ids: Vec<Uuid> = rows.items.iter().map(|c| c.id).collect();
+    let ids: Vec<CampaignId> = rows.items.iter().map(|c| c.id).collect();
     let mut counts = campaigns::counts_of(&state.db, &ids).await?;
     let items = rows.map(|c| campaign_out(c, &counts.remove(&c.id).unwrap_or_default()));
     Ok(items.answer::<CampaignPage>("campaigns"))
@@ -337,9 +338,9 @@ async fn recipients(
     path: web::Path<String>,
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = parse_id(&path, "campaign")?;
+    let id: CampaignId = parse_id(&path, "campaign")?;
     let page = PageRequest::parse(&query)?;
-    state.find_id::<Campaign>(&caller, id).await?;
+    state.find_id::<Campaign>(&caller, id.as_uuid()).await?;
     let rows = Page::read(page, |after, limit| {
         campaigns::recipients(&state.db, id, after.map(|p| p.created_at), limit)
     })

@@ -142,7 +142,7 @@ impl Positioned for Recipient {
 /// A campaign as the API shows it.
 pub(super) fn campaign_out<'a>(c: &'a Campaign, counts: &Counts) -> CampaignOut<'a> {
     CampaignOut {
-        id: c.id,
+        id: c.id.as_uuid(),
         name: &c.name,
         from_number: &c.from_number,
         body: &c.body,

@@ -14,6 +14,7 @@ use super::wire;
 use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted};
 use crate::api::AppState;
 use crate::api::webhooks::{WebhookApi, check_url};
+use crate::domain::ids::EndpointId;
 use crate::domain::quota::Quota;
 use crate::domain::signing;
 use crate::domain::webhook_event::{SmsGateEvent, WebhookFormat};
@@ -175,11 +176,11 @@ async fn create(
                 .map_err(ClientError::from)?
         }
         None => {
-            let id = Uuid::now_v7();
+            let id = EndpointId::from(Uuid::now_v7());
             // Never used to sign (the workspace's key does), but every endpoint has one.
             let sealed_signing_key = api
                 .secrets
-                .seal(&signing::generate_signing_key(), id.as_bytes())
+                .seal(&signing::generate_signing_key(), id.as_uuid().as_bytes())
                 .map_err(|e| ClientError::internal(format!("signing key not sealed: {e}")))?;
             let new = NewEndpoint {
                 id,

@@ -27,11 +27,13 @@ use uuid::Uuid;
 use super::StoreError;
 use super::messages::{Position, Scope};
 use crate::domain::campaign::{CampaignStatus, RecipientStatus, SkipReason};
+use crate::domain::ids::{CampaignId, MessageId};
 use crate::domain::status::{MessageStatus, Mode};
+
 /// A stored campaign (without its counts).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Campaign {
-    pub id: Uuid,
+    pub id: CampaignId,
     pub scope: Scope,
     pub name: String,
     pub from_number: String,
@@ -52,7 +54,7 @@ pub struct Campaign {
 impl From<campaigns::Model> for Campaign {
     fn from(m: campaigns::Model) -> Self {
         Campaign {
-            id: m.id,
+            id: m.id.into(),
             scope: Scope {
                 workspace_id: m.workspace_id.into(),
                 mode: Mode::from_test_flag(m.test_mode),
@@ -102,7 +104,7 @@ impl Counts {
 /// A new campaign, validated and expanded, ready to store.
 #[derive(Debug, Clone)]
 pub struct NewCampaign {
-    pub id: Uuid,
+    pub id: CampaignId,
     pub scope: Scope,
     pub name: String,
     pub from_number: String,
@@ -173,9 +175,9 @@ fn in_scope(scope: Scope) -> Condition {
 pub async fn get<C: ConnectionTrait>(
     conn: &C,
     scope: Scope,
-    id: Uuid,
+    id: CampaignId,
 ) -> Result<Campaign, StoreError> {
-    campaigns::Entity::find_by_id(id)
+    campaigns::Entity::find_by_id(id.as_uuid())
         .filter(in_scope(scope))
         .one(conn)
         .await?
@@ -184,8 +186,8 @@ pub async fn get<C: ConnectionTrait>(
 }
 
 /// A campaign by id regardless of scope (its actor).
-pub async fn by_id<C: ConnectionTrait>(conn: &C, id: Uuid) -> Result<Campaign, StoreError> {
-    campaigns::Entity::find_by_id(id)
+pub async fn by_id<C: ConnectionTrait>(conn: &C, id: CampaignId) -> Result<Campaign, StoreError> {
+    campaigns::Entity::find_by_id(id.as_uuid())
         .one(conn)
         .await?
         .map(Campaign::from)
@@ -215,7 +217,7 @@ pub async fn list(
 }
 
 /// The counts of a campaign (see [`counts_of`]).
-pub async fn counts(db: &DatabaseConnection, id: Uuid) -> Result<Counts, StoreError> {
+pub async fn counts(db: &DatabaseConnection, id: CampaignId) -> Result<Counts, StoreError> {
     Ok(counts_of(db, &[id]).await?.remove(&id).unwrap_or_default())
 }
 
@@ -239,9 +241,9 @@ impl CountSource {
 /// queued at once. A page of campaigns is one statement, not one per campaign.
 pub async fn counts_of(
     db: &DatabaseConnection,
-    ids: &[Uuid],
-) -> Result<HashMap<Uuid, Counts>, StoreError> {
-    let mut out: HashMap<Uuid, Counts> = HashMap::new();
+    ids: &[CampaignId],
+) -> Result<HashMap<CampaignId, Counts>, StoreError> {
+    let mut out: HashMap<CampaignId, Counts> = HashMap::new();
     if ids.is_empty() {
         return Ok(out);
     }
@@ -283,7 +285,7 @@ pub async fn counts_of(
     let statement = by_recipient.union(UnionType::All, by_message).to_owned();
     for row in db.query_all(&statement).await? {
         let source: String = row.try_get("", "source")?;
-        let campaign: Uuid = row.try_get("", "campaign_id")?;
+        let campaign = CampaignId::from(row.try_get::<Uuid>("", "campaign_id")?);
         let status: String = row.try_get("", "status")?;
         let n = u64::try_from(row.try_get::<i64>("", "n")?).unwrap_or(0);
         let status = if source.parse() == Ok(CountSource::Message) {
@@ -303,7 +305,7 @@ pub async fn counts_of(
 /// of those queued.
 pub async fn recipients(
     db: &DatabaseConnection,
-    campaign_id: Uuid,
+    campaign_id: CampaignId,
     after: Option<i64>,
     limit: u64,
 ) -> Result<(Vec<Recipient>, bool), StoreError> {
@@ -368,7 +370,7 @@ pub async fn recipients(
 /// The first `limit` pending recipients of a campaign, in order.
 pub async fn pending<C: ConnectionTrait>(
     conn: &C,
-    campaign_id: Uuid,
+    campaign_id: CampaignId,
     limit: u64,
 ) -> Result<Vec<PendingRecipient>, StoreError> {
     Ok(campaign_recipients::Entity::find()
@@ -400,8 +402,8 @@ fn open_statuses() -> impl Iterator<Item = &'static str> {
 /// The campaign's messages that are not terminal yet, with their status.
 pub async fn open_messages(
     db: &DatabaseConnection,
-    campaign_id: Uuid,
-) -> Result<Vec<(Uuid, MessageStatus)>, StoreError> {
+    campaign_id: CampaignId,
+) -> Result<Vec<(MessageId, MessageStatus)>, StoreError> {
     let rows: Vec<(Uuid, String)> = messages::Entity::find()
         .select_only()
         .column(messages::Column::Id)
@@ -413,13 +415,13 @@ pub async fn open_messages(
         .await?;
     Ok(rows
         .into_iter()
-        .filter_map(|(id, s)| MessageStatus::parse(&s).map(|s| (id, s)))
+        .filter_map(|(id, s)| MessageStatus::parse(&s).map(|s| (id.into(), s)))
         .collect())
 }
 
 /// Ids of the campaigns that need an actor: running or waiting for their start.
-pub async fn live(db: &DatabaseConnection) -> Result<Vec<Uuid>, StoreError> {
-    Ok(campaigns::Entity::find()
+pub async fn live(db: &DatabaseConnection) -> Result<Vec<CampaignId>, StoreError> {
+    let ids: Vec<Uuid> = campaigns::Entity::find()
         .select_only()
         .column(campaigns::Column::Id)
         .filter(campaigns::Column::Status.is_in([
@@ -428,5 +430,6 @@ pub async fn live(db: &DatabaseConnection) -> Result<Vec<Uuid>, StoreError> {
         ]))
         .into_tuple()
         .all(db)
-        .await?)
+        .await?;
+    Ok(ids.into_iter().map(CampaignId::from).collect())
 }

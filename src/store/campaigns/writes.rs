@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::{NewCampaign, open_statuses};
 use crate::domain::campaign::{CampaignStatus, RecipientStatus, SkipReason};
-use crate::domain::ids::WorkspaceId;
+use crate::domain::ids::{CampaignId, WorkspaceId};
 use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
 
@@ -31,7 +31,7 @@ pub(crate) async fn insert<C: ConnectionTrait>(
 ) -> Result<(), StoreError> {
     let launched = status != CampaignStatus::Draft;
     campaigns::Entity::insert(campaigns::ActiveModel {
-        id: Set(new.id),
+        id: Set(new.id.as_uuid()),
         workspace_id: Set(new.scope.workspace_id.as_uuid()),
         test_mode: Set(new.scope.mode.is_test()),
         name: Set(new.name.clone()),
@@ -56,7 +56,7 @@ pub(crate) async fn insert<C: ConnectionTrait>(
         .enumerate()
         .map(|(i, r)| campaign_recipients::ActiveModel {
             id: Set(Uuid::now_v7()),
-            campaign_id: Set(new.id),
+            campaign_id: Set(new.id.as_uuid()),
             position: Set(i32::try_from(i).unwrap_or(i32::MAX)),
             to_number: Set(r.to_number.clone()),
             content: Set(r.content.clone()),
@@ -87,7 +87,7 @@ pub(crate) struct Stamps {
 /// Moves the campaign to `to` if its status is one of `from`; false when it was not.
 pub(crate) async fn set_status<C: ConnectionTrait>(
     conn: &C,
-    id: Uuid,
+    id: CampaignId,
     from: &[CampaignStatus],
     to: CampaignStatus,
     stamps: Stamps,
@@ -116,7 +116,7 @@ pub(crate) async fn set_status<C: ConnectionTrait>(
 /// Whether any recipient is still pending.
 pub(crate) async fn has_pending<C: ConnectionTrait>(
     conn: &C,
-    campaign_id: Uuid,
+    campaign_id: CampaignId,
 ) -> Result<bool, StoreError> {
     Ok(campaign_recipients::Entity::find()
         .filter(campaign_recipients::Column::CampaignId.eq(campaign_id))
@@ -129,7 +129,7 @@ pub(crate) async fn has_pending<C: ConnectionTrait>(
 /// Whether any of the campaign's messages is not terminal.
 pub(crate) async fn has_open_messages<C: ConnectionTrait>(
     conn: &C,
-    campaign_id: Uuid,
+    campaign_id: CampaignId,
 ) -> Result<bool, StoreError> {
     Ok(messages::Entity::find()
         .filter(messages::Column::CampaignId.eq(campaign_id))
@@ -143,7 +143,7 @@ pub(crate) async fn has_open_messages<C: ConnectionTrait>(
 /// cancels every queued one); `untried` keeps only those no phone was ever handed.
 pub(crate) async fn messages_in<C: ConnectionTrait>(
     conn: &C,
-    campaign_id: Uuid,
+    campaign_id: CampaignId,
     status: MessageStatus,
     untried: bool,
 ) -> Result<Vec<crate::store::messages::Message>, StoreError> {
@@ -164,7 +164,7 @@ pub(crate) async fn messages_in<C: ConnectionTrait>(
 /// Which of `ids` are still pending recipients of the campaign.
 pub(crate) async fn still_pending<C: ConnectionTrait>(
     conn: &C,
-    campaign_id: Uuid,
+    campaign_id: CampaignId,
     ids: &[Uuid],
 ) -> Result<std::collections::HashSet<Uuid>, StoreError> {
     let mut out = std::collections::HashSet::new();
@@ -214,7 +214,7 @@ pub(crate) async fn mark_queued<C: ConnectionTrait>(
 /// they were in `total`, so they count as canceled) and counts them in `skipped.opted_out`.
 pub(crate) async fn mark_opted_out<C: ConnectionTrait>(
     conn: &C,
-    campaign_id: Uuid,
+    campaign_id: CampaignId,
     ids: &[Uuid],
     now: i64,
 ) -> Result<(), StoreError> {
@@ -251,7 +251,7 @@ pub(crate) async fn mark_opted_out<C: ConnectionTrait>(
 /// Pending recipients become canceled (the campaign was canceled); how many.
 pub(crate) async fn cancel_pending<C: ConnectionTrait>(
     conn: &C,
-    campaign_id: Uuid,
+    campaign_id: CampaignId,
 ) -> Result<u64, StoreError> {
     let result = campaign_recipients::Entity::update_many()
         .col_expr(

@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::messages::{Position, Scope};
+use crate::domain::ids::ContactId;
 use crate::domain::quota::CountQuota;
 
 /// Contacts per multi-row statement of an import (13 columns: 6,500 bind parameters, well
@@ -36,7 +37,7 @@ const IDS_PER_LOOKUP: usize = 500;
 /// A stored contact with its tags (sorted).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Contact {
-    pub id: Uuid,
+    pub id: ContactId,
     pub phone_number: String,
     pub first_name: Option<String>,
     pub last_name: Option<String>,
@@ -53,7 +54,7 @@ pub struct Contact {
 impl Contact {
     fn from_row(m: contacts::Model, tags: Vec<String>) -> Contact {
         Contact {
-            id: m.id,
+            id: m.id.into(),
             phone_number: m.phone_number,
             first_name: m.first_name,
             last_name: m.last_name,
@@ -223,26 +224,34 @@ pub async fn find_id_by_number(
     db: &DatabaseConnection,
     scope: Scope,
     phone_number: &str,
-) -> Result<Option<Uuid>, StoreError> {
-    Ok(contacts::Entity::find()
+) -> Result<Option<ContactId>, StoreError> {
+    let id: Option<Uuid> = contacts::Entity::find()
         .select_only()
         .column(contacts::Column::Id)
         .filter(in_scope(scope))
         .filter(contacts::Column::PhoneNumber.eq(phone_number))
         .into_tuple()
         .one(db)
-        .await?)
+        .await?;
+    Ok(id.map(ContactId::from))
 }
 
 /// One contact of this scope.
 #[tracing::instrument(skip_all, fields(contact_id = %id))]
-pub async fn get(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<Contact, StoreError> {
-    let model = contacts::Entity::find_by_id(id)
+pub async fn get(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: ContactId,
+) -> Result<Contact, StoreError> {
+    let model = contacts::Entity::find_by_id(id.as_uuid())
         .filter(in_scope(scope))
         .one(db)
         .await?
         .ok_or(StoreError::NotFound)?;
-    let tags = tags_of(db, &[id]).await?.remove(&id).unwrap_or_default();
+    let tags = tags_of(db, &[model.id])
+        .await?
+        .remove(&model.id)
+        .unwrap_or_default();
     Ok(Contact::from_row(model, tags))
 }
 
@@ -251,10 +260,11 @@ pub async fn get(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<Cont
 pub async fn update(
     db: &DatabaseConnection,
     scope: Scope,
-    id: Uuid,
+    id: ContactId,
     patch: ContactPatch,
     now_ms: i64,
 ) -> Result<Contact, StoreError> {
+    let id = id.as_uuid();
     let txn = super::begin_write(db).await?;
     let model = contacts::Entity::find_by_id(id)
         .filter(in_scope(scope))
@@ -300,13 +310,17 @@ pub async fn update(
 
 /// Deletes a contact and its tags.
 #[tracing::instrument(skip_all, fields(contact_id = %id))]
-pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
+pub async fn delete(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: ContactId,
+) -> Result<(), StoreError> {
     let txn = super::begin_write(db).await?;
     let delete = contacts::Entity::delete_many()
         .filter(contacts::Column::Id.eq(id))
         .filter(in_scope(scope));
     super::delete_found(&txn, delete).await?;
-    delete_tags(&txn, &[id]).await?;
+    delete_tags(&txn, &[id.as_uuid()]).await?;
     txn.commit().await?;
     Ok(())
 }

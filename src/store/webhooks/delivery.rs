@@ -7,7 +7,7 @@ use super::*;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingDelivery {
     pub id: Uuid,
-    pub endpoint_id: Uuid,
+    pub endpoint_id: EndpointId,
     pub event: String,
     pub event_id: Uuid,
     pub message_id: Uuid,
@@ -22,7 +22,7 @@ impl From<webhook_deliveries::Model> for PendingDelivery {
     fn from(m: webhook_deliveries::Model) -> Self {
         PendingDelivery {
             id: m.id,
-            endpoint_id: m.endpoint_id,
+            endpoint_id: m.endpoint_id.into(),
             event: m.event,
             event_id: m.event_id,
             message_id: m.message_id,
@@ -60,7 +60,7 @@ pub async fn insert_deliveries(
     for chunk in crate::store::shaped_chunks(deliveries, ROWS_PER_INSERT) {
         let rows = chunk.iter().map(|d| webhook_deliveries::ActiveModel {
             id: Set(d.id),
-            endpoint_id: Set(d.endpoint_id),
+            endpoint_id: Set(d.endpoint_id.as_uuid()),
             event: Set(d.event.clone()),
             event_id: Set(d.event_id),
             message_id: Set(d.message_id),
@@ -80,7 +80,7 @@ pub async fn insert_deliveries(
 /// The pending deliveries of one endpoint (its actor's queue after a start).
 pub async fn pending_for(
     db: &DatabaseConnection,
-    endpoint_id: Uuid,
+    endpoint_id: EndpointId,
 ) -> Result<Vec<PendingDelivery>, StoreError> {
     pending_of(db, endpoint_id, None).await
 }
@@ -89,7 +89,7 @@ pub async fn pending_for(
 /// stored and named).
 pub async fn pending_among(
     db: &DatabaseConnection,
-    endpoint_id: Uuid,
+    endpoint_id: EndpointId,
     ids: &[Uuid],
 ) -> Result<Vec<PendingDelivery>, StoreError> {
     pending_of(db, endpoint_id, Some(ids)).await
@@ -98,7 +98,7 @@ pub async fn pending_among(
 /// The pending deliveries of one endpoint, among `ids` when given, soonest due first.
 async fn pending_of(
     db: &DatabaseConnection,
-    endpoint_id: Uuid,
+    endpoint_id: EndpointId,
     ids: Option<&[Uuid]>,
 ) -> Result<Vec<PendingDelivery>, StoreError> {
     let mut query = webhook_deliveries::Entity::find()
@@ -117,22 +117,25 @@ async fn pending_of(
 }
 
 /// Endpoints that have pending deliveries (their actors start with the registry).
-pub async fn endpoints_with_pending(db: &DatabaseConnection) -> Result<Vec<Uuid>, StoreError> {
-    Ok(webhook_deliveries::Entity::find()
+pub async fn endpoints_with_pending(
+    db: &DatabaseConnection,
+) -> Result<Vec<EndpointId>, StoreError> {
+    let ids: Vec<Uuid> = webhook_deliveries::Entity::find()
         .select_only()
         .column(webhook_deliveries::Column::EndpointId)
         .distinct()
         .filter(webhook_deliveries::Column::State.eq(DeliveryState::Pending.as_str()))
         .into_tuple()
         .all(db)
-        .await?)
+        .await?;
+    Ok(ids.into_iter().map(EndpointId::from).collect())
 }
 
 /// Makes a delivery of this endpoint due now (manual retry); `id` may name the delivery or
 /// one of its attempts. A finished delivery becomes pending again for one more attempt.
 pub async fn retry_now(
     db: &DatabaseConnection,
-    endpoint_id: Uuid,
+    endpoint_id: EndpointId,
     id: Uuid,
     now_ms: i64,
 ) -> Result<PendingDelivery, StoreError> {
@@ -242,7 +245,7 @@ impl From<webhook_attempts::Model> for AttemptRow {
 /// Attempts of one endpoint, newest first by (attempted_at, id), after `after`.
 pub async fn list_attempts(
     db: &DatabaseConnection,
-    endpoint_id: Uuid,
+    endpoint_id: EndpointId,
     after: Option<Position>,
     limit: u64,
 ) -> Result<(Vec<AttemptRow>, bool), StoreError> {
@@ -369,7 +372,7 @@ fn attempt_row(r: &AttemptRecord) -> webhook_attempts::ActiveModel {
     webhook_attempts::ActiveModel {
         id: Set(Uuid::now_v7()),
         delivery_id: Set(r.delivery.id),
-        endpoint_id: Set(r.delivery.endpoint_id),
+        endpoint_id: Set(r.delivery.endpoint_id.as_uuid()),
         event: Set(r.delivery.event.clone()),
         event_id: Set(r.delivery.event_id),
         message_id: Set(r.delivery.message_id),

@@ -16,7 +16,7 @@ use super::StoreError;
 use super::cluster::Lease;
 use super::messages::{Message, Position, Scope};
 use super::writer::Change;
-use crate::domain::ids::WorkspaceId;
+use crate::domain::ids::{EndpointId, WorkspaceId};
 use crate::domain::quota::CountQuota;
 use crate::domain::secrets::{self, SecretBox};
 use crate::domain::status::{Direction, Mode};
@@ -47,7 +47,7 @@ impl DeliveryState {
 /// A webhook endpoint.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EndpointRecord {
-    pub id: Uuid,
+    pub id: EndpointId,
     pub workspace_id: WorkspaceId,
     pub mode: Mode,
     pub url: String,
@@ -71,7 +71,7 @@ pub struct EndpointRecord {
 impl From<webhook_endpoints::Model> for EndpointRecord {
     fn from(m: webhook_endpoints::Model) -> Self {
         EndpointRecord {
-            id: m.id,
+            id: m.id.into(),
             workspace_id: m.workspace_id.into(),
             mode: Mode::from_test_flag(m.test_mode),
             url: m.url,
@@ -92,7 +92,7 @@ impl From<webhook_endpoints::Model> for EndpointRecord {
 #[derive(Debug, Clone)]
 pub struct NewEndpoint {
     /// Chosen by the caller: the sealed signing key is bound to it.
-    pub id: Uuid,
+    pub id: EndpointId,
     pub url: String,
     pub events: Vec<String>,
     pub phone_numbers: Vec<String>,
@@ -139,7 +139,7 @@ pub async fn create(
     let stored = webhook_endpoints::Entity::find().filter(in_scope(scope));
     let txn = super::quotas::begin_counted(db, scope.workspace_id, quota, stored).await?;
     let model = webhook_endpoints::ActiveModel {
-        id: Set(new.id),
+        id: Set(new.id.as_uuid()),
         workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
         url: Set(new.url),
@@ -163,7 +163,7 @@ pub async fn create(
 pub async fn get(
     db: &DatabaseConnection,
     scope: Scope,
-    id: Uuid,
+    id: EndpointId,
 ) -> Result<EndpointRecord, StoreError> {
     Ok(model(db, scope, id).await?.into())
 }
@@ -172,9 +172,9 @@ pub async fn get(
 async fn model(
     db: &DatabaseConnection,
     scope: Scope,
-    id: Uuid,
+    id: EndpointId,
 ) -> Result<webhook_endpoints::Model, StoreError> {
-    webhook_endpoints::Entity::find_by_id(id)
+    webhook_endpoints::Entity::find_by_id(id.as_uuid())
         .filter(in_scope(scope))
         .one(db)
         .await?
@@ -182,8 +182,11 @@ async fn model(
 }
 
 /// An endpoint by id regardless of scope (the endpoint actor's own record).
-pub async fn find(db: &DatabaseConnection, id: Uuid) -> Result<Option<EndpointRecord>, StoreError> {
-    Ok(webhook_endpoints::Entity::find_by_id(id)
+pub async fn find(
+    db: &DatabaseConnection,
+    id: EndpointId,
+) -> Result<Option<EndpointRecord>, StoreError> {
+    Ok(webhook_endpoints::Entity::find_by_id(id.as_uuid())
         .one(db)
         .await?
         .map(EndpointRecord::from))
@@ -223,7 +226,7 @@ pub async fn list(
 pub async fn update(
     db: &DatabaseConnection,
     scope: Scope,
-    id: Uuid,
+    id: EndpointId,
     changes: EndpointChanges,
     now_ms: i64,
 ) -> Result<EndpointRecord, StoreError> {
@@ -251,7 +254,11 @@ pub async fn update(
 }
 
 /// Deletes an endpoint with its deliveries and attempts.
-pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
+pub async fn delete(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: EndpointId,
+) -> Result<(), StoreError> {
     let txn = super::begin_write(db).await?;
     let delete = webhook_endpoints::Entity::delete_many()
         .filter(webhook_endpoints::Column::Id.eq(id))
@@ -335,7 +342,7 @@ pub async fn seal_signing_keys(
                 current
                     .open(&row.signing_key, &context)
                     .map_err(|error| StoreError::Secret {
-                        endpoint_id: row.id,
+                        endpoint_id: row.id.into(),
                         error,
                     })?;
             if rotate_to.is_none() {
@@ -349,7 +356,7 @@ pub async fn seal_signing_keys(
         let sealed = target
             .seal(&clear, &context)
             .map_err(|error| StoreError::Secret {
-                endpoint_id: row.id,
+                endpoint_id: row.id.into(),
                 error,
             })?;
         let mut active = row.into_active_model();
@@ -365,7 +372,7 @@ pub async fn seal_signing_keys(
 /// What the fan-out needs to know of an endpoint.
 #[derive(Debug, Clone)]
 struct Subscription {
-    endpoint_id: Uuid,
+    endpoint_id: EndpointId,
     format: WebhookFormat,
     /// The smsgw kinds its events fire on (an SMSGate event that never fires adds none).
     kinds: Vec<EventKind>,
@@ -453,7 +460,7 @@ impl Subscriptions {
     }
 
     /// Forgets an endpoint.
-    pub fn remove(&self, endpoint_id: Uuid) {
+    pub fn remove(&self, endpoint_id: EndpointId) {
         if let Ok(mut map) = self.by_scope.write() {
             for subs in map.values_mut() {
                 subs.retain(|s| s.endpoint_id != endpoint_id);

@@ -13,6 +13,7 @@ use super::accept::{LimitCheck, NewWorkspaceLimit};
 use super::task::{Batch, WriterTask, flush_inserts};
 use super::transition::{self, Move, Transition};
 use crate::domain::campaign::{CampaignStatus, Control};
+use crate::domain::ids::CampaignId;
 use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
 use crate::store::campaigns::{self, Campaign, NewCampaign, Stamps};
@@ -32,22 +33,28 @@ pub enum CampaignOp {
     /// Launch, pause, resume or cancel through the API.
     Control {
         scope: Scope,
-        id: Uuid,
+        id: CampaignId,
         control: Control,
         limit: Option<NewWorkspaceLimit>,
     },
     /// A scheduled campaign whose start time came: running.
-    Start { id: Uuid, lease: Option<Lease> },
+    Start {
+        id: CampaignId,
+        lease: Option<Lease>,
+    },
     /// Queue these pending recipients as these messages (recipient id, message), if the
     /// campaign is still running; recipients who opted out since are canceled instead.
     Feed {
-        id: Uuid,
+        id: CampaignId,
         scope: Scope,
         messages: Vec<(Uuid, NewMessage)>,
         lease: Option<Lease>,
     },
     /// A running campaign with nothing pending and nothing open: completed.
-    Complete { id: Uuid, lease: Option<Lease> },
+    Complete {
+        id: CampaignId,
+        lease: Option<Lease>,
+    },
 }
 
 impl CampaignOp {
@@ -173,7 +180,7 @@ impl WriterTask {
         txn: &DatabaseTransaction,
         batch: &mut Batch,
         scope: Scope,
-        id: Uuid,
+        id: CampaignId,
         control: Control,
         limit: Option<NewWorkspaceLimit>,
         now: i64,
@@ -240,7 +247,7 @@ impl WriterTask {
 
 async fn done(
     txn: &DatabaseTransaction,
-    id: Uuid,
+    id: CampaignId,
     dropped: Vec<Message>,
     canceled_pending: u64,
 ) -> Result<CampaignOutcome, StoreError> {
@@ -252,7 +259,7 @@ async fn done(
 }
 
 /// The campaign, or None when it does not exist (any more).
-async fn find(txn: &DatabaseTransaction, id: Uuid) -> Result<Option<Campaign>, StoreError> {
+async fn find(txn: &DatabaseTransaction, id: CampaignId) -> Result<Option<Campaign>, StoreError> {
     match campaigns::by_id(txn, id).await {
         Ok(campaign) => Ok(Some(campaign)),
         Err(StoreError::NotFound) => Ok(None),
@@ -263,7 +270,7 @@ async fn find(txn: &DatabaseTransaction, id: Uuid) -> Result<Option<Campaign>, S
 /// The actor's own moves (start, complete): `from → to` with `stamps`, then the campaign.
 async fn advance(
     txn: &DatabaseTransaction,
-    id: Uuid,
+    id: CampaignId,
     (from, to): (CampaignStatus, CampaignStatus),
     stamps: Stamps,
     now: i64,
@@ -274,7 +281,7 @@ async fn advance(
 
 async fn start(
     txn: &DatabaseTransaction,
-    id: Uuid,
+    id: CampaignId,
     now: i64,
 ) -> Result<CampaignOutcome, StoreError> {
     let Some(campaign) = find(txn, id).await? else {
@@ -294,7 +301,7 @@ async fn start(
 
 async fn complete(
     txn: &DatabaseTransaction,
-    id: Uuid,
+    id: CampaignId,
     now: i64,
 ) -> Result<CampaignOutcome, StoreError> {
     let Some(campaign) = find(txn, id).await? else {
@@ -317,7 +324,7 @@ async fn complete(
 async fn feed(
     txn: &DatabaseTransaction,
     batch: &mut Batch,
-    id: Uuid,
+    id: CampaignId,
     scope: Scope,
     items: &[(Uuid, NewMessage)],
     now: i64,
@@ -358,7 +365,10 @@ async fn feed(
 /// Pause: the campaign's queued messages never handed to a phone are removed and their
 /// recipients are pending again (one queued again after an attempt may have been sent, so it
 /// stays and finishes).
-async fn withdraw_queued(txn: &DatabaseTransaction, id: Uuid) -> Result<Vec<Message>, StoreError> {
+async fn withdraw_queued(
+    txn: &DatabaseTransaction,
+    id: CampaignId,
+) -> Result<Vec<Message>, StoreError> {
     let queued = campaigns::messages_in(txn, id, MessageStatus::Queued, true).await?;
     let ids: Vec<Uuid> = queued.iter().map(|m| m.id).collect();
     let removed = campaigns::withdraw(txn, &ids).await?;
@@ -372,7 +382,7 @@ async fn withdraw_queued(txn: &DatabaseTransaction, id: Uuid) -> Result<Vec<Mess
 async fn cancel_queued(
     txn: &DatabaseTransaction,
     batch: &mut Batch,
-    id: Uuid,
+    id: CampaignId,
     now: i64,
 ) -> Result<Vec<Message>, StoreError> {
     let queued = campaigns::messages_in(txn, id, MessageStatus::Queued, false).await?;

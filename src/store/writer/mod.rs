@@ -37,6 +37,7 @@ use super::messages::{Message, Scope};
 use super::webhooks::{AttemptRecord, PendingDelivery, Recorded, Subscriptions};
 use crate::clock::SharedClock;
 use crate::domain::change::ChangeKind;
+use crate::domain::ids::CampaignId;
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
 use task::{Request, Submitted};
 
@@ -54,7 +55,7 @@ pub struct NewMessage {
     pub encoding: String,
     pub device_id: Option<Uuid>,
     pub pinned: bool,
-    pub campaign_id: Option<Uuid>,
+    pub campaign_id: Option<CampaignId>,
     pub request_id: Option<String>,
     pub inbound_ref: Option<String>,
     pub scheduled_for: Option<i64>,
@@ -159,7 +160,7 @@ impl NewMessage {
     }
 
     /// The campaign it belongs to.
-    pub fn with_campaign(self, campaign_id: Uuid) -> NewMessage {
+    pub fn with_campaign(self, campaign_id: CampaignId) -> NewMessage {
         NewMessage {
             campaign_id: Some(campaign_id),
             ..self

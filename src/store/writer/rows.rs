@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::NewMessage;
 use crate::domain::change::ChangeKind;
+use crate::domain::ids::CampaignId;
 use crate::domain::status::MessageStatus;
 use crate::store::messages::{Message, Scope};
 
@@ -57,7 +58,7 @@ pub(super) fn to_row(message: &Message, new: &NewMessage) -> messages::ActiveMod
         encoding: Set(message.encoding.clone()),
         device_id: Set(message.device_id),
         pinned: Set(message.pinned),
-        campaign_id: Set(message.campaign_id),
+        campaign_id: Set(message.campaign_id.map(CampaignId::as_uuid)),
         request_id: Set(message.request_id.clone()),
         inbound_ref: Set(new.inbound_ref.clone()),
         scheduled_for: Set(message.scheduled_for),
