@@ -414,6 +414,32 @@ pub async fn queued_of_phone(
     oldest_first(db, on_phone(device, ids, MessageStatus::Queued)).await
 }
 
+/// The ids of every live outbound message still `queued`, by phone: one read of the queued
+/// partial index (its predicate is this query's; no `ORDER BY id … LIMIT`, which would walk the
+/// primary key through every message instead) rather than one read per phone when a node must
+/// learn what waits for its phones (a cluster resync).
+pub async fn queued_live_by_phone(
+    db: &DatabaseConnection,
+) -> Result<HashMap<Uuid, Vec<Uuid>>, StoreError> {
+    let rows: Vec<(Uuid, Option<Uuid>)> = messages::Entity::find()
+        .select_only()
+        .column(messages::Column::Id)
+        .column(messages::Column::DeviceId)
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
+        .filter(messages::Column::TestMode.eq(false))
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut by_phone: HashMap<Uuid, Vec<Uuid>> = HashMap::new();
+    for (id, device) in rows {
+        if let Some(device) = device {
+            by_phone.entry(device).or_default().push(id);
+        }
+    }
+    Ok(by_phone)
+}
+
 /// Those of `ids` on phone `device` in `status`.
 fn on_phone(
     device: Uuid,

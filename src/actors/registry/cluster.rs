@@ -186,15 +186,44 @@ impl Handler<Resync> for Registry {
 
 impl Registry {
     /// Every phone owned here loads its queued messages again, and so do the simulated phones
-    /// when test mode runs here.
+    /// when test mode runs here. One read of the queued messages names what waits for
+    /// which phone, and only phones with queued messages read them (by id, [`NOTICE_IDS`] a
+    /// time): with thousands of phones a node leaving costs a few statements, not one per
+    /// phone at once, which would hold the pool (and the heartbeat behind it).
     pub(super) fn resync(&mut self, ctx: &mut Context<Self>) {
         self.load_simulated(ctx, None);
-        let owned: Vec<Uuid> = self.phones.keys().copied().collect();
-        for phone in owned {
-            if let Some(addr) = self.owned_addr(phone) {
-                addr.do_send(phone::LoadQueued { ids: None });
-            }
-        }
+        let db = self.deps.db.clone();
+        ctx.spawn(
+            async move { crate::store::messages::queued_live_by_phone(&db).await }
+                .into_actor(self)
+                .map(|result, act, _| {
+                    let owned: Vec<Uuid> = act.phones.keys().copied().collect();
+                    let mut by_phone = match result {
+                        Ok(by_phone) => by_phone,
+                        Err(err) => {
+                            // Each phone reads its own queue then.
+                            tracing::warn!(error = %err, "queued messages not read in one pass; each phone reads its own");
+                            for phone in owned {
+                                if let Some(addr) = act.owned_addr(phone) {
+                                    addr.do_send(phone::LoadQueued { ids: None });
+                                }
+                            }
+                            return;
+                        }
+                    };
+                    for phone in owned {
+                        let (Some(ids), Some(addr)) = (by_phone.remove(&phone), act.owned_addr(phone))
+                        else {
+                            continue;
+                        };
+                        for chunk in ids.chunks(NOTICE_IDS) {
+                            addr.do_send(phone::LoadQueued {
+                                ids: Some(chunk.to_vec()),
+                            });
+                        }
+                    }
+                }),
+        );
     }
 }
 
