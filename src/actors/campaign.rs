@@ -76,6 +76,22 @@ pub struct CampaignChange {
     pub status: MessageStatus,
 }
 
+impl CampaignChange {
+    /// `changes` grouped by campaign, each campaign's in their order.
+    pub fn by_campaign(
+        changes: impl IntoIterator<Item = CampaignChange>,
+    ) -> HashMap<CampaignId, Vec<(MessageId, MessageStatus)>> {
+        let mut per_campaign: HashMap<CampaignId, Vec<(MessageId, MessageStatus)>> = HashMap::new();
+        for change in changes {
+            per_campaign
+                .entry(change.campaign)
+                .or_default()
+                .push((change.message, change.status));
+        }
+        per_campaign
+    }
+}
+
 /// What the actor knows from its last load.
 struct Loaded {
     campaign: Campaign,
@@ -535,18 +551,7 @@ impl CampaignActors {
 
     /// Hands committed message changes to their campaigns' actors.
     pub fn changed(&self, changes: Vec<CampaignChange>) {
-        let mut per_campaign: HashMap<CampaignId, Vec<(MessageId, MessageStatus)>> = HashMap::new();
-        for CampaignChange {
-            campaign,
-            message,
-            status,
-        } in changes
-        {
-            per_campaign
-                .entry(campaign)
-                .or_default()
-                .push((message, status));
-        }
+        let per_campaign = CampaignChange::by_campaign(changes);
         for (campaign, changes) in per_campaign {
             if let Some(addr) = self.actors.get(&campaign) {
                 addr.do_send(MessagesChanged(changes));

@@ -18,7 +18,7 @@ use super::Deps;
 use super::phone::{self, Phone, PhoneIdentity};
 use super::phone_session::Link;
 use crate::domain::pace::Pace;
-use crate::domain::status::{MessageStatus, Mode};
+use crate::domain::status::Mode;
 use crate::store::messages::{self, Message, Scope};
 use crate::store::phones::{self, PhoneRecord};
 use crate::store::writer::{Reroute, Transition};

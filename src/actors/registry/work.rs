@@ -13,7 +13,7 @@ use crate::actors::cluster::Notice;
 use crate::actors::webhook_endpoint::{
     self, Deliver, DeliveriesCreated, EndpointChanged, EndpointDeleted,
 };
-use crate::domain::ids::{CampaignId, EndpointId, MessageId};
+use crate::domain::ids::{CampaignId, EndpointId};
 use crate::store::cluster::LeaseKind;
 use crate::store::webhooks::PendingDelivery;
 
@@ -46,18 +46,7 @@ impl Handler<CampaignChanges> for Registry {
             .0
             .into_iter()
             .partition(|change| self.runs_campaign(change.campaign));
-        let mut per_campaign: HashMap<CampaignId, Vec<(MessageId, MessageStatus)>> = HashMap::new();
-        for CampaignChange {
-            campaign,
-            message,
-            status,
-        } in elsewhere
-        {
-            per_campaign
-                .entry(campaign)
-                .or_default()
-                .push((message, status));
-        }
+        let per_campaign = CampaignChange::by_campaign(elsewhere);
         for (campaign, changes) in per_campaign {
             for chunk in changes.chunks(CAMPAIGN_NOTICE_CHANGES) {
                 cluster.tell(Notice::CampaignMessages {
