@@ -414,7 +414,7 @@ impl Actor for WebhookEndpoint {
         if self.deps.cluster.is_some() {
             // Another node's `endpoint` notice may never come (it died between its commit and
             // the notice): its deliveries would wait for the next notice, maybe for ever.
-            ctx.run_interval(PENDING_RESYNC, |act, ctx| act.load_pending(ctx));
+            ctx.run_interval(PENDING_RESYNC, |act, ctx| act.read_pending(None, ctx));
         }
         self.load(ctx);
     }
@@ -466,21 +466,7 @@ impl Handler<LoadDeliveries> for WebhookEndpoint {
     type Result = ();
 
     fn handle(&mut self, msg: LoadDeliveries, ctx: &mut Self::Context) {
-        if self.stopping {
-            return;
-        }
-        let db = self.deps.db.clone();
-        let id = self.endpoint_id;
-        ctx.spawn(
-            async move { webhooks::pending_among(&db, id, &msg.ids).await }
-                .into_actor(self)
-                .map(|result, act, ctx| match result {
-                    Ok(pending) => act.enqueue(pending, ctx),
-                    Err(err) => {
-                        tracing::error!(endpoint_id = %act.endpoint_id, error = %err, "deliveries of another node not loaded")
-                    }
-                }),
-        );
+        self.read_pending(Some(msg.ids), ctx);
     }
 }
 
@@ -488,42 +474,48 @@ impl Handler<LoadPending> for WebhookEndpoint {
     type Result = ();
 
     fn handle(&mut self, _: LoadPending, ctx: &mut Self::Context) {
-        self.load_pending(ctx);
+        self.read_pending(None, ctx);
     }
 }
 
 impl WebhookEndpoint {
-    /// Reads the endpoint's pending deliveries again; those this actor does not hold yet (and
-    /// did not just finish) join its queue. One read at a time: asked again while one runs,
-    /// it reads once more after it (whatever the number of asks), so a stream of notices from
-    /// busy nodes costs at most two reads in a row, not one each.
-    fn load_pending(&mut self, ctx: &mut Context<Self>) {
+    /// Reads the endpoint's pending deliveries again, those among `ids` or all of them; those
+    /// this actor does not hold yet (and did not just finish) join its queue. One read of all
+    /// at a time: asked again while one runs, it reads once more after it (whatever the number
+    /// of asks), so a stream of notices from busy nodes costs at most two in a row, not one
+    /// each. A read by ids is small and runs at once.
+    fn read_pending(&mut self, ids: Option<Vec<Uuid>>, ctx: &mut Context<Self>) {
         if self.stopping {
             return;
         }
-        match self.pending_read {
-            PendingRead::Idle => self.pending_read = PendingRead::Running,
-            PendingRead::Running | PendingRead::Again => {
-                self.pending_read = PendingRead::Again;
-                return;
+        let whole = ids.is_none();
+        if whole {
+            match self.pending_read {
+                PendingRead::Idle => self.pending_read = PendingRead::Running,
+                PendingRead::Running | PendingRead::Again => {
+                    self.pending_read = PendingRead::Again;
+                    return;
+                }
             }
         }
         let db = self.deps.db.clone();
         let id = self.endpoint_id;
         ctx.spawn(
-            async move { webhooks::pending_for(&db, id).await }
+            async move { webhooks::pending_of(&db, id, ids.as_deref()).await }
                 .into_actor(self)
-                .map(|result, act, ctx| {
+                .map(move |result, act, ctx| {
                     match result {
                         Ok(pending) => act.enqueue(pending, ctx),
                         Err(err) => {
                             tracing::error!(endpoint_id = %act.endpoint_id, error = %err, "pending deliveries of another node not loaded")
                         }
                     }
-                    let again = act.pending_read == PendingRead::Again;
-                    act.pending_read = PendingRead::Idle;
-                    if again {
-                        act.load_pending(ctx);
+                    if whole {
+                        let again = act.pending_read == PendingRead::Again;
+                        act.pending_read = PendingRead::Idle;
+                        if again {
+                            act.read_pending(None, ctx);
+                        }
                     }
                 }),
         );

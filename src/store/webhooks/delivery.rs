@@ -85,18 +85,9 @@ pub async fn pending_for(
     pending_of(db, endpoint_id, None).await
 }
 
-/// The pending deliveries of one endpoint among `ids` (by primary key: what another node
-/// stored and named).
-pub async fn pending_among(
-    db: &DatabaseConnection,
-    endpoint_id: EndpointId,
-    ids: &[Uuid],
-) -> Result<Vec<PendingDelivery>, StoreError> {
-    pending_of(db, endpoint_id, Some(ids)).await
-}
-
-/// The pending deliveries of one endpoint, among `ids` when given, soonest due first.
-async fn pending_of(
+/// The pending deliveries of one endpoint, soonest due first: all of them (its actor's queue
+/// after a start), or those among `ids` (by primary key: what another node stored and named).
+pub async fn pending_of(
     db: &DatabaseConnection,
     endpoint_id: EndpointId,
     ids: Option<&[Uuid]>,
