@@ -285,10 +285,9 @@ impl Cluster {
 
     /// Whether this node is the only live one (a cluster starting from nothing).
     pub async fn alone(&self) -> bool {
-        match leases::live_nodes(&self.inner.db, self.inner.settings.lease_ttl).await {
-            Ok(nodes) => nodes.iter().all(|n| n.id == self.inner.node),
-            Err(_) => false,
-        }
+        self.live_node_ids()
+            .await
+            .is_ok_and(|ids| ids.iter().all(|id| *id == self.inner.node))
     }
 
     /// The ids of the live nodes (heartbeat within `lease_ttl`, not stopping), this one

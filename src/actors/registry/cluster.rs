@@ -196,30 +196,26 @@ impl Registry {
         ctx.spawn(
             async move { crate::store::messages::queued_live_by_phone(&db).await }
                 .into_actor(self)
-                .map(|result, act, _| {
-                    let owned: Vec<Uuid> = act.phones.keys().copied().collect();
-                    let mut by_phone = match result {
-                        Ok(by_phone) => by_phone,
-                        Err(err) => {
-                            // Each phone reads its own queue then.
-                            tracing::warn!(error = %err, "queued messages not read in one pass; each phone reads its own");
-                            for phone in owned {
-                                if let Some(addr) = act.owned_addr(phone) {
-                                    addr.do_send(phone::LoadQueued { ids: None });
-                                }
+                .map(|result, act, _| match result {
+                    Ok(by_phone) => {
+                        for (phone, ids) in by_phone {
+                            let Some(addr) = act.owned_addr(phone) else {
+                                continue;
+                            };
+                            for chunk in ids.chunks(NOTICE_IDS) {
+                                addr.do_send(phone::LoadQueued {
+                                    ids: Some(chunk.to_vec()),
+                                });
                             }
-                            return;
                         }
-                    };
-                    for phone in owned {
-                        let (Some(ids), Some(addr)) = (by_phone.remove(&phone), act.owned_addr(phone))
-                        else {
-                            continue;
-                        };
-                        for chunk in ids.chunks(NOTICE_IDS) {
-                            addr.do_send(phone::LoadQueued {
-                                ids: Some(chunk.to_vec()),
-                            });
+                    }
+                    Err(err) => {
+                        tracing::warn!(error = %err, "queued messages not read in one pass; each phone reads its own");
+                        let owned: Vec<Uuid> = act.phones.keys().copied().collect();
+                        for phone in owned {
+                            if let Some(addr) = act.owned_addr(phone) {
+                                addr.do_send(phone::LoadQueued { ids: None });
+                            }
                         }
                     }
                 }),
