@@ -2,20 +2,19 @@
 //! mode, and the drafts (list, read, send, discard). Drafts are made by `actors::ai`.
 
 use crate::api::page::PageParams;
-use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::envelope::envelope_of;
 use super::messages::{message_out, parse_content, parse_number, send_error, sender};
-use super::page::{Page, page_out};
+use super::page::page_out;
 use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, OptionalJsonBody, PageRequest, parse_id,
-    query_param, required,
+    Answer, AppState, Caller, DocumentedRoute, JsonBody, OptionalJsonBody, PageRequest,
+    QueryParams, parse_id, required,
 };
 use crate::clock::format_ms;
 use crate::domain::ai::{AiMode, DraftStatus, Rule};
@@ -167,10 +166,7 @@ pub fn draft_out(d: &Draft) -> DraftOut<'_> {
     responses((status = 200, description = "The settings (defaults when never set).", body = AiSettingsEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn get_settings(
-    state: web::Data<AppState>,
-    caller: Caller,
-) -> Result<HttpResponse, ApiError> {
+async fn get_settings(state: web::Data<AppState>, caller: Caller) -> Answer {
     let settings = ai::settings(&state.db, caller.scope()).await?;
     Ok(success(
         StatusCode::OK,
@@ -220,7 +216,7 @@ async fn put_settings(
     state: web::Data<AppState>,
     caller: Caller,
     JsonBody(body): JsonBody<AiSettingsIn>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let enabled = required(body.enabled, "enabled")?;
     let mode = required(body.mode, "mode")?;
     let mode = AiMode::parse(&mode)
@@ -267,22 +263,12 @@ async fn put_settings(
     responses((status = 200, description = "A page of drafts.", body = DraftPageEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn list_drafts(
-    state: web::Data<AppState>,
-    caller: Caller,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
+async fn list_drafts(state: web::Data<AppState>, caller: Caller, query: QueryParams) -> Answer {
     let page = PageRequest::parse(&query)?;
-    let status = query_param(
-        &query,
-        "status",
-        DraftStatus::parse,
-        "status must be pending, sent or discarded",
-    )?;
-    let rows = Page::read(page, |after, limit| {
-        ai::list(&state.db, caller.scope(), status, after, limit)
-    })
-    .await?;
+    let status = query.filter::<DraftStatus>()?;
+    let rows = page
+        .read(|after, limit| ai::list(&state.db, caller.scope(), status, after, limit))
+        .await?;
     Ok(rows.map(draft_out).answer::<DraftPage>("drafts"))
 }
 
@@ -295,11 +281,7 @@ async fn list_drafts(
     responses((status = 200, description = "The draft.", body = DraftEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(draft_id = %path))]
-async fn get_draft(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn get_draft(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     let draft: Draft = state.find(&caller, &path).await?;
     Ok(success(StatusCode::OK, "draft", draft_out(&draft)))
 }
@@ -326,7 +308,7 @@ async fn send_draft(
     caller: Caller,
     path: web::Path<String>,
     OptionalJsonBody(body): OptionalJsonBody<SendDraftIn>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let draft: Draft = state.find(&caller, &path).await?;
     let id = draft.id;
     // The body may be left out (send the draft as it is).
@@ -367,7 +349,7 @@ async fn discard_draft(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let id = parse_id(&path, "draft")?;
     let discarded = ai::discard(&state.db, caller.scope(), id, state.clock.now_ms()).await?;
     let draft: Draft = state.find_id(&caller, id).await?;

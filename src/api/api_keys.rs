@@ -3,21 +3,20 @@
 //! docs/api.md, "API keys").
 
 use crate::api::page::PageParams;
-use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::envelope::envelope_of;
-use super::page::{Page, page_out};
+use super::page::page_out;
 use super::routes::DocumentedRoute;
 use super::schemas::ErrorCode;
-use super::{AppState, Caller, PageRequest, missing, parse_id};
+use super::{Answer, AppState, Caller, PageRequest, missing, parse_id};
 use crate::clock::format_ms;
-use crate::error::{ApiError, success};
+use crate::error::success;
 use crate::store::workspaces::{self, KeyRecord, KeyToRevoke};
 
 /// The key operations (route list, see `super::documented_routes`).
@@ -92,16 +91,10 @@ pub fn key_out(key: &KeyRecord) -> ApiKeyOut<'_> {
     responses((status = 200, description = "A page of API keys, newest first.", body = ApiKeyPageEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
-    let page = PageRequest::parse(&query)?;
-    let rows = Page::read(page, |after, limit| {
-        workspaces::list_keys(&state.db, caller.scope(), after, limit)
-    })
-    .await?;
+async fn list(state: web::Data<AppState>, caller: Caller, page: PageRequest) -> Answer {
+    let rows = state
+        .list_scoped(&caller, page, workspaces::list_keys)
+        .await?;
     Ok(rows.map(key_out).answer::<ApiKeyPage>("keys"))
 }
 
@@ -113,7 +106,7 @@ async fn list(
     responses((status = 201, description = "Created, with the secret.", body = ApiKeyWithSecretEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn create(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse, ApiError> {
+async fn create(state: web::Data<AppState>, caller: Caller) -> Answer {
     let issued = workspaces::create_key(
         &state.db,
         caller.workspace_id,
@@ -142,11 +135,7 @@ async fn create(state: web::Data<AppState>, caller: Caller) -> Result<HttpRespon
     responses((status = 200, description = "The revoked key.", body = ApiKeyEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(key_id = %path))]
-async fn revoke(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn revoke(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     let id = parse_id(&path, "API key")?;
     let which = KeyToRevoke::Id {
         scope: caller.scope(),

@@ -1,15 +1,27 @@
 //! Request bodies: `JsonBody` and `OptionalJsonBody` read JSON with the envelope's errors,
-//! bounded in size (`MAX_BODY_BYTES`) and in time (`server.body_timeout`).
+//! bounded in size (`MAX_BODY_BYTES`) and in time (`server.body_timeout`); `present` tells a
+//! PATCH body's absent field from its explicit null.
 
 use std::time::Duration;
 
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
 use futures_util::future::LocalBoxFuture;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::AppState;
 use crate::error::ApiError;
+
+/// `deserialize_with` of a PATCH body's nullable field: absent is None (left as it is), an
+/// explicit null is Some(None) (cleared).
+pub fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
 
 /// Largest accepted request body (docs/api.md, Errors).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;

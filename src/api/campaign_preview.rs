@@ -4,7 +4,7 @@
 //! variables have no value (they would get a blank where the variable is).
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -12,10 +12,10 @@ use uuid::Uuid;
 use super::campaigns::{CreateCampaignIn, prepare};
 use super::envelope::envelope_of;
 use super::phones::live_states;
-use super::{AppState, Caller, DocumentedRoute, JsonBody};
+use super::{Answer, AppState, Caller, DocumentedRoute, JsonBody};
 use crate::domain::campaign::{RecipientStatus, SkipReason};
 use crate::domain::status::Mode;
-use crate::error::{ApiError, ErrorCode, success};
+use crate::error::{ErrorCode, success};
 use crate::store::phones;
 
 /// Rendered texts a preview shows.
@@ -111,7 +111,7 @@ async fn preview(
     state: web::Data<AppState>,
     caller: Caller,
     JsonBody(body): JsonBody<CreateCampaignIn>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let prepared = prepare(&state, &caller, body).await?;
     let mut out = CampaignPreviewOut {
         recipient_count: 0,

@@ -5,19 +5,20 @@ use crate::api::page::PageParams;
 use std::collections::{BTreeMap, HashMap};
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::body::present;
 use super::envelope::envelope_of;
-use super::idempotent::create_once;
+use super::idempotent::{Created, create_once};
 use super::messages::parse_number;
-use super::page::{Page, page_out};
+use super::page::page_out;
 use super::schemas::{DeletedEnvelope, deleted};
 use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, query_param,
-    required,
+    Answer, AppState, Caller, DocumentedRoute, JsonBody, PageRequest, QueryParams, missing,
+    parse_id, required,
 };
 use crate::clock::format_ms;
 use crate::domain::quota::Quota;
@@ -146,15 +147,6 @@ pub struct ImportContactsIn {
     /// 1 to 10,000 contacts, distinct numbers.
     #[schema(required = true, nullable = false)]
     pub contacts: Option<Vec<ContactIn>>,
-}
-
-/// Distinguishes an absent field (None) from an explicit null (Some(None)).
-fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 /// A contact (docs/api.md, Contacts).
@@ -332,19 +324,12 @@ async fn create(
     state: web::Data<AppState>,
     caller: Caller,
     JsonBody(body): JsonBody<ContactIn>,
-) -> Result<HttpResponse, ApiError> {
-    create_once(&state, &caller, body, async |body| {
-        create_contact(&state, &caller, body).await
-    })
-    .await
+) -> Answer {
+    create_once(&state, &caller, body, create_contact).await
 }
 
 /// Creates a contact: the response and the contact's id.
-async fn create_contact(
-    state: &AppState,
-    caller: &Caller,
-    body: ContactIn,
-) -> Result<(HttpResponse, Uuid), ApiError> {
+async fn create_contact(state: &AppState, caller: &Caller, body: ContactIn) -> Created {
     let fields = parse_contact(body, "")?;
     let number = fields.phone_number.clone();
     let quota = state.settings.quotas.count(Quota::Contacts);
@@ -372,11 +357,7 @@ async fn create_contact(
     responses((status = 200, description = "The contact.", body = ContactEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(contact_id = %path))]
-async fn get(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn get(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     let contact: Contact = state.find(&caller, &path).await?;
     Ok(success(StatusCode::OK, "contact", contact_out(&contact)))
 }
@@ -396,7 +377,7 @@ async fn update(
     caller: Caller,
     path: web::Path<String>,
     JsonBody(body): JsonBody<UpdateContactIn>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let id = parse_id(&path, "contact")?;
     let phone_number = body
         .phone_number
@@ -447,11 +428,7 @@ async fn update(
     responses((status = 200, description = "Deleted.", body = DeletedEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(contact_id = %path))]
-async fn delete(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn delete(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     let id = parse_id(&path, "contact")?;
     contacts::delete(&state.db, caller.scope(), id)
         .await
@@ -473,18 +450,9 @@ async fn delete(
     responses((status = 200, description = "A page of contacts.", body = ContactPageEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
+async fn list(state: web::Data<AppState>, caller: Caller, query: QueryParams) -> Answer {
     let page = PageRequest::parse(&query)?;
-    let opted_out = query_param(
-        &query,
-        "opted_out",
-        |v| v.parse::<bool>().ok(),
-        "opted_out must be true or false",
-    )?;
+    let opted_out = query.flag("opted_out")?;
     let tag = match query.get("tag") {
         Some(t) if t.is_empty() => {
             return Err(ApiError::validation("tag", "tag must not be empty"));
@@ -503,10 +471,9 @@ async fn list(
         opted_out,
         search,
     };
-    let rows = Page::read(page, |after, limit| {
-        contacts::list(&state.db, caller.scope(), &filter, after, limit)
-    })
-    .await?;
+    let rows = page
+        .read(|after, limit| contacts::list(&state.db, caller.scope(), &filter, after, limit))
+        .await?;
     Ok(rows.map(contact_out).answer::<ContactPage>("contacts"))
 }
 
@@ -523,16 +490,10 @@ async fn list(
 async fn import(
     state: web::Data<AppState>,
     caller: Caller,
-    query: web::Query<HashMap<String, String>>,
+    query: QueryParams,
     JsonBody(body): JsonBody<ImportContactsIn>,
-) -> Result<HttpResponse, ApiError> {
-    let dry_run = query_param(
-        &query,
-        "dry_run",
-        |v| v.parse::<bool>().ok(),
-        "dry_run must be true or false",
-    )?
-    .unwrap_or(false);
+) -> Answer {
+    let dry_run = query.flag("dry_run")?.unwrap_or(false);
     let items = required(body.contacts, "contacts")?;
     if items.is_empty() || items.len() > MAX_IMPORT_CONTACTS {
         return Err(ApiError::validation(

@@ -5,7 +5,7 @@ use crate::api::page::PageParams;
 use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Serialize;
@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::envelope::envelope_of;
 use super::page::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, decode_cursor, parse_cursor, parse_limit};
-use super::{AppState, Caller, DocumentedRoute, encode_cursor};
+use super::{Answer, AppState, Caller, DocumentedRoute, QueryParams, encode_cursor};
 use crate::clock::format_ms;
 use crate::domain::ids::CampaignId;
 use crate::domain::status::Direction;
@@ -188,11 +188,7 @@ fn matches(q: &str, number: &str, contact: Option<&ContactName>) -> bool {
     responses((status = 200, description = "A page of conversations.", body = ConversationPageEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
+async fn list(state: web::Data<AppState>, caller: Caller, query: QueryParams) -> Answer {
     let limit = parse_limit(&query, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
     let after = parse_cursor(&query, decode_list_cursor)?;
     let q = query
@@ -287,8 +283,8 @@ async fn get(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<String>,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
+    query: QueryParams,
+) -> Answer {
     let number = path.trim().to_string();
     if number.is_empty()
         || number.chars().count() > MAX_NUMBER_CHARS

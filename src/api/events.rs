@@ -11,7 +11,7 @@ use bytes::Bytes;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::{AppState, Caller, DocumentedRoute};
+use super::{Answer, AppState, Caller, DocumentedRoute};
 use crate::actors::live_events::{self, EventName, PhoneStatusOut};
 use crate::actors::registry::GetPhoneStates;
 use crate::clock::format_ms;
@@ -50,7 +50,7 @@ pub struct SnapshotOut {
     )
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn stream(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse, ApiError> {
+async fn stream(state: web::Data<AppState>, caller: Caller) -> Answer {
     // Subscribed before the snapshot is read, so no change between the two is missed.
     let receiver = state
         .live

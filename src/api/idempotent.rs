@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use actix_web::HttpResponse;
 use uuid::Uuid;
 
-use super::{AppState, Caller};
+use super::{Answer, AppState, Caller};
 use crate::error::ApiError;
 use crate::send::RequestId;
 use crate::store::idempotency::{self, IdempotencyKey, Operation, Reservation};
@@ -50,17 +51,20 @@ create_bodies! {
     super::messages::BulkSendIn => BulkSend, "bulk send";
 }
 
+/// What a create answers: its response and the new resource's id.
+pub type Created = Result<(HttpResponse, Uuid), ApiError>;
+
 /// Runs `create` with `body` at most once per the body's `request_id` (none given: every
-/// time). `create` answers the resource and its id; its error releases the key, so a
-/// corrected retry may use it.
-pub async fn create_once<B: CreateBody, T>(
+/// time). `create` answers the response and the new resource's id; its error releases the
+/// key, so a corrected retry may use it.
+pub async fn create_once<B: CreateBody>(
     state: &AppState,
     caller: &Caller,
     mut body: B,
-    create: impl AsyncFnOnce(B) -> Result<(T, Uuid), ApiError>,
-) -> Result<T, ApiError> {
+    create: impl AsyncFnOnce(&AppState, &Caller, B) -> Created,
+) -> Answer {
     let Some(text) = body.take_request_id() else {
-        return create(body).await.map(|(out, _)| out);
+        return create(state, caller, body).await.map(|(out, _)| out);
     };
     let request_id = RequestId::parse(text)
         .map_err(|err| ApiError::validation("request_id", err.to_string()))?;
@@ -82,7 +86,7 @@ pub async fn create_once<B: CreateBody, T>(
             Reservation::Running => return Err(ApiError::RequestInProgress),
         }
     }
-    match create(body).await {
+    match create(state, caller, body).await {
         Ok((out, id)) => {
             if let Err(err) = idempotency::complete(&state.db, &key, id).await {
                 // The resource exists; the key stays reserved and is given up after a minute.

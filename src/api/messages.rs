@@ -4,23 +4,25 @@ use crate::api::page::PageParams;
 use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::envelope::envelope_of;
-use super::idempotent::create_once;
-use super::page::{Page, page_out};
-use super::{AppState, Caller, DocumentedRoute, JsonBody, PageRequest, query_param, required};
+use super::idempotent::{Created, create_once};
+use super::page::page_out;
+use super::{
+    Answer, AppState, Caller, DocumentedRoute, JsonBody, PageRequest, QueryParams, required,
+};
 use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
 use crate::domain::ids::PhoneId;
 use crate::domain::phone_number::PhoneNumber;
 use crate::domain::quota::CountQuota;
 use crate::domain::sms::{ContentError, SmsText};
-use crate::domain::status::{Direction, MessageStatus};
+use crate::domain::status::MessageStatus;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::send::{
     self, BulkSendRequest, MAX_BULK_RECIPIENTS, RecipientCount, RequestId, SendError, SendRequest,
@@ -387,7 +389,7 @@ async fn send(
     state: web::Data<AppState>,
     caller: Caller,
     JsonBody(body): JsonBody<SendMessageIn>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let request = SendRequest::try_from(body)?;
     let message = send::send(&state.send_deps(), sender(&state, &caller), request)
         .await
@@ -418,19 +420,12 @@ async fn bulk_send(
     state: web::Data<AppState>,
     caller: Caller,
     JsonBody(body): JsonBody<BulkSendIn>,
-) -> Result<HttpResponse, ApiError> {
-    create_once(&state, &caller, body, async |body| {
-        queue_bulk(&state, &caller, body).await
-    })
-    .await
+) -> Answer {
+    create_once(&state, &caller, body, queue_bulk).await
 }
 
 /// Queues a bulk send: the response and the first message's id.
-async fn queue_bulk(
-    state: &AppState,
-    caller: &Caller,
-    body: BulkSendIn,
-) -> Result<(HttpResponse, Uuid), ApiError> {
+async fn queue_bulk(state: &AppState, caller: &Caller, body: BulkSendIn) -> Created {
     let request = BulkSendRequest::try_from(body)?;
     let stored = send::send_bulk(&state.send_deps(), sender(state, caller), request)
         .await
@@ -461,7 +456,7 @@ async fn batch_status(
     state: web::Data<AppState>,
     caller: Caller,
     JsonBody(body): JsonBody<BatchStatusIn>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let ids = required(body.message_ids, "message_ids")?;
     if ids.is_empty() || ids.len() > MAX_BATCH_STATUS_IDS {
         return Err(ApiError::validation(
@@ -512,34 +507,19 @@ async fn batch_status(
     responses((status = 200, description = "A page of messages.", body = MessagePageEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
+async fn list(state: web::Data<AppState>, caller: Caller, query: QueryParams) -> Answer {
     let page = PageRequest::parse(&query)?;
     let filter = ListFilter {
-        direction: query_param(
-            &query,
-            "direction",
-            Direction::parse,
-            "direction must be inbound or outbound",
-        )?,
-        status: query_param(
-            &query,
-            "status",
-            MessageStatus::parse,
-            "status is not a message status",
-        )?,
+        direction: query.filter()?,
+        status: query.filter()?,
         phone_number: query
             .get("phone_number")
             .map(|n| parse_number(n, "phone_number").map(PhoneNumber::into_string))
             .transpose()?,
     };
-    let rows = Page::read(page, |after, limit| {
-        messages::list(&state.db, caller.scope(), &filter, after, limit)
-    })
-    .await?;
+    let rows = page
+        .read(|after, limit| messages::list(&state.db, caller.scope(), &filter, after, limit))
+        .await?;
     Ok(rows.map(message_out).answer::<MessagePage>("messages"))
 }
 
@@ -552,11 +532,7 @@ async fn list(
     responses((status = 200, description = "The message and its events.", body = MessageDetailEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(message_id = %path))]
-async fn get(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn get(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     let (message, events): (Message, Vec<MessageEvent>) = state.find(&caller, &path).await?;
     let out = MessageDetailOut {
         message: message_out(&message),
@@ -574,11 +550,7 @@ async fn get(
     responses((status = 200, description = "Canceled.", body = MessageEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(message_id = %path))]
-async fn cancel(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn cancel(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     let (current, _): (Message, Vec<MessageEvent>) = state.find(&caller, &path).await?;
     let id = current.id;
     let transition = Transition::cancel(id, "canceled through the API");

@@ -1,7 +1,7 @@
 //! The HTTP API: the shared state, the route list, and the small helpers every resource's
 //! handlers use. Authentication (the key cache, the failed-auth budget, the `Caller`) is
-//! `auth`; reading a JSON body is `body`; paging is `page`; finding the resource a path names
-//! in the caller's scope is `scoped`.
+//! `auth`; reading a JSON body is `body`; reading the query string is `query`; paging is
+//! `page`; finding the resource a path names in the caller's scope is `scoped`.
 
 pub mod ai;
 pub mod api_keys;
@@ -22,6 +22,7 @@ pub mod ops;
 pub mod page;
 pub mod phone_ws;
 pub mod phones;
+mod query;
 pub mod routes;
 pub mod schemas;
 mod scoped;
@@ -48,6 +49,7 @@ pub use auth::{Caller, authenticate};
 pub(crate) use body::read_body;
 pub use body::{JsonBody, MAX_BODY_BYTES, OptionalJsonBody, parse_json};
 pub use page::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, PageRequest, encode_cursor};
+pub use query::QueryParams;
 
 use crate::actors::registry::Registry;
 use crate::clock::SharedClock;
@@ -133,18 +135,8 @@ impl AppState {
     }
 }
 
-/// An optional query parameter read with `parse`; a value it refuses is 422 naming `name`.
-pub fn query_param<T>(
-    query: &HashMap<String, String>,
-    name: &str,
-    parse: impl Fn(&str) -> Option<T>,
-    refusal: &str,
-) -> Result<Option<T>, ApiError> {
-    query
-        .get(name)
-        .map(|value| parse(value).ok_or_else(|| ApiError::validation(name, refusal)))
-        .transpose()
-}
+/// What a handler answers: its response, or the error the envelope renders.
+pub type Answer = Result<actix_web::HttpResponse, ApiError>;
 
 /// Parses a path id (a `Uuid` or one of the `domain::ids` types); anything that is not a
 /// UUID is simply not found.
@@ -166,12 +158,12 @@ pub fn missing(what: &'static str) -> impl Fn(crate::store::StoreError) -> ApiEr
 }
 
 /// Answers unknown routes with the envelope.
-pub async fn not_found() -> Result<actix_web::HttpResponse, ApiError> {
+pub async fn not_found() -> Answer {
     Err(ApiError::NotFound("route"))
 }
 
 /// Answers a known route called with the wrong method.
-pub async fn method_not_allowed() -> Result<actix_web::HttpResponse, ApiError> {
+pub async fn method_not_allowed() -> Answer {
     Err(ApiError::MethodNotAllowed)
 }
 

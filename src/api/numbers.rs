@@ -2,15 +2,13 @@
 //! workspace's default country (docs/api.md, "Number lookup"). A lookup, not a write: text
 //! that is no number is an answer (`valid: false`), not an error.
 
-use std::collections::HashMap;
-
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::envelope::envelope_of;
-use super::{AppState, Caller, DocumentedRoute, missing, required};
+use super::{Answer, AppState, Caller, DocumentedRoute, QueryParams, missing, required};
 use crate::domain::number_lookup::{self, Country, Lookup, MAX_LOOKUP_CHARS, NumberType};
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::workspaces;
@@ -60,11 +58,7 @@ envelope_of!(NumberLookupEnvelope, NumberLookupOut, "A number lookup.");
     responses((status = 200, description = "What the number is (also for text that is no number).", body = NumberLookupEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn lookup(
-    state: web::Data<AppState>,
-    caller: Caller,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
+async fn lookup(state: web::Data<AppState>, caller: Caller, query: QueryParams) -> Answer {
     let input = required(query.get("number").cloned(), "number")?;
     if input.chars().count() > MAX_LOOKUP_CHARS {
         return Err(ApiError::validation(

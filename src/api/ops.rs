@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::AppState;
 use super::schemas::{Empty, Readiness};
+use super::{Answer, AppState};
 use crate::error::{ApiError, success};
 use crate::telemetry::MESSAGE_COUNTS_EVERY;
 use actix_web::http::StatusCode;
@@ -23,7 +23,7 @@ async fn health() -> HttpResponse {
 /// Longest wait for the database before `/ready` answers 503.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
-async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+async fn ready(state: web::Data<AppState>) -> Answer {
     let answered = tokio::time::timeout(READY_TIMEOUT, crate::store::ping(&state.db))
         .await
         .unwrap_or(false);

@@ -1,17 +1,20 @@
-//! Cursor-paged lists (docs/api.md, Pagination): a list handler reads one page of rows for a
-//! [`PageRequest`] with [`Page::read`], maps the rows to its response items, and answers with
-//! [`Page::answer`] in the resource's page struct, declared by [`page_out!`].
+//! Cursor-paged lists (docs/api.md, Pagination): a list handler takes the [`PageRequest`] of its
+//! query string, reads that page of rows with [`PageRequest::read`] (or, for a plain list of
+//! the caller's scope, `AppState::list_scoped`), maps the rows to its response items, and
+//! answers with [`Page::answer`] in the resource's page struct, declared by [`page_out!`].
 
 use std::collections::HashMap;
 use std::future::Future;
 
-use actix_web::HttpResponse;
+use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
+use actix_web::{FromRequest, HttpRequest, HttpResponse};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::QueryParams;
 use crate::error::{ApiError, success};
 use crate::store::StoreError;
 use crate::store::messages::Position;
@@ -33,6 +36,41 @@ impl PageRequest {
         let limit = parse_limit(query, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
         let after = parse_cursor(query, decode_cursor)?;
         Ok(PageRequest { limit, after })
+    }
+
+    /// Reads this page with `read` (a store list returning the rows and whether more
+    /// follow).
+    pub async fn read<R: Positioned, F>(
+        self,
+        read: impl FnOnce(Option<Position>, u64) -> F,
+    ) -> Result<Page<R>, ApiError>
+    where
+        F: Future<Output = Result<(Vec<R>, bool), StoreError>>,
+    {
+        let (rows, has_more) = read(self.after, self.limit).await?;
+        let next_cursor = if has_more {
+            rows.last().map(|row| encode_cursor(row.position()))
+        } else {
+            None
+        };
+        Ok(Page {
+            items: rows,
+            has_more,
+            next_cursor,
+        })
+    }
+}
+
+/// The page a list's query string asks for; a list with filters reads it from its
+/// [`QueryParams`] with [`PageRequest::parse`] instead, first, so that `limit` and `cursor`
+/// are judged before the filters either way.
+impl FromRequest for PageRequest {
+    type Error = actix_web::Error;
+    type Future = std::future::Ready<Result<PageRequest, actix_web::Error>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let query = QueryParams::from_request(req, payload).into_inner();
+        std::future::ready(query.and_then(|query| Ok(PageRequest::parse(&query)?)))
     }
 }
 
@@ -142,30 +180,6 @@ pub struct Page<T> {
     pub items: Vec<T>,
     pub has_more: bool,
     pub next_cursor: Option<String>,
-}
-
-impl<R: Positioned> Page<R> {
-    /// Reads the page `request` asks for with `read` (a store list returning the rows and
-    /// whether more follow).
-    pub async fn read<F>(
-        request: PageRequest,
-        read: impl FnOnce(Option<Position>, u64) -> F,
-    ) -> Result<Page<R>, ApiError>
-    where
-        F: Future<Output = Result<(Vec<R>, bool), StoreError>>,
-    {
-        let (rows, has_more) = read(request.after, request.limit).await?;
-        let next_cursor = if has_more {
-            rows.last().map(|row| encode_cursor(row.position()))
-        } else {
-            None
-        };
-        Ok(Page {
-            items: rows,
-            has_more,
-            next_cursor,
-        })
-    }
 }
 
 impl<T> Page<T> {

@@ -12,13 +12,13 @@ use actix_codec::Framed;
 use actix_http::body::BodySize;
 use actix_http::{ConnectionType, HttpMessage, Request, h1, ws};
 use actix_web::http::header::{AUTHORIZATION, HeaderMap};
-use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use actix_web::{HttpRequest, ResponseError, web};
 use bytes::BytesMut;
 use futures_util::SinkExt;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::AppState;
+use super::{Answer, AppState};
 use crate::actors::phone_session;
 use crate::domain::keys;
 use crate::error::ApiError;
@@ -42,10 +42,7 @@ pub const CONNECT_PATH: &str = "/v1/phones/connect";
     responses((status = 101, description = "Switching Protocols: the WebSocket session."))
 )]
 #[tracing::instrument(skip_all)]
-pub async fn connect(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-) -> Result<HttpResponse, ApiError> {
+pub async fn connect(state: web::Data<AppState>, req: HttpRequest) -> Answer {
     authenticate(&state, req.headers()).await?;
     Err(ApiError::BadRequest(
         "this route only accepts a WebSocket upgrade".into(),

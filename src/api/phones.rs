@@ -4,17 +4,18 @@ use crate::api::page::PageParams;
 use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::body::present;
 use super::envelope::envelope_of;
-use super::idempotent::create_once;
-use super::page::{Page, page_out};
+use super::idempotent::{Created, create_once};
+use super::page::page_out;
 use super::schemas::{DeletedEnvelope, deleted};
 use super::{
-    AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, required,
+    Answer, AppState, Caller, DocumentedRoute, JsonBody, PageRequest, missing, parse_id, required,
 };
 use crate::actors::registry::{
     GetPhoneStates, PaceChanged, Paired, PhoneState, TokenRotated, Unpaired,
@@ -87,15 +88,6 @@ pub struct UpdatePhoneIn {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<PaceIn>)]
     pub pace: Option<Option<PaceIn>>,
-}
-
-/// Distinguishes an absent field (None) from an explicit null (Some(None)).
-fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 /// A phone's sending pace: both sliding windows must allow a send.
@@ -203,19 +195,12 @@ async fn create(
     state: web::Data<AppState>,
     caller: Caller,
     JsonBody(body): JsonBody<CreatePhoneIn>,
-) -> Result<HttpResponse, ApiError> {
-    create_once(&state, &caller, body, async |body| {
-        create_phone(&state, &caller, body).await
-    })
-    .await
+) -> Answer {
+    create_once(&state, &caller, body, create_phone).await
 }
 
 /// Pairs a phone: the response and the new phone's id.
-async fn create_phone(
-    state: &AppState,
-    caller: &Caller,
-    body: CreatePhoneIn,
-) -> Result<(HttpResponse, uuid::Uuid), ApiError> {
+async fn create_phone(state: &AppState, caller: &Caller, body: CreatePhoneIn) -> Created {
     let number_text = required(body.phone_number, "phone_number")?;
     let number = parse_number(&number_text, "phone_number")?;
     let name = validate_name(body.name)?;
@@ -257,16 +242,8 @@ async fn create_phone(
     responses((status = 200, description = "A page of phones.", body = PhonePageEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
-    let page = PageRequest::parse(&query)?;
-    let rows = Page::read(page, |after, limit| {
-        phones::list(&state.db, caller.scope(), after, limit)
-    })
-    .await?;
+async fn list(state: web::Data<AppState>, caller: Caller, page: PageRequest) -> Answer {
+    let rows = state.list_scoped(&caller, page, phones::list).await?;
     let live = live_states(&state, &rows.items).await;
     let items = rows.map(|p| phone_out(&state, p, live.get(&p.id).copied()));
     Ok(items.answer::<PhonePage>("phones"))
@@ -281,11 +258,7 @@ async fn list(
     responses((status = 200, description = "The phone.", body = PhoneEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(phone_id = %path))]
-async fn get(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn get(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     let phone: PhoneRecord = state.find(&caller, &path).await?;
     Ok(success(
         StatusCode::OK,
@@ -309,7 +282,7 @@ async fn update(
     caller: Caller,
     path: web::Path<String>,
     JsonBody(body): JsonBody<UpdatePhoneIn>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let id = parse_id(&path, "phone")?;
     let name = body.name.map(validate_name).transpose()?;
     let pace = match body.pace {
@@ -352,11 +325,7 @@ async fn update(
     responses((status = 200, description = "Unpaired.", body = DeletedEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(phone_id = %path))]
-async fn delete(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn delete(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     let id = parse_id(&path, "phone")?;
     phones::delete(&state.db, caller.scope(), id)
         .await
@@ -379,7 +348,7 @@ async fn rotate_token(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let id = parse_id(&path, "phone")?;
     let token = keys::generate_device_token();
     let phone = phones::set_token(&state.db, caller.scope(), id, keys::hash_secret(&token))

@@ -1,17 +1,19 @@
 //! The resource a `/v1/<resources>/{id}` path names, looked up in the caller's scope: the
 //! first step of every handler that reads or changes one resource. A path that is not a UUID
 //! and an id the caller's scope does not hold are both the resource's 404 (docs/api.md,
-//! Errors), so ids of other workspaces and modes are never revealed.
+//! Errors), so ids of other workspaces and modes are never revealed. A plain list of the
+//! caller's scope reads its page here too ([`AppState::list_scoped`]).
 
 use std::future::Future;
 
 use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 
-use super::{AppState, Caller, missing, parse_id};
+use super::page::{Page, Positioned};
+use super::{AppState, Caller, PageRequest, missing, parse_id};
 use crate::error::ApiError;
 use crate::store::StoreError;
-use crate::store::messages::{Message, MessageEvent, Scope};
+use crate::store::messages::{Message, MessageEvent, Position, Scope};
 use crate::store::{ai, campaigns, contacts, messages, phones, webhooks};
 
 /// A stored resource found by id within a scope.
@@ -66,5 +68,22 @@ impl AppState {
         T::get(&self.db, caller.scope(), id)
             .await
             .map_err(missing(T::WHAT))
+    }
+
+    /// The page `request` asks for of the caller's scope's rows, read with `list` (a store
+    /// list of a scope, newest first).
+    pub async fn list_scoped<'a, R: Positioned, F>(
+        &'a self,
+        caller: &Caller,
+        request: PageRequest,
+        list: impl FnOnce(&'a DatabaseConnection, Scope, Option<Position>, u64) -> F,
+    ) -> Result<Page<R>, ApiError>
+    where
+        F: Future<Output = Result<(Vec<R>, bool), StoreError>>,
+    {
+        let scope = caller.scope();
+        request
+            .read(|after, limit| list(&self.db, scope, after, limit))
+            .await
     }
 }

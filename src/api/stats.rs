@@ -2,17 +2,15 @@
 //! (`store::stats`, kept by `actors::daily_stats`) and an overview of today, phones, campaigns
 //! and webhook endpoints. Every figure is a primary-key range or an indexed read.
 
-use std::collections::HashMap;
-
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use chrono::{DateTime, Duration as Days, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::envelope::envelope_of;
 use super::phones::live_states;
-use super::{AppState, Caller, DocumentedRoute};
+use super::{Answer, AppState, Caller, DocumentedRoute, QueryParams};
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::phones;
 use crate::store::stats::{self, DayCounts, day_of};
@@ -101,11 +99,7 @@ fn date_of(day: i32) -> String {
     responses((status = 200, description = "Counts per day, oldest first, every day present.", body = DailyStatsEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn daily(
-    state: web::Data<AppState>,
-    caller: Caller,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
+async fn daily(state: web::Data<AppState>, caller: Caller, query: QueryParams) -> Answer {
     let days = match query.get("days") {
         None => DEFAULT_DAYS,
         Some(text) => match text.parse::<i32>() {
@@ -148,7 +142,7 @@ async fn daily(
     responses((status = 200, description = "The workspace at a glance.", body = OverviewEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn overview(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse, ApiError> {
+async fn overview(state: web::Data<AppState>, caller: Caller) -> Answer {
     let scope = caller.scope();
     let today = day_of(state.clock.now_ms());
     let counts: DayCounts = stats::days(&state.db, scope, today, today)

@@ -5,13 +5,13 @@ use std::future::{Ready, ready};
 
 use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
-use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
+use actix_web::{FromRequest, HttpRequest, web};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::messages::MessageEnvelope;
 use super::messages::{message_out, parse_content, parse_number};
-use super::{AppState, Caller, DocumentedRoute, JsonBody, required};
+use super::{Answer, AppState, Caller, DocumentedRoute, JsonBody, required};
 use crate::domain::status::Mode;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::writer::{InboundOutcome, NewMessage};
@@ -76,7 +76,7 @@ async fn inbound(
     state: web::Data<AppState>,
     TestCaller(caller): TestCaller,
     JsonBody(body): JsonBody<TestInboundIn>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let from_text = required(body.from_number, "from_number")?;
     let to_text = required(body.to_number, "to_number")?;
     let content = required(body.content, "content")?;

@@ -2,20 +2,21 @@
 //! get, update, delete, rotate-key), the per-endpoint deliveries log, and manual retry.
 
 use crate::api::page::PageParams;
-use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::envelope::envelope_of;
-use super::idempotent::create_once;
-use super::page::{Page, Positioned, page_out};
+use super::idempotent::{Created, create_once};
+use super::page::{Positioned, page_out};
 use super::routes::DocumentedRoute;
 use super::schemas::{DeletedEnvelope, ErrorCode, deleted};
-use super::{AppState, Caller, JsonBody, PageRequest, missing, parse_id, required};
+use super::{
+    Answer, AppState, Caller, JsonBody, PageRequest, QueryParams, missing, parse_id, required,
+};
 use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted};
 use crate::actors::webhook_target::{self, SharedResolver, TargetError};
 use crate::api::messages::parse_number;
@@ -380,9 +381,9 @@ async fn create(
     api: web::Data<WebhookApi>,
     caller: Caller,
     JsonBody(body): JsonBody<CreateWebhookIn>,
-) -> Result<HttpResponse, ApiError> {
-    create_once(&state, &caller, body, async |body| {
-        create_endpoint(&state, &api, &caller, body).await
+) -> Answer {
+    create_once(&state, &caller, body, async |state, caller, body| {
+        create_endpoint(state, &api, caller, body).await
     })
     .await
 }
@@ -393,7 +394,7 @@ async fn create_endpoint(
     api: &WebhookApi,
     caller: &Caller,
     body: CreateWebhookIn,
-) -> Result<(HttpResponse, Uuid), ApiError> {
+) -> Created {
     let url_text = required(body.url, "url")?;
     let events = required(body.events, "events")?;
     let events = parse_events(events, WebhookFormat::Smsgw)?;
@@ -435,16 +436,8 @@ async fn create_endpoint(
     responses((status = 200, description = "A page of webhook endpoints.", body = WebhookPageEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
-    let page = PageRequest::parse(&query)?;
-    let rows = Page::read(page, |after, limit| {
-        webhooks::list(&state.db, caller.scope(), after, limit)
-    })
-    .await?;
+async fn list(state: web::Data<AppState>, caller: Caller, page: PageRequest) -> Answer {
+    let rows = state.list_scoped(&caller, page, webhooks::list).await?;
     Ok(rows.map(endpoint_out).answer::<WebhookPage>("webhooks"))
 }
 
@@ -457,11 +450,7 @@ async fn list(
     responses((status = 200, description = "The webhook endpoint.", body = WebhookEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(webhook_id = %path))]
-async fn get(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn get(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     let endpoint: EndpointRecord = state.find(&caller, &path).await?;
     Ok(success(StatusCode::OK, "webhook", endpoint_out(&endpoint)))
 }
@@ -482,7 +471,7 @@ async fn update(
     caller: Caller,
     path: web::Path<String>,
     JsonBody(body): JsonBody<UpdateWebhookIn>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     // Unknown ids are 404 before any field is judged.
     let current: EndpointRecord = state.find(&caller, &path).await?;
     let id = current.id;
@@ -528,7 +517,7 @@ async fn delete(
     api: web::Data<WebhookApi>,
     caller: Caller,
     path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let id = parse_id(&path, "webhook")?;
     webhooks::delete(&state.db, caller.scope(), id)
         .await
@@ -552,7 +541,7 @@ async fn rotate_key(
     api: web::Data<WebhookApi>,
     caller: Caller,
     path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let current: EndpointRecord = state.find(&caller, &path).await?;
     let id = current.id;
     if current.format == WebhookFormat::Smsgate {
@@ -593,14 +582,13 @@ async fn deliveries(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<String>,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
+    query: QueryParams,
+) -> Answer {
     let id = state.find::<EndpointRecord>(&caller, &path).await?.id;
     let page = PageRequest::parse(&query)?;
-    let rows = Page::read(page, |after, limit| {
-        webhooks::list_attempts(&state.db, id, after, limit)
-    })
-    .await?;
+    let rows = page
+        .read(|after, limit| webhooks::list_attempts(&state.db, id, after, limit))
+        .await?;
     Ok(rows.map(attempt_out).answer::<DeliveryPage>("deliveries"))
 }
 
@@ -620,7 +608,7 @@ async fn retry(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<(String, String)>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let id: EndpointId = parse_id(&path.0, "webhook")?;
     let delivery_id: Uuid = parse_id(&path.1, "delivery")?;
     state

@@ -2,13 +2,14 @@
 //! country, what a phone needs to pair), and its settings (docs/api.md, "Workspace").
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpRequest, web};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::body::present;
 use super::envelope::envelope_of;
-use super::{AppState, Caller, DocumentedRoute, JsonBody, missing};
+use super::{Answer, AppState, Caller, DocumentedRoute, JsonBody, missing};
 use crate::clock::format_ms;
 use crate::domain::number_lookup::Country;
 use crate::domain::status::Mode;
@@ -82,15 +83,6 @@ pub struct UpdateWorkspaceIn {
     pub default_country: Option<Option<String>>,
 }
 
-/// Distinguishes an absent field (None) from an explicit null (Some(None)).
-fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(deserializer).map(Some)
-}
-
 /// The base URL phones reach this server at: `server.public_url`, else the scheme and host
 /// this request came in on.
 pub fn public_base(state: &AppState, req: &HttpRequest) -> String {
@@ -146,11 +138,7 @@ fn workspace_out(
     responses((status = 200, description = "The workspace of the key.", body = WorkspaceEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn get(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    caller: Caller,
-) -> Result<HttpResponse, ApiError> {
+async fn get(state: web::Data<AppState>, req: HttpRequest, caller: Caller) -> Answer {
     let workspace = workspaces::get(&state.db, caller.workspace_id)
         .await
         .map_err(missing("workspace"))?;
@@ -175,7 +163,7 @@ async fn update(
     req: HttpRequest,
     caller: Caller,
     JsonBody(body): JsonBody<UpdateWorkspaceIn>,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let name = match body.name {
         Some(name) if name.trim().is_empty() || name.chars().count() > MAX_NAME_CHARS => {
             return Err(ApiError::validation(

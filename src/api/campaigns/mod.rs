@@ -10,10 +10,8 @@
 mod prepare;
 mod wire;
 
-use std::collections::HashMap;
-
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use uuid::Uuid;
 
 pub(super) use prepare::prepare;
@@ -23,10 +21,12 @@ use wire::{
     CampaignRecipientPageEnvelope, campaign_out, recipient_out,
 };
 
-use super::idempotent::create_once;
+use super::idempotent::{Created, create_once};
 use super::messages::new_workspace_limit;
-use super::page::{Page, PageParams};
-use super::{AppState, Caller, DocumentedRoute, JsonBody, PageRequest, parse_id, query_param};
+use super::page::PageParams;
+use super::{
+    Answer, AppState, Caller, DocumentedRoute, JsonBody, PageRequest, QueryParams, parse_id,
+};
 use crate::actors::campaign::Wake;
 use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
@@ -80,19 +80,12 @@ async fn create(
     state: web::Data<AppState>,
     caller: Caller,
     JsonBody(body): JsonBody<CreateCampaignIn>,
-) -> Result<HttpResponse, ApiError> {
-    create_once(&state, &caller, body, async |body| {
-        create_campaign(&state, &caller, body).await
-    })
-    .await
+) -> Answer {
+    create_once(&state, &caller, body, create_campaign).await
 }
 
 /// Creates a campaign: the response and the campaign's id.
-async fn create_campaign(
-    state: &AppState,
-    caller: &Caller,
-    body: CreateCampaignIn,
-) -> Result<(HttpResponse, Uuid), ApiError> {
+async fn create_campaign(state: &AppState, caller: &Caller, body: CreateCampaignIn) -> Created {
     let prepared = prepare(state, caller, body).await?;
     let recipients: Vec<NewRecipient> = prepared.recipients.into_iter().map(|(r, _)| r).collect();
     let initial: Vec<RecipientStatus> = recipients.iter().map(|r| r.status).collect();
@@ -173,7 +166,7 @@ async fn control(
     caller: Caller,
     path: web::Path<String>,
     control: Control,
-) -> Result<HttpResponse, ApiError> {
+) -> Answer {
     let id = parse_id(&path, "campaign")?;
     let op = CampaignOp::Control {
         scope: caller.scope(),
@@ -205,11 +198,7 @@ async fn control(
     responses((status = 200, description = "The campaign.", body = CampaignEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(campaign_id = %path))]
-async fn launch(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn launch(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     control(state, caller, path, Control::Launch).await
 }
 
@@ -222,11 +211,7 @@ async fn launch(
     responses((status = 200, description = "The campaign.", body = CampaignEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(campaign_id = %path))]
-async fn pause(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn pause(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     control(state, caller, path, Control::Pause).await
 }
 
@@ -239,11 +224,7 @@ async fn pause(
     responses((status = 200, description = "The campaign.", body = CampaignEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(campaign_id = %path))]
-async fn resume(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn resume(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     control(state, caller, path, Control::Resume).await
 }
 
@@ -256,11 +237,7 @@ async fn resume(
     responses((status = 200, description = "The campaign.", body = CampaignEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(campaign_id = %path))]
-async fn cancel(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn cancel(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     control(state, caller, path, Control::Cancel).await
 }
 
@@ -273,11 +250,7 @@ async fn cancel(
     responses((status = 200, description = "The campaign.", body = CampaignEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(campaign_id = %path))]
-async fn get(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn get(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     let campaign: Campaign = state.find(&caller, &path).await?;
     Ok(success(
         StatusCode::OK,
@@ -298,22 +271,12 @@ async fn get(
     responses((status = 200, description = "A page of campaigns.", body = CampaignPageEnvelope))
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
-async fn list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
+async fn list(state: web::Data<AppState>, caller: Caller, query: QueryParams) -> Answer {
     let page = PageRequest::parse(&query)?;
-    let status = query_param(
-        &query,
-        "status",
-        CampaignStatus::parse,
-        "status must be draft, scheduled, running, paused, completed or canceled",
-    )?;
-    let rows = Page::read(page, |after, limit| {
-        campaigns::list(&state.db, caller.scope(), status, after, limit)
-    })
-    .await?;
+    let status = query.filter::<CampaignStatus>()?;
+    let rows = page
+        .read(|after, limit| campaigns::list(&state.db, caller.scope(), status, after, limit))
+        .await?;
     let ids: Vec<CampaignId> = rows.items.iter().map(|c| c.id).collect();
     let mut counts = campaigns::counts_of(&state.db, &ids).await?;
     let items = rows.map(|c| campaign_out(c, &counts.remove(&c.id).unwrap_or_default()));
@@ -336,15 +299,16 @@ async fn recipients(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<String>,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
+    query: QueryParams,
+) -> Answer {
     let id: CampaignId = parse_id(&path, "campaign")?;
     let page = PageRequest::parse(&query)?;
     state.find_id::<Campaign>(&caller, id.as_uuid()).await?;
-    let rows = Page::read(page, |after, limit| {
-        campaigns::recipients(&state.db, id, after.map(|p| p.created_at), limit)
-    })
-    .await?;
+    let rows = page
+        .read(|after, limit| {
+            campaigns::recipients(&state.db, id, after.map(|p| p.created_at), limit)
+        })
+        .await?;
     Ok(rows
         .map(recipient_out)
         .answer::<CampaignRecipientPage>("recipients"))
