@@ -61,9 +61,9 @@ impl PageRequest {
     }
 }
 
-/// The page a list's query string asks for; a list with filters reads it from its
-/// [`QueryParams`] with [`PageRequest::parse`] instead, first, so that `limit` and `cursor`
-/// are judged before the filters either way.
+/// The page a plain list's query string asks for. A list that also takes filters or a path
+/// id reads it from its [`QueryParams`] with [`PageRequest::parse`] instead, where it judges
+/// `limit` and `cursor`: before its filters, after its id.
 impl FromRequest for PageRequest {
     type Error = actix_web::Error;
     type Future = std::future::Ready<Result<PageRequest, actix_web::Error>>;
