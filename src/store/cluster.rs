@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use sea_orm::{ConnectionTrait, DbBackend, Statement, Value};
+use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, Statement, Value};
 use uuid::Uuid;
 
 use super::StoreError;
@@ -69,13 +69,58 @@ pub struct Lease {
 }
 
 /// A registered node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, FromQueryResult)]
 pub struct Node {
     pub id: Uuid,
     pub address: String,
     pub started_at: i64,
     pub heartbeat_at: i64,
     pub stopping: bool,
+}
+
+/// A row of `leases` as a statement returns it (`kind, key, node_id, fence`).
+#[derive(FromQueryResult)]
+struct LeaseRow {
+    kind: String,
+    key: String,
+    node_id: Uuid,
+    fence: i64,
+}
+
+impl LeaseRow {
+    /// The lease, None for a kind this build does not know (a newer node's).
+    fn into_lease(self) -> Option<Lease> {
+        Some(Lease {
+            kind: self.kind.parse().ok()?,
+            key: self.key,
+            node: self.node_id,
+            fence: self.fence,
+        })
+    }
+}
+
+/// The leases `sql` returns (as [`LeaseRow`]s), those of unknown kinds left out.
+async fn read_leases<C: ConnectionTrait>(
+    db: &C,
+    sql: &str,
+    values: Vec<Value>,
+) -> Result<Vec<Lease>, StoreError> {
+    let rows = LeaseRow::find_by_statement(statement(sql, values))
+        .all(db)
+        .await?;
+    Ok(rows.into_iter().filter_map(LeaseRow::into_lease).collect())
+}
+
+/// The lease `sql` returns (as a [`LeaseRow`]), if any.
+async fn read_lease<C: ConnectionTrait>(
+    db: &C,
+    sql: &str,
+    values: Vec<Value>,
+) -> Result<Option<Lease>, StoreError> {
+    let row = LeaseRow::find_by_statement(statement(sql, values))
+        .one(db)
+        .await?;
+    Ok(row.and_then(LeaseRow::into_lease))
 }
 
 fn statement(sql: &str, values: Vec<Value>) -> Statement {
@@ -113,25 +158,9 @@ pub async fn heartbeat<C: ConnectionTrait>(
         "WITH beat AS (UPDATE cluster_nodes SET heartbeat_at = {NOW_MS} WHERE id = $1) \
          UPDATE leases SET expires_at = {NOW_MS} + $2 \
          WHERE node_id = $1 AND expires_at > {NOW_MS} \
-         RETURNING kind, key, fence"
+         RETURNING kind, key, node_id, fence"
     );
-    let rows = db
-        .query_all_raw(statement(&sql, vec![node.into(), ttl_ms(ttl).into()]))
-        .await?;
-    let mut leases = Vec::with_capacity(rows.len());
-    for row in rows {
-        let kind: String = row.try_get("", "kind")?;
-        let Ok(kind) = kind.parse::<LeaseKind>() else {
-            continue;
-        };
-        leases.push(Lease {
-            kind,
-            key: row.try_get("", "key")?,
-            node,
-            fence: row.try_get("", "fence")?,
-        });
-    }
-    Ok(leases)
+    read_leases(db, &sql, vec![node.into(), ttl_ms(ttl).into()]).await
 }
 
 /// Takes the lease on (`kind`, `key`) for `node` until `ttl` from now, when it is free,
@@ -153,28 +182,15 @@ pub async fn acquire<C: ConnectionTrait>(
                         THEN leases.fence ELSE leases.fence + 1 END, \
            node_id = EXCLUDED.node_id, expires_at = EXCLUDED.expires_at \
          WHERE leases.node_id = EXCLUDED.node_id OR leases.expires_at <= {NOW_MS} \
-         RETURNING fence"
+         RETURNING kind, key, node_id, fence"
     );
-    let row = db
-        .query_one_raw(statement(
-            &sql,
-            vec![
-                kind.as_str().into(),
-                key.into(),
-                node.into(),
-                ttl_ms(ttl).into(),
-            ],
-        ))
-        .await?;
-    match row {
-        Some(row) => Ok(Some(Lease {
-            kind,
-            key: key.to_string(),
-            node,
-            fence: row.try_get("", "fence")?,
-        })),
-        None => Ok(None),
-    }
+    let values = vec![
+        kind.as_str().into(),
+        key.into(),
+        node.into(),
+        ttl_ms(ttl).into(),
+    ];
+    read_lease(db, &sql, values).await
 }
 
 /// Lets go of `lease` at once (it expires now; the row stays, so the next owner's fencing
@@ -264,18 +280,7 @@ pub async fn still_held<C: ConnectionTrait>(
              FOR SHARE",
             terms.join(" OR ")
         );
-        for row in db.query_all_raw(statement(&sql, values)).await? {
-            let kind: String = row.try_get("", "kind")?;
-            let Ok(kind) = kind.parse::<LeaseKind>() else {
-                continue;
-            };
-            held.insert(Lease {
-                kind,
-                key: row.try_get("", "key")?,
-                node: row.try_get("", "node_id")?,
-                fence: row.try_get("", "fence")?,
-            });
-        }
+        held.extend(read_leases(db, &sql, values).await?);
     }
     Ok(held)
 }
@@ -287,40 +292,18 @@ pub async fn holder<C: ConnectionTrait>(
     key: &str,
 ) -> Result<Option<Lease>, StoreError> {
     let sql = format!(
-        "SELECT node_id, fence FROM leases \
+        "SELECT kind, key, node_id, fence FROM leases \
          WHERE kind = $1 AND key = $2 AND expires_at > {NOW_MS}"
     );
-    let row = db
-        .query_one_raw(statement(&sql, vec![kind.as_str().into(), key.into()]))
-        .await?;
-    match row {
-        Some(row) => Ok(Some(Lease {
-            kind,
-            key: key.to_string(),
-            node: row.try_get("", "node_id")?,
-            fence: row.try_get("", "fence")?,
-        })),
-        None => Ok(None),
-    }
+    read_lease(db, &sql, vec![kind.as_str().into(), key.into()]).await
 }
 
 /// Every live lease of `kind` (for phones: the phones online somewhere in the cluster).
 pub async fn live<C: ConnectionTrait>(db: &C, kind: LeaseKind) -> Result<Vec<Lease>, StoreError> {
-    let sql =
-        format!("SELECT key, node_id, fence FROM leases WHERE kind = $1 AND expires_at > {NOW_MS}");
-    let rows = db
-        .query_all_raw(statement(&sql, vec![kind.as_str().into()]))
-        .await?;
-    rows.into_iter()
-        .map(|row| {
-            Ok(Lease {
-                kind,
-                key: row.try_get("", "key")?,
-                node: row.try_get("", "node_id")?,
-                fence: row.try_get("", "fence")?,
-            })
-        })
-        .collect()
+    let sql = format!(
+        "SELECT kind, key, node_id, fence FROM leases WHERE kind = $1 AND expires_at > {NOW_MS}"
+    );
+    read_leases(db, &sql, vec![kind.as_str().into()]).await
 }
 
 /// The nodes that heartbeat within `within` and are not stopping, oldest first.
@@ -332,20 +315,11 @@ pub async fn live_nodes<C: ConnectionTrait>(
         "SELECT id, address, started_at, heartbeat_at, stopping FROM cluster_nodes \
          WHERE heartbeat_at > {NOW_MS} - $1 AND NOT stopping ORDER BY started_at, id"
     );
-    let rows = db
-        .query_all_raw(statement(&sql, vec![ttl_ms(within).into()]))
-        .await?;
-    rows.into_iter()
-        .map(|row| {
-            Ok(Node {
-                id: row.try_get("", "id")?,
-                address: row.try_get("", "address")?,
-                started_at: row.try_get("", "started_at")?,
-                heartbeat_at: row.try_get("", "heartbeat_at")?,
-                stopping: row.try_get("", "stopping")?,
-            })
-        })
-        .collect()
+    Ok(
+        Node::find_by_statement(statement(&sql, vec![ttl_ms(within).into()]))
+            .all(db)
+            .await?,
+    )
 }
 
 /// Removes the rows of nodes silent for longer than `after` (and their expired leases' node
