@@ -246,7 +246,7 @@ pub async fn conversation(
         .order_by_desc(messages::Column::CreatedAt)
         .order_by_desc(messages::Column::Id)
         .limit(limit);
-    let mut rows = super::messages::read_all(db, query).await?;
+    let mut rows = super::rows_as(db, query).await?;
     rows.reverse();
     Ok(rows)
 }
@@ -270,7 +270,7 @@ pub async fn inbound_without_draft(
         .filter(messages::Column::Id.not_in_subquery(drafted))
         .order_by_asc(messages::Column::CreatedAt)
         .limit(limit);
-    super::messages::read_all(db, query).await
+    super::rows_as(db, query).await
 }
 
 // ---- Statements of the writer (inside its transaction) ----

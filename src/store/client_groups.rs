@@ -146,7 +146,7 @@ pub async fn messages_of(
         .order_by_asc(messages::Column::CreatedAt)
         .order_by_asc(messages::Column::Id)
         .limit(MAX_GROUP_MESSAGES);
-    super::messages::read_all(db, query).await
+    super::rows_as(db, query).await
 }
 
 /// The messages of these groups (a listing's page) in this scope, oldest first.
@@ -165,7 +165,7 @@ pub async fn messages_of_groups(
         .order_by_asc(messages::Column::CreatedAt)
         .order_by_asc(messages::Column::Id)
         .limit(most);
-    super::messages::read_all(db, query).await
+    super::rows_as(db, query).await
 }
 
 /// Message ids per timeline query (well under every backend's bound-parameter limit).

@@ -111,18 +111,6 @@ async fn read_leases<C: ConnectionTrait>(
     Ok(rows.into_iter().filter_map(LeaseRow::into_lease).collect())
 }
 
-/// The lease `sql` returns (as a [`LeaseRow`]), if any.
-async fn read_lease<C: ConnectionTrait>(
-    db: &C,
-    sql: &str,
-    values: Vec<Value>,
-) -> Result<Option<Lease>, StoreError> {
-    let row = LeaseRow::find_by_statement(statement(sql, values))
-        .one(db)
-        .await?;
-    Ok(row.and_then(LeaseRow::into_lease))
-}
-
 fn statement(sql: &str, values: Vec<Value>) -> Statement {
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
 }
@@ -190,7 +178,7 @@ pub async fn acquire<C: ConnectionTrait>(
         node.into(),
         ttl_ms(ttl).into(),
     ];
-    read_lease(db, &sql, values).await
+    Ok(read_leases(db, &sql, values).await?.into_iter().next())
 }
 
 /// Lets go of `lease` at once (it expires now; the row stays, so the next owner's fencing
@@ -295,7 +283,8 @@ pub async fn holder<C: ConnectionTrait>(
         "SELECT kind, key, node_id, fence FROM leases \
          WHERE kind = $1 AND key = $2 AND expires_at > {NOW_MS}"
     );
-    read_lease(db, &sql, vec![kind.as_str().into(), key.into()]).await
+    let values = vec![kind.as_str().into(), key.into()];
+    Ok(read_leases(db, &sql, values).await?.into_iter().next())
 }
 
 /// Every live lease of `kind` (for phones: the phones online somewhere in the cluster).

@@ -97,7 +97,7 @@ pub async fn messages_by_id(
     let query = messages::Entity::find()
         .filter(scope.condition())
         .filter(messages::Column::Id.is_in(ids.iter().copied()));
-    super::messages::read_all(db, query).await
+    super::rows_as(db, query).await
 }
 
 /// A contact as a conversation names it.

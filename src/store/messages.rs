@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use entity::{message_events, messages};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect,
+    ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
@@ -457,21 +457,7 @@ async fn oldest_first(
     let query = query
         .order_by_asc(messages::Column::CreatedAt)
         .order_by_asc(messages::Column::Id);
-    read_all(db, query).await
-}
-
-/// The messages `query` selects, in its order, as [`Message`]s: every read of whole message
-/// rows ends here.
-pub(crate) async fn read_all(
-    db: &impl ConnectionTrait,
-    query: sea_orm::Select<messages::Entity>,
-) -> Result<Vec<Message>, StoreError> {
-    Ok(query
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect())
+    super::rows_as(db, query).await
 }
 
 /// Those of `ids` still `sending` on phone `device`: what one device-API fetch serves, read
@@ -582,5 +568,5 @@ pub async fn sent_in_test_mode(db: &DatabaseConnection) -> Result<Vec<Message>, 
         .filter(messages::Column::Status.eq(MessageStatus::Sent.as_str()))
         .filter(messages::Column::TestMode.eq(true))
         .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()));
-    read_all(db, query).await
+    super::rows_as(db, query).await
 }

@@ -136,12 +136,7 @@ pub async fn list(
 
 /// Every paired phone (the registry's start-up index).
 pub async fn all(db: &DatabaseConnection) -> Result<Vec<PhoneRecord>, StoreError> {
-    Ok(phones::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(PhoneRecord::from)
-        .collect())
+    super::rows_as(db, phones::Entity::find()).await
 }
 
 /// Changes the name and/or the pace override (`Some(None)` clears the override).
@@ -245,13 +240,9 @@ pub async fn with_number(
     number: &str,
 ) -> Result<Vec<PhoneRecord>, StoreError> {
     use sea_orm::QueryOrder;
-    Ok(phones::Entity::find()
+    let query = phones::Entity::find()
         .filter(scope.of::<phones::Entity>())
         .filter(phones::Column::PhoneNumber.eq(number))
-        .order_by_asc(phones::Column::CreatedAt)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(PhoneRecord::from)
-        .collect())
+        .order_by_asc(phones::Column::CreatedAt);
+    super::rows_as(db, query).await
 }

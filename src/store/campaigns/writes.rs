@@ -153,7 +153,7 @@ pub(crate) async fn messages_in<C: ConnectionTrait>(
     if untried {
         select = select.filter(messages::Column::SendAttempts.eq(0));
     }
-    crate::store::messages::read_all(conn, select).await
+    crate::store::rows_as(conn, select).await
 }
 
 /// Which of `ids` are still pending recipients of the campaign.

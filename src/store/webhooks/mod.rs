@@ -174,12 +174,7 @@ pub async fn find(
 
 /// Every endpoint (the subscription index at start-up).
 pub async fn all(db: &DatabaseConnection) -> Result<Vec<EndpointRecord>, StoreError> {
-    Ok(webhook_endpoints::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(EndpointRecord::from)
-        .collect())
+    super::rows_as(db, webhook_endpoints::Entity::find()).await
 }
 
 /// Newest first by (created_at, id), after `after`.
@@ -279,17 +274,13 @@ pub async fn list_format(
     format: WebhookFormat,
     limit: u64,
 ) -> Result<Vec<EndpointRecord>, StoreError> {
-    Ok(webhook_endpoints::Entity::find()
+    let query = webhook_endpoints::Entity::find()
         .filter(scope.of::<webhook_endpoints::Entity>())
         .filter(webhook_endpoints::Column::Format.eq(format.as_str()))
         .order_by_asc(webhook_endpoints::Column::CreatedAt)
         .order_by_asc(webhook_endpoints::Column::Id)
-        .limit(limit)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(EndpointRecord::from)
-        .collect())
+        .limit(limit);
+    super::rows_as(db, query).await
 }
 
 /// What [`seal_signing_keys`] did.
