@@ -68,6 +68,18 @@ pub struct Lease {
     pub fence: i64,
 }
 
+impl Lease {
+    /// What names this ownership in a statement, as `kind, key, node_id, fence` values.
+    fn identity(&self) -> [Value; 4] {
+        [
+            self.kind.as_str().into(),
+            self.key.as_str().into(),
+            self.node.into(),
+            self.fence.into(),
+        ]
+    }
+}
+
 /// A registered node.
 #[derive(Debug, Clone, PartialEq, Eq, FromQueryResult)]
 pub struct Node {
@@ -187,12 +199,7 @@ pub async fn release<C: ConnectionTrait>(db: &C, lease: &Lease) -> Result<(), St
     db.execute_raw(statement(
         "UPDATE leases SET expires_at = 0 \
          WHERE kind = $1 AND key = $2 AND node_id = $3 AND fence = $4",
-        vec![
-            lease.kind.as_str().into(),
-            lease.key.as_str().into(),
-            lease.node.into(),
-            lease.fence.into(),
-        ],
+        lease.identity().into(),
     ))
     .await?;
     Ok(())
@@ -222,15 +229,7 @@ pub async fn holds<C: ConnectionTrait>(db: &C, lease: &Lease) -> Result<bool, St
          FOR SHARE"
     );
     let row = db
-        .query_one_raw(statement(
-            &sql,
-            vec![
-                lease.kind.as_str().into(),
-                lease.key.as_str().into(),
-                lease.node.into(),
-                lease.fence.into(),
-            ],
-        ))
+        .query_one_raw(statement(&sql, lease.identity().into()))
         .await?;
     Ok(row.is_some())
 }
@@ -256,12 +255,7 @@ pub async fn still_held<C: ConnectionTrait>(
                 n + 3,
                 n + 4
             ));
-            values.extend([
-                lease.kind.as_str().into(),
-                lease.key.as_str().into(),
-                lease.node.into(),
-                lease.fence.into(),
-            ]);
+            values.extend(lease.identity());
         }
         let sql = format!(
             "SELECT kind, key, node_id, fence FROM leases WHERE expires_at > {NOW_MS} AND ({}) \
