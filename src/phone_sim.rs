@@ -154,6 +154,20 @@ fn emitter(events: &Option<mpsc::UnboundedSender<SimEvent>>) -> impl Fn(SimEvent
     }
 }
 
+/// The HTTP client of a simulated phone: each request gives up after 10 s.
+fn http_client() -> Client {
+    Client::builder().timeout(Duration::from_secs(10)).finish()
+}
+
+/// Sleeps a jittered `backoff` before a reconnect (announced through `emit`) and returns the
+/// next one.
+async fn wait(backoff: Duration, emit: &impl Fn(SimEvent)) -> Duration {
+    let jittered = backoff.mul_f64(rand::rng().random_range(0.5..1.5));
+    emit(SimEvent::Reconnecting { after: jittered });
+    tokio::time::sleep(jittered).await;
+    (backoff * 2).min(MAX_BACKOFF)
+}
+
 /// The URL tried after a lost or failed connection to `servers[at]`: the next one in turn.
 fn next_server(at: usize, servers: usize) -> usize {
     (at + 1) % servers.max(1)
@@ -242,7 +256,7 @@ pub async fn run_phone(
     let urls = options.server_urls(ws_url)?;
     let mut at = 0;
     let emit = emitter(&events);
-    let client = Client::builder().timeout(Duration::from_secs(10)).finish();
+    let client = http_client();
     let mut memory = Memory::default();
     let mut backoff = FIRST_BACKOFF;
     let (timer_tx, mut timer_rx) = mpsc::unbounded_channel::<PhoneFrame>();
@@ -262,10 +276,7 @@ pub async fn run_phone(
             }
             Err(_) => {
                 at = next_server(at, urls.len());
-                let jittered = backoff.mul_f64(rand::rng().random_range(0.5..1.5));
-                emit(SimEvent::Reconnecting { after: jittered });
-                tokio::time::sleep(jittered).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+                backoff = wait(backoff, &emit).await;
                 continue;
             }
         };
@@ -326,9 +337,8 @@ pub async fn run_phone(
         }
         emit(SimEvent::Disconnected);
         at = next_server(at, urls.len());
-        let jittered = backoff.mul_f64(rand::rng().random_range(0.5..1.5));
-        emit(SimEvent::Reconnecting { after: jittered });
-        tokio::time::sleep(jittered).await;
+        // The session was up, so `backoff` is the first again and stays so for this wait.
+        wait(backoff, &emit).await;
     }
 }
 

@@ -2,6 +2,8 @@
 
 pub use sea_orm_migration::prelude::*;
 
+mod ddl;
+
 mod m20261122_000001_create_core_tables;
 mod m20261123_000002_create_webhook_tables;
 mod m20261123_000003_create_contacts;

@@ -3,6 +3,7 @@
 //! Timestamps are integer milliseconds since the Unix epoch: the same type, ordering and
 //! precision on SQLite and PostgreSQL.
 
+use crate::ddl::{drop_tables, index, unique_index};
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
 
@@ -54,15 +55,11 @@ impl MigrationTrait for Migration {
             )
             .await?;
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_phones_workspace_number")
-                    .table(Phones::Table)
-                    .col(Phones::WorkspaceId)
-                    .col(Phones::TestMode)
-                    .col(Phones::PhoneNumber)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_phones_workspace_number",
+                Phones::Table,
+                [Phones::WorkspaceId, Phones::TestMode, Phones::PhoneNumber],
+            ))
             .await?;
         manager
             .create_table(
@@ -100,51 +97,44 @@ impl MigrationTrait for Migration {
         // Idempotency is enforced by the database, not by check-then-insert.
         // NULL request_ids are distinct on both backends, so only keyed sends are constrained.
         manager
-            .create_index(
-                Index::create()
-                    .name("uq_messages_request_id")
-                    .table(Messages::Table)
-                    .col(Messages::WorkspaceId)
-                    .col(Messages::TestMode)
-                    .col(Messages::RequestId)
-                    .unique()
-                    .to_owned(),
-            )
+            .create_index(unique_index(
+                "uq_messages_request_id",
+                Messages::Table,
+                [
+                    Messages::WorkspaceId,
+                    Messages::TestMode,
+                    Messages::RequestId,
+                ],
+            ))
             .await?;
         // Listing newest first by (created_at, id) within a workspace and mode.
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_messages_listing")
-                    .table(Messages::Table)
-                    .col(Messages::WorkspaceId)
-                    .col(Messages::TestMode)
-                    .col(Messages::CreatedAt)
-                    .col(Messages::Id)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_messages_listing",
+                Messages::Table,
+                [
+                    Messages::WorkspaceId,
+                    Messages::TestMode,
+                    Messages::CreatedAt,
+                    Messages::Id,
+                ],
+            ))
             .await?;
         // Queue rebuild, expiry and retention scan by status.
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_messages_status")
-                    .table(Messages::Table)
-                    .col(Messages::Status)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_messages_status",
+                Messages::Table,
+                [Messages::Status],
+            ))
             .await?;
         // A phone's inbound report is stored once per (phone, ref).
         manager
-            .create_index(
-                Index::create()
-                    .name("uq_messages_inbound_ref")
-                    .table(Messages::Table)
-                    .col(Messages::DeviceId)
-                    .col(Messages::InboundRef)
-                    .unique()
-                    .to_owned(),
-            )
+            .create_index(unique_index(
+                "uq_messages_inbound_ref",
+                Messages::Table,
+                [Messages::DeviceId, Messages::InboundRef],
+            ))
             .await?;
         manager
             .create_table(
@@ -160,30 +150,27 @@ impl MigrationTrait for Migration {
             )
             .await?;
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_message_events_message")
-                    .table(MessageEvents::Table)
-                    .col(MessageEvents::MessageId)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_message_events_message",
+                MessageEvents::Table,
+                [MessageEvents::MessageId],
+            ))
             .await?;
         Ok(())
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        for table in [
-            MessageEvents::Table.into_iden(),
-            Messages::Table.into_iden(),
-            Phones::Table.into_iden(),
-            ApiKeys::Table.into_iden(),
-            Workspaces::Table.into_iden(),
-        ] {
-            manager
-                .drop_table(Table::drop().table(table).to_owned())
-                .await?;
-        }
-        Ok(())
+        drop_tables(
+            manager,
+            [
+                MessageEvents::Table.into_iden(),
+                Messages::Table.into_iden(),
+                Phones::Table.into_iden(),
+                ApiKeys::Table.into_iden(),
+                Workspaces::Table.into_iden(),
+            ],
+        )
+        .await
     }
 }
 

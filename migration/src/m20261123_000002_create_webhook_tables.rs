@@ -3,6 +3,7 @@
 //!
 //! Timestamps are integer milliseconds since the Unix epoch, like the core tables.
 
+use crate::ddl::{drop_tables, index};
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
 
@@ -30,15 +31,15 @@ impl MigrationTrait for Migration {
             )
             .await?;
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_webhook_endpoints_scope")
-                    .table(WebhookEndpoints::Table)
-                    .col(WebhookEndpoints::WorkspaceId)
-                    .col(WebhookEndpoints::TestMode)
-                    .col(WebhookEndpoints::CreatedAt)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_webhook_endpoints_scope",
+                WebhookEndpoints::Table,
+                [
+                    WebhookEndpoints::WorkspaceId,
+                    WebhookEndpoints::TestMode,
+                    WebhookEndpoints::CreatedAt,
+                ],
+            ))
             .await?;
         manager
             .create_table(
@@ -58,14 +59,11 @@ impl MigrationTrait for Migration {
             )
             .await?;
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_webhook_deliveries_pending")
-                    .table(WebhookDeliveries::Table)
-                    .col(WebhookDeliveries::State)
-                    .col(WebhookDeliveries::EndpointId)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_webhook_deliveries_pending",
+                WebhookDeliveries::Table,
+                [WebhookDeliveries::State, WebhookDeliveries::EndpointId],
+            ))
             .await?;
         manager
             .create_table(
@@ -89,38 +87,36 @@ impl MigrationTrait for Migration {
             )
             .await?;
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_webhook_attempts_endpoint")
-                    .table(WebhookAttempts::Table)
-                    .col(WebhookAttempts::EndpointId)
-                    .col(WebhookAttempts::AttemptedAt)
-                    .col(WebhookAttempts::Id)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_webhook_attempts_endpoint",
+                WebhookAttempts::Table,
+                [
+                    WebhookAttempts::EndpointId,
+                    WebhookAttempts::AttemptedAt,
+                    WebhookAttempts::Id,
+                ],
+            ))
             .await?;
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_webhook_attempts_delivery")
-                    .table(WebhookAttempts::Table)
-                    .col(WebhookAttempts::DeliveryId)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_webhook_attempts_delivery",
+                WebhookAttempts::Table,
+                [WebhookAttempts::DeliveryId],
+            ))
             .await?;
         Ok(())
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .drop_table(Table::drop().table(WebhookAttempts::Table).to_owned())
-            .await?;
-        manager
-            .drop_table(Table::drop().table(WebhookDeliveries::Table).to_owned())
-            .await?;
-        manager
-            .drop_table(Table::drop().table(WebhookEndpoints::Table).to_owned())
-            .await
+        drop_tables(
+            manager,
+            [
+                WebhookAttempts::Table.into_iden(),
+                WebhookDeliveries::Table.into_iden(),
+                WebhookEndpoints::Table.into_iden(),
+            ],
+        )
+        .await
     }
 }
 

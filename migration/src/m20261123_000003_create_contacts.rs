@@ -1,6 +1,7 @@
 //! Contacts and their tags (opt-out state, AI reply switch), plus the message indexes that keep
 //! the retention job's batched scans cheap.
 
+use crate::ddl::{drop_index, drop_tables, index, unique_index};
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
 
@@ -34,29 +35,28 @@ impl MigrationTrait for Migration {
         // One contact per number in a workspace and mode; the upserts of keywords and imports
         // use it as their conflict target.
         manager
-            .create_index(
-                Index::create()
-                    .name("uq_contacts_number")
-                    .table(Contacts::Table)
-                    .col(Contacts::WorkspaceId)
-                    .col(Contacts::TestMode)
-                    .col(Contacts::PhoneNumber)
-                    .unique()
-                    .to_owned(),
-            )
+            .create_index(unique_index(
+                "uq_contacts_number",
+                Contacts::Table,
+                [
+                    Contacts::WorkspaceId,
+                    Contacts::TestMode,
+                    Contacts::PhoneNumber,
+                ],
+            ))
             .await?;
         // Listing newest first by (created_at, id).
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_contacts_listing")
-                    .table(Contacts::Table)
-                    .col(Contacts::WorkspaceId)
-                    .col(Contacts::TestMode)
-                    .col(Contacts::CreatedAt)
-                    .col(Contacts::Id)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_contacts_listing",
+                Contacts::Table,
+                [
+                    Contacts::WorkspaceId,
+                    Contacts::TestMode,
+                    Contacts::CreatedAt,
+                    Contacts::Id,
+                ],
+            ))
             .await?;
         manager
             .create_table(
@@ -76,49 +76,43 @@ impl MigrationTrait for Migration {
             .await?;
         // `?tag=` filters and campaign expansion by tag.
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_contact_tags_tag")
-                    .table(ContactTags::Table)
-                    .col(ContactTags::WorkspaceId)
-                    .col(ContactTags::TestMode)
-                    .col(ContactTags::Tag)
-                    .col(ContactTags::ContactId)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_contact_tags_tag",
+                ContactTags::Table,
+                [
+                    ContactTags::WorkspaceId,
+                    ContactTags::TestMode,
+                    ContactTags::Tag,
+                    ContactTags::ContactId,
+                ],
+            ))
             .await?;
         // Retention: outbound content after sent_at, inbound content after receipt, and
         // records after reaching a terminal status (updated_at is when they reached it).
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_messages_retention_sent")
-                    .table(Messages::Table)
-                    .col(Messages::ContentRemovedAt)
-                    .col(Messages::SentAt)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_messages_retention_sent",
+                Messages::Table,
+                [Messages::ContentRemovedAt, Messages::SentAt],
+            ))
             .await?;
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_messages_retention_received")
-                    .table(Messages::Table)
-                    .col(Messages::Direction)
-                    .col(Messages::ContentRemovedAt)
-                    .col(Messages::CreatedAt)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_messages_retention_received",
+                Messages::Table,
+                [
+                    Messages::Direction,
+                    Messages::ContentRemovedAt,
+                    Messages::CreatedAt,
+                ],
+            ))
             .await?;
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_messages_status_updated")
-                    .table(Messages::Table)
-                    .col(Messages::Status)
-                    .col(Messages::UpdatedAt)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_messages_status_updated",
+                Messages::Table,
+                [Messages::Status, Messages::UpdatedAt],
+            ))
             .await?;
         Ok(())
     }
@@ -129,16 +123,13 @@ impl MigrationTrait for Migration {
             "idx_messages_retention_received",
             "idx_messages_retention_sent",
         ] {
-            manager
-                .drop_index(Index::drop().name(name).table(Messages::Table).to_owned())
-                .await?;
+            drop_index(manager, name, Messages::Table).await?;
         }
-        for table in [ContactTags::Table.into_iden(), Contacts::Table.into_iden()] {
-            manager
-                .drop_table(Table::drop().table(table).to_owned())
-                .await?;
-        }
-        Ok(())
+        drop_tables(
+            manager,
+            [ContactTags::Table.into_iden(), Contacts::Table.into_iden()],
+        )
+        .await
     }
 }
 

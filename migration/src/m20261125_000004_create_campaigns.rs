@@ -1,6 +1,7 @@
 //! Campaigns and their recipients (docs/api.md, Campaigns), plus the index that finds a campaign's
 //! messages.
 
+use crate::ddl::{drop_index, drop_tables, index, unique_index};
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
 
@@ -38,26 +39,24 @@ impl MigrationTrait for Migration {
             .await?;
         // Listing newest first by (created_at, id).
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_campaigns_listing")
-                    .table(Campaigns::Table)
-                    .col(Campaigns::WorkspaceId)
-                    .col(Campaigns::TestMode)
-                    .col(Campaigns::CreatedAt)
-                    .col(Campaigns::Id)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_campaigns_listing",
+                Campaigns::Table,
+                [
+                    Campaigns::WorkspaceId,
+                    Campaigns::TestMode,
+                    Campaigns::CreatedAt,
+                    Campaigns::Id,
+                ],
+            ))
             .await?;
         // Start-up finds the running and scheduled ones.
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_campaigns_status")
-                    .table(Campaigns::Table)
-                    .col(Campaigns::Status)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_campaigns_status",
+                Campaigns::Table,
+                [Campaigns::Status],
+            ))
             .await?;
         manager
             .create_table(
@@ -83,36 +82,30 @@ impl MigrationTrait for Migration {
             .await?;
         // Feeding reads the first pending recipients; listing pages by position.
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_campaign_recipients_order")
-                    .table(CampaignRecipients::Table)
-                    .col(CampaignRecipients::CampaignId)
-                    .col(CampaignRecipients::Status)
-                    .col(CampaignRecipients::Position)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_campaign_recipients_order",
+                CampaignRecipients::Table,
+                [
+                    CampaignRecipients::CampaignId,
+                    CampaignRecipients::Status,
+                    CampaignRecipients::Position,
+                ],
+            ))
             .await?;
         manager
-            .create_index(
-                Index::create()
-                    .name("uq_campaign_recipients_position")
-                    .table(CampaignRecipients::Table)
-                    .col(CampaignRecipients::CampaignId)
-                    .col(CampaignRecipients::Position)
-                    .unique()
-                    .to_owned(),
-            )
+            .create_index(unique_index(
+                "uq_campaign_recipients_position",
+                CampaignRecipients::Table,
+                [CampaignRecipients::CampaignId, CampaignRecipients::Position],
+            ))
             .await?;
         // Retention copies a message's final status to its recipient before removing it.
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_campaign_recipients_message")
-                    .table(CampaignRecipients::Table)
-                    .col(CampaignRecipients::MessageId)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_campaign_recipients_message",
+                CampaignRecipients::Table,
+                [CampaignRecipients::MessageId],
+            ))
             .await?;
         // A campaign's open messages (restart, pause, cancel, counts). Partial: only campaign
         // messages are in it, so the inserts and status moves of every other message (the send
@@ -120,36 +113,28 @@ impl MigrationTrait for Migration {
         // databases use it for those queries.
         manager
             .create_index(
-                Index::create()
-                    .name("idx_messages_campaign")
-                    .table(Messages::Table)
-                    .col(Messages::CampaignId)
-                    .col(Messages::Status)
-                    .and_where(Expr::col(Messages::CampaignId).is_not_null())
-                    .to_owned(),
+                index(
+                    "idx_messages_campaign",
+                    Messages::Table,
+                    [Messages::CampaignId, Messages::Status],
+                )
+                .and_where(Expr::col(Messages::CampaignId).is_not_null())
+                .to_owned(),
             )
             .await?;
         Ok(())
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .drop_index(
-                Index::drop()
-                    .name("idx_messages_campaign")
-                    .table(Messages::Table)
-                    .to_owned(),
-            )
-            .await?;
-        for table in [
-            CampaignRecipients::Table.into_iden(),
-            Campaigns::Table.into_iden(),
-        ] {
-            manager
-                .drop_table(Table::drop().table(table).to_owned())
-                .await?;
-        }
-        Ok(())
+        drop_index(manager, "idx_messages_campaign", Messages::Table).await?;
+        drop_tables(
+            manager,
+            [
+                CampaignRecipients::Table.into_iden(),
+                Campaigns::Table.into_iden(),
+            ],
+        )
+        .await
     }
 }
 

@@ -1,6 +1,7 @@
 //! AI reply drafts (docs/api.md, AI reply drafts): the settings of each workspace and mode,
 //! and the drafts.
 
+use crate::ddl::{drop_tables, index, unique_index};
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
 
@@ -53,37 +54,33 @@ impl MigrationTrait for Migration {
             .await?;
         // One draft per inbound message; the webhook body finds it by the message.
         manager
-            .create_index(
-                Index::create()
-                    .name("uq_ai_drafts_message")
-                    .table(AiDrafts::Table)
-                    .col(AiDrafts::MessageId)
-                    .unique()
-                    .to_owned(),
-            )
+            .create_index(unique_index(
+                "uq_ai_drafts_message",
+                AiDrafts::Table,
+                [AiDrafts::MessageId],
+            ))
             .await?;
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_ai_drafts_listing")
-                    .table(AiDrafts::Table)
-                    .col(AiDrafts::WorkspaceId)
-                    .col(AiDrafts::TestMode)
-                    .col(AiDrafts::CreatedAt)
-                    .col(AiDrafts::Id)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_ai_drafts_listing",
+                AiDrafts::Table,
+                [
+                    AiDrafts::WorkspaceId,
+                    AiDrafts::TestMode,
+                    AiDrafts::CreatedAt,
+                    AiDrafts::Id,
+                ],
+            ))
             .await?;
         Ok(())
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        for table in [AiDrafts::Table.into_iden(), AiSettings::Table.into_iden()] {
-            manager
-                .drop_table(Table::drop().table(table).to_owned())
-                .await?;
-        }
-        Ok(())
+        drop_tables(
+            manager,
+            [AiDrafts::Table.into_iden(), AiSettings::Table.into_iden()],
+        )
+        .await
     }
 }
 

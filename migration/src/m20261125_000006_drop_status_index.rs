@@ -2,6 +2,7 @@
 //! begins with the same column and serves every query by status, while each message insert
 //! and status move paid for keeping both (docs/performance.md, "Indexes").
 
+use crate::ddl::{drop_index, index};
 use sea_orm_migration::prelude::*;
 
 #[derive(DeriveMigrationName)]
@@ -10,25 +11,16 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .drop_index(
-                Index::drop()
-                    .name("idx_messages_status")
-                    .table(Messages::Table)
-                    .to_owned(),
-            )
-            .await
+        drop_index(manager, "idx_messages_status", Messages::Table).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_messages_status")
-                    .table(Messages::Table)
-                    .col(Messages::Status)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_messages_status",
+                Messages::Table,
+                [Messages::Status],
+            ))
             .await
     }
 }

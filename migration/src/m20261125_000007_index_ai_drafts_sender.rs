@@ -2,6 +2,7 @@
 //! discards the sender's pending drafts inside the writer's inbound transaction, which must not
 //! scan every draft of the workspace (docs/api.md "AI reply drafts").
 
+use crate::ddl::{drop_index, index};
 use sea_orm_migration::prelude::*;
 
 #[derive(DeriveMigrationName)]
@@ -11,28 +12,21 @@ pub struct Migration;
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_ai_drafts_sender")
-                    .table(AiDrafts::Table)
-                    .col(AiDrafts::WorkspaceId)
-                    .col(AiDrafts::TestMode)
-                    .col(AiDrafts::FromNumber)
-                    .col(AiDrafts::Status)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_ai_drafts_sender",
+                AiDrafts::Table,
+                [
+                    AiDrafts::WorkspaceId,
+                    AiDrafts::TestMode,
+                    AiDrafts::FromNumber,
+                    AiDrafts::Status,
+                ],
+            ))
             .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .drop_index(
-                Index::drop()
-                    .name("idx_ai_drafts_sender")
-                    .table(AiDrafts::Table)
-                    .to_owned(),
-            )
-            .await
+        drop_index(manager, "idx_ai_drafts_sender", AiDrafts::Table).await
     }
 }
 

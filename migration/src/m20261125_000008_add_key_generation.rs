@@ -3,6 +3,7 @@
 //! another process or by `smsgw key revoke`) and drop its key cache; and an index to list a
 //! workspace's keys.
 
+use crate::ddl::{drop_index, index};
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::{big_integer, integer};
 
@@ -26,26 +27,16 @@ impl MigrationTrait for Migration {
             .execute_unprepared("INSERT INTO api_key_generation (id, generation) VALUES (1, 0)")
             .await?;
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_api_keys_workspace")
-                    .table(ApiKeys::Table)
-                    .col(ApiKeys::WorkspaceId)
-                    .col(ApiKeys::CreatedAt)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_api_keys_workspace",
+                ApiKeys::Table,
+                [ApiKeys::WorkspaceId, ApiKeys::CreatedAt],
+            ))
             .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .drop_index(
-                Index::drop()
-                    .name("idx_api_keys_workspace")
-                    .table(ApiKeys::Table)
-                    .to_owned(),
-            )
-            .await?;
+        drop_index(manager, "idx_api_keys_workspace", ApiKeys::Table).await?;
         manager
             .drop_table(Table::drop().table(ApiKeyGeneration::Table).to_owned())
             .await

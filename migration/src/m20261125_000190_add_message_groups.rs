@@ -4,6 +4,7 @@
 //! SMSGate-app phones (`sim_number`, `sms_priority`, `with_delivery_report`). The group is
 //! found and listed through an index on (workspace, mode, group_id, created_at).
 
+use crate::ddl::{add_columns, drop_columns, drop_index, index};
 use sea_orm_migration::prelude::*;
 
 #[derive(DeriveMigrationName)]
@@ -12,7 +13,6 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        // One column per statement: SQLite adds one column per ALTER TABLE.
         let columns = [
             ColumnDef::new(Messages::GroupId).string().null().to_owned(),
             ColumnDef::new(Messages::SimNumber)
@@ -29,59 +29,38 @@ impl MigrationTrait for Migration {
                 .default(true)
                 .to_owned(),
         ];
-        for mut column in columns {
-            manager
-                .alter_table(
-                    Table::alter()
-                        .table(Messages::Table)
-                        .add_column(&mut column)
-                        .to_owned(),
-                )
-                .await?;
-        }
+        add_columns(manager, Messages::Table, columns).await?;
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_messages_group")
-                    .table(Messages::Table)
-                    .col(Messages::WorkspaceId)
-                    .col(Messages::TestMode)
-                    .col(Messages::GroupId)
-                    .col(Messages::CreatedAt)
-                    .to_owned(),
-            )
+            .create_index(index(
+                "idx_messages_group",
+                Messages::Table,
+                [
+                    Messages::WorkspaceId,
+                    Messages::TestMode,
+                    Messages::GroupId,
+                    Messages::CreatedAt,
+                ],
+            ))
             .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .drop_index(
-                Index::drop()
-                    .name("idx_messages_group")
-                    .table(Messages::Table)
-                    .to_owned(),
-            )
-            .await?;
-        for column in [
-            Messages::WithDeliveryReport,
-            Messages::SmsPriority,
-            Messages::SimNumber,
-            Messages::GroupId,
-        ] {
-            manager
-                .alter_table(
-                    Table::alter()
-                        .table(Messages::Table)
-                        .drop_column(column)
-                        .to_owned(),
-                )
-                .await?;
-        }
-        Ok(())
+        drop_index(manager, "idx_messages_group", Messages::Table).await?;
+        drop_columns(
+            manager,
+            Messages::Table,
+            [
+                Messages::WithDeliveryReport,
+                Messages::SmsPriority,
+                Messages::SimNumber,
+                Messages::GroupId,
+            ],
+        )
+        .await
     }
 }
 
-#[derive(DeriveIden, Clone, Copy)]
+#[derive(DeriveIden)]
 enum Messages {
     Table,
     WorkspaceId,

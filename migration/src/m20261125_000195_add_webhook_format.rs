@@ -3,6 +3,7 @@
 //! knows them by (unique per workspace and mode) and the phone (`deviceId`) they were limited
 //! to, echoed back as given.
 
+use crate::ddl::{add_columns, drop_columns, drop_index, unique_index};
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::{string, string_null};
 
@@ -12,69 +13,46 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        // SQLite alters one column per statement.
+        add_columns(
+            manager,
+            WebhookEndpoints::Table,
+            [
+                string(WebhookEndpoints::Format).default("smsgw").to_owned(),
+                string_null(WebhookEndpoints::ExternalId),
+                string_null(WebhookEndpoints::DeviceId),
+            ],
+        )
+        .await?;
         manager
-            .alter_table(
-                Table::alter()
-                    .table(WebhookEndpoints::Table)
-                    .add_column(string(WebhookEndpoints::Format).default("smsgw"))
-                    .to_owned(),
-            )
-            .await?;
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(WebhookEndpoints::Table)
-                    .add_column(string_null(WebhookEndpoints::ExternalId))
-                    .to_owned(),
-            )
-            .await?;
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(WebhookEndpoints::Table)
-                    .add_column(string_null(WebhookEndpoints::DeviceId))
-                    .to_owned(),
-            )
-            .await?;
-        manager
-            .create_index(
-                Index::create()
-                    .name("idx_webhook_endpoints_external_id")
-                    .table(WebhookEndpoints::Table)
-                    .col(WebhookEndpoints::WorkspaceId)
-                    .col(WebhookEndpoints::TestMode)
-                    .col(WebhookEndpoints::ExternalId)
-                    .unique()
-                    .to_owned(),
-            )
+            .create_index(unique_index(
+                "idx_webhook_endpoints_external_id",
+                WebhookEndpoints::Table,
+                [
+                    WebhookEndpoints::WorkspaceId,
+                    WebhookEndpoints::TestMode,
+                    WebhookEndpoints::ExternalId,
+                ],
+            ))
             .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .drop_index(
-                Index::drop()
-                    .name("idx_webhook_endpoints_external_id")
-                    .table(WebhookEndpoints::Table)
-                    .to_owned(),
-            )
-            .await?;
-        for column in [
-            WebhookEndpoints::DeviceId,
-            WebhookEndpoints::ExternalId,
-            WebhookEndpoints::Format,
-        ] {
-            manager
-                .alter_table(
-                    Table::alter()
-                        .table(WebhookEndpoints::Table)
-                        .drop_column(column)
-                        .to_owned(),
-                )
-                .await?;
-        }
-        Ok(())
+        drop_index(
+            manager,
+            "idx_webhook_endpoints_external_id",
+            WebhookEndpoints::Table,
+        )
+        .await?;
+        drop_columns(
+            manager,
+            WebhookEndpoints::Table,
+            [
+                WebhookEndpoints::DeviceId,
+                WebhookEndpoints::ExternalId,
+                WebhookEndpoints::Format,
+            ],
+        )
+        .await
     }
 }
 

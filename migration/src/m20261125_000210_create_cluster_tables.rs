@@ -4,6 +4,7 @@
 //! by every acquisition, so a write made under a lease that moved on can be refused. Created on
 //! SQLite as well (one schema), where a single node never uses them.
 
+use crate::ddl::{drop_tables, index};
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::{big_integer, boolean, string, uuid};
 
@@ -40,23 +41,16 @@ impl MigrationTrait for Migration {
             .await?;
         // Renewal and hand-back touch every lease of one node.
         manager
-            .create_index(
-                Index::create()
-                    .name("idx_leases_node")
-                    .table(Leases::Table)
-                    .col(Leases::NodeId)
-                    .to_owned(),
-            )
+            .create_index(index("idx_leases_node", Leases::Table, [Leases::NodeId]))
             .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .drop_table(Table::drop().table(Leases::Table).to_owned())
-            .await?;
-        manager
-            .drop_table(Table::drop().table(ClusterNodes::Table).to_owned())
-            .await
+        drop_tables(
+            manager,
+            [Leases::Table.into_iden(), ClusterNodes::Table.into_iden()],
+        )
+        .await
     }
 }
 

@@ -1,10 +1,13 @@
 //! Webhook event kinds (docs/api.md, Webhooks) and which message change fires which event;
 //! the body formats of an endpoint and the event names of the SMSGate format.
 
+use strum::IntoEnumIterator;
+
 use crate::domain::change::ChangeKind;
 use crate::domain::status::MessageStatus;
 
 /// Every event kind an endpoint may subscribe to; its name is the `event` of a delivery.
+/// Declared in the order docs/api.md lists them (`iter` and `list` follow it).
 #[derive(
     Debug,
     Clone,
@@ -35,18 +38,15 @@ impl EventKind {
         self.into()
     }
 
-    /// Every kind, in the order docs/api.md lists them.
-    pub fn iter() -> impl Iterator<Item = EventKind> {
-        <EventKind as strum::IntoEnumIterator>::iter()
-    }
-
     /// Every kind's name, comma-separated (for error messages).
     pub fn list() -> String {
-        EventKind::iter()
-            .map(EventKind::as_str)
-            .collect::<Vec<_>>()
-            .join(", ")
+        names_of::<EventKind>()
     }
+}
+
+/// The names of every variant of a strum-named enum, comma-separated, in declaration order.
+fn names_of<E: strum::IntoEnumIterator + Into<&'static str>>() -> String {
+    E::iter().map(Into::into).collect::<Vec<&str>>().join(", ")
 }
 
 /// True for the name of an [`EventKind`].
@@ -125,6 +125,7 @@ impl WebhookFormat {
 /// Every event an SMSGate client may subscribe to (docs/compat.md, Webhooks). Only the four
 /// `sms:` events with an smsgw counterpart are ever delivered; the rest are accepted and never
 /// fired (smsgw has no such event, or the app alone produces it).
+/// Declared in the order docs/compat.md lists them (`iter` and `list` follow it).
 #[derive(
     Debug,
     Clone,
@@ -173,17 +174,9 @@ impl SmsGateEvent {
         self.into()
     }
 
-    /// Every event, in the order docs/compat.md lists them.
-    pub fn iter() -> impl Iterator<Item = SmsGateEvent> {
-        <SmsGateEvent as strum::IntoEnumIterator>::iter()
-    }
-
     /// Every name, comma-separated (for error messages).
     pub fn list() -> String {
-        SmsGateEvent::iter()
-            .map(SmsGateEvent::as_str)
-            .collect::<Vec<_>>()
-            .join(", ")
+        names_of::<SmsGateEvent>()
     }
 
     /// The smsgw event this one is delivered for, None when it never fires.

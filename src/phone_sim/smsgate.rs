@@ -24,7 +24,8 @@ use crate::domain::app_protocol::{AppEvent, AppMessageState};
 use crate::domain::status::MessageStatus;
 
 use super::{
-    FIRST_BACKOFF, MAX_BACKOFF, SimCommand, SimError, SimEvent, SimOptions, emitter, next_server,
+    FIRST_BACKOFF, SimCommand, SimError, SimEvent, SimOptions, emitter, http_client, next_server,
+    wait,
 };
 use crate::actors::device_link::AppMessageId;
 
@@ -74,7 +75,7 @@ pub async fn run_phone(
     let bases = options.server_urls(base_url)?;
     let mut at = 0;
     let emit = emitter(&events);
-    let client = Client::builder().timeout(Duration::from_secs(10)).finish();
+    let client = http_client();
     // The last state reported per app message id: a message served again is reported again.
     let mut outcome: HashMap<String, State> = HashMap::new();
     let (timer_tx, mut timer_rx) = mpsc::unbounded_channel::<String>();
@@ -161,14 +162,6 @@ pub async fn run_phone(
         at = next_server(at, bases.len());
         backoff = wait(backoff, &emit).await;
     }
-}
-
-/// Sleeps a jittered `backoff` and returns the next one.
-async fn wait(backoff: Duration, emit: &impl Fn(SimEvent)) -> Duration {
-    let jittered = backoff.mul_f64(rand::rng().random_range(0.5..1.5));
-    emit(SimEvent::Reconnecting { after: jittered });
-    tokio::time::sleep(jittered).await;
-    (backoff * 2).min(MAX_BACKOFF)
 }
 
 async fn next_command(

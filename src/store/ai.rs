@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::messages::{Message, Position, Scope};
+use super::scoped::find_in_scope;
 use crate::domain::ai::{AiMode, DraftStatus, Rule};
 
 /// The AI settings of a workspace and mode.
@@ -69,12 +70,6 @@ impl From<ai_drafts::Model> for Draft {
             updated_at: m.updated_at,
         }
     }
-}
-
-fn in_scope(scope: Scope) -> Condition {
-    Condition::all()
-        .add(ai_drafts::Column::WorkspaceId.eq(scope.workspace_id))
-        .add(ai_drafts::Column::TestMode.eq(scope.mode.is_test()))
 }
 
 /// The settings of this scope (the defaults when never set).
@@ -136,12 +131,9 @@ pub async fn get<C: ConnectionTrait>(
     scope: Scope,
     id: Uuid,
 ) -> Result<Draft, StoreError> {
-    ai_drafts::Entity::find_by_id(id)
-        .filter(in_scope(scope))
-        .one(conn)
+    Ok(find_in_scope::<ai_drafts::Entity>(conn, scope, id)
         .await?
-        .map(Draft::from)
-        .ok_or(StoreError::NotFound)
+        .into())
 }
 
 /// Newest first by (created_at, id), optionally of one status.
@@ -152,7 +144,7 @@ pub async fn list(
     after: Option<Position>,
     limit: u64,
 ) -> Result<(Vec<Draft>, bool), StoreError> {
-    let mut condition = in_scope(scope);
+    let mut condition = scope.of::<ai_drafts::Entity>();
     if let Some(status) = status {
         condition = condition.add(ai_drafts::Column::Status.eq(status.as_str()));
     }
@@ -202,7 +194,7 @@ async fn discard_pending<C: ConnectionTrait>(
             Expr::value(DraftStatus::Discarded.as_str()),
         )
         .col_expr(ai_drafts::Column::UpdatedAt, Expr::value(now))
-        .filter(in_scope(scope))
+        .filter(scope.of::<ai_drafts::Entity>())
         .filter(which)
         .filter(ai_drafts::Column::Status.eq(DraftStatus::Pending.as_str()))
         .exec(conn)
@@ -248,18 +240,13 @@ pub async fn conversation(
                 .add(messages::Column::FromNumber.eq(theirs))
                 .add(messages::Column::ToNumber.eq(ours)),
         );
-    let mut rows: Vec<Message> = messages::Entity::find()
-        .filter(messages::Column::WorkspaceId.eq(scope.workspace_id))
-        .filter(messages::Column::TestMode.eq(scope.mode.is_test()))
+    let query = messages::Entity::find()
+        .filter(scope.condition())
         .filter(between)
         .order_by_desc(messages::Column::CreatedAt)
         .order_by_desc(messages::Column::Id)
-        .limit(limit)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect();
+        .limit(limit);
+    let mut rows = super::rows_as(db, query).await?;
     rows.reverse();
     Ok(rows)
 }
@@ -276,18 +263,14 @@ pub async fn inbound_without_draft(
         .select_only()
         .column(ai_drafts::Column::MessageId)
         .into_query();
-    Ok(messages::Entity::find()
+    let query = messages::Entity::find()
         .filter(messages::Column::Direction.eq(crate::domain::status::Direction::Inbound.as_str()))
         .filter(messages::Column::CreatedAt.gte(from))
         .filter(messages::Column::CreatedAt.lt(to))
         .filter(messages::Column::Id.not_in_subquery(drafted))
         .order_by_asc(messages::Column::CreatedAt)
-        .limit(limit)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect())
+        .limit(limit);
+    super::rows_as(db, query).await
 }
 
 // ---- Statements of the writer (inside its transaction) ----
@@ -343,7 +326,7 @@ pub(crate) async fn mark_sent<C: ConnectionTrait>(
         .col_expr(ai_drafts::Column::SentMessageId, Expr::value(message))
         .col_expr(ai_drafts::Column::Content, Expr::value(content))
         .col_expr(ai_drafts::Column::UpdatedAt, Expr::value(now))
-        .filter(in_scope(scope))
+        .filter(scope.of::<ai_drafts::Entity>())
         .filter(ai_drafts::Column::Id.eq(id))
         .filter(ai_drafts::Column::Status.eq(DraftStatus::Pending.as_str()))
         .exec(conn)

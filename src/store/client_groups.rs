@@ -140,17 +140,13 @@ pub async fn messages_of(
     scope: Scope,
     group_id: &str,
 ) -> Result<Vec<Message>, StoreError> {
-    Ok(messages::Entity::find()
+    let query = messages::Entity::find()
         .filter(scope.condition())
         .filter(messages::Column::GroupId.eq(group_id))
         .order_by_asc(messages::Column::CreatedAt)
         .order_by_asc(messages::Column::Id)
-        .limit(MAX_GROUP_MESSAGES)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect())
+        .limit(MAX_GROUP_MESSAGES);
+    super::rows_as(db, query).await
 }
 
 /// The messages of these groups (a listing's page) in this scope, oldest first.
@@ -163,17 +159,13 @@ pub async fn messages_of_groups(
         return Ok(Vec::new());
     }
     let most = MAX_GROUP_MESSAGES.saturating_mul(group_ids.len() as u64);
-    Ok(messages::Entity::find()
+    let query = messages::Entity::find()
         .filter(scope.condition())
         .filter(messages::Column::GroupId.is_in(group_ids.iter().cloned()))
         .order_by_asc(messages::Column::CreatedAt)
         .order_by_asc(messages::Column::Id)
-        .limit(most)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect())
+        .limit(most);
+    super::rows_as(db, query).await
 }
 
 /// Message ids per timeline query (well under every backend's bound-parameter limit).

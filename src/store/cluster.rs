@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use sea_orm::{ConnectionTrait, DbBackend, Statement, Value};
+use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, Statement, Value};
 use uuid::Uuid;
 
 use super::StoreError;
@@ -68,14 +68,59 @@ pub struct Lease {
     pub fence: i64,
 }
 
+impl Lease {
+    /// What names this ownership in a statement, as `kind, key, node_id, fence` values.
+    fn identity(&self) -> [Value; 4] {
+        [
+            self.kind.as_str().into(),
+            self.key.as_str().into(),
+            self.node.into(),
+            self.fence.into(),
+        ]
+    }
+}
+
 /// A registered node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, FromQueryResult)]
 pub struct Node {
     pub id: Uuid,
     pub address: String,
     pub started_at: i64,
     pub heartbeat_at: i64,
     pub stopping: bool,
+}
+
+/// A row of `leases` as a statement returns it (`kind, key, node_id, fence`).
+#[derive(FromQueryResult)]
+struct LeaseRow {
+    kind: String,
+    key: String,
+    node_id: Uuid,
+    fence: i64,
+}
+
+impl LeaseRow {
+    /// The lease, None for a kind this build does not know (a newer node's).
+    fn into_lease(self) -> Option<Lease> {
+        Some(Lease {
+            kind: self.kind.parse().ok()?,
+            key: self.key,
+            node: self.node_id,
+            fence: self.fence,
+        })
+    }
+}
+
+/// The leases `sql` returns (as [`LeaseRow`]s), those of unknown kinds left out.
+async fn read_leases<C: ConnectionTrait>(
+    db: &C,
+    sql: &str,
+    values: Vec<Value>,
+) -> Result<Vec<Lease>, StoreError> {
+    let rows = LeaseRow::find_by_statement(statement(sql, values))
+        .all(db)
+        .await?;
+    Ok(rows.into_iter().filter_map(LeaseRow::into_lease).collect())
 }
 
 fn statement(sql: &str, values: Vec<Value>) -> Statement {
@@ -113,25 +158,9 @@ pub async fn heartbeat<C: ConnectionTrait>(
         "WITH beat AS (UPDATE cluster_nodes SET heartbeat_at = {NOW_MS} WHERE id = $1) \
          UPDATE leases SET expires_at = {NOW_MS} + $2 \
          WHERE node_id = $1 AND expires_at > {NOW_MS} \
-         RETURNING kind, key, fence"
+         RETURNING kind, key, node_id, fence"
     );
-    let rows = db
-        .query_all_raw(statement(&sql, vec![node.into(), ttl_ms(ttl).into()]))
-        .await?;
-    let mut leases = Vec::with_capacity(rows.len());
-    for row in rows {
-        let kind: String = row.try_get("", "kind")?;
-        let Ok(kind) = kind.parse::<LeaseKind>() else {
-            continue;
-        };
-        leases.push(Lease {
-            kind,
-            key: row.try_get("", "key")?,
-            node,
-            fence: row.try_get("", "fence")?,
-        });
-    }
-    Ok(leases)
+    read_leases(db, &sql, vec![node.into(), ttl_ms(ttl).into()]).await
 }
 
 /// Takes the lease on (`kind`, `key`) for `node` until `ttl` from now, when it is free,
@@ -153,28 +182,15 @@ pub async fn acquire<C: ConnectionTrait>(
                         THEN leases.fence ELSE leases.fence + 1 END, \
            node_id = EXCLUDED.node_id, expires_at = EXCLUDED.expires_at \
          WHERE leases.node_id = EXCLUDED.node_id OR leases.expires_at <= {NOW_MS} \
-         RETURNING fence"
+         RETURNING kind, key, node_id, fence"
     );
-    let row = db
-        .query_one_raw(statement(
-            &sql,
-            vec![
-                kind.as_str().into(),
-                key.into(),
-                node.into(),
-                ttl_ms(ttl).into(),
-            ],
-        ))
-        .await?;
-    match row {
-        Some(row) => Ok(Some(Lease {
-            kind,
-            key: key.to_string(),
-            node,
-            fence: row.try_get("", "fence")?,
-        })),
-        None => Ok(None),
-    }
+    let values = vec![
+        kind.as_str().into(),
+        key.into(),
+        node.into(),
+        ttl_ms(ttl).into(),
+    ];
+    Ok(read_leases(db, &sql, values).await?.into_iter().next())
 }
 
 /// Lets go of `lease` at once (it expires now; the row stays, so the next owner's fencing
@@ -183,12 +199,7 @@ pub async fn release<C: ConnectionTrait>(db: &C, lease: &Lease) -> Result<(), St
     db.execute_raw(statement(
         "UPDATE leases SET expires_at = 0 \
          WHERE kind = $1 AND key = $2 AND node_id = $3 AND fence = $4",
-        vec![
-            lease.kind.as_str().into(),
-            lease.key.as_str().into(),
-            lease.node.into(),
-            lease.fence.into(),
-        ],
+        lease.identity().into(),
     ))
     .await?;
     Ok(())
@@ -218,15 +229,7 @@ pub async fn holds<C: ConnectionTrait>(db: &C, lease: &Lease) -> Result<bool, St
          FOR SHARE"
     );
     let row = db
-        .query_one_raw(statement(
-            &sql,
-            vec![
-                lease.kind.as_str().into(),
-                lease.key.as_str().into(),
-                lease.node.into(),
-                lease.fence.into(),
-            ],
-        ))
+        .query_one_raw(statement(&sql, lease.identity().into()))
         .await?;
     Ok(row.is_some())
 }
@@ -252,30 +255,14 @@ pub async fn still_held<C: ConnectionTrait>(
                 n + 3,
                 n + 4
             ));
-            values.extend([
-                lease.kind.as_str().into(),
-                lease.key.as_str().into(),
-                lease.node.into(),
-                lease.fence.into(),
-            ]);
+            values.extend(lease.identity());
         }
         let sql = format!(
             "SELECT kind, key, node_id, fence FROM leases WHERE expires_at > {NOW_MS} AND ({}) \
              FOR SHARE",
             terms.join(" OR ")
         );
-        for row in db.query_all_raw(statement(&sql, values)).await? {
-            let kind: String = row.try_get("", "kind")?;
-            let Ok(kind) = kind.parse::<LeaseKind>() else {
-                continue;
-            };
-            held.insert(Lease {
-                kind,
-                key: row.try_get("", "key")?,
-                node: row.try_get("", "node_id")?,
-                fence: row.try_get("", "fence")?,
-            });
-        }
+        held.extend(read_leases(db, &sql, values).await?);
     }
     Ok(held)
 }
@@ -287,40 +274,19 @@ pub async fn holder<C: ConnectionTrait>(
     key: &str,
 ) -> Result<Option<Lease>, StoreError> {
     let sql = format!(
-        "SELECT node_id, fence FROM leases \
+        "SELECT kind, key, node_id, fence FROM leases \
          WHERE kind = $1 AND key = $2 AND expires_at > {NOW_MS}"
     );
-    let row = db
-        .query_one_raw(statement(&sql, vec![kind.as_str().into(), key.into()]))
-        .await?;
-    match row {
-        Some(row) => Ok(Some(Lease {
-            kind,
-            key: key.to_string(),
-            node: row.try_get("", "node_id")?,
-            fence: row.try_get("", "fence")?,
-        })),
-        None => Ok(None),
-    }
+    let values = vec![kind.as_str().into(), key.into()];
+    Ok(read_leases(db, &sql, values).await?.into_iter().next())
 }
 
 /// Every live lease of `kind` (for phones: the phones online somewhere in the cluster).
 pub async fn live<C: ConnectionTrait>(db: &C, kind: LeaseKind) -> Result<Vec<Lease>, StoreError> {
-    let sql =
-        format!("SELECT key, node_id, fence FROM leases WHERE kind = $1 AND expires_at > {NOW_MS}");
-    let rows = db
-        .query_all_raw(statement(&sql, vec![kind.as_str().into()]))
-        .await?;
-    rows.into_iter()
-        .map(|row| {
-            Ok(Lease {
-                kind,
-                key: row.try_get("", "key")?,
-                node: row.try_get("", "node_id")?,
-                fence: row.try_get("", "fence")?,
-            })
-        })
-        .collect()
+    let sql = format!(
+        "SELECT kind, key, node_id, fence FROM leases WHERE kind = $1 AND expires_at > {NOW_MS}"
+    );
+    read_leases(db, &sql, vec![kind.as_str().into()]).await
 }
 
 /// The nodes that heartbeat within `within` and are not stopping, oldest first.
@@ -332,20 +298,11 @@ pub async fn live_nodes<C: ConnectionTrait>(
         "SELECT id, address, started_at, heartbeat_at, stopping FROM cluster_nodes \
          WHERE heartbeat_at > {NOW_MS} - $1 AND NOT stopping ORDER BY started_at, id"
     );
-    let rows = db
-        .query_all_raw(statement(&sql, vec![ttl_ms(within).into()]))
-        .await?;
-    rows.into_iter()
-        .map(|row| {
-            Ok(Node {
-                id: row.try_get("", "id")?,
-                address: row.try_get("", "address")?,
-                started_at: row.try_get("", "started_at")?,
-                heartbeat_at: row.try_get("", "heartbeat_at")?,
-                stopping: row.try_get("", "stopping")?,
-            })
-        })
-        .collect()
+    Ok(
+        Node::find_by_statement(statement(&sql, vec![ttl_ms(within).into()]))
+            .all(db)
+            .await?,
+    )
 }
 
 /// Removes the rows of nodes silent for longer than `after` (and their expired leases' node

@@ -46,8 +46,7 @@ pub async fn summaries(db: &DatabaseConnection, scope: Scope) -> Result<Vec<Summ
         .column(messages::Column::FromNumber)
         .column(messages::Column::ToNumber)
         .column(messages::Column::CreatedAt)
-        .filter(messages::Column::WorkspaceId.eq(scope.workspace_id))
-        .filter(messages::Column::TestMode.eq(scope.mode.is_test()))
+        .filter(scope.condition())
         .order_by_desc(messages::Column::CreatedAt)
         .order_by_desc(messages::Column::Id)
         .limit(SCAN_LIMIT)
@@ -95,15 +94,10 @@ pub async fn messages_by_id(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(messages::Entity::find()
-        .filter(messages::Column::WorkspaceId.eq(scope.workspace_id))
-        .filter(messages::Column::TestMode.eq(scope.mode.is_test()))
-        .filter(messages::Column::Id.is_in(ids.iter().copied()))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect())
+    let query = messages::Entity::find()
+        .filter(scope.condition())
+        .filter(messages::Column::Id.is_in(ids.iter().copied()));
+    super::rows_as(db, query).await
 }
 
 /// A contact as a conversation names it.
@@ -141,8 +135,7 @@ pub async fn contacts_of(
             .column(contacts::Column::PhoneNumber)
             .column(contacts::Column::FirstName)
             .column(contacts::Column::LastName)
-            .filter(contacts::Column::WorkspaceId.eq(scope.workspace_id))
-            .filter(contacts::Column::TestMode.eq(scope.mode.is_test()))
+            .filter(scope.of::<contacts::Entity>())
             .filter(contacts::Column::PhoneNumber.is_in(chunk.iter().copied()))
             .into_tuple()
             .all(db)
@@ -173,8 +166,7 @@ pub async fn pending_drafts_of(
             .select_only()
             .column(ai_drafts::Column::FromNumber)
             .column_as(ai_drafts::Column::Id.count(), "pending")
-            .filter(ai_drafts::Column::WorkspaceId.eq(scope.workspace_id))
-            .filter(ai_drafts::Column::TestMode.eq(scope.mode.is_test()))
+            .filter(scope.of::<ai_drafts::Entity>())
             .filter(ai_drafts::Column::FromNumber.is_in(chunk.iter().copied()))
             .filter(ai_drafts::Column::Status.eq(DraftStatus::Pending.as_str()))
             .group_by(ai_drafts::Column::FromNumber)
@@ -209,8 +201,7 @@ pub async fn messages_with(
                 .add(messages::Column::ToNumber.eq(number)),
         );
     let mut select = messages::Entity::find()
-        .filter(messages::Column::WorkspaceId.eq(scope.workspace_id))
-        .filter(messages::Column::TestMode.eq(scope.mode.is_test()))
+        .filter(scope.condition())
         .filter(exchanged);
     if let Some(p) = before {
         select = select.filter(
@@ -255,8 +246,7 @@ pub async fn drafts_for(
         return Ok(Vec::new());
     }
     Ok(ai_drafts::Entity::find()
-        .filter(ai_drafts::Column::WorkspaceId.eq(scope.workspace_id))
-        .filter(ai_drafts::Column::TestMode.eq(scope.mode.is_test()))
+        .filter(scope.of::<ai_drafts::Entity>())
         .filter(ai_drafts::Column::MessageId.is_in(message_ids.iter().copied()))
         .all(db)
         .await?

@@ -49,8 +49,7 @@ pub enum Reservation {
 fn find(key: &IdempotencyKey) -> sea_orm::Select<idempotency_keys::Entity> {
     let operation: &'static str = key.operation.into();
     idempotency_keys::Entity::find()
-        .filter(idempotency_keys::Column::WorkspaceId.eq(key.scope.workspace_id))
-        .filter(idempotency_keys::Column::TestMode.eq(key.scope.mode.is_test()))
+        .filter(key.scope.of::<idempotency_keys::Entity>())
         .filter(idempotency_keys::Column::Operation.eq(operation))
         .filter(idempotency_keys::Column::RequestId.eq(key.request_id.as_str()))
 }
@@ -122,8 +121,7 @@ pub async fn complete(
             idempotency_keys::Column::ResourceId,
             sea_orm::sea_query::Expr::value(resource_id),
         )
-        .filter(idempotency_keys::Column::WorkspaceId.eq(key.scope.workspace_id))
-        .filter(idempotency_keys::Column::TestMode.eq(key.scope.mode.is_test()))
+        .filter(key.scope.of::<idempotency_keys::Entity>())
         .filter(idempotency_keys::Column::Operation.eq(operation))
         .filter(idempotency_keys::Column::RequestId.eq(key.request_id.as_str()))
         .exec(db)
@@ -136,8 +134,7 @@ pub async fn complete(
 pub async fn release(db: &DatabaseConnection, key: &IdempotencyKey) -> Result<(), StoreError> {
     let operation: &'static str = key.operation.into();
     idempotency_keys::Entity::delete_many()
-        .filter(idempotency_keys::Column::WorkspaceId.eq(key.scope.workspace_id))
-        .filter(idempotency_keys::Column::TestMode.eq(key.scope.mode.is_test()))
+        .filter(key.scope.of::<idempotency_keys::Entity>())
         .filter(idempotency_keys::Column::Operation.eq(operation))
         .filter(idempotency_keys::Column::RequestId.eq(key.request_id.as_str()))
         .filter(idempotency_keys::Column::ResourceId.is_null())

@@ -201,10 +201,9 @@ pub struct Scope {
 }
 
 impl Scope {
+    /// The messages of this scope.
     pub(crate) fn condition(self) -> Condition {
-        Condition::all()
-            .add(messages::Column::WorkspaceId.eq(self.workspace_id))
-            .add(messages::Column::TestMode.eq(self.mode.is_test()))
+        self.of::<messages::Entity>()
     }
 }
 
@@ -215,11 +214,7 @@ pub async fn get_with_events(
     scope: Scope,
     id: Uuid,
 ) -> Result<(Message, Vec<MessageEvent>), StoreError> {
-    let message = messages::Entity::find_by_id(id)
-        .filter(scope.condition())
-        .one(db)
-        .await?
-        .ok_or(StoreError::NotFound)?;
+    let message = super::scoped::find_in_scope::<messages::Entity>(db, scope, id).await?;
     let events = message_events::Entity::find()
         .filter(message_events::Column::MessageId.eq(id))
         .order_by_asc(message_events::Column::Id)
@@ -408,10 +403,7 @@ pub async fn queued_of_phone(
     device: Uuid,
     ids: &[Uuid],
 ) -> Result<Vec<Message>, StoreError> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    oldest_first(db, on_phone(device, ids, MessageStatus::Queued)).await
+    on_phone(db, device, ids, MessageStatus::Queued).await
 }
 
 /// The ids of every live outbound message still `queued`, by phone: one read of the queued
@@ -440,16 +432,21 @@ pub async fn queued_live_by_phone(
     Ok(by_phone)
 }
 
-/// Those of `ids` on phone `device` in `status`.
-fn on_phone(
+/// Those of `ids` on phone `device` in `status`, oldest first, in one query.
+async fn on_phone(
+    db: &DatabaseConnection,
     device: Uuid,
     ids: &[Uuid],
     status: MessageStatus,
-) -> sea_orm::Select<messages::Entity> {
-    messages::Entity::find()
+) -> Result<Vec<Message>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let query = messages::Entity::find()
         .filter(messages::Column::Id.is_in(super::id_list(ids)))
         .filter(messages::Column::DeviceId.eq(device))
-        .filter(messages::Column::Status.eq(status.as_str()))
+        .filter(messages::Column::Status.eq(status.as_str()));
+    oldest_first(db, query).await
 }
 
 /// The messages `query` selects, oldest first.
@@ -457,14 +454,10 @@ async fn oldest_first(
     db: &DatabaseConnection,
     query: sea_orm::Select<messages::Entity>,
 ) -> Result<Vec<Message>, StoreError> {
-    Ok(query
+    let query = query
         .order_by_asc(messages::Column::CreatedAt)
-        .order_by_asc(messages::Column::Id)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect())
+        .order_by_asc(messages::Column::Id);
+    super::rows_as(db, query).await
 }
 
 /// Those of `ids` still `sending` on phone `device`: what one device-API fetch serves, read
@@ -474,15 +467,7 @@ pub async fn sending_on_phone(
     device: Uuid,
     ids: &[Uuid],
 ) -> Result<Vec<Message>, StoreError> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    Ok(on_phone(device, ids, MessageStatus::Sending)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect())
+    on_phone(db, device, ids, MessageStatus::Sending).await
 }
 
 /// The timeline detail of a hand-over to `device` (None: the test-mode simulated phone).
@@ -579,13 +564,9 @@ pub async fn handoffs_since(
 /// Test-mode outbound messages left `sent` (their simulated delivery was pending when the
 /// server stopped); the simulator delivers them again after a restart.
 pub async fn sent_in_test_mode(db: &DatabaseConnection) -> Result<Vec<Message>, StoreError> {
-    Ok(messages::Entity::find()
+    let query = messages::Entity::find()
         .filter(messages::Column::Status.eq(MessageStatus::Sent.as_str()))
         .filter(messages::Column::TestMode.eq(true))
-        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Message::from)
-        .collect())
+        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()));
+    super::rows_as(db, query).await
 }

@@ -15,6 +15,7 @@ mod paging;
 pub mod phones;
 pub mod quotas;
 pub mod retention;
+mod scoped;
 pub mod settings;
 mod sqlite_memory;
 pub mod stats;
@@ -30,7 +31,7 @@ use migration::{Migrator, MigratorTrait};
 use sea_orm::sqlx::sqlite::SqliteSynchronous;
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend,
-    DbErr, DeleteMany, EntityTrait, SqlErr, SqliteTransactionMode, TransactionOptions,
+    DbErr, DeleteMany, EntityTrait, Select, SqlErr, SqliteTransactionMode, TransactionOptions,
     TransactionTrait,
 };
 
@@ -241,6 +242,14 @@ pub async fn migrate(db: &DatabaseConnection) -> Result<(), StoreError> {
 /// Whether the database answers a trivial query (readiness).
 pub async fn ping(db: &DatabaseConnection) -> bool {
     db.ping().await.is_ok()
+}
+
+/// The rows `query` selects, in its order, each as the store's type of the row.
+pub(crate) async fn rows_as<E: EntityTrait, T: From<E::Model>>(
+    conn: &impl ConnectionTrait,
+    query: Select<E>,
+) -> Result<Vec<T>, StoreError> {
+    Ok(query.all(conn).await?.into_iter().map(T::from).collect())
 }
 
 /// True for SQLite, whose single writer lock shapes how batches are sized.

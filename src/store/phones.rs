@@ -3,13 +3,14 @@
 use entity::phones;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, IntoActiveModel,
-    QueryFilter, Set,
+    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, IntoActiveModel, QueryFilter,
+    Set,
 };
 use uuid::Uuid;
 
 use super::StoreError;
 use super::messages::{Position, Scope};
+use super::scoped::find_in_scope;
 use crate::domain::ids::WorkspaceId;
 use crate::domain::pace::Pace;
 use crate::domain::quota::CountQuota;
@@ -60,12 +61,6 @@ impl From<phones::Model> for PhoneRecord {
     }
 }
 
-fn in_scope(scope: Scope) -> Condition {
-    Condition::all()
-        .add(phones::Column::WorkspaceId.eq(scope.workspace_id))
-        .add(phones::Column::TestMode.eq(scope.mode.is_test()))
-}
-
 fn pace_columns(pace: Option<Pace>) -> (Option<i32>, Option<i32>) {
     match pace {
         Some(p) => (
@@ -88,9 +83,7 @@ pub async fn create(
     quota: CountQuota,
     now_ms: i64,
 ) -> Result<PhoneRecord, StoreError> {
-    let stored = phones::Entity::find().filter(in_scope(scope));
-    let txn = super::quotas::begin_counted(db, scope.workspace_id, quota, stored).await?;
-    let model = phones::ActiveModel {
+    let row = phones::ActiveModel {
         id: Set(Uuid::now_v7()),
         workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
@@ -101,11 +94,10 @@ pub async fn create(
         pace_per_30_minutes: Set(None),
         created_at: Set(now_ms),
         last_seen_at: Set(None),
-    }
-    .insert(&txn)
-    .await?;
-    txn.commit().await?;
-    Ok(model.into())
+    };
+    Ok(super::quotas::insert_counted(db, scope, quota, row)
+        .await?
+        .into())
 }
 
 /// One phone of this scope.
@@ -114,20 +106,7 @@ pub async fn get(
     scope: Scope,
     id: Uuid,
 ) -> Result<PhoneRecord, StoreError> {
-    Ok(model(db, scope, id).await?.into())
-}
-
-/// The row of phone `id` in this scope.
-async fn model(
-    db: &DatabaseConnection,
-    scope: Scope,
-    id: Uuid,
-) -> Result<phones::Model, StoreError> {
-    phones::Entity::find_by_id(id)
-        .filter(in_scope(scope))
-        .one(db)
-        .await?
-        .ok_or(StoreError::NotFound)
+    Ok(find_in_scope::<phones::Entity>(db, scope, id).await?.into())
 }
 
 /// The phone `id`, whatever its workspace (a change another node announced).
@@ -147,7 +126,7 @@ pub async fn list(
 ) -> Result<(Vec<PhoneRecord>, bool), StoreError> {
     super::newest_first(
         db,
-        phones::Entity::find().filter(in_scope(scope)),
+        phones::Entity::find().filter(scope.of::<phones::Entity>()),
         (phones::Column::CreatedAt, phones::Column::Id),
         after,
         limit,
@@ -157,12 +136,7 @@ pub async fn list(
 
 /// Every paired phone (the registry's start-up index).
 pub async fn all(db: &DatabaseConnection) -> Result<Vec<PhoneRecord>, StoreError> {
-    Ok(phones::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(PhoneRecord::from)
-        .collect())
+    super::rows_as(db, phones::Entity::find()).await
 }
 
 /// Changes the name and/or the pace override (`Some(None)` clears the override).
@@ -173,7 +147,9 @@ pub async fn update(
     name: Option<Option<String>>,
     pace: Option<Option<Pace>>,
 ) -> Result<PhoneRecord, StoreError> {
-    let mut active = model(db, scope, id).await?.into_active_model();
+    let mut active = find_in_scope::<phones::Entity>(db, scope, id)
+        .await?
+        .into_active_model();
     if let Some(name) = name {
         active.name = Set(name);
     }
@@ -189,7 +165,7 @@ pub async fn update(
 pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
     let delete = phones::Entity::delete_many()
         .filter(phones::Column::Id.eq(id))
-        .filter(in_scope(scope));
+        .filter(scope.of::<phones::Entity>());
     super::delete_found(db, delete).await
 }
 
@@ -200,7 +176,9 @@ pub async fn set_token(
     id: Uuid,
     token_hash: String,
 ) -> Result<PhoneRecord, StoreError> {
-    let mut active = model(db, scope, id).await?.into_active_model();
+    let mut active = find_in_scope::<phones::Entity>(db, scope, id)
+        .await?
+        .into_active_model();
     active.token_hash = Set(token_hash);
     Ok(active.update(db).await?.into())
 }
@@ -235,7 +213,7 @@ pub async fn has_number(
 ) -> Result<bool, StoreError> {
     use sea_orm::PaginatorTrait;
     Ok(phones::Entity::find()
-        .filter(in_scope(scope))
+        .filter(scope.of::<phones::Entity>())
         .filter(phones::Column::PhoneNumber.eq(number))
         .count(db)
         .await?
@@ -262,13 +240,9 @@ pub async fn with_number(
     number: &str,
 ) -> Result<Vec<PhoneRecord>, StoreError> {
     use sea_orm::QueryOrder;
-    Ok(phones::Entity::find()
-        .filter(in_scope(scope))
+    let query = phones::Entity::find()
+        .filter(scope.of::<phones::Entity>())
         .filter(phones::Column::PhoneNumber.eq(number))
-        .order_by_asc(phones::Column::CreatedAt)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(PhoneRecord::from)
-        .collect())
+        .order_by_asc(phones::Column::CreatedAt);
+    super::rows_as(db, query).await
 }

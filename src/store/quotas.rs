@@ -4,11 +4,14 @@
 
 use sea_orm::sea_query::{Expr, SelectStatement};
 use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, EntityTrait, QuerySelect,
+    ActiveModelBehavior, ActiveModelTrait, ConnectionTrait, DatabaseConnection,
+    DatabaseTransaction, DbBackend, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect,
     QueryTrait, Select, Statement,
 };
 
 use super::StoreError;
+use super::messages::Scope;
+use super::scoped::Scoped;
 use crate::domain::ids::WorkspaceId;
 use crate::domain::quota::CountQuota;
 
@@ -42,18 +45,36 @@ pub(super) async fn begin_locked(
     Ok(txn)
 }
 
-/// Starts the transaction of a create of one counted row: [`begin_locked`], then
-/// [`ensure_room`] for one more next to the rows `stored` selects (the scope's);
-/// `QuotaExceeded` when there is none.
-pub(super) async fn begin_counted<E: EntityTrait>(
+/// Starts the transaction of a create of one counted row of `E`: [`begin_locked`], then
+/// [`ensure_room`] for one more next to the scope's rows of `E`; `QuotaExceeded` when there is
+/// none.
+pub(super) async fn begin_counted<E: Scoped>(
     db: &DatabaseConnection,
-    workspace_id: WorkspaceId,
+    scope: Scope,
     quota: CountQuota,
-    stored: Select<E>,
 ) -> Result<DatabaseTransaction, StoreError> {
-    let txn = begin_locked(db, workspace_id).await?;
-    ensure_room(&txn, quota, stored, 1).await?;
+    let txn = begin_locked(db, scope.workspace_id).await?;
+    ensure_room(&txn, quota, E::find().filter(scope.of::<E>()), 1).await?;
     Ok(txn)
+}
+
+/// Inserts `row`, a counted row of `scope`, in a transaction of its own ([`begin_counted`]);
+/// `QuotaExceeded`, with nothing written, when the scope already has `quota` such rows.
+pub(super) async fn insert_counted<A>(
+    db: &DatabaseConnection,
+    scope: Scope,
+    quota: CountQuota,
+    row: A,
+) -> Result<<A::Entity as EntityTrait>::Model, StoreError>
+where
+    A: ActiveModelTrait + ActiveModelBehavior + Send,
+    A::Entity: Scoped,
+    <A::Entity as EntityTrait>::Model: IntoActiveModel<A>,
+{
+    let txn = begin_counted::<A::Entity>(db, scope, quota).await?;
+    let model = row.insert(&txn).await?;
+    txn.commit().await?;
+    Ok(model)
 }
 
 /// `Ok` when `adding` more rows fit next to the rows `stored` selects (the scope's rows);

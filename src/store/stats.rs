@@ -94,8 +94,7 @@ pub async fn days(
     last: i32,
 ) -> Result<HashMap<i32, DayCounts>, StoreError> {
     Ok(daily_stats::Entity::find()
-        .filter(daily_stats::Column::WorkspaceId.eq(scope.workspace_id))
-        .filter(daily_stats::Column::TestMode.eq(scope.mode.is_test()))
+        .filter(scope.of::<daily_stats::Entity>())
         .filter(daily_stats::Column::Day.between(first, last))
         .all(db)
         .await?
@@ -116,8 +115,7 @@ pub async fn days(
 pub async fn running_campaigns(db: &DatabaseConnection, scope: Scope) -> Result<u64, StoreError> {
     use sea_orm::PaginatorTrait;
     Ok(entity::campaigns::Entity::find()
-        .filter(entity::campaigns::Column::WorkspaceId.eq(scope.workspace_id))
-        .filter(entity::campaigns::Column::TestMode.eq(scope.mode.is_test()))
+        .filter(scope.of::<entity::campaigns::Entity>())
         .filter(
             entity::campaigns::Column::Status
                 .eq(crate::domain::campaign::CampaignStatus::Running.as_str()),
@@ -133,8 +131,7 @@ pub async fn failing_endpoints(db: &DatabaseConnection, scope: Scope) -> Result<
     use entity::{webhook_attempts, webhook_endpoints};
     use sea_orm::QueryOrder;
     let endpoints = webhook_endpoints::Entity::find()
-        .filter(webhook_endpoints::Column::WorkspaceId.eq(scope.workspace_id))
-        .filter(webhook_endpoints::Column::TestMode.eq(scope.mode.is_test()))
+        .filter(scope.of::<webhook_endpoints::Entity>())
         .all(db)
         .await?;
     let mut failing = 0;

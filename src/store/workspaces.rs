@@ -225,9 +225,7 @@ pub async fn list_keys(
 ) -> Result<(Vec<KeyRecord>, bool), StoreError> {
     super::newest_first(
         db,
-        api_keys::Entity::find()
-            .filter(api_keys::Column::WorkspaceId.eq(scope.workspace_id))
-            .filter(api_keys::Column::TestMode.eq(scope.mode.is_test())),
+        api_keys::Entity::find().filter(scope.of::<api_keys::Entity>()),
         (api_keys::Column::CreatedAt, api_keys::Column::Id),
         after,
         limit,
@@ -254,9 +252,9 @@ pub async fn revoke_key(
 ) -> Result<Revoked, StoreError> {
     let txn = super::begin_write(db).await?;
     let query = match &which {
-        KeyToRevoke::Id { scope, id } => api_keys::Entity::find_by_id(*id)
-            .filter(api_keys::Column::WorkspaceId.eq(scope.workspace_id))
-            .filter(api_keys::Column::TestMode.eq(scope.mode.is_test())),
+        KeyToRevoke::Id { scope, id } => {
+            api_keys::Entity::find_by_id(*id).filter(scope.of::<api_keys::Entity>())
+        }
         KeyToRevoke::Hash(hash) => {
             api_keys::Entity::find().filter(api_keys::Column::KeyHash.eq(hash))
         }

@@ -313,13 +313,7 @@ const Portal = (() => {
     // Resolves to whether it worked.
     async reset() {
       this.applied = this.query();
-      const page = await this.fetchPage(null);
-      if (!page) return false;
-      this.list.replaceChildren();
-      this.rows.clear();
-      this.items.clear();
-      this.append(page);
-      return true;
+      return this.reload();
     }
 
     async next() {

@@ -19,13 +19,14 @@ use std::collections::HashMap;
 use entity::{campaign_recipients, campaigns, messages};
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query, UnionType};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
 };
 use uuid::Uuid;
 
 use super::StoreError;
 use super::messages::{Position, Scope};
+use super::scoped::find_in_scope;
 use crate::domain::campaign::{CampaignStatus, RecipientStatus, SkipReason};
 use crate::domain::ids::{CampaignId, MessageId};
 use crate::domain::status::{MessageStatus, Mode};
@@ -165,24 +166,14 @@ pub struct PendingRecipient {
     pub encoding: String,
 }
 
-fn in_scope(scope: Scope) -> Condition {
-    Condition::all()
-        .add(campaigns::Column::WorkspaceId.eq(scope.workspace_id))
-        .add(campaigns::Column::TestMode.eq(scope.mode.is_test()))
-}
-
 /// A campaign of this scope.
 pub async fn get<C: ConnectionTrait>(
     conn: &C,
     scope: Scope,
     id: CampaignId,
 ) -> Result<Campaign, StoreError> {
-    campaigns::Entity::find_by_id(id.as_uuid())
-        .filter(in_scope(scope))
-        .one(conn)
-        .await?
-        .map(Campaign::from)
-        .ok_or(StoreError::NotFound)
+    let row = find_in_scope::<campaigns::Entity>(conn, scope, id.as_uuid()).await?;
+    Ok(row.into())
 }
 
 /// A campaign by id regardless of scope (its actor).
@@ -202,7 +193,7 @@ pub async fn list(
     after: Option<Position>,
     limit: u64,
 ) -> Result<(Vec<Campaign>, bool), StoreError> {
-    let mut condition = in_scope(scope);
+    let mut condition = scope.of::<campaigns::Entity>();
     if let Some(status) = status {
         condition = condition.add(campaigns::Column::Status.eq(status.as_str()));
     }

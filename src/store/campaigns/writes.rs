@@ -153,12 +153,7 @@ pub(crate) async fn messages_in<C: ConnectionTrait>(
     if untried {
         select = select.filter(messages::Column::SendAttempts.eq(0));
     }
-    Ok(select
-        .all(conn)
-        .await?
-        .into_iter()
-        .map(crate::store::messages::Message::from)
-        .collect())
+    crate::store::rows_as(conn, select).await
 }
 
 /// Which of `ids` are still pending recipients of the campaign.

@@ -12,7 +12,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{IDS_PER_LOOKUP, conflict_target, in_scope};
+use super::{IDS_PER_LOOKUP, conflict_target};
 use crate::domain::keywords::Keyword;
 use crate::store::StoreError;
 use crate::store::messages::Scope;
@@ -82,7 +82,7 @@ pub async fn opted_out_among<C: ConnectionTrait>(
         let rows: Vec<String> = contacts::Entity::find()
             .select_only()
             .column(contacts::Column::PhoneNumber)
-            .filter(in_scope(scope))
+            .filter(scope.of::<contacts::Entity>())
             .filter(contacts::Column::OptedOut.eq(true))
             .filter(contacts::Column::PhoneNumber.is_in(chunk.iter().cloned()))
             .into_tuple()
@@ -166,7 +166,7 @@ pub async fn restrictions<C: ConnectionTrait>(
                 .column(contacts::Column::PhoneNumber)
                 .column(contacts::Column::OptedOut)
                 .column(contacts::Column::AiReplies)
-                .filter(in_scope(scope))
+                .filter(scope.of::<contacts::Entity>())
                 .filter(contacts::Column::PhoneNumber.is_in(padded))
                 .filter(
                     Condition::any()
@@ -202,7 +202,7 @@ pub async fn consent<C: ConnectionTrait>(
         .select_only()
         .column(contacts::Column::OptedOut)
         .column(contacts::Column::AiReplies)
-        .filter(in_scope(key.scope))
+        .filter(key.scope.of::<contacts::Entity>())
         .filter(contacts::Column::PhoneNumber.eq(key.phone_number.as_str()))
         .into_tuple()
         .one(conn)

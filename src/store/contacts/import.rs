@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::{
     CONTACT_ROWS_PER_STATEMENT, ContactFields, IDS_PER_LOOKUP, ImportOutcome, conflict_target,
-    delete_tags, encode_fields, in_scope, insert_tags, tag_rows,
+    delete_tags, encode_fields, insert_tags, tag_rows,
 };
 use crate::domain::quota::CountQuota;
 use crate::store::StoreError;
@@ -32,7 +32,7 @@ pub async fn plan_import(
         let rows: Vec<String> = contacts::Entity::find()
             .select_only()
             .column(contacts::Column::PhoneNumber)
-            .filter(in_scope(scope))
+            .filter(scope.of::<contacts::Entity>())
             .filter(contacts::Column::PhoneNumber.is_in(chunk.iter().copied()))
             .into_tuple()
             .all(&txn)
@@ -40,7 +40,7 @@ pub async fn plan_import(
         existing.extend(rows);
     }
     let adding = numbers.len().saturating_sub(existing.len()) as u64;
-    let stored = contacts::Entity::find().filter(in_scope(scope));
+    let stored = contacts::Entity::find().filter(scope.of::<contacts::Entity>());
     crate::store::quotas::ensure_room(&txn, quota, stored, adding).await?;
     txn.rollback().await?;
     Ok(existing)
@@ -63,14 +63,14 @@ pub async fn import(
     let numbers: Vec<&str> = items.iter().map(|i| i.phone_number.as_str()).collect();
     for chunk in numbers.chunks(IDS_PER_LOOKUP) {
         let rows = contacts::Entity::find()
-            .filter(in_scope(scope))
+            .filter(scope.of::<contacts::Entity>())
             .filter(contacts::Column::PhoneNumber.is_in(chunk.iter().copied()))
             .all(&txn)
             .await?;
         existing.extend(rows.into_iter().map(|r| (r.phone_number.clone(), r)));
     }
     let adding = items.len().saturating_sub(existing.len()) as u64;
-    let stored = contacts::Entity::find().filter(in_scope(scope));
+    let stored = contacts::Entity::find().filter(scope.of::<contacts::Entity>());
     crate::store::quotas::ensure_room(&txn, quota, stored, adding).await?;
     let mut rows = Vec::with_capacity(items.len());
     // Per item: the id it will have when it is new (None for an existing contact), and its tags.
@@ -102,22 +102,10 @@ pub async fn import(
             }
             None => {
                 let id = Uuid::now_v7();
-                planned.insert(item.phone_number.clone(), (Some(id), item.tags));
-                contacts::ActiveModel {
-                    id: Set(id),
-                    workspace_id: Set(scope.workspace_id.as_uuid()),
-                    test_mode: Set(scope.mode.is_test()),
-                    phone_number: Set(item.phone_number),
-                    first_name: Set(item.first_name),
-                    last_name: Set(item.last_name),
-                    email: Set(item.email),
-                    custom_fields: Set(encode_fields(&item.custom_fields.unwrap_or_default())),
-                    opted_out: Set(false),
-                    opted_out_at: Set(None),
-                    ai_replies: Set(true),
-                    created_at: Set(now_ms),
-                    updated_at: Set(now_ms),
-                }
+                let number = item.phone_number.clone();
+                let (row, tags) = item.into_new_row(id, scope, now_ms);
+                planned.insert(number, (Some(id), tags));
+                row
             }
         };
         rows.push(row);

@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::messages::{Position, Scope};
+use super::scoped::find_in_scope;
 use crate::domain::ids::ContactId;
 use crate::domain::quota::CountQuota;
 
@@ -83,6 +84,35 @@ pub struct ContactFields {
     pub tags: Option<Vec<String>>,
 }
 
+impl ContactFields {
+    /// The row of a new contact `id` with these fields (opted in, AI replies on, created now),
+    /// and its tags, which are rows of their own: the one shape of a new contact, for a create
+    /// and an import alike.
+    fn into_new_row(
+        self,
+        id: Uuid,
+        scope: Scope,
+        now_ms: i64,
+    ) -> (contacts::ActiveModel, Option<Vec<String>>) {
+        let row = contacts::ActiveModel {
+            id: Set(id),
+            workspace_id: Set(scope.workspace_id.as_uuid()),
+            test_mode: Set(scope.mode.is_test()),
+            phone_number: Set(self.phone_number),
+            first_name: Set(self.first_name),
+            last_name: Set(self.last_name),
+            email: Set(self.email),
+            custom_fields: Set(encode_fields(&self.custom_fields.unwrap_or_default())),
+            opted_out: Set(false),
+            opted_out_at: Set(None),
+            ai_replies: Set(true),
+            created_at: Set(now_ms),
+            updated_at: Set(now_ms),
+        };
+        (row, self.tags)
+    }
+}
+
 /// Validated changes of a PATCH: the outer `None` leaves a field alone, `Some(None)` clears it.
 #[derive(Debug, Clone, Default)]
 pub struct ContactPatch {
@@ -111,12 +141,6 @@ pub struct ContactFilter {
 pub struct ImportOutcome {
     pub created: u64,
     pub updated: u64,
-}
-
-fn in_scope(scope: Scope) -> Condition {
-    Condition::all()
-        .add(contacts::Column::WorkspaceId.eq(scope.workspace_id))
-        .add(contacts::Column::TestMode.eq(scope.mode.is_test()))
 }
 
 fn encode_fields(fields: &BTreeMap<String, String>) -> String {
@@ -193,26 +217,10 @@ pub async fn create(
     now_ms: i64,
 ) -> Result<Contact, StoreError> {
     let id = Uuid::now_v7();
-    let stored = contacts::Entity::find().filter(in_scope(scope));
-    let txn = super::quotas::begin_counted(db, scope.workspace_id, quota, stored).await?;
-    let model = contacts::ActiveModel {
-        id: Set(id),
-        workspace_id: Set(scope.workspace_id.as_uuid()),
-        test_mode: Set(scope.mode.is_test()),
-        phone_number: Set(fields.phone_number),
-        first_name: Set(fields.first_name),
-        last_name: Set(fields.last_name),
-        email: Set(fields.email),
-        custom_fields: Set(encode_fields(&fields.custom_fields.unwrap_or_default())),
-        opted_out: Set(false),
-        opted_out_at: Set(None),
-        ai_replies: Set(true),
-        created_at: Set(now_ms),
-        updated_at: Set(now_ms),
-    }
-    .insert(&txn)
-    .await?;
-    let mut tags = fields.tags.unwrap_or_default();
+    let txn = super::quotas::begin_counted::<contacts::Entity>(db, scope, quota).await?;
+    let (row, tags) = fields.into_new_row(id, scope, now_ms);
+    let model = row.insert(&txn).await?;
+    let mut tags = tags.unwrap_or_default();
     insert_tags(&txn, tag_rows(scope, id, &tags)).await?;
     txn.commit().await?;
     tags.sort();
@@ -228,7 +236,7 @@ pub async fn find_id_by_number(
     let id: Option<Uuid> = contacts::Entity::find()
         .select_only()
         .column(contacts::Column::Id)
-        .filter(in_scope(scope))
+        .filter(scope.of::<contacts::Entity>())
         .filter(contacts::Column::PhoneNumber.eq(phone_number))
         .into_tuple()
         .one(db)
@@ -243,11 +251,7 @@ pub async fn get(
     scope: Scope,
     id: ContactId,
 ) -> Result<Contact, StoreError> {
-    let model = contacts::Entity::find_by_id(id.as_uuid())
-        .filter(in_scope(scope))
-        .one(db)
-        .await?
-        .ok_or(StoreError::NotFound)?;
+    let model = find_in_scope::<contacts::Entity>(db, scope, id.as_uuid()).await?;
     let tags = tags_of(db, &[model.id])
         .await?
         .remove(&model.id)
@@ -266,11 +270,7 @@ pub async fn update(
 ) -> Result<Contact, StoreError> {
     let id = id.as_uuid();
     let txn = super::begin_write(db).await?;
-    let model = contacts::Entity::find_by_id(id)
-        .filter(in_scope(scope))
-        .one(&txn)
-        .await?
-        .ok_or(StoreError::NotFound)?;
+    let model = find_in_scope::<contacts::Entity>(&txn, scope, id).await?;
     let opted_out_before = model.opted_out;
     let mut active: contacts::ActiveModel = model.into();
     if let Some(number) = patch.phone_number {
@@ -318,7 +318,7 @@ pub async fn delete(
     let txn = super::begin_write(db).await?;
     let delete = contacts::Entity::delete_many()
         .filter(contacts::Column::Id.eq(id))
-        .filter(in_scope(scope));
+        .filter(scope.of::<contacts::Entity>());
     super::delete_found(&txn, delete).await?;
     delete_tags(&txn, &[id.as_uuid()]).await?;
     txn.commit().await?;
@@ -334,7 +334,7 @@ pub async fn list(
     after: Option<Position>,
     limit: u64,
 ) -> Result<(Vec<Contact>, bool), StoreError> {
-    let mut condition = in_scope(scope);
+    let mut condition = scope.of::<contacts::Entity>();
     if let Some(opted_out) = filter.opted_out {
         condition = condition.add(contacts::Column::OptedOut.eq(opted_out));
     }
@@ -345,8 +345,7 @@ pub async fn list(
         let tagged = contact_tags::Entity::find()
             .select_only()
             .column(contact_tags::Column::ContactId)
-            .filter(contact_tags::Column::WorkspaceId.eq(scope.workspace_id))
-            .filter(contact_tags::Column::TestMode.eq(scope.mode.is_test()))
+            .filter(scope.of::<contact_tags::Entity>())
             .filter(contact_tags::Column::Tag.eq(tag.as_str()))
             .into_query();
         condition = condition.add(contacts::Column::Id.in_subquery(tagged));
@@ -411,12 +410,11 @@ pub async fn for_campaign(
         let having_tag = contact_tags::Entity::find()
             .select_only()
             .column(contact_tags::Column::ContactId)
-            .filter(contact_tags::Column::WorkspaceId.eq(scope.workspace_id))
-            .filter(contact_tags::Column::TestMode.eq(scope.mode.is_test()))
+            .filter(scope.of::<contact_tags::Entity>())
             .filter(contact_tags::Column::Tag.is_in(tags.iter().cloned()))
             .into_query();
         tagged = contacts::Entity::find()
-            .filter(in_scope(scope))
+            .filter(scope.of::<contacts::Entity>())
             .filter(contacts::Column::Id.in_subquery(having_tag))
             .order_by_asc(contacts::Column::CreatedAt)
             .order_by_asc(contacts::Column::Id)
@@ -430,7 +428,7 @@ pub async fn for_campaign(
     let mut by_number = HashMap::new();
     for chunk in numbers.chunks(IDS_PER_LOOKUP) {
         let rows = contacts::Entity::find()
-            .filter(in_scope(scope))
+            .filter(scope.of::<contacts::Entity>())
             .filter(contacts::Column::PhoneNumber.is_in(chunk.iter().cloned()))
             .all(db)
             .await?;

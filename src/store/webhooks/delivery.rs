@@ -98,13 +98,8 @@ pub async fn pending_of(
     if let Some(ids) = ids {
         query = query.filter(webhook_deliveries::Column::Id.is_in(crate::store::id_list(ids)));
     }
-    Ok(query
-        .order_by_asc(webhook_deliveries::Column::NextAttemptAt)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(PendingDelivery::from)
-        .collect())
+    let query = query.order_by_asc(webhook_deliveries::Column::NextAttemptAt);
+    crate::store::rows_as(db, query).await
 }
 
 /// Endpoints that have pending deliveries (their actors start with the registry).

@@ -7,7 +7,7 @@ use std::sync::RwLock;
 use entity::{webhook_attempts, webhook_deliveries, webhook_endpoints};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, DatabaseTransaction, EntityTrait,
+    ActiveModelTrait, ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
     IntoActiveModel, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use uuid::Uuid;
@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::StoreError;
 use super::cluster::Lease;
 use super::messages::{Message, Position, Scope};
+use super::scoped::find_in_scope;
 use super::writer::Change;
 use crate::domain::ids::{EndpointId, WorkspaceId};
 use crate::domain::quota::CountQuota;
@@ -117,12 +118,6 @@ pub struct EndpointChanges {
     pub device_id: Option<Option<String>>,
 }
 
-fn in_scope(scope: Scope) -> Condition {
-    Condition::all()
-        .add(webhook_endpoints::Column::WorkspaceId.eq(scope.workspace_id))
-        .add(webhook_endpoints::Column::TestMode.eq(scope.mode.is_test()))
-}
-
 fn json_list(items: &[String]) -> String {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
 }
@@ -136,9 +131,7 @@ pub async fn create(
     quota: CountQuota,
     now_ms: i64,
 ) -> Result<EndpointRecord, StoreError> {
-    let stored = webhook_endpoints::Entity::find().filter(in_scope(scope));
-    let txn = super::quotas::begin_counted(db, scope.workspace_id, quota, stored).await?;
-    let model = webhook_endpoints::ActiveModel {
+    let row = webhook_endpoints::ActiveModel {
         id: Set(new.id.as_uuid()),
         workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
@@ -152,11 +145,10 @@ pub async fn create(
         format: Set(new.format.as_str().to_string()),
         external_id: Set(new.external_id),
         device_id: Set(new.device_id),
-    }
-    .insert(&txn)
-    .await?;
-    txn.commit().await?;
-    Ok(model.into())
+    };
+    Ok(super::quotas::insert_counted(db, scope, quota, row)
+        .await?
+        .into())
 }
 
 /// One endpoint of this scope.
@@ -165,20 +157,8 @@ pub async fn get(
     scope: Scope,
     id: EndpointId,
 ) -> Result<EndpointRecord, StoreError> {
-    Ok(model(db, scope, id).await?.into())
-}
-
-/// The row of endpoint `id` in this scope.
-async fn model(
-    db: &DatabaseConnection,
-    scope: Scope,
-    id: EndpointId,
-) -> Result<webhook_endpoints::Model, StoreError> {
-    webhook_endpoints::Entity::find_by_id(id.as_uuid())
-        .filter(in_scope(scope))
-        .one(db)
-        .await?
-        .ok_or(StoreError::NotFound)
+    let row = find_in_scope::<webhook_endpoints::Entity>(db, scope, id.as_uuid()).await?;
+    Ok(row.into())
 }
 
 /// An endpoint by id regardless of scope (the endpoint actor's own record).
@@ -194,12 +174,7 @@ pub async fn find(
 
 /// Every endpoint (the subscription index at start-up).
 pub async fn all(db: &DatabaseConnection) -> Result<Vec<EndpointRecord>, StoreError> {
-    Ok(webhook_endpoints::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(EndpointRecord::from)
-        .collect())
+    super::rows_as(db, webhook_endpoints::Entity::find()).await
 }
 
 /// Newest first by (created_at, id), after `after`.
@@ -211,7 +186,7 @@ pub async fn list(
 ) -> Result<(Vec<EndpointRecord>, bool), StoreError> {
     super::newest_first(
         db,
-        webhook_endpoints::Entity::find().filter(in_scope(scope)),
+        webhook_endpoints::Entity::find().filter(scope.of::<webhook_endpoints::Entity>()),
         (
             webhook_endpoints::Column::CreatedAt,
             webhook_endpoints::Column::Id,
@@ -230,7 +205,9 @@ pub async fn update(
     changes: EndpointChanges,
     now_ms: i64,
 ) -> Result<EndpointRecord, StoreError> {
-    let mut active = model(db, scope, id).await?.into_active_model();
+    let mut active = find_in_scope::<webhook_endpoints::Entity>(db, scope, id.as_uuid())
+        .await?
+        .into_active_model();
     if let Some(url) = changes.url {
         active.url = Set(url);
     }
@@ -262,7 +239,7 @@ pub async fn delete(
     let txn = super::begin_write(db).await?;
     let delete = webhook_endpoints::Entity::delete_many()
         .filter(webhook_endpoints::Column::Id.eq(id))
-        .filter(in_scope(scope));
+        .filter(scope.of::<webhook_endpoints::Entity>());
     super::delete_found(&txn, delete).await?;
     webhook_deliveries::Entity::delete_many()
         .filter(webhook_deliveries::Column::EndpointId.eq(id))
@@ -283,7 +260,7 @@ pub async fn find_external(
     external_id: &str,
 ) -> Result<Option<EndpointRecord>, StoreError> {
     Ok(webhook_endpoints::Entity::find()
-        .filter(in_scope(scope))
+        .filter(scope.of::<webhook_endpoints::Entity>())
         .filter(webhook_endpoints::Column::ExternalId.eq(external_id))
         .one(db)
         .await?
@@ -297,17 +274,13 @@ pub async fn list_format(
     format: WebhookFormat,
     limit: u64,
 ) -> Result<Vec<EndpointRecord>, StoreError> {
-    Ok(webhook_endpoints::Entity::find()
-        .filter(in_scope(scope))
+    let query = webhook_endpoints::Entity::find()
+        .filter(scope.of::<webhook_endpoints::Entity>())
         .filter(webhook_endpoints::Column::Format.eq(format.as_str()))
         .order_by_asc(webhook_endpoints::Column::CreatedAt)
         .order_by_asc(webhook_endpoints::Column::Id)
-        .limit(limit)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(EndpointRecord::from)
-        .collect())
+        .limit(limit);
+    super::rows_as(db, query).await
 }
 
 /// What [`seal_signing_keys`] did.

@@ -135,14 +135,14 @@ impl WriterTask {
                 self.control(txn, batch, *scope, *id, *control, *limit, now)
                     .await?
             }
-            CampaignOp::Start { id, .. } => start(txn, *id, now).await?,
+            CampaignOp::Start { id, .. } => advance(txn, *id, ActorStep::Start, now).await?,
             CampaignOp::Feed {
                 id,
                 scope,
                 messages,
                 ..
             } => feed(txn, batch, *id, *scope, messages, now).await?,
-            CampaignOp::Complete { id, .. } => complete(txn, *id, now).await?,
+            CampaignOp::Complete { id, .. } => advance(txn, *id, ActorStep::Complete, now).await?,
         };
         Ok(outcome)
     }
@@ -267,58 +267,67 @@ async fn find(txn: &DatabaseTransaction, id: CampaignId) -> Result<Option<Campai
     }
 }
 
-/// The actor's own moves (start, complete): `from → to` with `stamps`, then the campaign.
+/// The moves the campaign's actor makes on its own: start when due, complete when nothing is
+/// left to send.
+#[derive(Debug, Clone, Copy)]
+enum ActorStep {
+    Start,
+    Complete,
+}
+
+impl ActorStep {
+    /// The status it leaves and the one it enters.
+    fn statuses(self) -> (CampaignStatus, CampaignStatus) {
+        match self {
+            ActorStep::Start => (CampaignStatus::Scheduled, CampaignStatus::Running),
+            ActorStep::Complete => (CampaignStatus::Running, CampaignStatus::Completed),
+        }
+    }
+
+    /// The time it stamps.
+    fn stamps(self) -> Stamps {
+        Stamps {
+            started: matches!(self, ActorStep::Start),
+            finished: matches!(self, ActorStep::Complete),
+            ..Stamps::default()
+        }
+    }
+
+    /// Whether `campaign` (in the status the step leaves) is ready for it: a start once its
+    /// time has come, a completion once no recipient is pending and no message open.
+    async fn ready(
+        self,
+        txn: &DatabaseTransaction,
+        campaign: &Campaign,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        Ok(match self {
+            ActorStep::Start => campaign.scheduled_for.is_none_or(|at| at <= now),
+            ActorStep::Complete => {
+                !campaigns::has_pending(txn, campaign.id).await?
+                    && !campaigns::has_open_messages(txn, campaign.id).await?
+            }
+        })
+    }
+}
+
+/// Makes `step` on campaign `id`, then answers the campaign; `InvalidState` when the campaign
+/// is not in the status the step leaves or not ready for it.
 async fn advance(
     txn: &DatabaseTransaction,
     id: CampaignId,
-    (from, to): (CampaignStatus, CampaignStatus),
-    stamps: Stamps,
+    step: ActorStep,
     now: i64,
 ) -> Result<CampaignOutcome, StoreError> {
-    campaigns::set_status(txn, id, &[from], to, stamps, now).await?;
+    let Some(campaign) = find(txn, id).await? else {
+        return Ok(CampaignOutcome::NotFound);
+    };
+    let (from, to) = step.statuses();
+    if campaign.status != from || !step.ready(txn, &campaign, now).await? {
+        return Ok(CampaignOutcome::InvalidState(campaign.status));
+    }
+    campaigns::set_status(txn, id, &[from], to, step.stamps(), now).await?;
     done(txn, id, Vec::new(), 0).await
-}
-
-async fn start(
-    txn: &DatabaseTransaction,
-    id: CampaignId,
-    now: i64,
-) -> Result<CampaignOutcome, StoreError> {
-    let Some(campaign) = find(txn, id).await? else {
-        return Ok(CampaignOutcome::NotFound);
-    };
-    let due = campaign.scheduled_for.is_none_or(|at| at <= now);
-    if campaign.status != CampaignStatus::Scheduled || !due {
-        return Ok(CampaignOutcome::InvalidState(campaign.status));
-    }
-    let stamps = Stamps {
-        started: true,
-        ..Stamps::default()
-    };
-    let step = (CampaignStatus::Scheduled, CampaignStatus::Running);
-    advance(txn, id, step, stamps, now).await
-}
-
-async fn complete(
-    txn: &DatabaseTransaction,
-    id: CampaignId,
-    now: i64,
-) -> Result<CampaignOutcome, StoreError> {
-    let Some(campaign) = find(txn, id).await? else {
-        return Ok(CampaignOutcome::NotFound);
-    };
-    if campaign.status != CampaignStatus::Running
-        || campaigns::has_pending(txn, id).await?
-        || campaigns::has_open_messages(txn, id).await?
-    {
-        return Ok(CampaignOutcome::InvalidState(campaign.status));
-    }
-    let stamps = Stamps {
-        finished: true,
-        ..Stamps::default()
-    };
-    let step = (CampaignStatus::Running, CampaignStatus::Completed);
-    advance(txn, id, step, stamps, now).await
 }
 
 async fn feed(

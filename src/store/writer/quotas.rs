@@ -143,8 +143,7 @@ impl QuotaCounts {
         // `queued` since): count them.
         flush_inserts(txn, batch).await?;
         let stored = messages::Entity::find()
-            .filter(messages::Column::WorkspaceId.eq(scope.workspace_id))
-            .filter(messages::Column::TestMode.eq(scope.mode.is_test()))
+            .filter(scope.of::<messages::Entity>())
             .filter(Expr::cust(QUEUED_OUTBOUND));
         let in_txn =
             crate::store::quotas::bounded_count(txn, stored, u64::from(queued.limit)).await?;
