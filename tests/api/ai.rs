@@ -1140,13 +1140,9 @@ async fn auto_mode_over_the_new_workspace_limit_keeps_the_draft_pending(backend:
     let mut phone = app.connect_phone(&token).await;
 
     // The one message the limit allows.
-    app.post(
-        "/v1/messages/send",
-        &app.live_key,
-        send_body(SENDER, OTHER, "Hello"),
-    )
-    .await
-    .expect(202);
+    app.send(&app.live_key, send_body(SENDER, OTHER, "Hello"))
+        .await
+        .expect(202);
     let (_, to, _, _) = phone.expect_send().await;
     assert_eq!(to, OTHER);
 
@@ -1234,11 +1230,7 @@ async fn openai_provider_gets_instructions_and_the_conversation(backend: Backend
     app.wait_for_status(&app.test_key, &id_of(&answer), "delivered")
         .await;
     let unrelated = app
-        .post(
-            "/v1/messages/send",
-            &app.test_key,
-            send_body(SENDER, OTHER, "Unrelated"),
-        )
+        .send(&app.test_key, send_body(SENDER, OTHER, "Unrelated"))
         .await
         .expect(202);
     app.wait_for_status(&app.test_key, &id_of(unrelated.data()), "delivered")

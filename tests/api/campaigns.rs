@@ -230,16 +230,6 @@ fn assert_invalid_state(reply: Reply, current: &str) {
     assert_eq!(reply.data()["status"], current, "body: {}", reply.body);
 }
 
-async fn set_pace(app: &TestApp, phone_id: &str, per_minute: u32, per_30_minutes: u32) {
-    app.patch(
-        &format!("/v1/phones/{phone_id}"),
-        &app.live_key,
-        json!({ "pace": { "per_minute": per_minute, "per_30_minutes": per_30_minutes } }),
-    )
-    .await
-    .expect(200);
-}
-
 /// A live campaign of five recipients launched on a connected phone paced at 2 a minute: the
 /// phone takes the first two, the pace holds the other three in its queue.
 struct PacedCampaign {
@@ -400,11 +390,7 @@ async fn test_mode_campaign_renders_sends_and_completes(backend: Backend) {
         assert_eq!(recipient["failure_reason"], Value::Null);
         let message_id = recipient["message_id"].as_str().expect("a message id");
         assert!(message_ids.insert(message_id.to_string()));
-        let message = app
-            .get(&format!("/v1/messages/{message_id}"), &app.test_key)
-            .await
-            .expect(200);
-        let message = message.data();
+        let message = app.message(&app.test_key, &message_id).await;
         assert_eq!(message["campaign_id"], id.as_str());
         assert_eq!(message["content"], text);
         assert_eq!(message["to_number"], recipient["to"]);
@@ -939,11 +925,8 @@ async fn rendered_text_too_long_fails_that_recipient(backend: Backend) {
     assert_eq!(list[0]["skip_reason"], Value::Null);
     assert_eq!(list[1]["failure_reason"], Value::Null);
     let message_id = list[1]["message_id"].as_str().unwrap();
-    let message = app
-        .get(&format!("/v1/messages/{message_id}"), &app.test_key)
-        .await
-        .expect(200);
-    assert_eq!(message.data()["segments"], 10);
+    let message = app.message(&app.test_key, &message_id).await;
+    assert_eq!(message["segments"], 10);
 }
 
 /// What a request stored, read from the database itself: recipient rows, characters of
@@ -1151,11 +1134,8 @@ async fn contact_tags_expand_to_tagged_contacts(backend: Backend) {
     let mut texts = Vec::new();
     for recipient in &list {
         let message_id = recipient["message_id"].as_str().unwrap();
-        let message = app
-            .get(&format!("/v1/messages/{message_id}"), &app.test_key)
-            .await
-            .expect(200);
-        texts.push(message.data()["content"].as_str().unwrap().to_string());
+        let message = app.message(&app.test_key, &message_id).await;
+        texts.push(message["content"].as_str().unwrap().to_string());
     }
     assert_eq!(
         texts,
@@ -1377,7 +1357,7 @@ async fn pause_withdraws_queued_messages_and_resume_sends_the_rest(backend: Back
         campaign["counts"],
         counts(&[("total", 5), ("queued", 2), ("pending", 3)])
     );
-    set_pace(&app, &phone_id, 100, 100).await;
+    app.set_pace(&phone_id, 100, 100).await;
     assert!(
         phone.next_frame_within(QUIET).await.is_none(),
         "a paused campaign feeds nothing"
@@ -1437,15 +1417,12 @@ async fn pause_keeps_messages_a_phone_already_had(backend: Backend) {
         ["queued", "queued", "pending", "pending", "pending"]
     );
     for (message_id, ..) in &handed {
-        let message = app
-            .get(&format!("/v1/messages/{message_id}"), &app.live_key)
-            .await
-            .expect(200);
-        assert_eq!(message.data()["status"], "queued");
-        assert_eq!(message.data()["send_attempts"], 1);
+        let message = app.message(&app.live_key, &message_id.to_string()).await;
+        assert_eq!(message["status"], "queued");
+        assert_eq!(message["send_attempts"], 1);
     }
 
-    set_pace(&app, &phone_id, 100, 100).await;
+    app.set_pace(&phone_id, 100, 100).await;
     let mut phone = app.connect_phone(&token).await;
     let again = expect_sends(&mut phone, 2).await;
     let again_ids: HashSet<Uuid> = again.iter().map(|(id, ..)| *id).collect();
@@ -1498,7 +1475,7 @@ async fn cancel_stops_a_running_live_campaign(backend: Backend) {
             "{message}"
         );
     }
-    set_pace(&app, &phone_id, 100, 100).await;
+    app.set_pace(&phone_id, 100, 100).await;
     assert!(
         phone.next_frame_within(QUIET).await.is_none(),
         "a canceled campaign feeds nothing"
@@ -1546,7 +1523,7 @@ async fn restart_carries_on_without_sending_twice(backend: Backend) {
     let app = app.restart().await;
     let mut phone = app.connect_phone(&token).await;
     assert_eq!(read(&app, &app.live_key, &id).await["status"], "running");
-    set_pace(&app, &phone_id, 100, 100).await;
+    app.set_pace(&phone_id, 100, 100).await;
     let after = expect_sends(&mut phone, 3).await;
     let ids: Vec<Uuid> = after.iter().map(|(id, ..)| *id).collect();
     report_delivered(&mut phone, &ids).await;
@@ -1620,13 +1597,9 @@ async fn new_workspace_limit_counts_the_whole_launch(backend: Backend) {
     assert_eq!(fits["counts"]["total"], 3);
     let sends = expect_sends(&mut phone, 3).await;
     assert_eq!(sends.len(), 3, "queued messages are not counted again");
-    app.post(
-        "/v1/messages/send",
-        &app.live_key,
-        send_body(SENDER, RECIPIENT, "one more"),
-    )
-    .await
-    .expect_error(429, "new_account_limit");
+    app.send(&app.live_key, send_body(SENDER, RECIPIENT, "one more"))
+        .await
+        .expect_error(429, "new_account_limit");
     control(&app, &app.live_key, &draft, "launch")
         .await
         .expect_error(429, "new_account_limit");

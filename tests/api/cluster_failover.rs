@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::helpers::{
     Backend, FakePhone, POSTGRES_SECRETS_KEY, RECIPIENT, SENDER, WebhookReceiver, fresh_database,
-    postgres_enabled, run, send_body,
+    run_on_postgres, send_body,
 };
 
 /// Retry delays of the webhook endpoint under test: short, so retries straddle the kill.
@@ -412,11 +412,7 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
 
 #[test]
 fn killed_node_hands_over_phone_campaign_and_webhooks_postgres() {
-    if !postgres_enabled() {
-        eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (cluster tests need PostgreSQL)");
-        return;
-    }
-    run(killed_node_hands_over_phone_campaign_and_webhooks());
+    run_on_postgres(killed_node_hands_over_phone_campaign_and_webhooks());
 }
 
 /// Status and `sending` entries of a message, read from `node`.
@@ -555,11 +551,7 @@ async fn killed_node_hands_over_scheduled_and_test_mode_sends() {
 
 #[test]
 fn killed_node_hands_over_scheduled_and_test_mode_sends_postgres() {
-    if !postgres_enabled() {
-        eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (cluster tests need PostgreSQL)");
-        return;
-    }
-    run(killed_node_hands_over_scheduled_and_test_mode_sends());
+    run_on_postgres(killed_node_hands_over_scheduled_and_test_mode_sends());
 }
 
 /// kill -9 of a node between its commit of a send and the `enqueue` notice to the node holding
@@ -618,9 +610,5 @@ async fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phon
 
 #[test]
 fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone_postgres() {
-    if !postgres_enabled() {
-        eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (cluster tests need PostgreSQL)");
-        return;
-    }
-    run(a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone());
+    run_on_postgres(a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone());
 }

@@ -68,12 +68,9 @@ async fn phone_inbound_is_stored_once_and_listed(backend: Backend) {
     assert!(app.messages(&app.test_key, "").await.is_empty());
 
     let id = first["id"].as_str().unwrap();
-    let message = app
-        .get(&format!("/v1/messages/{id}"), &app.live_key)
-        .await
-        .expect(200);
-    assert_eq!(message.data()["content"], "Hello there");
-    let events = message.data()["events"].as_array().unwrap();
+    let message = app.message(&app.live_key, &id).await;
+    assert_eq!(message["content"], "Hello there");
+    let events = message["events"].as_array().unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["type"], "received");
     assert_eq!(events[0]["status"], "delivered");
@@ -103,11 +100,8 @@ async fn test_inbound_endpoint(backend: Backend) {
     assert_eq!(message["device_id"], Value::Null);
     assert_eq!(message["test_mode"], true);
     let id = message["id"].as_str().unwrap();
-    let stored = app
-        .get(&format!("/v1/messages/{id}"), &app.test_key)
-        .await
-        .expect(200);
-    assert_eq!(stored.data()["events"][0]["type"], "received");
+    let stored = app.message(&app.test_key, &id).await;
+    assert_eq!(stored["events"][0]["type"], "received");
 
     // Bad input gets the envelope and changes nothing.
     for (body, status, code, field) in [

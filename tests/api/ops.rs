@@ -329,8 +329,7 @@ async fn metrics_cover_requests_messages_phones_queues(backend: Backend) {
     )
     .await;
     // A held message waits in the single queue of its (simulated) phone.
-    app.post(
-        "/v1/messages/send",
+    app.send(
         &app.test_key,
         json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "later",
                 "scheduled_for": "2999-01-01T00:00:00Z" }),

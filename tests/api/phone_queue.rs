@@ -34,8 +34,7 @@ async fn requeued_messages_come_back_in_their_first_order(backend: Backend) {
     app.wait_online(&phone_id, true).await;
     let to: Vec<String> = (0..8).map(|i| format!("+1650555{:04}", 3000 + i)).collect();
     let reply = app
-        .post(
-            "/v1/messages/bulk-send",
+        .bulk_send(
             &app.live_key,
             json!({ "from_number": SENDER, "content": "in order", "to_numbers": to }),
         )

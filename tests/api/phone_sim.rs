@@ -6,7 +6,7 @@ use smsgw::phone_sim::{SimEvent, SimOptions, run_phone};
 use tokio::sync::mpsc;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, SENDER, TestApp, run_cli, spawn_app, timeline};
+use crate::helpers::{Backend, FAILED_THREE_TIMES, SENDER, TestApp, run_cli, spawn_app, timeline};
 
 fn start_sim(app: &TestApp, token: &str) -> mpsc::UnboundedReceiver<SimEvent> {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -215,18 +215,7 @@ async fn smsgate_simulator_sends_each_retry(backend: Backend) {
     let message = app.wait_for_status(&app.live_key, &id, "failed").await;
     let kinds = timeline(&message);
     // messages.max_send_attempts = 3: three sends, each reported failed by the phone.
-    assert_eq!(
-        kinds,
-        [
-            "queued",
-            "sending",
-            "attempt_failed",
-            "sending",
-            "attempt_failed",
-            "sending",
-            "failed"
-        ]
-    );
+    assert_eq!(kinds, FAILED_THREE_TIMES);
     let mut sends = Vec::new();
     while let Ok(event) = events.try_recv() {
         if let SimEvent::Send {

@@ -11,16 +11,6 @@ use crate::helpers::{
     Backend, FakePhone, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with, timeline,
 };
 
-async fn set_pace(app: &TestApp, phone_id: &str, per_minute: u32, per_30_minutes: u32) {
-    app.patch(
-        &format!("/v1/phones/{phone_id}"),
-        &app.live_key,
-        json!({ "pace": { "per_minute": per_minute, "per_30_minutes": per_30_minutes } }),
-    )
-    .await
-    .expect(200);
-}
-
 async fn pairing_and_token_rules(backend: Backend) {
     let app = spawn_app(backend).await;
     let reply = app
@@ -207,18 +197,11 @@ async fn pace_holds_extras_in_the_queue(backend: Backend) {
         "no third send inside the minute window"
     );
     for id in &ids[2..] {
-        let m = app
-            .get(&format!("/v1/messages/{id}"), &app.live_key)
-            .await
-            .expect(200);
-        assert_eq!(
-            m.data()["status"],
-            "queued",
-            "extras wait, they are not rejected"
-        );
+        let m = app.message(&app.live_key, &id).await;
+        assert_eq!(m["status"], "queued", "extras wait, they are not rejected");
     }
     // Lifting the pace releases the queue at once, in order.
-    set_pace(&app, &phone_id, 100, 100).await;
+    app.set_pace(&phone_id, 100, 100).await;
     for id in &ids[2..] {
         let (next, ..) = phone.expect_send().await;
         assert_eq!(&next.to_string(), id);
@@ -236,12 +219,12 @@ async fn queue_classes_are_served_in_priority_order(backend: Backend) {
     let first = app.send_live("takes the only slot").await;
     assert_eq!(phone.expect_send().await.0.to_string(), first);
     let bulk = app
-        .post("/v1/messages/bulk-send", &app.live_key,
+        .bulk_send(&app.live_key,
             json!({ "from_number": SENDER, "content": "bulk", "to_numbers": ["+447911123456", "+4915123456789"] }))
         .await
         .expect(202);
     let single = app.send_live("single after bulk").await;
-    set_pace(&app, &phone_id, 100, 100).await;
+    app.set_pace(&phone_id, 100, 100).await;
     let order: Vec<String> = [
         phone.expect_send().await.0,
         phone.expect_send().await.0,
@@ -363,13 +346,9 @@ async fn silent_phones_go_offline(backend: Backend) {
     let code = phone.close_code().await;
     assert!(code.is_some(), "the server closed the silent session");
     app.wait_online(&phone_id, false).await;
-    app.post(
-        "/v1/messages/send",
-        &app.live_key,
-        send_body(SENDER, RECIPIENT, "x"),
-    )
-    .await
-    .expect_error(503, "no_device_available");
+    app.send(&app.live_key, send_body(SENDER, RECIPIENT, "x"))
+        .await
+        .expect_error(503, "no_device_available");
 }
 
 async fn restart_keeps_the_queue_and_the_pace(backend: Backend) {
@@ -408,17 +387,10 @@ async fn restart_keeps_the_queue_and_the_pace(backend: Backend) {
         "the restarted server kept the pace"
     );
     for id in [&b, &c] {
-        let m = app
-            .get(&format!("/v1/messages/{id}"), &app.live_key)
-            .await
-            .expect(200);
-        assert_eq!(
-            m.data()["status"],
-            "queued",
-            "nothing lost: {id} is queued again"
-        );
+        let m = app.message(&app.live_key, &id).await;
+        assert_eq!(m["status"], "queued", "nothing lost: {id} is queued again");
     }
-    set_pace(&app, &phone_id, 10, 10).await;
+    app.set_pace(&phone_id, 10, 10).await;
     let mut resent: Vec<String> = vec![
         phone.expect_send().await.0.to_string(),
         phone.expect_send().await.0.to_string(),
@@ -465,7 +437,7 @@ async fn phones_sharing_a_number_take_over_unpinned_messages(backend: Backend) {
     let b = app.send_live("b").await;
     assert_eq!(first.expect_send().await.0.to_string(), a);
     let pinned = app
-        .post("/v1/messages/send", &app.live_key,
+        .send(&app.live_key,
             json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "pinned", "device_id": first_id }))
         .await
         .expect(202);
@@ -474,13 +446,10 @@ async fn phones_sharing_a_number_take_over_unpinned_messages(backend: Backend) {
     // The first phone goes away: its unpinned waiting message moves to the second phone.
     first.close().await;
     assert_eq!(second.expect_send().await.0.to_string(), b);
-    let moved = app
-        .get(&format!("/v1/messages/{b}"), &app.live_key)
-        .await
-        .expect(200);
-    assert_eq!(moved.data()["device_id"], second_id.as_str());
+    let moved = app.message(&app.live_key, &b).await;
+    assert_eq!(moved["device_id"], second_id.as_str());
     assert!(
-        moved.data()["events"]
+        moved["events"]
             .as_array()
             .unwrap()
             .iter()
@@ -746,14 +715,11 @@ backend_tests!(bytes_behind_the_upgrade_request_are_read);
 async fn immediate_hand_over_keeps_the_contract_and_the_pace(backend: Backend) {
     let app = spawn_app(backend).await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
-    set_pace(&app, &phone_id, 2, 25).await;
+    app.set_pace(&phone_id, 2, 25).await;
     let mut phone = app.connect_phone(&token).await;
     let mut body = send_body(SENDER, RECIPIENT, "first");
     body["request_id"] = json!("order-1");
-    let reply = app
-        .post("/v1/messages/send", &app.live_key, body.clone())
-        .await
-        .expect(202);
+    let reply = app.send(&app.live_key, body.clone()).await.expect(202);
     assert_eq!(reply.data()["status"], "queued");
     assert_eq!(reply.data()["send_attempts"], 0);
     let id = reply.data()["id"].as_str().unwrap().to_string();
@@ -771,7 +737,7 @@ async fn immediate_hand_over_keeps_the_contract_and_the_pace(backend: Backend) {
     // The repeat is refused after routing reserved a slot; the slot comes back, so the second
     // of the two sends this minute still leaves at once.
     let repeat = app
-        .post("/v1/messages/send", &app.live_key, body)
+        .send(&app.live_key, body)
         .await
         .expect_error(409, "duplicate_request");
     assert_eq!(repeat.data()["id"], id.as_str());
@@ -787,11 +753,8 @@ async fn immediate_hand_over_keeps_the_contract_and_the_pace(backend: Backend) {
         phone.next_frame_within(Duration::from_millis(500)).await,
         None
     );
-    let waiting = app
-        .get(&format!("/v1/messages/{third}"), &app.live_key)
-        .await
-        .expect(200);
-    assert_eq!(waiting.data()["status"], "queued");
+    let waiting = app.message(&app.live_key, &third).await;
+    assert_eq!(waiting["status"], "queued");
 }
 
 backend_tests!(immediate_hand_over_keeps_the_contract_and_the_pace);

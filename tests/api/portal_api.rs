@@ -447,8 +447,7 @@ async fn live_events_follow_phones_and_messages(backend: Backend) {
     assert!(online["last_seen_at"].is_string());
 
     let sent = app
-        .post(
-            "/v1/messages/send",
+        .send(
             &app.live_key,
             json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "hi" }),
         )

@@ -47,8 +47,7 @@ async fn content_then_records_are_removed(backend: Backend) {
         .expect(201);
     let inbound_id = inbound.data()["id"].as_str().unwrap().to_string();
     let held = app
-        .post(
-            "/v1/messages/send",
+        .send(
             &app.test_key,
             json!({
                 "from_number": SENDER, "to_number": RECIPIENT, "content": "held for later",
@@ -103,12 +102,9 @@ async fn content_then_records_are_removed(backend: Backend) {
     assert_eq!(ids, [held_id.as_str()]);
 
     // The queued message keeps its text and its place in the queue.
-    let held = app
-        .get(&format!("/v1/messages/{held_id}"), &app.test_key)
-        .await
-        .expect(200);
-    assert_eq!(held.data()["status"], "queued");
-    assert_eq!(held.data()["content"], "held for later");
+    let held = app.message(&app.test_key, &held_id).await;
+    assert_eq!(held["status"], "queued");
+    assert_eq!(held["content"], "held for later");
 }
 
 backend_tests!(content_then_records_are_removed);

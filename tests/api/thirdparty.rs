@@ -456,14 +456,9 @@ async fn offline_phones_ttl_and_cancel_of_a_handed_message(backend: Backend) {
     // Handed to the phone already: nothing is pending.
     expect_client_error(&reply, 409);
     assert_eq!(reply.body["message"], "message is not pending");
-    let v1 = app
-        .get(&format!("/v1/messages/{message_id}"), &app.live_key)
-        .await
-        .expect(200);
-    let expires =
-        chrono::DateTime::parse_from_rfc3339(v1.data()["expires_at"].as_str().unwrap()).unwrap();
-    let created =
-        chrono::DateTime::parse_from_rfc3339(v1.data()["created_at"].as_str().unwrap()).unwrap();
+    let v1 = app.message(&app.live_key, &message_id.to_string()).await;
+    let expires = chrono::DateTime::parse_from_rfc3339(v1["expires_at"].as_str().unwrap()).unwrap();
+    let created = chrono::DateTime::parse_from_rfc3339(v1["created_at"].as_str().unwrap()).unwrap();
     assert!(
         (expires - created).num_seconds() <= 3600,
         "ttl caps the expiry"
@@ -502,11 +497,8 @@ async fn queued_recipients_are_cancelled(backend: Backend) {
         .filter(|r| r["state"] == "Cancelled")
         .count();
     assert_eq!(cancelled, 2, "{}", reply.body);
-    let v1 = app
-        .get(&format!("/v1/messages/{handed}"), &app.live_key)
-        .await
-        .expect(200);
-    assert_eq!(v1.data()["status"], "sending", "the handed one goes on");
+    let v1 = app.message(&app.live_key, &handed.to_string()).await;
+    assert_eq!(v1["status"], "sending", "the handed one goes on");
     assert_eq!(reply.body["state"], "Cancelled", "{}", reply.body);
     assert_wire_time(&reply.body["states"]["Cancelled"]);
     let again = app

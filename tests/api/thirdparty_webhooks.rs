@@ -368,13 +368,10 @@ async fn each_event_is_delivered_signed_as_the_app_signs(backend: Backend) {
     assert_eq!(sent_body["webhookId"], "hook-sms:sent");
     assert!(sent_body["id"].as_str().is_some_and(|id| !id.is_empty()));
     // deviceId is the phone the message went through (absent when none is recorded).
-    let record = app
-        .get(&format!("/v1/messages/{sent_id}"), &key)
-        .await
-        .expect(200);
+    let record = app.message(&key, &sent_id).await;
     assert_eq!(
         sent_body.get("deviceId").cloned().unwrap_or(Value::Null),
-        record.data()["device_id"],
+        record["device_id"],
         "{sent_body}"
     );
     let payload = &sent_body["payload"];

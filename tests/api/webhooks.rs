@@ -757,8 +757,7 @@ async fn an_expired_message_fires_message_failed(backend: Backend) {
     .await;
     let mut phone = app.connect_phone(&token).await;
     let send = |content: &'static str| {
-        app.post(
-            "/v1/messages/send",
+        app.send(
             &app.live_key,
             json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": content }),
         )
@@ -910,11 +909,8 @@ async fn retries_after_content_removal_carry_empty_content(backend: Backend) {
         got[1].header("x-signature"),
         signing::signature_hex(&signing_key, &got[1].body)
     );
-    let stored = app
-        .get(&format!("/v1/messages/{id}"), &app.test_key)
-        .await
-        .expect(200);
-    assert_eq!(stored.data()["content"], "");
+    let stored = app.message(&app.test_key, &id).await;
+    assert_eq!(stored["content"], "");
     receiver.stop().await;
 }
 

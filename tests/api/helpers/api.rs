@@ -177,6 +177,58 @@ impl TestApp {
         self.request("DELETE", path, Some(key), None).await
     }
 
+    /// Sends one message with `key` (`POST /v1/messages/send`).
+    pub async fn send(&self, key: &str, body: Value) -> Reply {
+        self.post("/v1/messages/send", key, body).await
+    }
+
+    /// Sends one text to many numbers with `key` (`POST /v1/messages/bulk-send`).
+    pub async fn bulk_send(&self, key: &str, body: Value) -> Reply {
+        self.post("/v1/messages/bulk-send", key, body).await
+    }
+
+    /// The message as `GET /v1/messages/{id}` shows it to `key`.
+    pub async fn message(&self, key: &str, id: &str) -> Value {
+        self.get(&format!("/v1/messages/{id}"), key)
+            .await
+            .expect(200)
+            .data()
+            .clone()
+    }
+
+    /// Sets a phone's pace with the live key: at most `per_minute` sends in any minute and
+    /// `per_30_minutes` in any 30 minutes.
+    pub async fn set_pace(&self, phone_id: &str, per_minute: u32, per_30_minutes: u32) {
+        self.patch(
+            &format!("/v1/phones/{phone_id}"),
+            &self.live_key,
+            json!({ "pace": { "per_minute": per_minute, "per_30_minutes": per_30_minutes } }),
+        )
+        .await
+        .expect(200);
+    }
+
+    /// Creates a webhook endpoint with `key` from `body` (`POST /v1/webhooks`); the created
+    /// endpoint, signing key included.
+    pub async fn create_webhook(&self, key: &str, body: Value) -> Value {
+        self.post("/v1/webhooks", key, body)
+            .await
+            .expect(201)
+            .data()
+            .clone()
+    }
+
+    /// The first 100 contacts of the key's mode.
+    pub async fn contacts(&self, key: &str) -> Vec<Value> {
+        self.get("/v1/contacts?limit=100", key)
+            .await
+            .expect(200)
+            .data()["contacts"]
+            .as_array()
+            .expect("contacts is a list")
+            .clone()
+    }
+
     /// The first 100 messages the key's mode lists with the filters of `query`
     /// (`direction=outbound`, …), newest first.
     pub async fn messages(&self, key: &str, query: &str) -> Vec<Value> {
@@ -204,25 +256,17 @@ impl TestApp {
 
     /// A test-mode send from a fixed number.
     pub async fn send_test(&self, to: &str, content: &str) -> Reply {
-        self.post(
-            "/v1/messages/send",
-            &self.test_key,
-            json!({ "from_number": SENDER, "to_number": to, "content": content }),
-        )
-        .await
+        self.send(&self.test_key, send_body(SENDER, to, content))
+            .await
     }
 
     /// Sends `content` from [`SENDER`] to [`RECIPIENT`] with the live key (so a paired phone
     /// must send it); returns the accepted message's id.
     pub async fn send_live(&self, content: &str) -> String {
-        self.post(
-            "/v1/messages/send",
-            &self.live_key,
-            send_body(SENDER, RECIPIENT, content),
-        )
-        .await
-        .expect(202)
-        .data()["id"]
+        self.send(&self.live_key, send_body(SENDER, RECIPIENT, content))
+            .await
+            .expect(202)
+            .data()["id"]
             .as_str()
             .expect("an accepted send has an id")
             .to_string()
@@ -236,19 +280,17 @@ impl TestApp {
         within: Duration,
         check: impl Fn(&Value) -> bool,
     ) -> Value {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
+        poll(within, Duration::from_millis(20), async || {
             let reply = self.get(&format!("/v1/messages/{id}"), key).await;
             if reply.status == 200 && check(reply.data()) {
-                return reply.data().clone();
+                return Ok(reply.data().clone());
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
+            Err(format!(
                 "message {id} never reached the expected state; last: {}",
                 reply.body
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            ))
+        })
+        .await
     }
 
     /// Waits until the message has `status`.
@@ -276,6 +318,15 @@ impl TestApp {
         )
     }
 
+    /// Pairs a phone for `number` and connects it; its id and its session, once the API
+    /// reports it online.
+    pub async fn online_phone(&self, number: &str) -> (String, FakePhone) {
+        let (phone_id, token) = self.pair_phone(number).await;
+        let phone = self.connect_phone(&token).await;
+        self.wait_online(&phone_id, true).await;
+        (phone_id, phone)
+    }
+
     /// The WebSocket URL of the phone endpoint.
     pub fn ws_url(&self) -> String {
         format!(
@@ -297,20 +348,20 @@ impl TestApp {
 
     /// Waits until the phone with this id is online (or offline) as the API reports it.
     pub async fn wait_online(&self, phone_id: &str, online: bool) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let reply = self
-                .get(&format!("/v1/phones/{phone_id}"), &self.live_key)
-                .await;
-            if reply.data()["online"] == online {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "phone never became online={online}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        poll(
+            Duration::from_secs(10),
+            Duration::from_millis(20),
+            async || {
+                let reply = self
+                    .get(&format!("/v1/phones/{phone_id}"), &self.live_key)
+                    .await;
+                match reply.data()["online"] == online {
+                    true => Ok(()),
+                    false => Err(format!("phone never became online={online}")),
+                }
+            },
+        )
+        .await
     }
 }
 
@@ -322,6 +373,69 @@ pub fn timeline(message: &Value) -> Vec<&str> {
         .iter()
         .map(|e| e["type"].as_str().expect("a timeline entry has a type"))
         .collect()
+}
+
+/// The timeline of a message the phone failed at every one of its three attempts.
+pub const FAILED_THREE_TIMES: [&str; 7] = [
+    "queued",
+    "sending",
+    "attempt_failed",
+    "sending",
+    "attempt_failed",
+    "sending",
+    "failed",
+];
+
+/// The id of the one send of `replies` that was accepted (202), once each other reply is the
+/// 409 `duplicate_request` naming that id: what concurrent sends under one request_id get.
+#[track_caller]
+pub fn the_one_accepted(replies: &[Reply]) -> String {
+    let accepted: Vec<&Value> = replies
+        .iter()
+        .filter(|r| r.status == 202)
+        .map(|r| r.data())
+        .collect();
+    assert_eq!(accepted.len(), 1, "exactly one send is accepted");
+    let id = accepted[0]["id"]
+        .as_str()
+        .expect("an accepted send has an id");
+    for reply in replies.iter().filter(|r| r.status != 202) {
+        assert_eq!(reply.status, 409, "{}", reply.body);
+        assert_eq!(reply.code(), "duplicate_request");
+        assert_eq!(reply.data()["id"], id);
+    }
+    id.to_string()
+}
+
+/// Calls `attempt` every `every` until it gives `Ok`, and returns that; panics after `within`
+/// with what the last attempt gave as `Err`.
+pub async fn poll<T>(
+    within: Duration,
+    every: Duration,
+    mut attempt: impl AsyncFnMut() -> Result<T, String>,
+) -> T {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match attempt().await {
+            Ok(done) => return done,
+            Err(last) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "not within {within:?}: {last}"
+            ),
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Polls every 20 ms until `check` holds, or panics naming `what` after `within`.
+pub async fn eventually(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+    poll(within, Duration::from_millis(20), async || {
+        match check().await {
+            true => Ok(()),
+            false => Err(what.to_string()),
+        }
+    })
+    .await
 }
 
 /// The body of a send from `from` to `to`.

@@ -49,6 +49,16 @@ pub fn run<F: std::future::Future>(test: F) -> F::Output {
     smsgw::startup::block_on_system(test).expect("test runtime starts")
 }
 
+/// Runs a test that needs PostgreSQL (several nodes on one database) when
+/// `SMSGW_TEST_DATABASE_URL` is set, and passes without running it otherwise.
+pub fn run_on_postgres(test: impl std::future::Future<Output = ()>) {
+    if postgres_enabled() {
+        run(test)
+    } else {
+        eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (this test needs PostgreSQL)");
+    }
+}
+
 thread_local! {
     /// The PostgreSQL databases [`fresh_database`] created on this thread (a test's thread):
     /// the administrative URL and the name of each.

@@ -126,19 +126,17 @@ impl WebhookReceiver {
 
     /// Waits until at least `n` requests arrived; panics after `within`.
     pub async fn wait_for(&self, n: usize, within: Duration) -> Vec<Received> {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
+        super::poll(within, Duration::from_millis(10), async || {
             let received = self.received();
-            if received.len() >= n {
-                return received;
+            match received.len() >= n {
+                true => Ok(received),
+                false => Err(format!(
+                    "receiver got {} requests, expected {n}",
+                    received.len()
+                )),
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "receiver got {} requests, expected {n}",
-                received.len()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        })
+        .await
     }
 
     /// Stops the server.
