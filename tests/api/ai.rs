@@ -169,17 +169,6 @@ async fn discard_draft(app: &TestApp, key: &str, id: &str) -> crate::helpers::Re
     .await
 }
 
-/// A webhook endpoint of the key's mode for these events on `receiver`.
-async fn subscribe(app: &TestApp, key: &str, receiver: &WebhookReceiver, events: &[&str]) {
-    app.post(
-        "/v1/webhooks",
-        key,
-        json!({ "url": receiver.url, "events": events }),
-    )
-    .await
-    .expect(201);
-}
-
 /// `smsgw_ai_drafts_total{outcome=…}` now (see [`TestApp::metric`]).
 async fn ai_drafts_metric(app: &TestApp, outcome: &str) -> f64 {
     app.metric("smsgw_ai_drafts_total", &format!("outcome=\"{outcome}\""))
@@ -594,7 +583,8 @@ async fn settings_default_round_trip_and_validation(backend: Backend) {
 async fn rules_draft_mode_makes_a_pending_draft_and_fires_the_event(backend: Backend) {
     let app = spawn_app_with(backend, insecure).await;
     let receiver = WebhookReceiver::start().await;
-    subscribe(&app, &app.test_key, &receiver, &["ai.draft.created"]).await;
+    app.subscribe(&app.test_key, &receiver, &["ai.draft.created"])
+        .await;
     enable(
         &app,
         &app.test_key,
@@ -1079,8 +1069,10 @@ async fn auto_mode_sends_the_reply_at_once(backend: Backend) {
     let app = spawn_app_with(backend, insecure).await;
     let drafts_hook = WebhookReceiver::start().await;
     let sent_hook = WebhookReceiver::start().await;
-    subscribe(&app, &app.test_key, &drafts_hook, &["ai.draft.created"]).await;
-    subscribe(&app, &app.test_key, &sent_hook, &["message.sent"]).await;
+    app.subscribe(&app.test_key, &drafts_hook, &["ai.draft.created"])
+        .await;
+    app.subscribe(&app.test_key, &sent_hook, &["message.sent"])
+        .await;
     enable(&app, &app.test_key, "auto", json!([price_rule()])).await;
 
     let asked = app.test_inbound(CUSTOMER, "What does it cost?").await;
@@ -1134,7 +1126,8 @@ async fn auto_mode_over_the_new_workspace_limit_keeps_the_draft_pending(backend:
     })
     .await;
     let receiver = WebhookReceiver::start().await;
-    subscribe(&app, &app.live_key, &receiver, &["ai.draft.created"]).await;
+    app.subscribe(&app.live_key, &receiver, &["ai.draft.created"])
+        .await;
     enable(&app, &app.live_key, "auto", json!([price_rule()])).await;
     let (_, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;

@@ -348,13 +348,7 @@ fn a_webhook_fires_once_whichever_node_stores_the_event() {
         let receiver = WebhookReceiver::start().await;
         // The endpoint is created on node A; the phone reports on node B, whose writer stores
         // the `sent` event and its delivery.
-        a.post(
-            "/v1/webhooks",
-            &a.live_key,
-            json!({ "url": receiver.url, "events": ["message.sent"] }),
-        )
-        .await
-        .expect(201);
+        a.subscribe(&a.live_key, &receiver, &["message.sent"]).await;
         let (phone_id, token) = a.pair_phone(SENDER).await;
         let mut phone = b.connect_phone(&token).await;
         a.wait_online(&phone_id, true).await;

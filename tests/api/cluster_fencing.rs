@@ -78,14 +78,8 @@ fn a_node_that_lost_an_endpoint_records_no_attempt_and_stops() {
         let db = Database::connect(&a.database_url).await.expect("connect");
         let receiver = WebhookReceiver::start().await;
         let endpoint = a
-            .post(
-                "/v1/webhooks",
-                &a.test_key,
-                json!({ "url": receiver.url, "events": ["message.delivered"] }),
-            )
-            .await
-            .expect(201)
-            .data()["id"]
+            .subscribe(&a.test_key, &receiver, &["message.delivered"])
+            .await["id"]
             .as_str()
             .unwrap()
             .to_string();

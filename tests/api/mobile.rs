@@ -324,13 +324,12 @@ async fn the_app_sends_through_events_fetch_and_reports(backend: Backend) {
     })
     .await;
     let receiver = WebhookReceiver::start().await;
-    app.post(
-        "/v1/webhooks",
+    app.subscribe(
         &app.live_key,
-        json!({ "url": receiver.url, "events": ["message.sent", "message.delivered"] }),
+        &receiver,
+        &["message.sent", "message.delivered"],
     )
-    .await
-    .expect(201);
+    .await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let phone = AppClient::new(&app, BASE, &token);
     assert_eq!(phone.register().await.status, 201);
@@ -619,13 +618,8 @@ async fn inbound_posts_are_verified_and_stored_once(backend: Backend) {
     })
     .await;
     let receiver = WebhookReceiver::start().await;
-    app.post(
-        "/v1/webhooks",
-        &app.live_key,
-        json!({ "url": receiver.url, "events": ["message.received"] }),
-    )
-    .await
-    .expect(201);
+    app.subscribe(&app.live_key, &receiver, &["message.received"])
+        .await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let phone = AppClient::new(&app, BASE, &token);
     assert_eq!(phone.register().await.status, 201);

@@ -44,12 +44,25 @@ async fn spawn_insecure(backend: Backend) -> TestApp {
     .await
 }
 
-async fn create_endpoint(app: &TestApp, key: &str, body: Value) -> Value {
-    app.post("/v1/webhooks", key, body)
-        .await
-        .expect(201)
-        .data()
-        .clone()
+/// A receiver subscribed to the test mode's `message.sent`, answering `statuses` first (then
+/// 200); the receiver and the endpoint's id.
+async fn sent_hook(app: &TestApp, statuses: &[u16]) -> (WebhookReceiver, String) {
+    let receiver = WebhookReceiver::start().await;
+    receiver.answer(statuses);
+    let endpoint = app
+        .subscribe(&app.test_key, &receiver, &["message.sent"])
+        .await;
+    (receiver, endpoint["id"].as_str().unwrap().to_string())
+}
+
+/// An app that retries webhooks after each delay of `retry_schedule`; http to loopback
+/// allowed (the receiver is local).
+async fn spawn_retrying(backend: Backend, retry_schedule: Vec<Duration>) -> TestApp {
+    spawn_app_with(backend, |s| {
+        s.webhooks.allow_insecure_targets = true;
+        s.webhooks.retry_schedule = retry_schedule;
+    })
+    .await
 }
 
 /// Polls the deliveries log until it holds at least `n` attempts (newest first).
@@ -84,9 +97,7 @@ fn is_api_timestamp(text: &str) -> bool {
 async fn endpoint_api_and_validation(backend: Backend) {
     let app = spawn_insecure(backend).await;
     let receiver = WebhookReceiver::start().await;
-    let created = create_endpoint(
-        &app,
-        &app.live_key,
+    let created = app.create_webhook(&app.live_key,
         json!({ "url": receiver.url, "events": ["message.sent", "message.sent", "message.failed"],
                 "phone_numbers": [SENDER, SENDER] }),
     )
@@ -229,16 +240,17 @@ async fn deliveries_are_signed_by_both_rules(backend: Backend) {
     let app = spawn_insecure(backend).await;
     let receiver = WebhookReceiver::start().await;
     let live_receiver = WebhookReceiver::start().await;
-    let created = create_endpoint(
-        &app,
-        &app.test_key,
-        json!({ "url": receiver.url, "events": ["message.sent", "message.delivered"] }),
-    )
-    .await;
-    create_endpoint(
-        &app,
+    let created = app
+        .subscribe(
+            &app.test_key,
+            &receiver,
+            &["message.sent", "message.delivered"],
+        )
+        .await;
+    app.subscribe(
         &app.live_key,
-        json!({ "url": live_receiver.url, "events": ["message.sent", "message.delivered"] }),
+        &live_receiver,
+        &["message.sent", "message.delivered"],
     )
     .await;
     let key = created["signing_key"].as_str().unwrap().to_string();
@@ -263,15 +275,7 @@ async fn deliveries_are_signed_by_both_rules(backend: Backend) {
         assert_eq!(r.header("webhook-id"), r.header("x-event-id"));
         assert_eq!(body["event_id"], r.header("x-event-id"));
         assert_eq!(r.header("webhook-timestamp"), r.header("x-timestamp"));
-        signing::verify_standard(
-            &key,
-            r.header("webhook-id"),
-            timestamp,
-            &r.body,
-            r.header("webhook-signature"),
-            now,
-        )
-        .expect("webhook-signature verifies");
+        r.assert_standard_signature(&key, now);
         assert_eq!(body["message"]["id"], message_id.as_str());
         assert_eq!(body["message"]["direction"], "outbound");
         assert_eq!(body["message"]["from_number"], SENDER);
@@ -313,15 +317,7 @@ async fn outcome_count(app: &TestApp, outcome: &str) -> u64 {
 
 async fn server_errors_are_retried_and_every_attempt_recorded(backend: Backend) {
     let app = spawn_insecure(backend).await;
-    let receiver = WebhookReceiver::start().await;
-    receiver.answer(&[500, 503]);
-    let endpoint = create_endpoint(
-        &app,
-        &app.test_key,
-        json!({ "url": receiver.url, "events": ["message.sent"] }),
-    )
-    .await;
-    let id = endpoint["id"].as_str().unwrap();
+    let (receiver, id) = sent_hook(&app, &[500, 503]).await;
     let before = (
         outcome_count(&app, "server_error").await,
         outcome_count(&app, "success").await,
@@ -331,7 +327,7 @@ async fn server_errors_are_retried_and_every_attempt_recorded(backend: Backend) 
     // Same event id on every attempt, each signed anew.
     let ids: Vec<&str> = received.iter().map(|r| r.header("x-event-id")).collect();
     assert!(ids.iter().all(|i| *i == ids[0]));
-    let rows = wait_for_attempts(&app, &app.test_key, id, 3).await;
+    let rows = wait_for_attempts(&app, &app.test_key, &id, 3).await;
     assert_eq!(rows[0]["attempt"], 3);
     assert_eq!(rows[0]["status_code"], 200);
     assert_eq!(rows[0]["state"], "succeeded");
@@ -377,17 +373,9 @@ async fn server_errors_are_retried_and_every_attempt_recorded(backend: Backend) 
 
 async fn client_errors_stop_at_once(backend: Backend) {
     let app = spawn_insecure(backend).await;
-    let receiver = WebhookReceiver::start().await;
-    receiver.answer(&[410, 404]);
-    let endpoint = create_endpoint(
-        &app,
-        &app.test_key,
-        json!({ "url": receiver.url, "events": ["message.sent"] }),
-    )
-    .await;
-    let id = endpoint["id"].as_str().unwrap();
+    let (receiver, id) = sent_hook(&app, &[410, 404]).await;
     app.send_test(RECIPIENT, "gone").await.expect(202);
-    let rows = wait_for_attempts(&app, &app.test_key, id, 1).await;
+    let rows = wait_for_attempts(&app, &app.test_key, &id, 1).await;
     assert_eq!(rows[0]["status_code"], 410);
     assert_eq!(rows[0]["state"], "failed");
     assert_eq!(rows[0]["next_attempt_at"], Value::Null);
@@ -399,17 +387,10 @@ async fn client_errors_stop_at_once(backend: Backend) {
 
 async fn timeouts_are_retried(backend: Backend) {
     let app = spawn_insecure(backend).await;
-    let receiver = WebhookReceiver::start().await;
+    let (receiver, id) = sent_hook(&app, &[]).await;
     receiver.delay(&[Duration::from_secs(3)]);
-    let endpoint = create_endpoint(
-        &app,
-        &app.test_key,
-        json!({ "url": receiver.url, "events": ["message.sent"] }),
-    )
-    .await;
-    let id = endpoint["id"].as_str().unwrap();
     app.send_test(RECIPIENT, "slow").await.expect(202);
-    let rows = wait_for_attempts(&app, &app.test_key, id, 2).await;
+    let rows = wait_for_attempts(&app, &app.test_key, &id, 2).await;
     assert_eq!(rows[1]["error"], "timeout");
     assert_eq!(rows[1]["status_code"], Value::Null);
     assert!(rows[1]["duration_ms"].as_i64().unwrap() >= 400);
@@ -419,20 +400,8 @@ async fn timeouts_are_retried(backend: Backend) {
 }
 
 async fn pending_retries_survive_a_restart(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.webhooks.allow_insecure_targets = true;
-        s.webhooks.retry_schedule = vec![Duration::from_secs(2)];
-    })
-    .await;
-    let receiver = WebhookReceiver::start().await;
-    receiver.answer(&[500]);
-    let endpoint = create_endpoint(
-        &app,
-        &app.test_key,
-        json!({ "url": receiver.url, "events": ["message.sent"] }),
-    )
-    .await;
-    let id = endpoint["id"].as_str().unwrap().to_string();
+    let app = spawn_retrying(backend, vec![Duration::from_secs(2)]).await;
+    let (receiver, id) = sent_hook(&app, &[500]).await;
     app.send_test("+15005550002", "survive").await.expect(202);
     let rows = wait_for_attempts(&app, &app.test_key, &id, 1).await;
     assert_eq!(rows[0]["state"], "pending");
@@ -456,21 +425,15 @@ async fn event_and_phone_filters(backend: Backend) {
     let delivered_only = WebhookReceiver::start().await;
     let other_phone = WebhookReceiver::start().await;
     let this_phone = WebhookReceiver::start().await;
-    create_endpoint(
-        &app,
-        &app.test_key,
-        json!({ "url": delivered_only.url, "events": ["message.delivered"] }),
-    )
-    .await;
-    create_endpoint(
-        &app,
+    app.subscribe(&app.test_key, &delivered_only, &["message.delivered"])
+        .await;
+    app.create_webhook(
         &app.test_key,
         json!({ "url": other_phone.url, "events": ["message.sent", "message.delivered"],
                 "phone_numbers": ["+14155550199"] }),
     )
     .await;
-    create_endpoint(
-        &app,
+    app.create_webhook(
         &app.test_key,
         json!({ "url": this_phone.url, "events": ["message.sent", "message.delivered"],
                 "phone_numbers": [SENDER] }),
@@ -496,15 +459,7 @@ async fn first_attempt_answered(
     content: &str,
 ) -> (TestApp, WebhookReceiver, String, Vec<Value>) {
     let app = spawn_insecure(backend).await;
-    let receiver = WebhookReceiver::start().await;
-    receiver.answer(&[first]);
-    let endpoint = create_endpoint(
-        &app,
-        &app.test_key,
-        json!({ "url": receiver.url, "events": ["message.sent"] }),
-    )
-    .await;
-    let id = endpoint["id"].as_str().unwrap().to_string();
+    let (receiver, id) = sent_hook(&app, &[first]).await;
     app.send_test(RECIPIENT, content).await.expect(202);
     let rows = wait_for_attempts(&app, &app.test_key, &id, 1).await;
     (app, receiver, id, rows)
@@ -631,8 +586,7 @@ async fn every_ssrf_class_is_refused_at_creation(backend: Backend) {
     let listed = app.get("/v1/webhooks", &app.live_key).await.expect(200);
     assert_eq!(listed.data()["webhooks"], json!([]));
     // A public name is accepted (no request is made at creation).
-    create_endpoint(
-        &app,
+    app.create_webhook(
         &app.live_key,
         json!({ "url": "https://public.example/hook", "events": ["message.sent"] }),
     )
@@ -647,17 +601,17 @@ async fn a_name_rebound_to_loopback_is_refused_at_delivery(backend: Backend) {
     })
     .await;
     let receiver = WebhookReceiver::start().await;
-    let endpoint = create_endpoint(
-        &app,
-        &app.test_key,
-        json!({ "url": "https://rebind.example/hook", "events": ["message.sent"] }),
-    )
-    .await;
+    let endpoint = app
+        .create_webhook(
+            &app.test_key,
+            json!({ "url": "https://rebind.example/hook", "events": ["message.sent"] }),
+        )
+        .await;
     // After creation the name re-resolves to loopback (DNS rebinding).
     resolver.set("rebind.example", vec!["127.0.0.1".parse().unwrap()]);
     let id = endpoint["id"].as_str().unwrap();
     app.send_test(RECIPIENT, "rebind").await.expect(202);
-    let rows = wait_for_attempts(&app, &app.test_key, id, 1).await;
+    let rows = wait_for_attempts(&app, &app.test_key, &id, 1).await;
     assert_eq!(rows[0]["error"], "blocked_address", "{}", rows[0]);
     assert_eq!(rows[0]["status_code"], Value::Null);
     assert_eq!(rows[0]["state"], "failed");
@@ -674,16 +628,16 @@ async fn a_hanging_endpoint_does_not_delay_a_healthy_one(backend: Backend) {
     let hanging = WebhookReceiver::start().await;
     hanging.delay_always(Duration::from_secs(8));
     let healthy = WebhookReceiver::start().await;
-    create_endpoint(
-        &app,
+    app.subscribe(
         &app.test_key,
-        json!({ "url": hanging.url, "events": ["message.sent", "message.delivered"] }),
+        &hanging,
+        &["message.sent", "message.delivered"],
     )
     .await;
-    create_endpoint(
-        &app,
+    app.subscribe(
         &app.test_key,
-        json!({ "url": healthy.url, "events": ["message.sent", "message.delivered"] }),
+        &healthy,
+        &["message.sent", "message.delivered"],
     )
     .await;
     let started = std::time::Instant::now();
@@ -706,8 +660,7 @@ async fn inbound_messages_fire_message_received(backend: Backend) {
     let app = spawn_insecure(backend).await;
     let receiver = WebhookReceiver::start().await;
     let (_, token) = app.pair_phone(SENDER).await;
-    create_endpoint(
-        &app,
+    app.create_webhook(
         &app.live_key,
         json!({ "url": receiver.url, "events": ["message.received"], "phone_numbers": [SENDER] }),
     )
@@ -749,12 +702,8 @@ async fn an_expired_message_fires_message_failed(backend: Backend) {
     .await;
     let receiver = WebhookReceiver::start().await;
     let (_, token) = app.pair_phone(SENDER).await;
-    create_endpoint(
-        &app,
-        &app.live_key,
-        json!({ "url": receiver.url, "events": ["message.failed"] }),
-    )
-    .await;
+    app.subscribe(&app.live_key, &receiver, &["message.failed"])
+        .await;
     let mut phone = app.connect_phone(&token).await;
     let send = |content: &'static str| {
         app.send(
@@ -791,26 +740,14 @@ async fn an_expired_message_fires_message_failed(backend: Backend) {
 }
 
 async fn a_message_removed_by_retention_ends_its_delivery(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.webhooks.allow_insecure_targets = true;
-        s.webhooks.retry_schedule = vec![Duration::from_millis(500)];
-    })
-    .await;
-    let receiver = WebhookReceiver::start().await;
-    receiver.answer(&[500]);
-    let endpoint = create_endpoint(
-        &app,
-        &app.test_key,
-        json!({ "url": receiver.url, "events": ["message.sent"] }),
-    )
-    .await;
-    let id = endpoint["id"].as_str().unwrap();
+    let app = spawn_retrying(backend, vec![Duration::from_millis(500)]).await;
+    let (receiver, id) = sent_hook(&app, &[500]).await;
     let sent = app
         .send_test("+15005550002", "short-lived")
         .await
         .expect(202);
     let message_id = sent.data()["id"].as_str().unwrap().to_string();
-    wait_for_attempts(&app, &app.test_key, id, 1).await;
+    wait_for_attempts(&app, &app.test_key, &id, 1).await;
     // Retention removes the record between two attempts.
     let db = sea_orm::Database::connect(&app.database_url).await.unwrap();
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
@@ -819,7 +756,7 @@ async fn a_message_removed_by_retention_ends_its_delivery(backend: Backend) {
         .exec(&db)
         .await
         .unwrap();
-    let rows = wait_for_attempts(&app, &app.test_key, id, 2).await;
+    let rows = wait_for_attempts(&app, &app.test_key, &id, 2).await;
     assert_eq!(rows[0]["error"], "message_deleted", "{}", rows[0]);
     assert_eq!(rows[0]["state"], "failed");
     assert_eq!(rows[0]["status_code"], Value::Null);
@@ -828,20 +765,8 @@ async fn a_message_removed_by_retention_ends_its_delivery(backend: Backend) {
 }
 
 async fn deleting_an_endpoint_stops_its_retries(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.webhooks.allow_insecure_targets = true;
-        s.webhooks.retry_schedule = vec![Duration::from_millis(500); 3];
-    })
-    .await;
-    let receiver = WebhookReceiver::start().await;
-    receiver.answer(&[500, 500, 500, 500]);
-    let endpoint = create_endpoint(
-        &app,
-        &app.test_key,
-        json!({ "url": receiver.url, "events": ["message.sent"] }),
-    )
-    .await;
-    let id = endpoint["id"].as_str().unwrap();
+    let app = spawn_retrying(backend, vec![Duration::from_millis(500); 3]).await;
+    let (receiver, id) = sent_hook(&app, &[500, 500, 500, 500]).await;
     app.send_test(RECIPIENT, "doomed").await.expect(202);
     receiver.wait_for(1, Duration::from_secs(10)).await;
     app.delete(&format!("/v1/webhooks/{id}"), &app.test_key)
@@ -856,12 +781,8 @@ async fn deleting_an_endpoint_stops_its_retries(backend: Backend) {
     );
     // Another endpoint still gets events.
     let second = WebhookReceiver::start().await;
-    create_endpoint(
-        &app,
-        &app.test_key,
-        json!({ "url": second.url, "events": ["message.sent"] }),
-    )
-    .await;
+    app.subscribe(&app.test_key, &second, &["message.sent"])
+        .await;
     app.send_test(RECIPIENT, "alive").await.expect(202);
     second.wait_for(1, Duration::from_secs(10)).await;
     receiver.stop().await;
@@ -882,12 +803,9 @@ async fn retries_after_content_removal_carry_empty_content(backend: Backend) {
     .await;
     let receiver = WebhookReceiver::start().await;
     receiver.answer(&[500, 200]);
-    let endpoint = create_endpoint(
-        &app,
-        &app.test_key,
-        json!({ "url": receiver.url, "events": ["message.received"] }),
-    )
-    .await;
+    let endpoint = app
+        .subscribe(&app.test_key, &receiver, &["message.received"])
+        .await;
     let signing_key = endpoint["signing_key"].as_str().unwrap().to_string();
     let inbound = app
         .post(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use smsgw::domain::protocol::ServerFrame;
 
-use super::{FakePhone, TestApp};
+use super::{FakePhone, TestApp, WebhookReceiver};
 
 /// The sending number tests use.
 pub const SENDER: &str = "+14155550100";
@@ -216,6 +216,13 @@ impl TestApp {
             .expect(201)
             .data()
             .clone()
+    }
+
+    /// Subscribes `receiver` to `events` of the key's mode: a webhook endpoint with no other
+    /// setting; the created endpoint, signing key included.
+    pub async fn subscribe(&self, key: &str, receiver: &WebhookReceiver, events: &[&str]) -> Value {
+        self.create_webhook(key, json!({ "url": receiver.url, "events": events }))
+            .await
     }
 
     /// The first 100 contacts of the key's mode.

@@ -26,6 +26,25 @@ impl Received {
     pub fn header(&self, name: &str) -> &str {
         self.headers.get(name).map(String::as_str).unwrap_or("")
     }
+
+    /// Asserts the request is signed with `key` by the Standard Webhooks rule (webhook-id,
+    /// webhook-timestamp and the exact body), checked at `now` (Unix seconds).
+    #[track_caller]
+    pub fn assert_standard_signature(&self, key: &str, now: i64) {
+        let timestamp: i64 = self
+            .header("webhook-timestamp")
+            .parse()
+            .expect("webhook-timestamp is Unix seconds");
+        smsgw::domain::signing::verify_standard(
+            key,
+            self.header("webhook-id"),
+            timestamp,
+            &self.body,
+            self.header("webhook-signature"),
+            now,
+        )
+        .expect("webhook-signature verifies");
+    }
 }
 
 #[derive(Default)]
