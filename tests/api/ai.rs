@@ -980,26 +980,12 @@ async fn discarding_filtering_and_paging_drafts(backend: Backend) {
 
     // One at a time, newest first, until has_more is false.
     let mut paged = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let path = match &cursor {
-            Some(c) => format!("/v1/ai/drafts?limit=1&cursor={c}"),
-            None => "/v1/ai/drafts?limit=1".to_string(),
-        };
-        let page = app.get(&path, &app.test_key).await.expect(200);
-        let rows = page.data()["drafts"].as_array().unwrap().clone();
-        assert_eq!(rows.len(), 1, "{}", page.body);
-        paged.push(id_of(&rows[0]));
-        if page.data()["has_more"] == false {
-            assert_eq!(page.data()["next_cursor"], Value::Null);
-            break;
-        }
-        assert!(
-            paged.len() < 4,
-            "has_more after the last draft: {}",
-            page.body
-        );
-        cursor = Some(page.data()["next_cursor"].as_str().unwrap().to_string());
+    for page in app
+        .pages(&app.test_key, "/v1/ai/drafts?limit=1", "drafts")
+        .await
+    {
+        assert_eq!(page.len(), 1, "{page:?}");
+        paged.push(id_of(&page[0]));
     }
     assert_eq!(paged, newest_first);
     // A filtered list pages too.

@@ -123,44 +123,18 @@ async fn control(app: &TestApp, key: &str, id: &str, operation: &str) -> Reply {
     .await
 }
 
-/// Every item of a paged list, following `next_cursor`.
-async fn all_pages(app: &TestApp, key: &str, path: &str, list_key: &str) -> Vec<Value> {
-    let separator = if path.contains('?') { '&' } else { '?' };
-    let mut out = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let page_path = match &cursor {
-            Some(c) => format!("{path}{separator}limit=100&cursor={c}"),
-            None => format!("{path}{separator}limit=100"),
-        };
-        let page = app.get(&page_path, key).await.expect(200);
-        out.extend(page.data()[list_key].as_array().unwrap().iter().cloned());
-        match page.data()["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
-            None => {
-                assert_eq!(page.data()["has_more"], false);
-                return out;
-            }
-        }
-    }
-}
-
 async fn recipients(app: &TestApp, key: &str, id: &str) -> Vec<Value> {
-    all_pages(
-        app,
-        key,
-        &format!("/v1/campaigns/{id}/recipients"),
-        "recipients",
-    )
-    .await
+    app.all_pages(key, &format!("/v1/campaigns/{id}/recipients"), "recipients")
+        .await
 }
 
 async fn campaigns(app: &TestApp, key: &str) -> Vec<Value> {
-    all_pages(app, key, "/v1/campaigns", "campaigns").await
+    app.all_pages(key, "/v1/campaigns", "campaigns").await
 }
 
 async fn outbound_messages(app: &TestApp, key: &str) -> Vec<Value> {
-    all_pages(app, key, "/v1/messages?direction=outbound", "messages").await
+    app.all_pages(key, "/v1/messages?direction=outbound", "messages")
+        .await
 }
 
 /// Polls the campaign until `check` holds; panics after [`DEADLINE`].
@@ -1662,26 +1636,9 @@ async fn campaigns_and_recipients_are_paged(backend: Backend) {
     created.push(id_of(&running));
 
     let mut seen = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let path = match &cursor {
-            Some(c) => format!("/v1/campaigns?limit=1&cursor={c}"),
-            None => "/v1/campaigns?limit=1".to_string(),
-        };
-        let page = app.get(&path, key).await.expect(200);
-        let items = page.data()["campaigns"].as_array().unwrap();
-        assert_eq!(items.len(), 1, "{}", page.body);
-        seen.push(items[0]["name"].as_str().unwrap().to_string());
-        match page.data()["next_cursor"].as_str() {
-            Some(c) => {
-                assert_eq!(page.data()["has_more"], true);
-                cursor = Some(c.to_string());
-            }
-            None => {
-                assert_eq!(page.data()["has_more"], false);
-                break;
-            }
-        }
+    for page in app.pages(key, "/v1/campaigns?limit=1", "campaigns").await {
+        assert_eq!(page.len(), 1, "{page:?}");
+        seen.push(page[0]["name"].as_str().unwrap().to_string());
     }
     assert_eq!(seen, ["c3", "c2", "c1", "c0"], "newest first, each once");
     // A page carries each campaign's counts, the same as reading it alone (once the running
@@ -1697,10 +1654,14 @@ async fn campaigns_and_recipients_are_paged(backend: Backend) {
     assert_eq!(listed[0]["counts"], counts(&[("total", 1), ("sent", 1)]));
     assert_eq!(listed[1]["counts"], counts(&[("total", 5), ("pending", 5)]));
 
-    let drafts = all_pages(&app, key, "/v1/campaigns?status=draft", "campaigns").await;
+    let drafts = app
+        .all_pages(key, "/v1/campaigns?status=draft", "campaigns")
+        .await;
     assert_eq!(drafts.len(), 3);
     assert!(drafts.iter().all(|c| c["status"] == "draft"));
-    let running = all_pages(&app, key, "/v1/campaigns?status=running", "campaigns").await;
+    let running = app
+        .all_pages(key, "/v1/campaigns?status=running", "campaigns")
+        .await;
     assert_eq!(running.len(), 1);
     assert_eq!(running[0]["id"], created[3].as_str());
     let reply = app
@@ -1722,30 +1683,20 @@ async fn campaigns_and_recipients_are_paged(backend: Backend) {
     }
 
     let id = &created[0];
-    let mut pages: Vec<Vec<String>> = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let path = match &cursor {
-            Some(c) => format!("/v1/campaigns/{id}/recipients?limit=2&cursor={c}"),
-            None => format!("/v1/campaigns/{id}/recipients?limit=2"),
-        };
-        let page = app.get(&path, key).await.expect(200);
-        pages.push(
-            page.data()["recipients"]
-                .as_array()
-                .unwrap()
-                .iter()
+    let pages: Vec<Vec<String>> = app
+        .pages(
+            key,
+            &format!("/v1/campaigns/{id}/recipients?limit=2"),
+            "recipients",
+        )
+        .await
+        .iter()
+        .map(|page| {
+            page.iter()
                 .map(|r| r["to"].as_str().unwrap().to_string())
-                .collect(),
-        );
-        match page.data()["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
-            None => {
-                assert_eq!(page.data()["has_more"], false);
-                break;
-            }
-        }
-    }
+                .collect()
+        })
+        .collect();
     assert_eq!(
         pages,
         [

@@ -9,21 +9,8 @@ use crate::backend_tests;
 use crate::helpers::{Backend, TestApp, spawn_app};
 
 async fn all_contacts(app: &TestApp, key: &str, query: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut path = format!("/v1/contacts?limit=100&{query}");
-        if let Some(c) = &cursor {
-            path.push_str(&format!("&cursor={c}"));
-        }
-        let reply = app.get(&path, key).await.expect(200);
-        out.extend(reply.data()["contacts"].as_array().unwrap().iter().cloned());
-        if reply.data()["has_more"] == false {
-            assert_eq!(reply.data()["next_cursor"], Value::Null);
-            return out;
-        }
-        cursor = Some(reply.data()["next_cursor"].as_str().unwrap().to_string());
-    }
+    app.all_pages(key, &format!("/v1/contacts?{query}"), "contacts")
+        .await
 }
 
 async fn create(app: &TestApp, body: Value) -> Value {
@@ -288,24 +275,15 @@ async fn list_filters_and_paging(backend: Backend) {
         .expect(200);
     }
     // Pages of 3, newest first, no repeats, no gaps.
-    let mut seen = Vec::new();
-    let mut cursor: Option<String> = None;
-    let mut pages = 0;
-    loop {
-        let mut path = "/v1/contacts?limit=3".to_string();
-        if let Some(c) = &cursor {
-            path.push_str(&format!("&cursor={c}"));
-        }
-        let reply = app.get(&path, &app.test_key).await.expect(200);
-        pages += 1;
-        let items = reply.data()["contacts"].as_array().unwrap();
-        seen.extend(items.iter().map(|c| c["id"].as_str().unwrap().to_string()));
-        if reply.data()["has_more"] == false {
-            break;
-        }
-        cursor = Some(reply.data()["next_cursor"].as_str().unwrap().to_string());
-    }
-    assert_eq!(pages, 3);
+    let pages = app
+        .pages(&app.test_key, "/v1/contacts?limit=3", "contacts")
+        .await;
+    let seen: Vec<String> = pages
+        .concat()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(pages.len(), 3);
     let mut expected = ids.clone();
     expected.reverse();
     assert_eq!(seen, expected);

@@ -485,25 +485,12 @@ async fn paging_is_stable_while_messages_arrive(backend: Backend) {
         .await
         .expect(202);
     }
-    let before: HashSet<String> = {
-        let mut ids = HashSet::new();
-        let mut cursor: Option<String> = None;
-        loop {
-            let path = match &cursor {
-                Some(c) => format!("/v1/messages?limit=100&cursor={c}"),
-                None => "/v1/messages?limit=100".to_string(),
-            };
-            let page = app.get(&path, &app.test_key).await.expect(200);
-            for m in page.data()["messages"].as_array().unwrap() {
-                ids.insert(m["id"].as_str().unwrap().to_string());
-            }
-            match page.data()["next_cursor"].as_str() {
-                Some(c) => cursor = Some(c.to_string()),
-                None => break,
-            }
-        }
-        ids
-    };
+    let before: HashSet<String> = app
+        .all_pages(&app.test_key, "/v1/messages", "messages")
+        .await
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(before.len(), 250);
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
@@ -514,16 +501,17 @@ async fn paging_is_stable_while_messages_arrive(backend: Backend) {
             .await
             .expect(202);
         round += 1;
-        let path = match &cursor {
-            Some(c) => format!("/v1/messages?limit=30&cursor={c}"),
-            None => "/v1/messages?limit=30".to_string(),
-        };
-        let page = app.get(&path, &app.test_key).await.expect(200);
-        for m in page.data()["messages"].as_array().unwrap() {
-            seen.push(m["id"].as_str().unwrap().to_string());
-        }
-        match page.data()["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
+        let (page, next) = app
+            .page(
+                &app.test_key,
+                "/v1/messages?limit=30",
+                "messages",
+                cursor.as_deref(),
+            )
+            .await;
+        seen.extend(page.iter().map(|m| m["id"].as_str().unwrap().to_string()));
+        match next {
+            Some(next) => cursor = Some(next),
             None => break,
         }
     }

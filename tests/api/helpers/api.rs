@@ -236,6 +236,59 @@ impl TestApp {
             .clone()
     }
 
+    /// One page of a cursor-paged list at `path` (its query sets the limit and filters): the
+    /// items under `list_key`, and the cursor of the next page (None on the last, whose
+    /// `has_more` is false).
+    pub async fn page(
+        &self,
+        key: &str,
+        path: &str,
+        list_key: &str,
+        cursor: Option<&str>,
+    ) -> (Vec<Value>, Option<String>) {
+        let path = match cursor {
+            Some(c) if path.contains('?') => format!("{path}&cursor={c}"),
+            Some(c) => format!("{path}?cursor={c}"),
+            None => path.to_string(),
+        };
+        let reply = self.get(&path, key).await.expect(200);
+        let next = reply.data()["next_cursor"].as_str().map(str::to_string);
+        assert_eq!(
+            reply.data()["has_more"],
+            next.is_some(),
+            "has_more says whether a next_cursor comes: {}",
+            reply.body
+        );
+        let items = reply.data()[list_key]
+            .as_array()
+            .unwrap_or_else(|| panic!("no list {list_key}: {}", reply.body))
+            .clone();
+        (items, next)
+    }
+
+    /// Every page of a cursor-paged list at `path`, in order, following `next_cursor`.
+    pub async fn pages(&self, key: &str, path: &str, list_key: &str) -> Vec<Vec<Value>> {
+        let mut pages = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let (items, next) = self.page(key, path, list_key, cursor.as_deref()).await;
+            pages.push(items);
+            assert!(pages.len() <= 10_000, "{path} never ends");
+            match next {
+                Some(next) => cursor = Some(next),
+                None => return pages,
+            }
+        }
+    }
+
+    /// Every item of a cursor-paged list at `path`, fetched 100 at a time.
+    pub async fn all_pages(&self, key: &str, path: &str, list_key: &str) -> Vec<Value> {
+        let separator = if path.contains('?') { '&' } else { '?' };
+        self.pages(key, &format!("{path}{separator}limit=100"), list_key)
+            .await
+            .concat()
+    }
+
     /// The first 100 messages the key's mode lists with the filters of `query`
     /// (`direction=outbound`, …), newest first.
     pub async fn messages(&self, key: &str, query: &str) -> Vec<Value> {
