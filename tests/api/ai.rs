@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, SENDER, TestApp, WebhookReceiver, send_body, spawn_app, spawn_app_with,
+    Backend, SENDER, TestApp, WebhookReceiver, poll, send_body, spawn_app, spawn_app_with,
 };
 
 backend_tests!(
@@ -107,18 +107,16 @@ async fn drafts(app: &TestApp, key: &str, query: &str) -> Vec<Value> {
 
 /// Polls until the draft answering inbound message `message_id` exists.
 async fn wait_for_draft(app: &TestApp, key: &str, message_id: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
+    poll(DEADLINE, Duration::from_millis(20), async || {
         let all = drafts(app, key, "").await;
         if let Some(draft) = all.iter().find(|d| d["message_id"] == message_id) {
-            return draft.clone();
+            return Ok(draft.clone());
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
+        Err(format!(
             "no draft for message {message_id}; drafts: {all:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        ))
+    })
+    .await
 }
 
 async fn get_draft(app: &TestApp, key: &str, id: &str) -> Value {
@@ -1299,18 +1297,14 @@ async fn openai_provider_errors_leave_no_draft_and_keep_the_message(backend: Bac
             message["content"]
         );
     }
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
+    poll(DEADLINE, Duration::from_millis(50), async || {
         let errors = ai_drafts_metric(&app, "provider_error").await;
         if errors >= errors_before + 2.0 && errors >= 1.0 {
-            break;
+            return Ok(());
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "smsgw_ai_drafts_total{{outcome=\"provider_error\"}} went from {errors_before} to {errors}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        Err(format!("smsgw_ai_drafts_total{{outcome=\"provider_error\"}} went from {errors_before} to {errors}"))
+    })
+    .await;
     fake.stop().await;
 }
 
@@ -1348,18 +1342,14 @@ const PREMIUM: &str = "+19005550123";
 
 /// Polls until `smsgw_ai_drafts_total{outcome=…}` reaches `at_least`.
 async fn wait_for_ai_metric(app: &TestApp, outcome: &str, at_least: f64) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
+    poll(DEADLINE, Duration::from_millis(20), async || {
         let now = ai_drafts_metric(app, outcome).await;
         if now >= at_least {
-            return;
+            return Ok(());
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{outcome} stayed at {now}, expected {at_least}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        Err(format!("{outcome} stayed at {now}, expected {at_least}"))
+    })
+    .await
 }
 
 /// Outbound messages of the key's mode to `number`.

@@ -11,7 +11,8 @@ use uuid::Uuid;
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, FakePhone, RECIPIENT, Reply, SENDER, TestApp, send_body, spawn_app, spawn_app_with,
+    Backend, FakePhone, RECIPIENT, Reply, SENDER, TestApp, poll, send_body, spawn_app,
+    spawn_app_with,
 };
 
 /// A US premium-rate number (+1 900): skipped by a campaign, never sent.
@@ -144,18 +145,16 @@ async fn wait_for_campaign(
     id: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
+    poll(DEADLINE, Duration::from_millis(20), async || {
         let campaign = read(app, key, id).await;
-        if check(&campaign) {
-            return campaign;
+        match check(&campaign) {
+            true => Ok(campaign),
+            false => Err(format!(
+                "campaign {id} never reached the expected state; last: {campaign}"
+            )),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "campaign {id} never reached the expected state; last: {campaign}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 async fn wait_for_campaign_status(app: &TestApp, key: &str, id: &str, status: &str) -> Value {
@@ -169,18 +168,16 @@ async fn wait_for_recipients(
     id: &str,
     check: impl Fn(&[Value]) -> bool,
 ) -> Vec<Value> {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
+    poll(DEADLINE, Duration::from_millis(20), async || {
         let list = recipients(app, key, id).await;
-        if check(&list) {
-            return list;
+        match check(&list) {
+            true => Ok(list),
+            false => Err(format!(
+                "recipients of {id} never reached the expected state; last: {list:?}"
+            )),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "recipients of {id} never reached the expected state; last: {list:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 fn statuses(list: &[Value]) -> Vec<&str> {
@@ -364,7 +361,7 @@ async fn test_mode_campaign_renders_sends_and_completes(backend: Backend) {
         assert_eq!(recipient["failure_reason"], Value::Null);
         let message_id = recipient["message_id"].as_str().expect("a message id");
         assert!(message_ids.insert(message_id.to_string()));
-        let message = app.message(&app.test_key, &message_id).await;
+        let message = app.message(&app.test_key, message_id).await;
         assert_eq!(message["campaign_id"], id.as_str());
         assert_eq!(message["content"], text);
         assert_eq!(message["to_number"], recipient["to"]);
@@ -756,13 +753,7 @@ async fn premium_rate_and_opted_out_recipients_are_skipped(backend: Backend) {
     )
     .await
     .expect(201);
-    app.post(
-        "/v1/test/inbound",
-        &app.test_key,
-        json!({ "from_number": to[3], "to_number": SENDER, "content": "STOP" }),
-    )
-    .await
-    .expect(201);
+    app.test_inbound(&to[3], "STOP").await;
 
     let order = [
         to[0].as_str(),
@@ -838,13 +829,7 @@ async fn opt_out_after_creation_is_honoured_when_queued(backend: Backend) {
         draft["skipped"],
         json!({ "opted_out": 0, "premium_rate": 0 })
     );
-    app.post(
-        "/v1/test/inbound",
-        &app.test_key,
-        json!({ "from_number": to[0], "to_number": SENDER, "content": "STOP" }),
-    )
-    .await
-    .expect(201);
+    app.test_inbound(&to[0], "STOP").await;
     control(&app, &app.test_key, &id, "launch")
         .await
         .expect(200);
@@ -899,7 +884,7 @@ async fn rendered_text_too_long_fails_that_recipient(backend: Backend) {
     assert_eq!(list[0]["skip_reason"], Value::Null);
     assert_eq!(list[1]["failure_reason"], Value::Null);
     let message_id = list[1]["message_id"].as_str().unwrap();
-    let message = app.message(&app.test_key, &message_id).await;
+    let message = app.message(&app.test_key, message_id).await;
     assert_eq!(message["segments"], 10);
 }
 
@@ -1108,7 +1093,7 @@ async fn contact_tags_expand_to_tagged_contacts(backend: Backend) {
     let mut texts = Vec::new();
     for recipient in &list {
         let message_id = recipient["message_id"].as_str().unwrap();
-        let message = app.message(&app.test_key, &message_id).await;
+        let message = app.message(&app.test_key, message_id).await;
         texts.push(message["content"].as_str().unwrap().to_string());
     }
     assert_eq!(

@@ -68,7 +68,7 @@ async fn phone_inbound_is_stored_once_and_listed(backend: Backend) {
     assert!(app.messages(&app.test_key, "").await.is_empty());
 
     let id = first["id"].as_str().unwrap();
-    let message = app.message(&app.live_key, &id).await;
+    let message = app.message(&app.live_key, id).await;
     assert_eq!(message["content"], "Hello there");
     let events = message["events"].as_array().unwrap();
     assert_eq!(events.len(), 1);
@@ -100,7 +100,7 @@ async fn test_inbound_endpoint(backend: Backend) {
     assert_eq!(message["device_id"], Value::Null);
     assert_eq!(message["test_mode"], true);
     let id = message["id"].as_str().unwrap();
-    let stored = app.message(&app.test_key, &id).await;
+    let stored = app.message(&app.test_key, id).await;
     assert_eq!(stored["events"][0]["type"], "received");
 
     // Bad input gets the envelope and changes nothing.

@@ -80,7 +80,7 @@ async fn magic_recipients_fail_or_never_deliver(backend: Backend) {
     let id = never.data()["id"].as_str().unwrap();
     app.wait_for_status(&app.test_key, id, "sent").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let still = app.message(&app.test_key, &id).await;
+    let still = app.message(&app.test_key, id).await;
     assert_eq!(still["status"], "sent", "no delivery report: stays sent");
 }
 
@@ -184,15 +184,15 @@ async fn premium_rate_destinations_are_blocked(backend: Backend) {
     );
 }
 
-/// A number that texted STOP, in the key's mode.
-async fn opt_out(app: &TestApp, key: &str, number: &str) {
-    app.post(
-        "/v1/test/inbound",
-        key,
-        json!({ "from_number": number, "to_number": SENDER, "content": "STOP" }),
+/// Marks a contact opted out (or back in) by hand.
+async fn set_opted_out(app: &TestApp, contact_id: &str, opted_out: bool) {
+    app.patch(
+        &format!("/v1/contacts/{contact_id}"),
+        &app.test_key,
+        json!({ "opted_out": opted_out }),
     )
     .await
-    .expect(201);
+    .expect(200);
 }
 
 /// docs/api.md "Messages": a single send to a number that opted out (STOP, or `opted_out` set
@@ -202,7 +202,7 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
     let app = spawn_app(backend).await;
     let stopped = "+14155550301";
     let by_hand = "+14155550302";
-    opt_out(&app, &app.test_key, stopped).await;
+    app.test_inbound(stopped, "STOP").await;
     let contact = app
         .post(
             "/v1/contacts",
@@ -212,13 +212,7 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
         .await
         .expect(201);
     let contact_id = contact.data()["id"].as_str().unwrap().to_string();
-    app.patch(
-        &format!("/v1/contacts/{contact_id}"),
-        &app.test_key,
-        json!({ "opted_out": true }),
-    )
-    .await
-    .expect(200);
+    set_opted_out(&app, &contact_id, true).await;
 
     for number in [stopped, by_hand] {
         let refused = app
@@ -239,20 +233,8 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
     }
 
     // START opts back in; a hand opt-out is undone by hand.
-    app.post(
-        "/v1/test/inbound",
-        &app.test_key,
-        json!({ "from_number": stopped, "to_number": SENDER, "content": "START" }),
-    )
-    .await
-    .expect(201);
-    app.patch(
-        &format!("/v1/contacts/{contact_id}"),
-        &app.test_key,
-        json!({ "opted_out": false }),
-    )
-    .await
-    .expect(200);
+    app.test_inbound(stopped, "START").await;
+    set_opted_out(&app, &contact_id, false).await;
     for number in [stopped, by_hand] {
         app.send(&app.test_key, send_body(SENDER, number, "Welcome back"))
             .await
@@ -266,7 +248,7 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
 async fn bulk_send_with_an_opted_out_number_is_refused_whole(backend: Backend) {
     let app = spawn_app(backend).await;
     let stopped = "+14155550303";
-    opt_out(&app, &app.test_key, stopped).await;
+    app.test_inbound(stopped, "STOP").await;
     let refused = app
         .bulk_send(
             &app.test_key,

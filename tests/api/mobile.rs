@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, spawn_app, spawn_app_with, timeline,
+    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, poll, spawn_app, spawn_app_with, timeline,
 };
 
 /// The mount the app's users copy from the upstream docs; `/mobile/v1` is the other.
@@ -672,21 +672,21 @@ async fn inbound_posts_are_verified_and_stored_once(backend: Backend) {
 
 /// Polls `GET /message` until it serves `n` messages (or panics after 10 s); their ids.
 async fn fetch_n(phone: &AppClient, n: usize) -> Vec<String> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let served = phone.fetch("fifo").await;
-        if served.len() >= n {
-            return served
-                .iter()
-                .map(|m| m["id"].as_str().unwrap().to_string())
-                .collect();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{n} messages never served; last {served:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        async || {
+            let served = phone.fetch("fifo").await;
+            if served.len() >= n {
+                return Ok(served
+                    .iter()
+                    .map(|m| m["id"].as_str().unwrap().to_string())
+                    .collect());
+            }
+            Err(format!("{n} messages never served; last {served:?}"))
+        },
+    )
+    .await
 }
 
 async fn event_kinds(app: &TestApp, id: &str) -> Vec<String> {

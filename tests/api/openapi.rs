@@ -1011,14 +1011,7 @@ async fn real_answers_match_the_document(backend: Backend) {
     assert_eq!(bad.code(), "validation_failed");
     let read = api.get("/v1/ai/settings", "/v1/ai/settings", key).await;
     assert_eq!(read.data()["mode"], "draft");
-    let asked = app
-        .post(
-            "/v1/test/inbound",
-            &app.test_key,
-            json!({ "from_number": "+14155550177", "to_number": SENDER, "content": "Your hours?" }),
-        )
-        .await
-        .expect(201);
+    let asked = app.test_inbound("+14155550177", "Your hours?").await;
     let mut draft = Value::Null;
     for _ in 0..100 {
         let page = api
@@ -1030,7 +1023,7 @@ async fn real_answers_match_the_document(backend: Backend) {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert_eq!(draft["message_id"], asked.data()["id"]);
+    assert_eq!(draft["message_id"], asked["id"]);
     let draft_path = format!("/v1/ai/drafts/{}", draft["id"].as_str().unwrap());
     let one = api.get("/v1/ai/drafts/{id}", &draft_path, key).await;
     assert_eq!(one.data()["status"], "pending");

@@ -10,8 +10,8 @@ use serde_json::json;
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, FakePhone, RECIPIENT, SENDER, TestApp, WebhookReceiver, fresh_database, spawn_app,
-    spawn_app_with,
+    Backend, FakePhone, RECIPIENT, SENDER, TestApp, WebhookReceiver, fresh_database, poll,
+    spawn_app, spawn_app_with,
 };
 
 async fn health_ready_and_metrics(backend: Backend) {
@@ -220,25 +220,25 @@ async fn sigterm_loses_nothing_accepted(backend: Backend) {
     // Every accepted message is in the database, and a restarted server delivers it.
     let restarted = start_server(&url, false);
     for id in &accepted {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let mut res = client
-                .get(format!("{}/v1/messages/{id}", restarted.address))
-                .insert_header(("x-api-key", server.test_key.as_str()))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(res.status().as_u16(), 200, "accepted message {id} was lost");
-            let body: serde_json::Value = res.json().await.unwrap();
-            if body["data"]["status"] == "delivered" {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{id} never delivered after restart: {body}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        poll(
+            Duration::from_secs(20),
+            Duration::from_millis(50),
+            async || {
+                let mut res = client
+                    .get(format!("{}/v1/messages/{id}", restarted.address))
+                    .insert_header(("x-api-key", server.test_key.as_str()))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(res.status().as_u16(), 200, "accepted message {id} was lost");
+                let body: serde_json::Value = res.json().await.unwrap();
+                if body["data"]["status"] == "delivered" {
+                    return Ok(());
+                }
+                Err(format!("{id} never delivered after restart: {body}"))
+            },
+        )
+        .await;
     }
     drop(restarted);
 }
@@ -519,17 +519,17 @@ async fn ready_is_503_when_the_database_does_not_answer(backend: Backend) {
     app.request("GET", "/health", None, None).await.expect(200);
 
     proxy.pause(false);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if app.request("GET", "/ready", None, None).await.status == 200 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "ready again once the database answers"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    poll(
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        async || {
+            if app.request("GET", "/ready", None, None).await.status == 200 {
+                return Ok(());
+            }
+            Err("ready again once the database answers".to_string())
+        },
+    )
+    .await;
 }
 
 /// JSON logs of the real binary: every line is a JSON object, requests carry their request id,
@@ -824,8 +824,7 @@ fn wal_is_checkpointed_beside_the_writer() {
             .unwrap()
             .to_string();
         let file_only = format!("sqlite://{path}?mode=ro&immutable=true");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
+        poll(Duration::from_secs(10), Duration::from_millis(200), async || {
             let db = sea_orm::Database::connect(&file_only).await.unwrap();
             // Until the first checkpoint the file may not even hold the schema.
             let stored: i64 = match db
@@ -840,14 +839,11 @@ fn wal_is_checkpointed_beside_the_writer() {
             };
             db.close().await.unwrap();
             if stored >= 20 {
-                break;
+                return Ok(());
             }
-            assert!(
-                Instant::now() < deadline,
-                "the database file holds {stored} of 20 messages after 10 s: the WAL is not checkpointed"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            Err(format!("the database file holds {stored} of 20 messages after 10 s: the WAL is not checkpointed"))
+        })
+        .await;
         drop(app);
     });
 }

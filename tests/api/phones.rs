@@ -197,7 +197,7 @@ async fn pace_holds_extras_in_the_queue(backend: Backend) {
         "no third send inside the minute window"
     );
     for id in &ids[2..] {
-        let m = app.message(&app.live_key, &id).await;
+        let m = app.message(&app.live_key, id).await;
         assert_eq!(m["status"], "queued", "extras wait, they are not rejected");
     }
     // Lifting the pace releases the queue at once, in order.
@@ -387,7 +387,7 @@ async fn restart_keeps_the_queue_and_the_pace(backend: Backend) {
         "the restarted server kept the pace"
     );
     for id in [&b, &c] {
-        let m = app.message(&app.live_key, &id).await;
+        let m = app.message(&app.live_key, id).await;
         assert_eq!(m["status"], "queued", "nothing lost: {id} is queued again");
     }
     app.set_pace(&phone_id, 10, 10).await;

@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::backend_tests;
-use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, spawn_app, spawn_app_with};
+use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, poll, spawn_app, spawn_app_with};
 
 async fn workspace_is_read_with_the_key_and_updated(backend: Backend) {
     let app = spawn_app(backend).await;
@@ -538,13 +538,7 @@ async fn conversations_group_messages_by_the_other_side(backend: Backend) {
         .expect(202);
     app.send_test(other, "Hello").await.expect(202);
     for content in ["Thanks!", "What are your hours?"] {
-        app.post(
-            "/v1/test/inbound",
-            &key,
-            json!({ "from_number": RECIPIENT, "to_number": SENDER, "content": content }),
-        )
-        .await
-        .expect(201);
+        app.test_inbound(RECIPIENT, content).await;
     }
     // The draft is made off the request path: wait for it.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -904,19 +898,18 @@ async fn wait_for_data(
     key: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let reply = app.get(path, key).await.expect(200);
-        if check(reply.data()) {
-            return reply.data().clone();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{path} never as expected: {}",
-            reply.body
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    poll(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        async || {
+            let reply = app.get(path, key).await.expect(200);
+            if check(reply.data()) {
+                return Ok(reply.data().clone());
+            }
+            Err(format!("{path} never as expected: {}", reply.body))
+        },
+    )
+    .await
 }
 
 async fn daily_counts_and_the_overview_add_up(backend: Backend) {
@@ -938,13 +931,7 @@ async fn daily_counts_and_the_overview_add_up(backend: Backend) {
     app.send_test("+14155550124", "two").await.expect(202);
     // Test mode's number that fails every attempt.
     app.send_test("+15005550001", "three").await.expect(202);
-    app.post(
-        "/v1/test/inbound",
-        &key,
-        json!({ "from_number": RECIPIENT, "to_number": SENDER, "content": "hello" }),
-    )
-    .await
-    .expect(201);
+    app.test_inbound(RECIPIENT, "hello").await;
 
     let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
     let stats = wait_for_data(&app, "/v1/stats/daily", &key, |d| {

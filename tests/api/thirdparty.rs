@@ -9,7 +9,9 @@ use smsgw::domain::pace::Pace;
 use smsgw::domain::protocol::PhoneFrame;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, Reply, SENDER, TestApp, basic, bearer, spawn_app, spawn_app_with};
+use crate::helpers::{
+    Backend, Reply, SENDER, TestApp, basic, bearer, poll, spawn_app, spawn_app_with,
+};
 
 /// Asserts an upstream-style error: the status, `Content-Type: application/json` exactly and
 /// a non-empty `message`.
@@ -149,21 +151,23 @@ async fn wait_for_state(
     id: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let reply = app
-            .client_api("GET", &format!("/messages/{id}"), Some(auth), None)
-            .await;
-        if reply.status == 200 && check(&reply.body) {
-            return reply.body;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "message {id} never reached the expected state; last: {}",
-            reply.body
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        async || {
+            let reply = app
+                .client_api("GET", &format!("/messages/{id}"), Some(auth), None)
+                .await;
+            if reply.status == 200 && check(&reply.body) {
+                return Ok(reply.body);
+            }
+            Err(format!(
+                "message {id} never reached the expected state; last: {}",
+                reply.body
+            ))
+        },
+    )
+    .await
 }
 
 /// Asserts a timestamp the clients parse: RFC 3339, three fractional digits, `Z`.

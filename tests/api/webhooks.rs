@@ -11,7 +11,7 @@ use smsgw::domain::signing;
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, RECIPIENT, Reply, SENDER, TestApp, WebhookReceiver, spawn_app_with,
+    Backend, RECIPIENT, Reply, SENDER, TestApp, WebhookReceiver, poll, spawn_app_with,
     spawn_app_with_resolver,
 };
 
@@ -67,23 +67,22 @@ async fn spawn_retrying(backend: Backend, retry_schedule: Vec<Duration>) -> Test
 
 /// Polls the deliveries log until it holds at least `n` attempts (newest first).
 async fn wait_for_attempts(app: &TestApp, key: &str, endpoint_id: &str, n: usize) -> Vec<Value> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let reply = app
-            .get(&format!("/v1/webhooks/{endpoint_id}/deliveries"), key)
-            .await
-            .expect(200);
-        let rows = reply.data()["deliveries"].as_array().unwrap().clone();
-        if rows.len() >= n {
-            return rows;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "expected {n} attempts, log: {}",
-            reply.body
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        async || {
+            let reply = app
+                .get(&format!("/v1/webhooks/{endpoint_id}/deliveries"), key)
+                .await
+                .expect(200);
+            let rows = reply.data()["deliveries"].as_array().unwrap().clone();
+            if rows.len() >= n {
+                return Ok(rows);
+            }
+            Err(format!("expected {n} attempts, log: {}", reply.body))
+        },
+    )
+    .await
 }
 
 fn is_api_timestamp(text: &str) -> bool {
@@ -611,7 +610,7 @@ async fn a_name_rebound_to_loopback_is_refused_at_delivery(backend: Backend) {
     resolver.set("rebind.example", vec!["127.0.0.1".parse().unwrap()]);
     let id = endpoint["id"].as_str().unwrap();
     app.send_test(RECIPIENT, "rebind").await.expect(202);
-    let rows = wait_for_attempts(&app, &app.test_key, &id, 1).await;
+    let rows = wait_for_attempts(&app, &app.test_key, id, 1).await;
     assert_eq!(rows[0]["error"], "blocked_address", "{}", rows[0]);
     assert_eq!(rows[0]["status_code"], Value::Null);
     assert_eq!(rows[0]["state"], "failed");
@@ -807,15 +806,8 @@ async fn retries_after_content_removal_carry_empty_content(backend: Backend) {
         .subscribe(&app.test_key, &receiver, &["message.received"])
         .await;
     let signing_key = endpoint["signing_key"].as_str().unwrap().to_string();
-    let inbound = app
-        .post(
-            "/v1/test/inbound",
-            &app.test_key,
-            json!({ "from_number": RECIPIENT, "to_number": SENDER, "content": "short-lived" }),
-        )
-        .await
-        .expect(201);
-    let id = inbound.data()["id"].as_str().unwrap().to_string();
+    let inbound = app.test_inbound(RECIPIENT, "short-lived").await;
+    let id = inbound["id"].as_str().unwrap().to_string();
     let got = receiver.wait_for(2, Duration::from_secs(15)).await;
     let (first, retry) = (got[0].json(), got[1].json());
     assert_eq!(first["message"]["id"], id.as_str());
