@@ -119,6 +119,17 @@ async fn wait_for_draft(app: &TestApp, key: &str, message_id: &str) -> Value {
     .await
 }
 
+/// After a refused send of `draft`: it is still pending, and the key's mode still has
+/// `outbound` outbound messages.
+async fn assert_refused_changed_nothing(app: &TestApp, key: &str, draft: &Value, outbound: usize) {
+    assert_eq!(
+        get_draft(app, key, &id_of(draft)).await["status"],
+        "pending"
+    );
+    let sent = app.messages(key, "direction=outbound").await;
+    assert_eq!(sent.len(), outbound, "{sent:?}");
+}
+
 async fn get_draft(app: &TestApp, key: &str, id: &str) -> Value {
     app.get(&format!("/v1/ai/drafts/{id}"), key)
         .await
@@ -754,14 +765,7 @@ async fn opt_out_keywords_and_stop_ai_get_no_draft(backend: Backend) {
     // The keyword messages themselves are stored like any other.
     let stored = app.messages(&app.test_key, "direction=inbound").await;
     assert_eq!(stored.len(), silent.len() + 1);
-    let contacts = app
-        .get("/v1/contacts?limit=100", &app.test_key)
-        .await
-        .expect(200)
-        .data()["contacts"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let contacts = app.contacts(&app.test_key).await;
     let no_ai_contact = contacts
         .iter()
         .find(|c| c["phone_number"] == no_ai)
@@ -1017,15 +1021,7 @@ async fn a_live_draft_needs_an_online_phone(backend: Backend) {
         .await
         .expect_error(503, "no_device_available");
     assert_eq!(refused.data()["field"], "from_number");
-    assert_eq!(
-        get_draft(&app, &app.live_key, &id_of(&draft)).await["status"],
-        "pending"
-    );
-    assert!(
-        app.messages(&app.live_key, "direction=outbound")
-            .await
-            .is_empty()
-    );
+    assert_refused_changed_nothing(&app, &app.live_key, &draft, 0).await;
 
     let mut phone = app.connect_phone(&token).await;
     app.wait_online(&phone_id, true).await;
@@ -1142,16 +1138,7 @@ async fn auto_mode_over_the_new_workspace_limit_keeps_the_draft_pending(backend:
         .await
         .expect_error(429, "new_account_limit");
     assert_eq!(refused.data()["limit"], 1);
-    assert_eq!(
-        get_draft(&app, &app.live_key, &id_of(&draft)).await["status"],
-        "pending"
-    );
-    assert_eq!(
-        app.messages(&app.live_key, "direction=outbound")
-            .await
-            .len(),
-        1
-    );
+    assert_refused_changed_nothing(&app, &app.live_key, &draft, 1).await;
     receiver.stop().await;
 }
 
@@ -1491,15 +1478,7 @@ async fn drafts_of_a_contact_opted_out_by_hand_cannot_be_sent(backend: Backend) 
     .await
     .expect_error(403, "ai_replies_off");
     assert_eq!(refused.data()["field"], "to_number");
-    assert_eq!(
-        get_draft(&app, &app.test_key, &id_of(&draft)).await["status"],
-        "pending"
-    );
-    assert!(
-        app.messages(&app.test_key, "direction=outbound")
-            .await
-            .is_empty()
-    );
+    assert_refused_changed_nothing(&app, &app.test_key, &draft, 0).await;
 
     patch(json!({ "ai_replies": true })).await;
     send_draft(&app, &app.test_key, &id_of(&draft), None)

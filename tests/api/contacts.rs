@@ -392,46 +392,43 @@ async fn import_upserts_by_number(backend: Backend) {
     let mut items: Vec<Value> = (0..20)
         .map(|i| json!({ "phone_number": format!("+1415555{:04}", 2000 + i), "first_name": "N" }))
         .collect();
-    items[12] = json!({ "phone_number": "+1415" });
-    let reply = app
-        .post(
-            "/v1/contacts/import",
-            &app.test_key,
-            json!({ "contacts": items.clone() }),
-        )
-        .await
-        .expect_error(422, "invalid_phone_number");
-    assert_eq!(reply.data()["field"], "contacts[12].phone_number");
-    items[12] = json!({ "phone_number": "+14155552012", "email": "@" });
-    let reply = app
-        .post(
-            "/v1/contacts/import",
-            &app.test_key,
-            json!({ "contacts": items.clone() }),
-        )
-        .await
-        .expect_error(422, "validation_failed");
-    assert_eq!(reply.data()["field"], "contacts[12].email");
-    items[12] = json!({ "phone_number": "+14155552003" });
-    let reply = app
-        .post(
-            "/v1/contacts/import",
-            &app.test_key,
-            json!({ "contacts": items.clone() }),
-        )
-        .await
-        .expect_error(422, "validation_failed");
-    assert_eq!(reply.data()["field"], "contacts[12].phone_number");
-    items[12] = json!({ "phone_number": "+14155552012", "tags": [1] });
-    let reply = app
-        .post(
-            "/v1/contacts/import",
-            &app.test_key,
-            json!({ "contacts": items }),
-        )
-        .await
-        .expect_error(400, "invalid_json");
-    assert_eq!(reply.data()["field"], "contacts[12].tags[0]");
+    for (bad, status, code, field) in [
+        (
+            json!({ "phone_number": "+1415" }),
+            422,
+            "invalid_phone_number",
+            "contacts[12].phone_number",
+        ),
+        (
+            json!({ "phone_number": "+14155552012", "email": "@" }),
+            422,
+            "validation_failed",
+            "contacts[12].email",
+        ),
+        (
+            json!({ "phone_number": "+14155552003" }),
+            422,
+            "validation_failed",
+            "contacts[12].phone_number",
+        ),
+        (
+            json!({ "phone_number": "+14155552012", "tags": [1] }),
+            400,
+            "invalid_json",
+            "contacts[12].tags[0]",
+        ),
+    ] {
+        items[12] = bad;
+        let reply = app
+            .post(
+                "/v1/contacts/import",
+                &app.test_key,
+                json!({ "contacts": items.clone() }),
+            )
+            .await
+            .expect_error(status, code);
+        assert_eq!(reply.data()["field"], field);
+    }
     for body in [json!({}), json!({ "contacts": [] })] {
         let reply = app
             .post("/v1/contacts/import", &app.test_key, body)

@@ -11,14 +11,7 @@ const CUSTOMER: &str = "+14155550177";
 
 /// The contact with this number, if any (test mode).
 async fn contact(app: &TestApp, number: &str) -> Option<Value> {
-    let contacts = app
-        .get("/v1/contacts?limit=100", &app.test_key)
-        .await
-        .expect(200)
-        .data()["contacts"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let contacts = app.contacts(&app.test_key).await;
     contacts.into_iter().find(|c| c["phone_number"] == number)
 }
 

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::backend_tests;
 use crate::helpers::{
@@ -502,15 +502,16 @@ async fn paging_is_stable_while_messages_arrive(backend: Backend) {
     assert!(before.is_subset(&unique), "no message skipped");
 }
 
+/// A send of `content` from [`SENDER`] to [`RECIPIENT`] held until `at`.
+fn scheduled(content: &str, at: &str) -> Value {
+    json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": content, "scheduled_for": at })
+}
+
 async fn scheduled_messages_are_held_and_can_be_canceled(backend: Backend) {
     let app = spawn_app(backend).await;
     let at = chrono::Utc::now() + chrono::Duration::milliseconds(1500);
     let reply = app
-        .send(
-            &app.test_key,
-            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "later",
-                    "scheduled_for": at.to_rfc3339() }),
-        )
+        .send(&app.test_key, scheduled("later", &at.to_rfc3339()))
         .await
         .expect(202);
     assert_eq!(reply.data()["status"], "queued");
@@ -528,11 +529,7 @@ async fn scheduled_messages_are_held_and_can_be_canceled(backend: Backend) {
 
     let far = chrono::Utc::now() + chrono::Duration::hours(1);
     let reply = app
-        .send(
-            &app.test_key,
-            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "cancel me",
-                    "scheduled_for": far.to_rfc3339() }),
-        )
+        .send(&app.test_key, scheduled("cancel me", &far.to_rfc3339()))
         .await
         .expect(202);
     let id2 = reply.data()["id"].as_str().unwrap().to_string();
@@ -550,11 +547,7 @@ async fn scheduled_messages_are_held_and_can_be_canceled(backend: Backend) {
         .await
         .expect_error(404, "not_found");
     let bad = app
-        .send(
-            &app.test_key,
-            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "x",
-                    "scheduled_for": "tomorrow" }),
-        )
+        .send(&app.test_key, scheduled("x", "tomorrow"))
         .await
         .expect_error(422, "validation_failed");
     assert_eq!(bad.data()["field"], "scheduled_for");
