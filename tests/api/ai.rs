@@ -679,8 +679,7 @@ async fn disabled_settings_make_no_draft(backend: Backend) {
     .await
     .expect(200);
     enable(&app, &app.live_key, "draft", json!([price_rule()])).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
 
     let quiet = app.test_inbound(CUSTOMER, "What's the price?").await;
     phone.receive("in-1", CUSTOMER, "What's the price?").await;
@@ -1109,8 +1108,7 @@ async fn auto_mode_over_the_new_workspace_limit_keeps_the_draft_pending(backend:
     app.subscribe(&app.live_key, &receiver, &["ai.draft.created"])
         .await;
     enable(&app, &app.live_key, "auto", json!([price_rule()])).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
 
     // The one message the limit allows.
     app.send(&app.live_key, send_body(SENDER, OTHER, "Hello"))

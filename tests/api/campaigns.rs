@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::backend_tests;
 use crate::helpers::{
     Backend, FakePhone, RECIPIENT, Reply, SENDER, TestApp, poll, send_body, spawn_app,
-    spawn_app_with,
+    spawn_app_with, spawn_paced,
 };
 
 /// A US premium-rate number (+1 900): skipped by a campaign, never sent.
@@ -215,11 +215,7 @@ struct PacedCampaign {
 }
 
 async fn paced_campaign(backend: Backend, name: &str) -> PacedCampaign {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 2;
-        s.pace.per_30_minutes = 2;
-    })
-    .await;
+    let app = spawn_paced(backend, 2, 2).await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
     let to = numbers(5);
@@ -1457,11 +1453,7 @@ async fn cancel_stops_a_running_live_campaign(backend: Backend) {
 /// A restart mid-campaign loses nothing and repeats nothing: every recipient is sent exactly
 /// once across both server lives, and the campaign completes.
 async fn restart_carries_on_without_sending_twice(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 2;
-        s.pace.per_30_minutes = 2;
-    })
-    .await;
+    let app = spawn_paced(backend, 2, 2).await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
     let to = numbers(5);

@@ -263,8 +263,7 @@ fn one_request_id_on_two_nodes_is_one_message() {
 fn the_new_workspace_limit_is_exact_across_nodes() {
     run_on_postgres(async {
         let (a, b) = two_nodes(|_| {}).await;
-        let (phone_id, token) = a.pair_phone(SENDER).await;
-        let _phone = a.connect_phone(&token).await;
+        let (phone_id, _phone) = a.online_phone(SENDER).await;
         b.wait_online(&phone_id, true).await;
         let replies = join_all((0..80).map(|i| {
             let node = if i % 2 == 0 { &a } else { &b };

@@ -234,8 +234,7 @@ async fn unusable_webhook_urls_are_refused_at_creation(backend: Backend) {
 async fn inbound_frames_are_bounded(backend: Backend) {
     use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
     let app = spawn_app(backend).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     let refused = [
         ("r1", "9".repeat(33), "hello".to_string()),
         ("r2", " ".into(), "hello".into()),
@@ -287,8 +286,7 @@ async fn inbound_frames_are_bounded(backend: Backend) {
 /// A text frame that is not UTF-8 closes the session with 1007 (RFC 6455 §8.1).
 async fn invalid_utf8_text_closes_with_1007(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     phone
         .send_raw_text_frame(b"{\"type\":\"heartbeat\xff\xfe\"}")
         .await;

@@ -17,8 +17,7 @@ async fn contact(app: &TestApp, number: &str) -> Option<Value> {
 
 async fn phone_inbound_is_stored_once_and_listed(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (phone_id, mut phone) = app.online_phone(SENDER).await;
     // A national-format sender is shown in E.164, read in the region of the phone's number.
     phone.receive("in-1", "(415) 555-0177", "Hello there").await;
     // A repeat of the same ref is acked again and not stored twice.
@@ -216,8 +215,7 @@ async fn phone_keywords_update_an_existing_contact(backend: Backend) {
         .await
         .expect(201);
     let id = created.data()["id"].as_str().unwrap().to_string();
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     phone.receive("k-1", CUSTOMER, "stop").await;
     let c = app
         .get(&format!("/v1/contacts/{id}"), &app.live_key)

@@ -584,8 +584,7 @@ async fn live_sends_need_an_online_phone(backend: Backend) {
 
 async fn new_workspace_limit_counts_live_sends(backend: Backend) {
     let app = spawn_app_with(backend, |s| s.limits.new_workspace_messages = 3).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     for i in 0..2 {
         app.send(&app.live_key, send_body(SENDER, RECIPIENT, &format!("{i}")))
             .await

@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, poll, spawn_app, spawn_app_with, timeline,
+    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, poll, spawn_app, spawn_app_with,
+    spawn_paced, timeline,
 };
 
 /// The mount the app's users copy from the upstream docs; `/mobile/v1` is the other.
@@ -385,11 +386,7 @@ async fn the_app_sends_through_events_fetch_and_reports(backend: Backend) {
 }
 
 async fn pace_holds_and_cancel_is_announced(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 2;
-        s.pace.per_30_minutes = 3;
-    })
-    .await;
+    let app = spawn_paced(backend, 2, 3).await;
     let (phone, mut events) = online_app(&app).await;
     let mut ids = Vec::new();
     for i in 0..4 {
@@ -484,11 +481,7 @@ async fn events_within(stream: &mut EventStream, within: Duration) -> Vec<String
 }
 
 async fn a_backlog_is_announced_once_until_the_app_fetches(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 60;
-        s.pace.per_30_minutes = 600;
-    })
-    .await;
+    let app = spawn_paced(backend, 60, 600).await;
     let (phone, mut events) = online_app(&app).await;
     let mut ids = Vec::new();
     for i in 0..5 {
@@ -765,11 +758,7 @@ async fn a_retry_after_failed_is_a_new_send_for_the_app(backend: Backend) {
 }
 
 async fn a_report_is_answered_once_it_is_stored(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 100;
-        s.pace.per_30_minutes = 1_000;
-    })
-    .await;
+    let app = spawn_paced(backend, 100, 1_000).await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let phone = AppClient::new(&app, BASE, &token);
     assert_eq!(phone.register().await.status, 201);
@@ -806,11 +795,7 @@ async fn stream_ends(stream: &mut EventStream) -> Vec<String> {
 }
 
 async fn the_newest_connection_wins_and_nothing_is_lost_or_sent_twice(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 100;
-        s.pace.per_30_minutes = 1_000;
-    })
-    .await;
+    let app = spawn_paced(backend, 100, 1_000).await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let phone = AppClient::new(&app, BASE, &token);
     assert_eq!(phone.register().await.status, 201);

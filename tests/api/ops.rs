@@ -336,8 +336,7 @@ async fn metrics_cover_requests_messages_phones_queues(backend: Backend) {
     )
     .await
     .expect(202);
-    let (_, token) = app.pair_phone(SENDER).await;
-    let _phone = app.connect_phone(&token).await;
+    let (_, _phone) = app.online_phone(SENDER).await;
 
     let text = scrape_until(&app, "metrics after traffic", |text| {
         sample(text, "smsgw_phones_online", &[]).is_some_and(|v| v >= 1.0)

@@ -8,7 +8,8 @@ use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, FakePhone, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with, timeline,
+    Backend, FakePhone, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with,
+    spawn_paced, timeline,
 };
 
 async fn pairing_and_token_rules(backend: Backend) {
@@ -107,8 +108,7 @@ async fn pairing_and_token_rules(backend: Backend) {
 
 async fn live_send_is_delivered_through_the_phone(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (phone_id, mut phone) = app.online_phone(SENDER).await;
     let id = app.send_live("via a real phone").await;
     let (message_id, to, content, attempt) = phone.expect_send().await;
     assert_eq!(message_id.to_string(), id);
@@ -172,13 +172,8 @@ async fn live_send_is_delivered_through_the_phone(backend: Backend) {
 }
 
 async fn pace_holds_extras_in_the_queue(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 2;
-        s.pace.per_30_minutes = 3;
-    })
-    .await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let app = spawn_paced(backend, 2, 3).await;
+    let (phone_id, mut phone) = app.online_phone(SENDER).await;
     let mut ids = Vec::new();
     for i in 0..5 {
         ids.push(app.send_live(&format!("paced {i}")).await);
@@ -209,13 +204,8 @@ async fn pace_holds_extras_in_the_queue(backend: Backend) {
 }
 
 async fn queue_classes_are_served_in_priority_order(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 1;
-        s.pace.per_30_minutes = 1;
-    })
-    .await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let app = spawn_paced(backend, 1, 1).await;
+    let (phone_id, mut phone) = app.online_phone(SENDER).await;
     let first = app.send_live("takes the only slot").await;
     assert_eq!(phone.expect_send().await.0.to_string(), first);
     let bulk = app
@@ -273,8 +263,7 @@ async fn disconnect_mid_send_requeues_and_resends_once(backend: Backend) {
 
 async fn failed_attempts_are_retried_then_fail(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     let id = app.send_live("doomed").await;
     for expected in 1..=3 {
         let (message_id, _, _, attempt) = phone.expect_send().await;
@@ -312,8 +301,7 @@ async fn unsent_messages_expire(backend: Backend) {
         s.messages.ttl = Duration::from_millis(800);
     })
     .await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     app.send_live("goes out").await;
     phone.expect_send().await;
     let waiting = app.send_live("waits too long").await;
@@ -339,9 +327,7 @@ async fn silent_phones_go_offline(backend: Backend) {
         s.phones.heartbeat_timeout = Duration::from_millis(300)
     })
     .await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
-    app.wait_online(&phone_id, true).await;
+    let (phone_id, mut phone) = app.online_phone(SENDER).await;
     // The fake phone answers nothing: after the timeout the server closes the session.
     let code = phone.close_code().await;
     assert!(code.is_some(), "the server closed the silent session");
@@ -352,11 +338,7 @@ async fn silent_phones_go_offline(backend: Backend) {
 }
 
 async fn restart_keeps_the_queue_and_the_pace(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 2;
-        s.pace.per_30_minutes = 2;
-    })
-    .await;
+    let app = spawn_paced(backend, 2, 2).await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
     let a = app.send_live("a").await;
@@ -424,11 +406,7 @@ backend_tests!(
 );
 
 async fn phones_sharing_a_number_take_over_unpinned_messages(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 1;
-        s.pace.per_30_minutes = 1;
-    })
-    .await;
+    let app = spawn_paced(backend, 1, 1).await;
     let (first_id, first_token) = app.pair_phone(SENDER).await;
     let (second_id, second_token) = app.pair_phone(SENDER).await;
     let mut first = app.connect_phone(&first_token).await;
@@ -475,11 +453,7 @@ async fn phones_sharing_a_number_take_over_unpinned_messages(backend: Backend) {
 backend_tests!(phones_sharing_a_number_take_over_unpinned_messages);
 
 async fn late_reports_settle_requeued_messages(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 1;
-        s.pace.per_30_minutes = 1;
-    })
-    .await;
+    let app = spawn_paced(backend, 1, 1).await;
     let (_, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
     let id = app.send_live("sent before the drop").await;
@@ -528,8 +502,7 @@ backend_tests!(late_reports_settle_requeued_messages);
 /// timeline and the events (message.sent webhooks) never skip it.
 async fn delivery_before_sent_still_records_sent_once(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     for (round, sent_too) in [(1, true), (2, false)] {
         let id = app.send_live(&format!("round {round}")).await;
         let (message_id, ..) = phone.expect_send().await;
@@ -576,8 +549,7 @@ backend_tests!(delivery_before_sent_still_records_sent_once);
 /// fragmented messages are joined, pings are answered with their payload.
 async fn fragments_and_pings_are_understood(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     let frame = PhoneFrame::Received {
         reference: "fragmented-1".into(),
         from: RECIPIENT.into(),

@@ -182,9 +182,7 @@ fn assert_wire_time(value: &Value) {
 async fn a_message_goes_through_a_phone_and_aggregates_its_recipients(backend: Backend) {
     let app = spawn_fast(backend).await;
     let auth = basic("any-login", &app.live_key);
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
-    app.wait_online(&phone_id, true).await;
+    let (phone_id, mut phone) = app.online_phone(SENDER).await;
     let body = json!({
         "id": "order-1001",
         "textMessage": {"text": "your code is 1234"},
@@ -480,9 +478,7 @@ async fn queued_recipients_are_cancelled(backend: Backend) {
         s.pace = Pace::new(1, 1).expect("pace");
     })
     .await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
-    app.wait_online(&phone_id, true).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     let auth = bearer(&app.live_key);
     let body = json!({"id": "c-1", "textMessage": {"text": "hi"}, "phoneNumbers": ["+14155550123", "+14155550124", "+14155550125"]});
     let reply = app

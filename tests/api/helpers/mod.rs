@@ -248,6 +248,16 @@ pub async fn spawn_app_with(backend: Backend, configure: impl FnOnce(&mut Settin
     spawn_app_with_resolver(backend, Arc::new(StaticResolver::new()), configure).await
 }
 
+/// Starts the app with every phone's default pace: at most `per_minute` sends in any minute
+/// and `per_30_minutes` in any 30 minutes.
+pub async fn spawn_paced(backend: Backend, per_minute: u32, per_30_minutes: u32) -> TestApp {
+    spawn_app_with(backend, |s| {
+        s.pace.per_minute = per_minute;
+        s.pace.per_30_minutes = per_30_minutes;
+    })
+    .await
+}
+
 /// [`spawn_app_with`] with the table webhook target names resolve through.
 pub async fn spawn_app_with_resolver(
     backend: Backend,
