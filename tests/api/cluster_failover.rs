@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::helpers::{
     Backend, FakePhone, POSTGRES_SECRETS_KEY, RECIPIENT, SENDER, WebhookReceiver, fresh_database,
-    run_on_postgres, send_body,
+    poll, run_on_postgres, send_body,
 };
 
 /// Retry delays of the webhook endpoint under test: short, so retries straddle the kill.
@@ -151,21 +151,24 @@ fn recipients(count: usize) -> Vec<Value> {
 /// Waits until the phone is online as the node's API reports it (30 s: on two loaded cores a
 /// reconnect after a kill, its backoff and the lease claim have taken over 20 s).
 async fn wait_online(node: &Node, key: &str, phone_id: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, body) = call(
-            "GET",
-            format!("{}/v1/phones/{phone_id}", node.address),
-            key,
-            None,
-        )
-        .await;
-        if body["data"]["online"] == true {
-            return;
-        }
-        assert!(Instant::now() < deadline, "phone never online: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll(
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        async || {
+            let (_, body) = call(
+                "GET",
+                format!("{}/v1/phones/{phone_id}", node.address),
+                key,
+                None,
+            )
+            .await;
+            match body["data"]["online"] == true {
+                true => Ok(()),
+                false => Err(format!("phone never online: {body}")),
+            }
+        },
+    )
+    .await
 }
 
 /// Pairs a phone of `SENDER` through `node`, connects it there and waits until it is online:
@@ -280,18 +283,7 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
     assert!(attempts_before_kill >= before.len());
 
     // The phone reconnects to B (as it would through a load balancer) and reports everything.
-    let mut phone = {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match FakePhone::connect(&b.ws_url(), &token).await {
-                Ok(phone) => break phone,
-                Err(status) => {
-                    assert!(Instant::now() < deadline, "B refused the phone: {status}");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
-        }
-    };
+    let mut phone = FakePhone::connect_within(&b.ws_url(), &token, Duration::from_secs(20)).await;
     let mut handed_on_b: HashMap<Uuid, u32> = HashMap::new();
     let mut next_ref = 0u32;
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -307,22 +299,13 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
             phone.next_frame_within(Duration::from_millis(500)).await
         {
             *handed_on_b.entry(message_id).or_default() += 1;
-            for delivered in [false, true] {
-                next_ref += 1;
-                let reference = Some(format!("b{next_ref}"));
-                let frame = if delivered {
-                    PhoneFrame::Delivered {
-                        message_id,
-                        reference,
-                    }
-                } else {
-                    PhoneFrame::Sent {
-                        message_id,
-                        reference,
-                    }
-                };
-                phone.send(&frame).await;
-            }
+            phone
+                .report_sent_then_delivered(
+                    message_id,
+                    [format!("b{}", next_ref + 1), format!("b{}", next_ref + 2)],
+                )
+                .await;
+            next_ref += 2;
             continue;
         }
         let (_, body) = call(
@@ -496,18 +479,7 @@ async fn killed_node_hands_over_scheduled_and_test_mode_sends() {
     );
     a.kill();
 
-    let mut phone = {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match FakePhone::connect(&b.ws_url(), &token).await {
-                Ok(phone) => break phone,
-                Err(status) => {
-                    assert!(Instant::now() < deadline, "B refused the phone: {status}");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
-        }
-    };
+    let mut phone = FakePhone::connect_within(&b.ws_url(), &token, Duration::from_secs(20)).await;
     let mut handed: HashMap<Uuid, u32> = HashMap::new();
     let deadline = Instant::now() + TAKEOVER_BOUND + Duration::from_secs(10);
     while handed.len() < live.len() {

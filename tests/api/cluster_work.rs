@@ -184,23 +184,13 @@ async fn report_sends(
             continue;
         };
         count += 1;
-        for delivered in [false, true] {
-            *next_ref += 1;
-            let reference = Some(format!("c{next_ref}"));
-            phone
-                .send(&if delivered {
-                    PhoneFrame::Delivered {
-                        message_id,
-                        reference,
-                    }
-                } else {
-                    PhoneFrame::Sent {
-                        message_id,
-                        reference,
-                    }
-                })
-                .await;
-        }
+        phone
+            .report_sent_then_delivered(
+                message_id,
+                [format!("c{}", *next_ref + 1), format!("c{}", *next_ref + 2)],
+            )
+            .await;
+        *next_ref += 2;
     }
     count
 }

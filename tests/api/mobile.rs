@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, poll, spawn_app, spawn_app_with,
-    spawn_paced, timeline,
+    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, json_body, poll, spawn_app,
+    spawn_app_with, spawn_paced, timeline,
 };
 
 /// The mount the app's users copy from the upstream docs; `/mobile/v1` is the other.
@@ -59,16 +59,10 @@ impl AppClient {
             .map(|v| v.to_str().unwrap().to_string())
             .unwrap_or_default();
         let bytes = response.body().await.expect("body");
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
-        };
         Answer {
             status: response.status().as_u16(),
             content_type,
-            body,
+            body: json_body(&bytes),
         }
     }
 

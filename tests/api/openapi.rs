@@ -1093,21 +1093,11 @@ async fn real_answers_match_the_document(backend: Backend) {
 async fn docs_page_is_self_contained(backend: Backend) {
     let app = spawn_app(backend).await;
     let doc = fetch_document(&app).await;
-    let mut response = app
-        .client
-        .get(format!("{}/docs", app.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .unwrap()
-        .to_str()
-        .unwrap();
+    let page = app.fetch("/docs", &[]).await;
+    assert_eq!(page.status, 200);
+    let content_type = page.header("content-type");
     assert!(content_type.starts_with("text/html"), "{content_type}");
-    let html = String::from_utf8(response.body().await.unwrap().to_vec()).unwrap();
+    let html = page.body;
     assert!(html.starts_with("<!doctype html>"));
     // Its icon is one the binary serves (no request for a missing /favicon.ico).
     assert!(

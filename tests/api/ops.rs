@@ -57,7 +57,30 @@ struct ServerProcess {
     live_key: String,
 }
 
-/// Starts `smsgw serve` on the database; only a first start prints the keys.
+impl ServerProcess {
+    /// Sends the server process `signal` (`-TERM`, `-INT`) as `kill` does.
+    fn signal(&self, signal: &str) {
+        let _ = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status();
+    }
+
+    /// Waits for the server to exit, 10 s at most; its exit status.
+    async fn exit_status(&mut self) -> std::process::ExitStatus {
+        poll(
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+            async || {
+                self.child
+                    .try_wait()
+                    .unwrap()
+                    .ok_or_else(|| "the server exits within 10 s".to_string())
+            },
+        )
+        .await
+    }
+}
+
 impl Drop for ServerProcess {
     /// A failing test must not leave a server running.
     fn drop(&mut self) {
@@ -88,6 +111,7 @@ async fn connect_phone_to(server: &ServerProcess, client: &awc::Client) -> (Fake
     (phone, token)
 }
 
+/// Starts `smsgw serve` on the database; only a first start prints the keys.
 fn start_server(database_url: &str, first_start: bool) -> ServerProcess {
     start_server_with(database_url, first_start, &[], Stdio::null())
 }
@@ -204,17 +228,7 @@ async fn sigterm_loses_nothing_accepted(backend: Backend) {
         Some(1001),
         "phones are told the server is going away"
     );
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the server exits within 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = server.exit_status().await;
     assert!(status.success(), "exit 0 after SIGTERM, got {status}");
 
     // Every accepted message is in the database, and a restarted server delivers it.
@@ -637,14 +651,8 @@ async fn json_logs_carry_request_ids_and_no_secrets(backend: Backend) {
         );
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let _ = Command::new("kill")
-        .args(["-TERM", &server.child.id().to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while server.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "server exits");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    server.signal("-TERM");
+    server.exit_status().await;
 
     let log = std::fs::read_to_string(&log_path).unwrap();
     let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -698,22 +706,10 @@ async fn sigint_stops_gracefully(backend: Backend) {
     for _ in 0..20 {
         phones.push(connect_phone_to(&server, &client).await.0);
     }
-    let _ = Command::new("kill")
-        .args(["-INT", &server.child.id().to_string()])
-        .status();
+    server.signal("-INT");
     let codes = join_all(phones.iter_mut().map(FakePhone::close_code)).await;
     assert_eq!(codes, vec![Some(1001); 20]);
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "exits within 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = server.exit_status().await;
     assert!(status.success(), "exit 0 after SIGINT, got {status}");
 }
 
@@ -729,18 +725,9 @@ async fn logs_are_human_readable_by_default(backend: Backend) {
         &[("SMSGW_LOG__LEVEL", "info")],
         Stdio::from(log_file),
     );
-    let _ = Command::new("kill")
-        .args(["-TERM", &server.child.id().to_string()])
-        .status();
+    server.signal("-TERM");
     // The signal comes right after the address is printed: it is handled gracefully already.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "server exits");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = server.exit_status().await;
     assert!(status.success(), "exit 0, got {status}");
     let log = std::fs::read_to_string(&log_path).unwrap();
     let line = log

@@ -101,16 +101,27 @@ impl TestApp {
             .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
             .collect();
         let bytes = response.body().limit(16 * 1024 * 1024).await.expect("body");
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
-        };
         Reply {
             status,
-            body,
+            body: json_body(&bytes),
             headers,
+        }
+    }
+
+    /// `GET path` with these request headers, redirects not followed, as a browser fetches a
+    /// page or an asset.
+    pub async fn fetch(&self, path: &str, headers: &[(&str, &str)]) -> Fetched {
+        let client = awc::Client::builder().disable_redirects().finish();
+        let mut request = client.get(format!("{}{}", self.address, path));
+        for (name, value) in headers {
+            request = request.insert_header((*name, *value));
+        }
+        let mut response = request.send().await.expect("request completes");
+        let body = response.body().limit(4 * 1024 * 1024).await.expect("body");
+        Fetched {
+            status: response.status().as_u16(),
+            headers: response.headers().clone(),
+            body: String::from_utf8(body.to_vec()).expect("UTF-8 body"),
         }
     }
 
@@ -496,6 +507,32 @@ pub async fn eventually(what: &str, within: Duration, mut check: impl AsyncFnMut
         }
     })
     .await
+}
+
+/// A response body parsed as JSON, `Null` when empty; panics on anything else.
+pub fn json_body(bytes: &[u8]) -> Value {
+    if bytes.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(bytes)))
+}
+
+/// A page as a browser gets it: status, headers and the body as text.
+pub struct Fetched {
+    pub status: u16,
+    pub headers: awc::http::header::HeaderMap,
+    pub body: String,
+}
+
+impl Fetched {
+    /// A header's value, empty when it is missing.
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
 }
 
 /// The body of a send from `from` to `to`.

@@ -31,6 +31,17 @@ impl FakePhone {
         }
     }
 
+    /// Opens the WebSocket, trying again every 200 ms while the server refuses it (as while a
+    /// surviving node has not yet seen a dead one go); panics after `within`.
+    pub async fn connect_within(url: &str, token: &str, within: Duration) -> FakePhone {
+        super::poll(within, Duration::from_millis(200), async || {
+            FakePhone::connect(url, token)
+                .await
+                .map_err(|status| format!("the server refused the phone: {status}"))
+        })
+        .await
+    }
+
     /// The next server frame within 5 s; None when the session closed or nothing came.
     pub async fn next_frame(&mut self) -> Option<ServerFrame> {
         self.next_frame_within(Duration::from_secs(5)).await
@@ -112,6 +123,22 @@ impl FakePhone {
             }) => (message_id, to, content, attempt),
             other => panic!("expected a send frame, got {other:?}"),
         }
+    }
+
+    /// Reports a message sent and then delivered, under these two references, without waiting
+    /// for the acks.
+    pub async fn report_sent_then_delivered(&mut self, message_id: Uuid, references: [String; 2]) {
+        let [sent, delivered] = references.map(Some);
+        self.send(&PhoneFrame::Sent {
+            message_id,
+            reference: sent,
+        })
+        .await;
+        self.send(&PhoneFrame::Delivered {
+            message_id,
+            reference: delivered,
+        })
+        .await;
     }
 
     /// Reports the message sent, then waits for the ack of `reference`.
