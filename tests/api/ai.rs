@@ -158,6 +158,15 @@ fn assert_draft_shape(draft: &Value) {
     assert!(draft["updated_at"].is_string(), "{draft}");
 }
 
+/// Sends the draft with its text replaced by `content`; the accepted message.
+async fn send_edited(app: &TestApp, key: &str, id: &str, content: &str) -> Value {
+    send_draft(app, key, id, Some(json!({ "content": content })))
+        .await
+        .expect(202)
+        .data()
+        .clone()
+}
+
 async fn send_draft(
     app: &TestApp,
     key: &str,
@@ -834,16 +843,7 @@ async fn sending_a_draft_queues_the_reply_once(backend: Backend) {
     assert_eq!(discard.data()["status"], "sent");
 
     // Edited content is what is sent, and what the draft keeps.
-    let edited = send_draft(
-        &app,
-        &app.test_key,
-        &id_of(&second),
-        Some(json!({ "content": "Edited" })),
-    )
-    .await
-    .expect(202)
-    .data()
-    .clone();
+    let edited = send_edited(&app, &app.test_key, &id_of(&second), "Edited").await;
     assert_eq!(edited["content"], "Edited");
     assert_eq!(edited["to_number"], "+14155550212");
     app.wait_for_status(&app.test_key, &id_of(&edited), "delivered")
@@ -1179,16 +1179,7 @@ async fn openai_provider_gets_instructions_and_the_conversation(backend: Backend
     );
 
     // Our answer (the draft, edited), and a message to someone else that is not part of it.
-    let answer = send_draft(
-        &app,
-        &app.test_key,
-        &id_of(&first),
-        Some(json!({ "content": "Hi! How can I help?" })),
-    )
-    .await
-    .expect(202)
-    .data()
-    .clone();
+    let answer = send_edited(&app, &app.test_key, &id_of(&first), "Hi! How can I help?").await;
     app.wait_for_status(&app.test_key, &id_of(&answer), "delivered")
         .await;
     let unrelated = app

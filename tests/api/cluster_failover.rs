@@ -119,6 +119,16 @@ impl Drop for Node {
     }
 }
 
+/// Two nodes on a fresh PostgreSQL database, A started first (it creates the keys) and B
+/// running from the start too, so what A takes on B must take over through the leases, not
+/// pick up at its own start-up; the database URL and the nodes.
+async fn two_nodes() -> (String, Node, Node) {
+    let (database, _) = fresh_database(Backend::Postgres).await;
+    let a = Node::start(&database);
+    let b = Node::start(&database);
+    (database, a, b)
+}
+
 /// A JSON API call to a node; (status, body).
 async fn call(method: &str, url: String, key: &str, body: Option<Value>) -> (u16, Value) {
     let client = Client::builder().timeout(Duration::from_secs(30)).finish();
@@ -211,12 +221,8 @@ async fn take_sends_unreported(phone: &mut FakePhone, quiet: Duration) -> Vec<Uu
 /// campaign completes; the webhook retries continue on schedule and end delivered once; nothing
 /// accepted is lost.
 async fn killed_node_hands_over_phone_campaign_and_webhooks() {
-    let (database, _dir) = fresh_database(Backend::Postgres).await;
-    let mut a = Node::start(&database);
+    let (_, mut a, b) = two_nodes().await;
     let key = a.live_key.clone().expect("the first node creates the keys");
-    // B runs from the start: what A takes on it must take over through the leases, not
-    // pick up at its own start-up.
-    let b = Node::start(&database);
 
     // Through node A: a phone, a webhook endpoint that fails its first four attempts, one inbound
     // SMS (its webhook starts retrying), one single send and a campaign the phone holds.
@@ -422,11 +428,9 @@ async fn status_and_sends(node: &Node, key: &str, id: &str) -> (String, usize) {
 /// other node releases every one once when due, the test-mode ones held by the dead node
 /// included; none is lost, none handed over twice.
 async fn killed_node_hands_over_scheduled_and_test_mode_sends() {
-    let (database, _dir) = fresh_database(Backend::Postgres).await;
-    let mut a = Node::start(&database);
+    let (_, mut a, b) = two_nodes().await;
     let key = a.live_key.clone().expect("the first node creates the keys");
     let test_key = a.test_key.clone().expect("and the test key");
-    let b = Node::start(&database);
 
     let (phone_id, token, mut phone) = pair_online(&a, &key).await;
     // B learns of the phone from A's notice; a send on B before that is refused, as it would be
@@ -530,10 +534,8 @@ fn killed_node_hands_over_scheduled_and_test_mode_sends_postgres() {
 /// the phone: the phone's node sees the node gone and loads the phone's queue again, so the
 /// message is handed over (within `lease_ttl` + one scan) instead of waiting forever.
 async fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone() {
-    let (database, _dir) = fresh_database(Backend::Postgres).await;
-    let mut a = Node::start(&database);
+    let (database, mut a, b) = two_nodes().await;
     let key = a.live_key.clone().expect("the first node creates the keys");
-    let b = Node::start(&database);
     let (_, _, mut phone) = pair_online(&b, &key).await;
     let (status, body) = call(
         "POST",

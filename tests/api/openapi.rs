@@ -517,7 +517,8 @@ fn the_validator_rejects_drift() {
 }
 
 /// The app and its document: each request's answer is checked against the document (its
-/// operation found by `template`, the path as documented) and returned.
+/// operation found by `template`, the path as documented) and returned. Requests with a body
+/// go through `call` with their method.
 struct Documented<'a> {
     app: &'a TestApp,
     doc: &'a Value,
@@ -547,36 +548,6 @@ impl Documented<'_> {
     async fn delete(&self, template: &str, path: &str, key: Option<&str>) -> Reply {
         self.call("delete", template, path, key, None).await
     }
-
-    async fn post(
-        &self,
-        template: &str,
-        path: &str,
-        key: Option<&str>,
-        body: Option<Value>,
-    ) -> Reply {
-        self.call("post", template, path, key, body).await
-    }
-
-    async fn patch(
-        &self,
-        template: &str,
-        path: &str,
-        key: Option<&str>,
-        body: Option<Value>,
-    ) -> Reply {
-        self.call("patch", template, path, key, body).await
-    }
-
-    async fn put(
-        &self,
-        template: &str,
-        path: &str,
-        key: Option<&str>,
-        body: Option<Value>,
-    ) -> Reply {
-        self.call("put", template, path, key, body).await
-    }
 }
 
 /// Real answers of the server, success and error, match the documented status, shape and
@@ -592,10 +563,10 @@ async fn real_answers_match_the_document(backend: Backend) {
     let live = Some(app.live_key.as_str());
 
     // Messages.
-    let sent = api.post("/v1/messages/send", "/v1/messages/send", key, Some(json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "hi", "request_id": "r-1" }))).await;
+    let sent = api.call("post", "/v1/messages/send", "/v1/messages/send", key, Some(json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "hi", "request_id": "r-1" }))).await;
     assert_eq!(sent.status, 202);
     let id = sent.data()["id"].as_str().unwrap().to_string();
-    let dup = api.post("/v1/messages/send", "/v1/messages/send", key, Some(json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "hi", "request_id": "r-1" }))).await;
+    let dup = api.call("post", "/v1/messages/send", "/v1/messages/send", key, Some(json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "hi", "request_id": "r-1" }))).await;
     assert_eq!(dup.code(), "duplicate_request");
     for (body, code) in [
         (
@@ -625,12 +596,19 @@ async fn real_answers_match_the_document(backend: Backend) {
             key
         };
         let reply = api
-            .post("/v1/messages/send", "/v1/messages/send", k, Some(body))
+            .call(
+                "post",
+                "/v1/messages/send",
+                "/v1/messages/send",
+                k,
+                Some(body),
+            )
             .await;
         assert_eq!(reply.code(), code);
     }
     let unauth = api
-        .post(
+        .call(
+            "post",
             "/v1/messages/send",
             "/v1/messages/send",
             None,
@@ -643,10 +621,11 @@ async fn real_answers_match_the_document(backend: Backend) {
         .await;
     assert_eq!(bad_key.status, 401);
 
-    let bulk = api.post("/v1/messages/bulk-send", "/v1/messages/bulk-send", key, Some(json!({ "from_number": SENDER, "to_numbers": [RECIPIENT, "+14155550124"], "content": "bulk" }))).await;
+    let bulk = api.call("post", "/v1/messages/bulk-send", "/v1/messages/bulk-send", key, Some(json!({ "from_number": SENDER, "to_numbers": [RECIPIENT, "+14155550124"], "content": "bulk" }))).await;
     assert_eq!(bulk.status, 202);
     let batch = api
-        .post(
+        .call(
+            "post",
             "/v1/messages/batch-status",
             "/v1/messages/batch-status",
             key,
@@ -669,7 +648,7 @@ async fn real_answers_match_the_document(backend: Backend) {
         .delete("/v1/messages/{id}", &format!("/v1/messages/{id}"), key)
         .await;
     assert_eq!(not_cancelable.code(), "invalid_state");
-    let later = api.post("/v1/messages/send", "/v1/messages/send", key, Some(json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "later", "scheduled_for": "2999-01-01T00:00:00Z" }))).await;
+    let later = api.call("post", "/v1/messages/send", "/v1/messages/send", key, Some(json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "later", "scheduled_for": "2999-01-01T00:00:00Z" }))).await;
     let later_id = later.data()["id"].as_str().unwrap();
     let canceled = api
         .delete(
@@ -690,7 +669,8 @@ async fn real_answers_match_the_document(backend: Backend) {
 
     // Phones.
     let paired = api
-        .post(
+        .call(
+            "post",
             "/v1/phones",
             "/v1/phones",
             live,
@@ -701,7 +681,8 @@ async fn real_answers_match_the_document(backend: Backend) {
     let phone_id = paired.data()["id"].as_str().unwrap().to_string();
     let phone_path = format!("/v1/phones/{phone_id}");
     let bad_phone = api
-        .post(
+        .call(
+            "post",
             "/v1/phones",
             "/v1/phones",
             live,
@@ -715,7 +696,8 @@ async fn real_answers_match_the_document(backend: Backend) {
         200
     );
     let patched = api
-        .patch(
+        .call(
+            "patch",
             "/v1/phones/{id}",
             &phone_path,
             live,
@@ -724,7 +706,8 @@ async fn real_answers_match_the_document(backend: Backend) {
         .await;
     assert_eq!(patched.data()["pace"]["per_minute"], 2);
     let bad_pace = api
-        .patch(
+        .call(
+            "patch",
             "/v1/phones/{id}",
             &phone_path,
             live,
@@ -733,7 +716,8 @@ async fn real_answers_match_the_document(backend: Backend) {
         .await;
     assert_eq!(bad_pace.code(), "validation_failed");
     let rotated = api
-        .post(
+        .call(
+            "post",
             "/v1/phones/{id}/rotate-token",
             &format!("{phone_path}/rotate-token"),
             live,
@@ -762,7 +746,8 @@ async fn real_answers_match_the_document(backend: Backend) {
     // Test inbound.
     let inbound_body = json!({ "from_number": RECIPIENT, "to_number": SENDER, "content": "hello" });
     let inbound = api
-        .post(
+        .call(
+            "post",
             "/v1/test/inbound",
             "/v1/test/inbound",
             key,
@@ -789,7 +774,13 @@ async fn real_answers_match_the_document(backend: Backend) {
         ),
     ] {
         let reply = api
-            .post("/v1/test/inbound", "/v1/test/inbound", k, Some(body))
+            .call(
+                "post",
+                "/v1/test/inbound",
+                "/v1/test/inbound",
+                k,
+                Some(body),
+            )
             .await;
         assert_eq!(reply.code(), code);
     }
@@ -798,7 +789,7 @@ async fn real_answers_match_the_document(backend: Backend) {
     // ever sent to it.
     app.resolver
         .set("hooks.example", vec!["93.184.216.34".parse().unwrap()]);
-    let hook = api.post("/v1/webhooks", "/v1/webhooks", key, Some(json!({ "url": "https://hooks.example/in", "events": ["message.failed"], "enabled": false }))).await;
+    let hook = api.call("post", "/v1/webhooks", "/v1/webhooks", key, Some(json!({ "url": "https://hooks.example/in", "events": ["message.failed"], "enabled": false }))).await;
     assert_eq!(hook.status, 201);
     let hook_id = hook.data()["id"].as_str().unwrap().to_string();
     let hook_path = format!("/v1/webhooks/{hook_id}");
@@ -813,7 +804,7 @@ async fn real_answers_match_the_document(backend: Backend) {
         ),
     ] {
         let reply = api
-            .post("/v1/webhooks", "/v1/webhooks", key, Some(body))
+            .call("post", "/v1/webhooks", "/v1/webhooks", key, Some(body))
             .await;
         assert_eq!(reply.code(), code);
     }
@@ -823,7 +814,8 @@ async fn real_answers_match_the_document(backend: Backend) {
     api.get("/v1/webhooks/{id}", &hook_path, key)
         .await
         .expect(200);
-    api.patch(
+    api.call(
+        "patch",
         "/v1/webhooks/{id}",
         &hook_path,
         key,
@@ -831,7 +823,8 @@ async fn real_answers_match_the_document(backend: Backend) {
     )
     .await
     .expect(200);
-    api.post(
+    api.call(
+        "post",
         "/v1/webhooks/{id}/rotate-key",
         &format!("{hook_path}/rotate-key"),
         key,
@@ -847,7 +840,8 @@ async fn real_answers_match_the_document(backend: Backend) {
     .await
     .expect(200);
     let missing = api
-        .post(
+        .call(
+            "post",
             "/v1/webhooks/{id}/deliveries/{delivery_id}/retry",
             &format!("{hook_path}/deliveries/{}/retry", uuid::Uuid::new_v4()),
             key,
@@ -862,7 +856,7 @@ async fn real_answers_match_the_document(backend: Backend) {
     // API keys.
     api.get("/v1/keys", "/v1/keys", key).await.expect(200);
     let created = api
-        .post("/v1/keys", "/v1/keys", key, None)
+        .call("post", "/v1/keys", "/v1/keys", key, None)
         .await
         .expect(201);
     let key_path = format!("/v1/keys/{}", created.data()["id"].as_str().unwrap());
@@ -874,7 +868,7 @@ async fn real_answers_match_the_document(backend: Backend) {
     assert_eq!(missing.code(), "not_found");
 
     // Contacts.
-    let contact = api.post("/v1/contacts", "/v1/contacts", key, Some(json!({ "phone_number": RECIPIENT, "first_name": "Ada", "custom_fields": { "a": "b" }, "tags": ["t"] }))).await;
+    let contact = api.call("post", "/v1/contacts", "/v1/contacts", key, Some(json!({ "phone_number": RECIPIENT, "first_name": "Ada", "custom_fields": { "a": "b" }, "tags": ["t"] }))).await;
     assert_eq!(contact.status, 201);
     let contact_path = format!("/v1/contacts/{}", contact.data()["id"].as_str().unwrap());
     for (body, code) in [
@@ -886,7 +880,7 @@ async fn real_answers_match_the_document(backend: Backend) {
         ),
     ] {
         let reply = api
-            .post("/v1/contacts", "/v1/contacts", key, Some(body))
+            .call("post", "/v1/contacts", "/v1/contacts", key, Some(body))
             .await;
         assert_eq!(reply.code(), code);
     }
@@ -897,7 +891,8 @@ async fn real_answers_match_the_document(backend: Backend) {
         200
     );
     assert_eq!(
-        api.patch(
+        api.call(
+            "patch",
             "/v1/contacts/{id}",
             &contact_path,
             key,
@@ -908,7 +903,8 @@ async fn real_answers_match_the_document(backend: Backend) {
         200
     );
     let bad = api
-        .patch(
+        .call(
+            "patch",
             "/v1/contacts/{id}",
             &contact_path,
             key,
@@ -926,10 +922,11 @@ async fn real_answers_match_the_document(backend: Backend) {
         .get("/v1/contacts", "/v1/contacts?opted_out=maybe", key)
         .await;
     assert_eq!(bad.code(), "validation_failed");
-    let imported = api.post("/v1/contacts/import", "/v1/contacts/import", key, Some(json!({ "contacts": [{ "phone_number": RECIPIENT }, { "phone_number": SENDER, "tags": ["u"] }] }))).await;
+    let imported = api.call("post", "/v1/contacts/import", "/v1/contacts/import", key, Some(json!({ "contacts": [{ "phone_number": RECIPIENT }, { "phone_number": SENDER, "tags": ["u"] }] }))).await;
     assert_eq!(imported.data(), &json!({ "created": 1, "updated": 1 }));
     let bad = api
-        .post(
+        .call(
+            "post",
             "/v1/contacts/import",
             "/v1/contacts/import",
             key,
@@ -947,7 +944,7 @@ async fn real_answers_match_the_document(backend: Backend) {
     assert_eq!(gone.code(), "not_found");
 
     // Campaigns: a future start keeps the scheduled one from sending during the checks.
-    let created = api.post("/v1/campaigns", "/v1/campaigns", key, Some(json!({ "name": "doc", "from_number": SENDER, "body": "Hi {{name}}",
+    let created = api.call("post", "/v1/campaigns", "/v1/campaigns", key, Some(json!({ "name": "doc", "from_number": SENDER, "body": "Hi {{name}}",
             "recipients": [{ "to": RECIPIENT, "vars": { "name": "Ann" } }, { "to": "+19005550100" }],
             "scheduled_for": "2999-01-01T00:00:00Z", "launch_now": true }))).await;
     assert_eq!(created.status, 201);
@@ -962,15 +959,15 @@ async fn real_answers_match_the_document(backend: Backend) {
     ] {
         let template = format!("/v1/campaigns/{{id}}/{action}");
         let reply = api
-            .post(&template, &format!("{path}/{action}"), key, None)
+            .call("post", &template, &format!("{path}/{action}"), key, None)
             .await;
         assert_eq!(reply.status, status, "{action}");
     }
-    let draft = api.post("/v1/campaigns", "/v1/campaigns", key, Some(json!({ "name": "draft", "from_number": SENDER, "body": "x", "recipients": [{ "to": RECIPIENT }] }))).await;
+    let draft = api.call("post", "/v1/campaigns", "/v1/campaigns", key, Some(json!({ "name": "draft", "from_number": SENDER, "body": "x", "recipients": [{ "to": RECIPIENT }] }))).await;
     assert_eq!(draft.data()["status"], "draft");
-    let invalid = api.post("/v1/campaigns", "/v1/campaigns", key, Some(json!({ "name": "bad", "from_number": SENDER, "body": "x", "recipients": [{ "to": "12" }] }))).await;
+    let invalid = api.call("post", "/v1/campaigns", "/v1/campaigns", key, Some(json!({ "name": "bad", "from_number": SENDER, "body": "x", "recipients": [{ "to": "12" }] }))).await;
     assert_eq!(invalid.code(), "invalid_phone_number");
-    let unpaired = api.post("/v1/campaigns", "/v1/campaigns", live, Some(json!({ "name": "live", "from_number": "+14155550999", "body": "x", "recipients": [{ "to": RECIPIENT }] }))).await;
+    let unpaired = api.call("post", "/v1/campaigns", "/v1/campaigns", live, Some(json!({ "name": "live", "from_number": "+14155550999", "body": "x", "recipients": [{ "to": RECIPIENT }] }))).await;
     assert_eq!(unpaired.code(), "validation_failed");
     let one = api.get("/v1/campaigns/{id}", &path, key).await;
     assert_eq!(one.data()["status"], "canceled");
@@ -998,10 +995,11 @@ async fn real_answers_match_the_document(backend: Backend) {
     assert_eq!(missing.code(), "not_found");
 
     // AI drafts.
-    let settings = api.put("/v1/ai/settings", "/v1/ai/settings", key, Some(json!({ "enabled": true, "mode": "draft", "rules": [{ "keywords": ["hours"], "reply": "9 to 5" }] }))).await;
+    let settings = api.call("put", "/v1/ai/settings", "/v1/ai/settings", key, Some(json!({ "enabled": true, "mode": "draft", "rules": [{ "keywords": ["hours"], "reply": "9 to 5" }] }))).await;
     assert_eq!(settings.status, 200);
     let bad = api
-        .put(
+        .call(
+            "put",
             "/v1/ai/settings",
             "/v1/ai/settings",
             key,
@@ -1028,7 +1026,8 @@ async fn real_answers_match_the_document(backend: Backend) {
     let one = api.get("/v1/ai/drafts/{id}", &draft_path, key).await;
     assert_eq!(one.data()["status"], "pending");
     let sent = api
-        .post(
+        .call(
+            "post",
             "/v1/ai/drafts/{id}/send",
             &format!("{draft_path}/send"),
             key,
@@ -1037,7 +1036,8 @@ async fn real_answers_match_the_document(backend: Backend) {
         .await;
     assert_eq!(sent.status, 202);
     let again = api
-        .post(
+        .call(
+            "post",
             "/v1/ai/drafts/{id}/discard",
             &format!("{draft_path}/discard"),
             key,
@@ -1050,7 +1050,8 @@ async fn real_answers_match_the_document(backend: Backend) {
     let workspace = api.get("/v1/workspace", "/v1/workspace", key).await;
     assert_eq!(workspace.status, 200);
     let renamed = api
-        .patch(
+        .call(
+            "patch",
             "/v1/workspace",
             "/v1/workspace",
             key,
@@ -1059,7 +1060,8 @@ async fn real_answers_match_the_document(backend: Backend) {
         .await;
     assert_eq!(renamed.status, 200);
     let refused = api
-        .patch(
+        .call(
+            "patch",
             "/v1/workspace",
             "/v1/workspace",
             key,
@@ -1079,11 +1081,17 @@ async fn real_answers_match_the_document(backend: Backend) {
     }
     let contact = json!({ "phone_number": "+14155550999", "request_id": "doc-1" });
     let created = api
-        .post("/v1/contacts", "/v1/contacts", key, Some(contact.clone()))
+        .call(
+            "post",
+            "/v1/contacts",
+            "/v1/contacts",
+            key,
+            Some(contact.clone()),
+        )
         .await;
     assert_eq!(created.status, 201);
     let repeated = api
-        .post("/v1/contacts", "/v1/contacts", key, Some(contact))
+        .call("post", "/v1/contacts", "/v1/contacts", key, Some(contact))
         .await;
     assert_eq!(repeated.code(), "duplicate_request");
 }

@@ -111,6 +111,19 @@ async fn connect_phone_to(server: &ServerProcess, client: &awc::Client) -> (Fake
     (phone, token)
 }
 
+/// A first start of `smsgw serve` with extra environment, its stderr written to a file; the
+/// server, the log file and the directory that holds it (removed when dropped).
+fn start_server_logging(
+    database_url: &str,
+    env: &[(&str, &str)],
+) -> (ServerProcess, std::path::PathBuf, tempfile::TempDir) {
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_path = log_dir.path().join("server.log");
+    let log_file = std::fs::File::create(&log_path).unwrap();
+    let server = start_server_with(database_url, true, env, Stdio::from(log_file));
+    (server, log_path, log_dir)
+}
+
 /// Starts `smsgw serve` on the database; only a first start prints the keys.
 fn start_server(database_url: &str, first_start: bool) -> ServerProcess {
     start_server_with(database_url, first_start, &[], Stdio::null())
@@ -550,18 +563,13 @@ async fn ready_is_503_when_the_database_does_not_answer(backend: Backend) {
 /// more than the default info).
 async fn json_logs_carry_request_ids_and_no_secrets(backend: Backend) {
     let (url, _dir) = fresh_database(backend).await;
-    let log_dir = tempfile::tempdir().unwrap();
-    let log_path = log_dir.path().join("server.log");
-    let log_file = std::fs::File::create(&log_path).unwrap();
-    let mut server = start_server_with(
+    let (mut server, log_path, _log_dir) = start_server_logging(
         &url,
-        true,
         &[
             ("SMSGW_LOG__FORMAT", "json"),
             ("SMSGW_LOG__LEVEL", "debug"),
             ("SMSGW_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true"),
         ],
-        Stdio::from(log_file),
     );
     let client = awc::Client::builder()
         .timeout(Duration::from_secs(30))
@@ -716,15 +724,8 @@ async fn sigint_stops_gracefully(backend: Backend) {
 /// Logs are human-readable by default (not JSON) and go to stderr, never stdout.
 async fn logs_are_human_readable_by_default(backend: Backend) {
     let (url, _dir) = fresh_database(backend).await;
-    let log_dir = tempfile::tempdir().unwrap();
-    let log_path = log_dir.path().join("server.log");
-    let log_file = std::fs::File::create(&log_path).unwrap();
-    let mut server = start_server_with(
-        &url,
-        true,
-        &[("SMSGW_LOG__LEVEL", "info")],
-        Stdio::from(log_file),
-    );
+    let (mut server, log_path, _log_dir) =
+        start_server_logging(&url, &[("SMSGW_LOG__LEVEL", "info")]);
     server.signal("-TERM");
     // The signal comes right after the address is printed: it is handled gracefully already.
     let status = server.exit_status().await;
