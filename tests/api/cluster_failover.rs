@@ -105,6 +105,20 @@ impl Node {
         )
     }
 
+    /// Sends a message through this node (`POST /v1/messages/send` with `key`); the accepted
+    /// message's id.
+    async fn send(&self, key: &str, body: Value) -> Uuid {
+        let (status, reply) = call(
+            "POST",
+            format!("{}/v1/messages/send", self.address),
+            key,
+            Some(body),
+        )
+        .await;
+        assert_eq!(status, 202, "{reply}");
+        reply["data"]["id"].as_str().unwrap().parse().unwrap()
+    }
+
     /// kill -9: no shutdown, no lease hand-back.
     fn kill(&mut self) {
         self.child.kill().expect("SIGKILL delivered");
@@ -242,15 +256,9 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
         .receive("in-1", "+14155550177", "a customer writes")
         .await;
 
-    let (status, body) = call(
-        "POST",
-        format!("{}/v1/messages/send", a.address),
-        &key,
-        Some(send_body(SENDER, RECIPIENT, "before the kill")),
-    )
-    .await;
-    assert_eq!(status, 202, "{body}");
-    let single: Uuid = body["data"]["id"].as_str().unwrap().parse().unwrap();
+    let single = a
+        .send(&key, send_body(SENDER, RECIPIENT, "before the kill"))
+        .await;
 
     // More recipients than the campaign's feed window (100): the rest is fed after the kill.
     let total = 150;
@@ -447,31 +455,9 @@ async fn killed_node_hands_over_scheduled_and_test_mode_sends() {
         let body = json!({ "from_number": SENDER, "to_number": to, "content": format!("due {i}"),
                            "scheduled_for": due.to_rfc3339() });
         let node = if i % 2 == 0 { &a } else { &b };
-        let (status, reply) = call(
-            "POST",
-            format!("{}/v1/messages/send", node.address),
-            &test_key,
-            Some(body.clone()),
-        )
-        .await;
-        assert_eq!(status, 202, "{reply}");
-        test_mode.push(reply["data"]["id"].as_str().unwrap().to_string());
+        test_mode.push(node.send(&test_key, body.clone()).await.to_string());
         if i < 3 {
-            let (status, reply) = call(
-                "POST",
-                format!("{}/v1/messages/send", b.address),
-                &key,
-                Some(body),
-            )
-            .await;
-            assert_eq!(status, 202, "{reply}");
-            live.insert(
-                reply["data"]["id"]
-                    .as_str()
-                    .unwrap()
-                    .parse::<Uuid>()
-                    .unwrap(),
-            );
+            live.insert(b.send(&key, body).await);
         }
     }
     assert!(
@@ -537,14 +523,7 @@ async fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phon
     let (database, mut a, b) = two_nodes().await;
     let key = a.live_key.clone().expect("the first node creates the keys");
     let (_, _, mut phone) = pair_online(&b, &key).await;
-    let (status, body) = call(
-        "POST",
-        format!("{}/v1/messages/send", b.address),
-        &key,
-        Some(send_body(SENDER, RECIPIENT, "template")),
-    )
-    .await;
-    assert_eq!(status, 202, "{body}");
+    b.send(&key, send_body(SENDER, RECIPIENT, "template")).await;
     let (template, ..) = phone.expect_send().await;
     // What node A's commit leaves when A dies before its notice: a queued copy of the
     // message for the same phone, which no node was told about.

@@ -364,6 +364,19 @@ async fn spawn_with_openai(backend: Backend, fake: &FakeOpenAi) -> TestApp {
     .await
 }
 
+/// An app whose test mode drafts replies with the `openai` provider of `fake`, told to be brief.
+async fn drafting_with_openai(backend: Backend, fake: &FakeOpenAi) -> TestApp {
+    let app = spawn_with_openai(backend, fake).await;
+    put_settings(
+        &app,
+        &app.test_key,
+        json!({ "enabled": true, "mode": "draft", "instructions": "Be brief." }),
+    )
+    .await
+    .expect(200);
+    app
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sending drafts
 // ---------------------------------------------------------------------------------------------
@@ -390,14 +403,7 @@ async fn pending_drafts(app: &TestApp, senders: &[&str]) -> Vec<Value> {
 async fn failing_provider(backend: Backend, error: &str) -> (FakeOpenAi, TestApp) {
     let fake = FakeOpenAi::start().await;
     fake.answer(500, &json!({ "error": { "message": error } }).to_string());
-    let app = spawn_with_openai(backend, &fake).await;
-    put_settings(
-        &app,
-        &app.test_key,
-        json!({ "enabled": true, "mode": "draft", "instructions": "Be brief." }),
-    )
-    .await
-    .expect(200);
+    let app = drafting_with_openai(backend, &fake).await;
     (fake, app)
 }
 

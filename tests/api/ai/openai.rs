@@ -9,14 +9,7 @@ use super::*;
 async fn openai_provider_gets_instructions_and_the_conversation(backend: Backend) {
     let fake = FakeOpenAi::start().await;
     fake.reply(" Sure! ");
-    let app = spawn_with_openai(backend, &fake).await;
-    put_settings(
-        &app,
-        &app.test_key,
-        json!({ "enabled": true, "mode": "draft", "instructions": "Be brief." }),
-    )
-    .await
-    .expect(200);
+    let app = drafting_with_openai(backend, &fake).await;
 
     let hello = app.test_inbound(CUSTOMER, "Hello").await;
     let first = wait_for_draft(&app, &app.test_key, &id_of(&hello)).await;

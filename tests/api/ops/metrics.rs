@@ -15,14 +15,7 @@ async fn health_ready_and_metrics(backend: Backend) {
         "delivered",
     )
     .await;
-    let mut response = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    let text = String::from_utf8(response.body().await.unwrap().to_vec()).unwrap();
+    let text = scrape(&app).await;
     for name in [
         "smsgw_http_requests_total",
         "smsgw_http_request_duration_seconds_bucket",
@@ -68,15 +61,18 @@ async fn scrape(app: &TestApp) -> String {
 
 /// Polls /metrics until `check` holds (gauges are process-wide and tests run in parallel).
 async fn scrape_until(app: &TestApp, what: &str, check: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = scrape(app).await;
-        if check(&text) {
-            return text;
-        }
-        assert!(Instant::now() < deadline, "{what}:\n{text}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        async || {
+            let text = scrape(app).await;
+            match check(&text) {
+                true => Ok(text),
+                false => Err(format!("{what}:\n{text}")),
+            }
+        },
+    )
+    .await
 }
 
 /// Every metric of issue 6 is exported, described, and moves with what happens.
