@@ -105,6 +105,13 @@ impl Node {
         )
     }
 
+    /// `GET path` on this node with `key`; the body, whatever the status.
+    async fn get(&self, key: &str, path: &str) -> Value {
+        call("GET", format!("{}{path}", self.address), key, None)
+            .await
+            .1
+    }
+
     /// Sends a message through this node (`POST /v1/messages/send` with `key`); the accepted
     /// message's id.
     async fn send(&self, key: &str, body: Value) -> Uuid {
@@ -179,13 +186,7 @@ async fn wait_online(node: &Node, key: &str, phone_id: &str) {
         Duration::from_secs(30),
         Duration::from_millis(50),
         async || {
-            let (_, body) = call(
-                "GET",
-                format!("{}/v1/phones/{phone_id}", node.address),
-                key,
-                None,
-            )
-            .await;
+            let body = node.get(key, &format!("/v1/phones/{phone_id}")).await;
             match body["data"]["online"] == true {
                 true => Ok(()),
                 false => Err(format!("phone never online: {body}")),
@@ -322,13 +323,7 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
             next_ref += 2;
             continue;
         }
-        let (_, body) = call(
-            "GET",
-            format!("{}/v1/campaigns/{campaign}", b.address),
-            &key,
-            None,
-        )
-        .await;
+        let body = b.get(&key, &format!("/v1/campaigns/{campaign}")).await;
         done = body["data"]["status"] == "completed";
     }
 
@@ -348,23 +343,11 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
         total + 1,
         "every message reached the phone"
     );
-    let (_, body) = call(
-        "GET",
-        format!("{}/v1/campaigns/{campaign}", b.address),
-        &key,
-        None,
-    )
-    .await;
+    let body = b.get(&key, &format!("/v1/campaigns/{campaign}")).await;
     assert_eq!(body["data"]["counts"]["delivered"], total, "{body}");
     let status_deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let (_, body) = call(
-            "GET",
-            format!("{}/v1/messages/{single}", b.address),
-            &key,
-            None,
-        )
-        .await;
+        let body = b.get(&key, &format!("/v1/messages/{single}")).await;
         if body["data"]["status"] == "delivered" {
             break;
         }
@@ -414,13 +397,7 @@ fn killed_node_hands_over_phone_campaign_and_webhooks_postgres() {
 
 /// Status and `sending` entries of a message, read from `node`.
 async fn status_and_sends(node: &Node, key: &str, id: &str) -> (String, usize) {
-    let (_, body) = call(
-        "GET",
-        format!("{}/v1/messages/{id}", node.address),
-        key,
-        None,
-    )
-    .await;
+    let body = node.get(key, &format!("/v1/messages/{id}")).await;
     let status = body["data"]["status"]
         .as_str()
         .unwrap_or_default()
