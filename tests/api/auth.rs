@@ -89,8 +89,7 @@ async fn malformed_bodies_are_refused(backend: Backend) {
         .expect_error(400, "invalid_json");
     assert!(not_json.data().get("field").is_none(), "{}", not_json.body);
     let wrong_type = app
-        .post(
-            "/v1/messages/send",
+        .send(
             &app.test_key,
             json!({ "from_number": SENDER, "to_number": 5, "content": "x" }),
         )
@@ -102,8 +101,7 @@ async fn malformed_bodies_are_refused(backend: Backend) {
         .await
         .expect_error(413, "payload_too_large");
     let missing = app
-        .post(
-            "/v1/messages/send",
+        .send(
             &app.test_key,
             json!({ "from_number": SENDER, "content": "x" }),
         )
@@ -148,8 +146,7 @@ async fn modes_and_workspaces_are_isolated(backend: Backend) {
     app.get(&format!("/v1/messages/{id}"), &other_test_key)
         .await
         .expect_error(404, "not_found");
-    app.post(
-        "/v1/messages/send",
+    app.send(
         &other_test_key,
         send_body(SENDER, RECIPIENT, "from the other workspace"),
     )

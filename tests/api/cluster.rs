@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use sea_orm::Database;
-use serde_json::{Value, json};
+use serde_json::json;
 use smsgw::domain::protocol::PhoneFrame;
 use smsgw::store::cluster::{self, LeaseKind};
 use uuid::Uuid;
 
 use crate::helpers::{
-    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, fresh_database, postgres_enabled, run,
-    run_cli, send_body, spawn_app_with,
+    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, eventually, fresh_database, run, run_cli,
+    run_on_postgres, send_body, spawn_app_with, the_one_accepted,
 };
 
 /// A migrated PostgreSQL database of its own.
@@ -27,10 +27,7 @@ async fn migrated_postgres() -> (String, sea_orm::DatabaseConnection) {
 
 #[test]
 fn leases_have_one_holder_and_fence_every_new_ownership() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (_url, db) = migrated_postgres().await;
         let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
         cluster::register_node(&db, a, "127.0.0.1:1").await.unwrap();
@@ -134,35 +131,13 @@ async fn phone_holder(app: &TestApp, phone_id: &str) -> Option<Uuid> {
         .map(|lease| lease.node)
 }
 
-/// Polls until `check` holds, or panics naming `what` after `within`.
-pub(crate) async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[test]
 fn a_send_on_one_node_reaches_a_phone_on_another() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_nodes(|_| {}).await;
         let (phone_id, token) = a.pair_phone(SENDER).await;
         // A pace that never makes a send wait: the figure is the carrier's.
-        a.patch(
-            &format!("/v1/phones/{phone_id}"),
-            &a.live_key,
-            json!({ "pace": { "per_minute": 1000, "per_30_minutes": 10000 } }),
-        )
-        .await
-        .expect(200);
+        a.set_pace(&phone_id, 1000, 10000).await;
         let mut phone = b.connect_phone(&token).await;
         // Online is decided cluster-wide: node A sees the phone connected to B.
         a.wait_online(&phone_id, true).await;
@@ -171,8 +146,7 @@ fn a_send_on_one_node_reaches_a_phone_on_another() {
         for i in 0..20 {
             let started = std::time::Instant::now();
             let reply = a
-                .post(
-                    "/v1/messages/send",
+                .send(
                     &a.live_key,
                     send_body(SENDER, RECIPIENT, &format!("cross-node {i}")),
                 )
@@ -207,25 +181,15 @@ fn a_send_on_one_node_reaches_a_phone_on_another() {
 
 #[test]
 fn a_phone_moving_between_nodes_keeps_its_queue_and_exact_pace() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_nodes(|_| {}).await;
         let (phone_id, token) = a.pair_phone(SENDER).await;
-        a.patch(
-            &format!("/v1/phones/{phone_id}"),
-            &a.live_key,
-            json!({ "pace": { "per_minute": 2, "per_30_minutes": 10 } }),
-        )
-        .await
-        .expect(200);
+        a.set_pace(&phone_id, 2, 10).await;
         let mut on_a = a.connect_phone(&token).await;
         let mut ids = Vec::new();
         for i in 0..3 {
             let reply = a
-                .post(
-                    "/v1/messages/send",
+                .send(
                     &a.live_key,
                     send_body(SENDER, RECIPIENT, &format!("paced {i}")),
                 )
@@ -279,54 +243,31 @@ fn a_phone_moving_between_nodes_keeps_its_queue_and_exact_pace() {
 
 #[test]
 fn one_request_id_on_two_nodes_is_one_message() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_nodes(|_| {}).await;
         let body = json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "once",
                            "request_id": "cluster-42" });
         let replies = join_all((0..60).map(|i| {
             let node = if i % 2 == 0 { &a } else { &b };
-            node.post("/v1/messages/send", &node.test_key, body.clone())
+            node.send(&node.test_key, body.clone())
         }))
         .await;
-        let accepted: Vec<&Value> = replies
-            .iter()
-            .filter(|r| r.status == 202)
-            .map(|r| r.data())
-            .collect();
-        assert_eq!(accepted.len(), 1, "exactly one send is accepted");
-        let id = accepted[0]["id"].as_str().unwrap();
-        for reply in replies.iter().filter(|r| r.status != 202) {
-            assert_eq!(reply.status, 409, "{}", reply.body);
-            assert_eq!(reply.code(), "duplicate_request");
-            assert_eq!(reply.data()["id"], id);
-        }
+        the_one_accepted(&replies);
         for node in [&a, &b] {
-            let list = node
-                .get("/v1/messages?limit=100", &node.test_key)
-                .await
-                .expect(200);
-            assert_eq!(list.data()["messages"].as_array().unwrap().len(), 1);
+            assert_eq!(node.messages(&node.test_key, "").await.len(), 1);
         }
     })
 }
 
 #[test]
 fn the_new_workspace_limit_is_exact_across_nodes() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_nodes(|_| {}).await;
-        let (phone_id, token) = a.pair_phone(SENDER).await;
-        let _phone = a.connect_phone(&token).await;
+        let (phone_id, _phone) = a.online_phone(SENDER).await;
         b.wait_online(&phone_id, true).await;
         let replies = join_all((0..80).map(|i| {
             let node = if i % 2 == 0 { &a } else { &b };
-            node.post(
-                "/v1/messages/send",
+            node.send(
                 &node.live_key,
                 send_body(SENDER, RECIPIENT, &format!("limit {i}")),
             )
@@ -351,10 +292,7 @@ fn the_new_workspace_limit_is_exact_across_nodes() {
 
 #[test]
 fn a_node_stopping_gracefully_hands_its_leases_over_at_once() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         // Leases that would take a minute to expire: only a hand-back frees them in time.
         let (a, b) = two_nodes(|s| s.cluster.lease_ttl = Duration::from_secs(60)).await;
         let (phone_id, token) = a.pair_phone(SENDER).await;
@@ -400,10 +338,7 @@ fn a_node_stopping_gracefully_hands_its_leases_over_at_once() {
 
 #[test]
 fn a_webhook_fires_once_whichever_node_stores_the_event() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_nodes(|s| {
             s.webhooks.allow_insecure_targets = true;
             s.webhooks.retry_schedule = vec![Duration::from_millis(300); 3];
@@ -412,21 +347,14 @@ fn a_webhook_fires_once_whichever_node_stores_the_event() {
         let receiver = WebhookReceiver::start().await;
         // The endpoint is created on node A; the phone reports on node B, whose writer stores
         // the `sent` event and its delivery.
-        a.post(
-            "/v1/webhooks",
-            &a.live_key,
-            json!({ "url": receiver.url, "events": ["message.sent"] }),
-        )
-        .await
-        .expect(201);
+        a.subscribe(&a.live_key, &receiver, &["message.sent"]).await;
         let (phone_id, token) = a.pair_phone(SENDER).await;
         let mut phone = b.connect_phone(&token).await;
         a.wait_online(&phone_id, true).await;
         let mut ids = Vec::new();
         for i in 0..3 {
             let reply = a
-                .post(
-                    "/v1/messages/send",
+                .send(
                     &a.live_key,
                     send_body(SENDER, RECIPIENT, &format!("hooked {i}")),
                 )

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::helpers::{
     Backend, FakePhone, POSTGRES_SECRETS_KEY, RECIPIENT, SENDER, WebhookReceiver, fresh_database,
-    postgres_enabled, run, send_body,
+    poll, run_on_postgres, send_body,
 };
 
 /// Retry delays of the webhook endpoint under test: short, so retries straddle the kill.
@@ -105,6 +105,27 @@ impl Node {
         )
     }
 
+    /// `GET path` on this node with `key`; the body, whatever the status.
+    async fn get(&self, key: &str, path: &str) -> Value {
+        call("GET", format!("{}{path}", self.address), key, None)
+            .await
+            .1
+    }
+
+    /// Sends a message through this node (`POST /v1/messages/send` with `key`); the accepted
+    /// message's id.
+    async fn send(&self, key: &str, body: Value) -> Uuid {
+        let (status, reply) = call(
+            "POST",
+            format!("{}/v1/messages/send", self.address),
+            key,
+            Some(body),
+        )
+        .await;
+        assert_eq!(status, 202, "{reply}");
+        reply["data"]["id"].as_str().unwrap().parse().unwrap()
+    }
+
     /// kill -9: no shutdown, no lease hand-back.
     fn kill(&mut self) {
         self.child.kill().expect("SIGKILL delivered");
@@ -117,6 +138,16 @@ impl Drop for Node {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Two nodes on a fresh PostgreSQL database, A started first (it creates the keys) and B
+/// running from the start too, so what A takes on B must take over through the leases, not
+/// pick up at its own start-up; the database URL and the nodes.
+async fn two_nodes() -> (String, Node, Node) {
+    let (database, _) = fresh_database(Backend::Postgres).await;
+    let a = Node::start(&database);
+    let b = Node::start(&database);
+    (database, a, b)
 }
 
 /// A JSON API call to a node; (status, body).
@@ -151,21 +182,18 @@ fn recipients(count: usize) -> Vec<Value> {
 /// Waits until the phone is online as the node's API reports it (30 s: on two loaded cores a
 /// reconnect after a kill, its backoff and the lease claim have taken over 20 s).
 async fn wait_online(node: &Node, key: &str, phone_id: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, body) = call(
-            "GET",
-            format!("{}/v1/phones/{phone_id}", node.address),
-            key,
-            None,
-        )
-        .await;
-        if body["data"]["online"] == true {
-            return;
-        }
-        assert!(Instant::now() < deadline, "phone never online: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll(
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        async || {
+            let body = node.get(key, &format!("/v1/phones/{phone_id}")).await;
+            match body["data"]["online"] == true {
+                true => Ok(()),
+                false => Err(format!("phone never online: {body}")),
+            }
+        },
+    )
+    .await
 }
 
 /// Pairs a phone of `SENDER` through `node`, connects it there and waits until it is online:
@@ -208,12 +236,8 @@ async fn take_sends_unreported(phone: &mut FakePhone, quiet: Duration) -> Vec<Uu
 /// campaign completes; the webhook retries continue on schedule and end delivered once; nothing
 /// accepted is lost.
 async fn killed_node_hands_over_phone_campaign_and_webhooks() {
-    let (database, _dir) = fresh_database(Backend::Postgres).await;
-    let mut a = Node::start(&database);
+    let (_, mut a, b) = two_nodes().await;
     let key = a.live_key.clone().expect("the first node creates the keys");
-    // B runs from the start: what A takes on it must take over through the leases, not
-    // pick up at its own start-up.
-    let b = Node::start(&database);
 
     // Through node A: a phone, a webhook endpoint that fails its first four attempts, one inbound
     // SMS (its webhook starts retrying), one single send and a campaign the phone holds.
@@ -233,15 +257,9 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
         .receive("in-1", "+14155550177", "a customer writes")
         .await;
 
-    let (status, body) = call(
-        "POST",
-        format!("{}/v1/messages/send", a.address),
-        &key,
-        Some(send_body(SENDER, RECIPIENT, "before the kill")),
-    )
-    .await;
-    assert_eq!(status, 202, "{body}");
-    let single: Uuid = body["data"]["id"].as_str().unwrap().parse().unwrap();
+    let single = a
+        .send(&key, send_body(SENDER, RECIPIENT, "before the kill"))
+        .await;
 
     // More recipients than the campaign's feed window (100): the rest is fed after the kill.
     let total = 150;
@@ -280,18 +298,7 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
     assert!(attempts_before_kill >= before.len());
 
     // The phone reconnects to B (as it would through a load balancer) and reports everything.
-    let mut phone = {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match FakePhone::connect(&b.ws_url(), &token).await {
-                Ok(phone) => break phone,
-                Err(status) => {
-                    assert!(Instant::now() < deadline, "B refused the phone: {status}");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
-        }
-    };
+    let mut phone = FakePhone::connect_within(&b.ws_url(), &token, Duration::from_secs(20)).await;
     let mut handed_on_b: HashMap<Uuid, u32> = HashMap::new();
     let mut next_ref = 0u32;
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -307,31 +314,16 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
             phone.next_frame_within(Duration::from_millis(500)).await
         {
             *handed_on_b.entry(message_id).or_default() += 1;
-            for delivered in [false, true] {
-                next_ref += 1;
-                let reference = Some(format!("b{next_ref}"));
-                let frame = if delivered {
-                    PhoneFrame::Delivered {
-                        message_id,
-                        reference,
-                    }
-                } else {
-                    PhoneFrame::Sent {
-                        message_id,
-                        reference,
-                    }
-                };
-                phone.send(&frame).await;
-            }
+            phone
+                .report_sent_then_delivered(
+                    message_id,
+                    [format!("b{}", next_ref + 1), format!("b{}", next_ref + 2)],
+                )
+                .await;
+            next_ref += 2;
             continue;
         }
-        let (_, body) = call(
-            "GET",
-            format!("{}/v1/campaigns/{campaign}", b.address),
-            &key,
-            None,
-        )
-        .await;
+        let body = b.get(&key, &format!("/v1/campaigns/{campaign}")).await;
         done = body["data"]["status"] == "completed";
     }
 
@@ -351,23 +343,11 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
         total + 1,
         "every message reached the phone"
     );
-    let (_, body) = call(
-        "GET",
-        format!("{}/v1/campaigns/{campaign}", b.address),
-        &key,
-        None,
-    )
-    .await;
+    let body = b.get(&key, &format!("/v1/campaigns/{campaign}")).await;
     assert_eq!(body["data"]["counts"]["delivered"], total, "{body}");
     let status_deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let (_, body) = call(
-            "GET",
-            format!("{}/v1/messages/{single}", b.address),
-            &key,
-            None,
-        )
-        .await;
+        let body = b.get(&key, &format!("/v1/messages/{single}")).await;
         if body["data"]["status"] == "delivered" {
             break;
         }
@@ -412,22 +392,12 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
 
 #[test]
 fn killed_node_hands_over_phone_campaign_and_webhooks_postgres() {
-    if !postgres_enabled() {
-        eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (cluster tests need PostgreSQL)");
-        return;
-    }
-    run(killed_node_hands_over_phone_campaign_and_webhooks());
+    run_on_postgres(killed_node_hands_over_phone_campaign_and_webhooks());
 }
 
 /// Status and `sending` entries of a message, read from `node`.
 async fn status_and_sends(node: &Node, key: &str, id: &str) -> (String, usize) {
-    let (_, body) = call(
-        "GET",
-        format!("{}/v1/messages/{id}", node.address),
-        key,
-        None,
-    )
-    .await;
+    let body = node.get(key, &format!("/v1/messages/{id}")).await;
     let status = body["data"]["status"]
         .as_str()
         .unwrap_or_default()
@@ -443,11 +413,9 @@ async fn status_and_sends(node: &Node, key: &str, id: &str) -> (String, usize) {
 /// other node releases every one once when due, the test-mode ones held by the dead node
 /// included; none is lost, none handed over twice.
 async fn killed_node_hands_over_scheduled_and_test_mode_sends() {
-    let (database, _dir) = fresh_database(Backend::Postgres).await;
-    let mut a = Node::start(&database);
+    let (_, mut a, b) = two_nodes().await;
     let key = a.live_key.clone().expect("the first node creates the keys");
     let test_key = a.test_key.clone().expect("and the test key");
-    let b = Node::start(&database);
 
     let (phone_id, token, mut phone) = pair_online(&a, &key).await;
     // B learns of the phone from A's notice; a send on B before that is refused, as it would be
@@ -464,31 +432,9 @@ async fn killed_node_hands_over_scheduled_and_test_mode_sends() {
         let body = json!({ "from_number": SENDER, "to_number": to, "content": format!("due {i}"),
                            "scheduled_for": due.to_rfc3339() });
         let node = if i % 2 == 0 { &a } else { &b };
-        let (status, reply) = call(
-            "POST",
-            format!("{}/v1/messages/send", node.address),
-            &test_key,
-            Some(body.clone()),
-        )
-        .await;
-        assert_eq!(status, 202, "{reply}");
-        test_mode.push(reply["data"]["id"].as_str().unwrap().to_string());
+        test_mode.push(node.send(&test_key, body.clone()).await.to_string());
         if i < 3 {
-            let (status, reply) = call(
-                "POST",
-                format!("{}/v1/messages/send", b.address),
-                &key,
-                Some(body),
-            )
-            .await;
-            assert_eq!(status, 202, "{reply}");
-            live.insert(
-                reply["data"]["id"]
-                    .as_str()
-                    .unwrap()
-                    .parse::<Uuid>()
-                    .unwrap(),
-            );
+            live.insert(b.send(&key, body).await);
         }
     }
     assert!(
@@ -500,18 +446,7 @@ async fn killed_node_hands_over_scheduled_and_test_mode_sends() {
     );
     a.kill();
 
-    let mut phone = {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match FakePhone::connect(&b.ws_url(), &token).await {
-                Ok(phone) => break phone,
-                Err(status) => {
-                    assert!(Instant::now() < deadline, "B refused the phone: {status}");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
-        }
-    };
+    let mut phone = FakePhone::connect_within(&b.ws_url(), &token, Duration::from_secs(20)).await;
     let mut handed: HashMap<Uuid, u32> = HashMap::new();
     let deadline = Instant::now() + TAKEOVER_BOUND + Duration::from_secs(10);
     while handed.len() < live.len() {
@@ -555,30 +490,17 @@ async fn killed_node_hands_over_scheduled_and_test_mode_sends() {
 
 #[test]
 fn killed_node_hands_over_scheduled_and_test_mode_sends_postgres() {
-    if !postgres_enabled() {
-        eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (cluster tests need PostgreSQL)");
-        return;
-    }
-    run(killed_node_hands_over_scheduled_and_test_mode_sends());
+    run_on_postgres(killed_node_hands_over_scheduled_and_test_mode_sends());
 }
 
 /// kill -9 of a node between its commit of a send and the `enqueue` notice to the node holding
 /// the phone: the phone's node sees the node gone and loads the phone's queue again, so the
 /// message is handed over (within `lease_ttl` + one scan) instead of waiting forever.
 async fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone() {
-    let (database, _dir) = fresh_database(Backend::Postgres).await;
-    let mut a = Node::start(&database);
+    let (database, mut a, b) = two_nodes().await;
     let key = a.live_key.clone().expect("the first node creates the keys");
-    let b = Node::start(&database);
     let (_, _, mut phone) = pair_online(&b, &key).await;
-    let (status, body) = call(
-        "POST",
-        format!("{}/v1/messages/send", b.address),
-        &key,
-        Some(send_body(SENDER, RECIPIENT, "template")),
-    )
-    .await;
-    assert_eq!(status, 202, "{body}");
+    b.send(&key, send_body(SENDER, RECIPIENT, "template")).await;
     let (template, ..) = phone.expect_send().await;
     // What node A's commit leaves when A dies before its notice: a queued copy of the
     // message for the same phone, which no node was told about.
@@ -618,9 +540,5 @@ async fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phon
 
 #[test]
 fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone_postgres() {
-    if !postgres_enabled() {
-        eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (cluster tests need PostgreSQL)");
-        return;
-    }
-    run(a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone());
+    run_on_postgres(a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone());
 }

@@ -11,9 +11,8 @@ use serde_json::{Value, json};
 use smsgw::store::cluster::{self, LeaseKind};
 use uuid::Uuid;
 
-use crate::cluster::eventually;
 use crate::helpers::{
-    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, postgres_enabled, run, send_body,
+    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, eventually, run_on_postgres, send_body,
     spawn_app_with,
 };
 
@@ -74,28 +73,18 @@ async fn attempts(app: &TestApp, endpoint: &str) -> Vec<Value> {
 
 #[test]
 fn a_node_that_lost_an_endpoint_records_no_attempt_and_stops() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_slow_nodes().await;
         let db = Database::connect(&a.database_url).await.expect("connect");
         let receiver = WebhookReceiver::start().await;
         let endpoint = a
-            .post(
-                "/v1/webhooks",
-                &a.test_key,
-                json!({ "url": receiver.url, "events": ["message.delivered"] }),
-            )
-            .await
-            .expect(201)
-            .data()["id"]
+            .subscribe(&a.test_key, &receiver, &["message.delivered"])
+            .await["id"]
             .as_str()
             .unwrap()
             .to_string();
         let send = |n: u32| {
-            a.post(
-                "/v1/messages/send",
+            a.send(
                 &a.test_key,
                 send_body(SENDER, RECIPIENT, &format!("fenced {n}")),
             )
@@ -162,10 +151,7 @@ fn a_node_that_lost_an_endpoint_records_no_attempt_and_stops() {
 
 #[test]
 fn a_node_that_lost_a_campaign_feeds_nothing_and_the_new_owner_completes_it() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_slow_nodes().await;
         let db = Database::connect(&a.database_url).await.expect("connect");
         let total = 150;
@@ -241,10 +227,7 @@ fn a_node_that_lost_a_campaign_feeds_nothing_and_the_new_owner_completes_it() {
 
 #[test]
 fn a_node_that_lost_test_mode_hands_nothing_to_its_simulated_phones() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_slow_nodes().await;
         let db = Database::connect(&a.database_url).await.expect("connect");
         let key = smsgw::store::cluster::Sweep::TestMode.as_str();
@@ -292,14 +275,10 @@ async fn campaign_of(app: &TestApp, campaign: &str) -> Value {
 
 /// Sends `text` in test mode through `app`: the message's id.
 async fn test_send(app: &TestApp, text: &str) -> String {
-    app.post(
-        "/v1/messages/send",
-        &app.test_key,
-        send_body(SENDER, RECIPIENT, text),
-    )
-    .await
-    .expect(202)
-    .data()["id"]
+    app.send(&app.test_key, send_body(SENDER, RECIPIENT, text))
+        .await
+        .expect(202)
+        .data()["id"]
         .as_str()
         .unwrap()
         .to_string()

@@ -9,9 +9,9 @@ use futures_util::future::join_all;
 use serde_json::{Value, json};
 use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
 
-use crate::cluster::{eventually, two_nodes};
+use crate::cluster::two_nodes;
 use crate::helpers::{
-    FakePhone, RECIPIENT, SENDER, TestApp, WebhookReceiver, bearer, postgres_enabled, run,
+    FakePhone, RECIPIENT, SENDER, TestApp, WebhookReceiver, bearer, eventually, run_on_postgres,
     send_body,
 };
 
@@ -31,27 +31,20 @@ fn recipients(n: usize) -> Vec<String> {
 async fn spread(a: &TestApp, b: &TestApp, bodies: Vec<Value>) -> Vec<crate::helpers::Reply> {
     join_all(bodies.into_iter().enumerate().map(|(i, body)| {
         let node = if i % 2 == 0 { a } else { b };
-        node.post("/v1/messages/send", &node.test_key, body)
+        node.send(&node.test_key, body)
     }))
     .await
 }
 
 #[test]
 fn the_queued_message_quota_is_exact_across_nodes() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_nodes(|s| s.quotas.queued_messages = 10).await;
         // Each node's writer has counted the workspace once: what it keeps must not let it
         // pass what the other node accepted since.
         let to = recipients(42);
-        a.post("/v1/messages/send", &a.test_key, held(&to[0]))
-            .await
-            .expect(202);
-        b.post("/v1/messages/send", &b.test_key, held(&to[1]))
-            .await
-            .expect(202);
+        a.send(&a.test_key, held(&to[0])).await.expect(202);
+        b.send(&b.test_key, held(&to[1])).await.expect(202);
         let replies = spread(&a, &b, to[2..].iter().map(|n| held(n)).collect()).await;
         let accepted = replies.iter().filter(|r| r.status == 202).count();
         for reply in replies.iter().filter(|r| r.status != 202) {
@@ -74,10 +67,7 @@ fn the_queued_message_quota_is_exact_across_nodes() {
 
 #[test]
 fn the_daily_test_message_quota_is_exact_across_nodes() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_nodes(|s| s.quotas.test_messages_per_day = 10).await;
         let to = recipients(32);
         a.send_test(&to[0], "first on A").await.expect(202);
@@ -102,10 +92,7 @@ fn the_daily_test_message_quota_is_exact_across_nodes() {
 
 #[test]
 fn a_client_api_webhook_created_on_one_node_fires_for_events_on_another() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_nodes(|s| s.webhooks.allow_insecure_targets = true).await;
         let receiver = WebhookReceiver::start().await;
         let created = a
@@ -127,10 +114,7 @@ fn a_client_api_webhook_created_on_one_node_fires_for_events_on_another() {
 
 #[test]
 fn an_endpoint_whose_notice_has_not_arrived_still_fires_on_another_node() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_nodes(|s| s.webhooks.allow_insecure_targets = true).await;
         let receiver = WebhookReceiver::start().await;
         // Created disabled on node A; node B learns of it (and keeps it out of its index).
@@ -165,13 +149,9 @@ async fn sent_on_b(a: &TestApp, b: &TestApp, text: &str) {
     let (phone_id, token) = a.pair_phone(SENDER).await;
     let mut phone = b.connect_phone(&token).await;
     b.wait_online(&phone_id, true).await;
-    b.post(
-        "/v1/messages/send",
-        &b.live_key,
-        send_body(SENDER, RECIPIENT, text),
-    )
-    .await
-    .expect(202);
+    b.send(&b.live_key, send_body(SENDER, RECIPIENT, text))
+        .await
+        .expect(202);
     let (id, ..) = phone.expect_send().await;
     phone
         .report(PhoneFrame::Sent {
@@ -204,23 +184,13 @@ async fn report_sends(
             continue;
         };
         count += 1;
-        for delivered in [false, true] {
-            *next_ref += 1;
-            let reference = Some(format!("c{next_ref}"));
-            phone
-                .send(&if delivered {
-                    PhoneFrame::Delivered {
-                        message_id,
-                        reference,
-                    }
-                } else {
-                    PhoneFrame::Sent {
-                        message_id,
-                        reference,
-                    }
-                })
-                .await;
-        }
+        phone
+            .report_sent_then_delivered(
+                message_id,
+                [format!("c{}", *next_ref + 1), format!("c{}", *next_ref + 2)],
+            )
+            .await;
+        *next_ref += 2;
     }
     count
 }
@@ -242,10 +212,7 @@ async fn launch(node: &TestApp, n: usize) -> String {
 
 #[test]
 fn a_campaign_on_one_node_follows_its_messages_reported_on_another() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_nodes(|s| {
             s.limits.new_workspace_messages = 1_000_000;
             s.pace.per_minute = 100_000;
@@ -295,10 +262,7 @@ fn a_campaign_on_one_node_follows_its_messages_reported_on_another() {
 
 #[test]
 fn canceling_on_one_node_stops_a_campaign_running_on_another() {
-    if !postgres_enabled() {
-        return;
-    }
-    run(async {
+    run_on_postgres(async {
         let (a, b) = two_nodes(|s| {
             s.limits.new_workspace_messages = 1_000_000;
             // Two sends a second: the campaign is still sending when it is canceled.

@@ -9,21 +9,8 @@ use crate::backend_tests;
 use crate::helpers::{Backend, TestApp, spawn_app};
 
 async fn all_contacts(app: &TestApp, key: &str, query: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut path = format!("/v1/contacts?limit=100&{query}");
-        if let Some(c) = &cursor {
-            path.push_str(&format!("&cursor={c}"));
-        }
-        let reply = app.get(&path, key).await.expect(200);
-        out.extend(reply.data()["contacts"].as_array().unwrap().iter().cloned());
-        if reply.data()["has_more"] == false {
-            assert_eq!(reply.data()["next_cursor"], Value::Null);
-            return out;
-        }
-        cursor = Some(reply.data()["next_cursor"].as_str().unwrap().to_string());
-    }
+    app.all_pages(key, &format!("/v1/contacts?{query}"), "contacts")
+        .await
 }
 
 async fn create(app: &TestApp, body: Value) -> Value {
@@ -288,24 +275,15 @@ async fn list_filters_and_paging(backend: Backend) {
         .expect(200);
     }
     // Pages of 3, newest first, no repeats, no gaps.
-    let mut seen = Vec::new();
-    let mut cursor: Option<String> = None;
-    let mut pages = 0;
-    loop {
-        let mut path = "/v1/contacts?limit=3".to_string();
-        if let Some(c) = &cursor {
-            path.push_str(&format!("&cursor={c}"));
-        }
-        let reply = app.get(&path, &app.test_key).await.expect(200);
-        pages += 1;
-        let items = reply.data()["contacts"].as_array().unwrap();
-        seen.extend(items.iter().map(|c| c["id"].as_str().unwrap().to_string()));
-        if reply.data()["has_more"] == false {
-            break;
-        }
-        cursor = Some(reply.data()["next_cursor"].as_str().unwrap().to_string());
-    }
-    assert_eq!(pages, 3);
+    let pages = app
+        .pages(&app.test_key, "/v1/contacts?limit=3", "contacts")
+        .await;
+    let seen: Vec<String> = pages
+        .concat()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(pages.len(), 3);
     let mut expected = ids.clone();
     expected.reverse();
     assert_eq!(seen, expected);
@@ -414,46 +392,43 @@ async fn import_upserts_by_number(backend: Backend) {
     let mut items: Vec<Value> = (0..20)
         .map(|i| json!({ "phone_number": format!("+1415555{:04}", 2000 + i), "first_name": "N" }))
         .collect();
-    items[12] = json!({ "phone_number": "+1415" });
-    let reply = app
-        .post(
-            "/v1/contacts/import",
-            &app.test_key,
-            json!({ "contacts": items.clone() }),
-        )
-        .await
-        .expect_error(422, "invalid_phone_number");
-    assert_eq!(reply.data()["field"], "contacts[12].phone_number");
-    items[12] = json!({ "phone_number": "+14155552012", "email": "@" });
-    let reply = app
-        .post(
-            "/v1/contacts/import",
-            &app.test_key,
-            json!({ "contacts": items.clone() }),
-        )
-        .await
-        .expect_error(422, "validation_failed");
-    assert_eq!(reply.data()["field"], "contacts[12].email");
-    items[12] = json!({ "phone_number": "+14155552003" });
-    let reply = app
-        .post(
-            "/v1/contacts/import",
-            &app.test_key,
-            json!({ "contacts": items.clone() }),
-        )
-        .await
-        .expect_error(422, "validation_failed");
-    assert_eq!(reply.data()["field"], "contacts[12].phone_number");
-    items[12] = json!({ "phone_number": "+14155552012", "tags": [1] });
-    let reply = app
-        .post(
-            "/v1/contacts/import",
-            &app.test_key,
-            json!({ "contacts": items }),
-        )
-        .await
-        .expect_error(400, "invalid_json");
-    assert_eq!(reply.data()["field"], "contacts[12].tags[0]");
+    for (bad, status, code, field) in [
+        (
+            json!({ "phone_number": "+1415" }),
+            422,
+            "invalid_phone_number",
+            "contacts[12].phone_number",
+        ),
+        (
+            json!({ "phone_number": "+14155552012", "email": "@" }),
+            422,
+            "validation_failed",
+            "contacts[12].email",
+        ),
+        (
+            json!({ "phone_number": "+14155552003" }),
+            422,
+            "validation_failed",
+            "contacts[12].phone_number",
+        ),
+        (
+            json!({ "phone_number": "+14155552012", "tags": [1] }),
+            400,
+            "invalid_json",
+            "contacts[12].tags[0]",
+        ),
+    ] {
+        items[12] = bad;
+        let reply = app
+            .post(
+                "/v1/contacts/import",
+                &app.test_key,
+                json!({ "contacts": items.clone() }),
+            )
+            .await
+            .expect_error(status, code);
+        assert_eq!(reply.data()["field"], field);
+    }
     for body in [json!({}), json!({ "contacts": [] })] {
         let reply = app
             .post("/v1/contacts/import", &app.test_key, body)

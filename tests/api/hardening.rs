@@ -80,29 +80,22 @@ async fn slow_body_is_cut_off(backend: Backend, chunked: bool) {
 async fn trailing_garbage_after_a_json_body_is_refused(backend: Backend) {
     let app = spawn_app(backend).await;
     let body = send_body(SENDER, RECIPIENT, "hello").to_string();
-    let reply = app
-        .raw(
+    let send_text = |text: String| {
+        app.raw(
             "POST",
             "/v1/messages/send",
             Some(&app.test_key),
             "application/json",
-            format!("{body} xx").into_bytes(),
+            text.into_bytes(),
         )
-        .await;
+    };
+    let reply = send_text(format!("{body} xx")).await;
     assert_eq!(reply.status, 400, "body: {}", reply.body);
     assert_eq!(reply.body["error_code"], "invalid_json");
     assert_eq!(reply.body["status"], "error");
     let listed = app.get("/v1/messages", &app.test_key).await.expect(200);
     assert_eq!(listed.data()["messages"], json!([]), "nothing was sent");
-    let reply = app
-        .raw(
-            "POST",
-            "/v1/messages/send",
-            Some(&app.test_key),
-            "application/json",
-            format!("{body} \r\n\t ").into_bytes(),
-        )
-        .await;
+    let reply = send_text(format!("{body} \r\n\t ")).await;
     assert_eq!(reply.status, 202, "body: {}", reply.body);
 }
 
@@ -179,21 +172,12 @@ async fn a_request_id_is_echoed_only_when_plain(backend: Backend) {
 /// `/docs` carries the portal's security headers; its inline style is allowed by hash.
 async fn docs_page_has_the_security_headers(backend: Backend) {
     let app = spawn_app(backend).await;
-    let response = app
-        .client
-        .get(format!("{}/docs", app.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
+    let page = app.fetch("/docs", &[]).await;
+    assert_eq!(page.status, 200);
     let header = |name: &str| {
-        response
-            .headers()
-            .get(name)
-            .unwrap_or_else(|| panic!("{name} missing"))
-            .to_str()
-            .unwrap()
-            .to_string()
+        let value = page.header(name);
+        assert!(!value.is_empty(), "{name} missing");
+        value
     };
     let csp = header("content-security-policy");
     assert!(csp.contains("default-src 'none'"), "{csp}");
@@ -234,8 +218,7 @@ async fn unusable_webhook_urls_are_refused_at_creation(backend: Backend) {
 async fn inbound_frames_are_bounded(backend: Backend) {
     use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
     let app = spawn_app(backend).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     let refused = [
         ("r1", "9".repeat(33), "hello".to_string()),
         ("r2", " ".into(), "hello".into()),
@@ -287,8 +270,7 @@ async fn inbound_frames_are_bounded(backend: Backend) {
 /// A text frame that is not UTF-8 closes the session with 1007 (RFC 6455 §8.1).
 async fn invalid_utf8_text_closes_with_1007(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     phone
         .send_raw_text_frame(b"{\"type\":\"heartbeat\xff\xfe\"}")
         .await;

@@ -11,21 +11,13 @@ const CUSTOMER: &str = "+14155550177";
 
 /// The contact with this number, if any (test mode).
 async fn contact(app: &TestApp, number: &str) -> Option<Value> {
-    let contacts = app
-        .get("/v1/contacts?limit=100", &app.test_key)
-        .await
-        .expect(200)
-        .data()["contacts"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let contacts = app.contacts(&app.test_key).await;
     contacts.into_iter().find(|c| c["phone_number"] == number)
 }
 
 async fn phone_inbound_is_stored_once_and_listed(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (phone_id, mut phone) = app.online_phone(SENDER).await;
     // A national-format sender is shown in E.164, read in the region of the phone's number.
     phone.receive("in-1", "(415) 555-0177", "Hello there").await;
     // A repeat of the same ref is acked again and not stored twice.
@@ -68,12 +60,9 @@ async fn phone_inbound_is_stored_once_and_listed(backend: Backend) {
     assert!(app.messages(&app.test_key, "").await.is_empty());
 
     let id = first["id"].as_str().unwrap();
-    let message = app
-        .get(&format!("/v1/messages/{id}"), &app.live_key)
-        .await
-        .expect(200);
-    assert_eq!(message.data()["content"], "Hello there");
-    let events = message.data()["events"].as_array().unwrap();
+    let message = app.message(&app.live_key, id).await;
+    assert_eq!(message["content"], "Hello there");
+    let events = message["events"].as_array().unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["type"], "received");
     assert_eq!(events[0]["status"], "delivered");
@@ -103,11 +92,8 @@ async fn test_inbound_endpoint(backend: Backend) {
     assert_eq!(message["device_id"], Value::Null);
     assert_eq!(message["test_mode"], true);
     let id = message["id"].as_str().unwrap();
-    let stored = app
-        .get(&format!("/v1/messages/{id}"), &app.test_key)
-        .await
-        .expect(200);
-    assert_eq!(stored.data()["events"][0]["type"], "received");
+    let stored = app.message(&app.test_key, id).await;
+    assert_eq!(stored["events"][0]["type"], "received");
 
     // Bad input gets the envelope and changes nothing.
     for (body, status, code, field) in [
@@ -229,8 +215,7 @@ async fn phone_keywords_update_an_existing_contact(backend: Backend) {
         .await
         .expect(201);
     let id = created.data()["id"].as_str().unwrap().to_string();
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     phone.receive("k-1", CUSTOMER, "stop").await;
     let c = app
         .get(&format!("/v1/contacts/{id}"), &app.live_key)

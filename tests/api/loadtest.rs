@@ -278,11 +278,7 @@ fn the_cluster_scenario_needs_a_postgresql_url() {
 /// again from the endpoint's next owner, and only those (any other repeat is a duplicate).
 #[test]
 fn the_cluster_scenario_loses_nothing_when_a_node_dies() {
-    if !crate::helpers::postgres_enabled() {
-        eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (the cluster needs PostgreSQL)");
-        return;
-    }
-    crate::helpers::run(async {
+    crate::helpers::run_on_postgres(async {
         let server = std::env::var("SMSGW_TEST_DATABASE_URL").unwrap();
         let (stdout, report) = loadtest_ok(&[
             "--scenario",

@@ -8,16 +8,13 @@ use serde_json::{Value, json};
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with, timeline,
+    Backend, FAILED_THREE_TIMES, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with,
+    the_one_accepted, timeline,
 };
 
 async fn send_content(app: &TestApp, content: &str) -> crate::helpers::Reply {
-    app.post(
-        "/v1/messages/send",
-        &app.test_key,
-        send_body(SENDER, RECIPIENT, content),
-    )
-    .await
+    app.send(&app.test_key, send_body(SENDER, RECIPIENT, content))
+        .await
 }
 
 async fn test_send_is_delivered_with_full_timeline(backend: Backend) {
@@ -79,30 +76,12 @@ async fn magic_recipients_fail_or_never_deliver(backend: Backend) {
             .contains("simulated")
     );
     let kinds = timeline(&failed);
-    assert_eq!(
-        kinds,
-        [
-            "queued",
-            "sending",
-            "attempt_failed",
-            "sending",
-            "attempt_failed",
-            "sending",
-            "failed"
-        ]
-    );
+    assert_eq!(kinds, FAILED_THREE_TIMES);
     let id = never.data()["id"].as_str().unwrap();
     app.wait_for_status(&app.test_key, id, "sent").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let still = app
-        .get(&format!("/v1/messages/{id}"), &app.test_key)
-        .await
-        .expect(200);
-    assert_eq!(
-        still.data()["status"],
-        "sent",
-        "no delivery report: stays sent"
-    );
+    let still = app.message(&app.test_key, id).await;
+    assert_eq!(still["status"], "sent", "no delivery report: stays sent");
 }
 
 async fn content_length_boundaries(backend: Backend) {
@@ -142,15 +121,8 @@ async fn content_length_boundaries(backend: Backend) {
     send_content(&app, "")
         .await
         .expect_error(422, "validation_failed");
-    let list = app
-        .get("/v1/messages?limit=100", &app.test_key)
-        .await
-        .expect(200);
-    assert_eq!(
-        list.data()["messages"].as_array().unwrap().len(),
-        8,
-        "refused sends write nothing"
-    );
+    let list = app.messages(&app.test_key, "").await;
+    assert_eq!(list.len(), 8, "refused sends write nothing");
 }
 
 async fn invalid_numbers_name_their_field(backend: Backend) {
@@ -162,14 +134,13 @@ async fn invalid_numbers_name_their_field(backend: Backend) {
         (send_body(SENDER, "+19001234567", "x"), "to_number"),
     ] {
         let reply = app
-            .post("/v1/messages/send", &app.test_key, body)
+            .send(&app.test_key, body)
             .await
             .expect_error(422, "invalid_phone_number");
         assert_eq!(reply.data()["field"], field);
     }
     let reply = app
-        .post(
-            "/v1/messages/bulk-send",
+        .bulk_send(
             &app.test_key,
             json!({ "from_number": SENDER, "content": "x",
                     "to_numbers": [RECIPIENT, "+447911123456", "+4915123456789", "not-a-number"] }),
@@ -184,11 +155,7 @@ async fn invalid_numbers_name_their_field(backend: Backend) {
     assert_eq!(reply.data()["field"], "phone_number");
     // Validation order: a bad number is reported before content that is too long.
     let reply = app
-        .post(
-            "/v1/messages/send",
-            &app.test_key,
-            send_body(SENDER, "nope", &"a".repeat(2000)),
-        )
+        .send(&app.test_key, send_body(SENDER, "nope", &"a".repeat(2000)))
         .await
         .expect_error(422, "invalid_phone_number");
     assert_eq!(reply.data()["field"], "to_number");
@@ -197,17 +164,12 @@ async fn invalid_numbers_name_their_field(backend: Backend) {
 async fn premium_rate_destinations_are_blocked(backend: Backend) {
     let app = spawn_app(backend).await;
     let reply = app
-        .post(
-            "/v1/messages/send",
-            &app.test_key,
-            send_body(SENDER, "+19005550123", "x"),
-        )
+        .send(&app.test_key, send_body(SENDER, "+19005550123", "x"))
         .await
         .expect_error(403, "premium_rate_blocked");
     assert_eq!(reply.data()["field"], "to_number");
     let reply = app
-        .post(
-            "/v1/messages/bulk-send",
+        .bulk_send(
             &app.test_key,
             json!({ "from_number": SENDER, "content": "x",
                     "to_numbers": [RECIPIENT, "+449090901234"] }),
@@ -222,15 +184,15 @@ async fn premium_rate_destinations_are_blocked(backend: Backend) {
     );
 }
 
-/// A number that texted STOP, in the key's mode.
-async fn opt_out(app: &TestApp, key: &str, number: &str) {
-    app.post(
-        "/v1/test/inbound",
-        key,
-        json!({ "from_number": number, "to_number": SENDER, "content": "STOP" }),
+/// Marks a contact opted out (or back in) by hand.
+async fn set_opted_out(app: &TestApp, contact_id: &str, opted_out: bool) {
+    app.patch(
+        &format!("/v1/contacts/{contact_id}"),
+        &app.test_key,
+        json!({ "opted_out": opted_out }),
     )
     .await
-    .expect(201);
+    .expect(200);
 }
 
 /// docs/api.md "Messages": a single send to a number that opted out (STOP, or `opted_out` set
@@ -240,7 +202,7 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
     let app = spawn_app(backend).await;
     let stopped = "+14155550301";
     let by_hand = "+14155550302";
-    opt_out(&app, &app.test_key, stopped).await;
+    app.test_inbound(stopped, "STOP").await;
     let contact = app
         .post(
             "/v1/contacts",
@@ -250,21 +212,11 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
         .await
         .expect(201);
     let contact_id = contact.data()["id"].as_str().unwrap().to_string();
-    app.patch(
-        &format!("/v1/contacts/{contact_id}"),
-        &app.test_key,
-        json!({ "opted_out": true }),
-    )
-    .await
-    .expect(200);
+    set_opted_out(&app, &contact_id, true).await;
 
     for number in [stopped, by_hand] {
         let refused = app
-            .post(
-                "/v1/messages/send",
-                &app.test_key,
-                send_body(SENDER, number, "Hello again"),
-            )
+            .send(&app.test_key, send_body(SENDER, number, "Hello again"))
             .await
             .expect_error(403, "recipient_opted_out");
         assert_eq!(refused.data()["field"], "to_number");
@@ -275,34 +227,18 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
     let keyed = json!({ "from_number": SENDER, "to_number": stopped, "content": "x",
                         "request_id": "after-stop" });
     for _ in 0..2 {
-        app.post("/v1/messages/send", &app.test_key, keyed.clone())
+        app.send(&app.test_key, keyed.clone())
             .await
             .expect_error(403, "recipient_opted_out");
     }
 
     // START opts back in; a hand opt-out is undone by hand.
-    app.post(
-        "/v1/test/inbound",
-        &app.test_key,
-        json!({ "from_number": stopped, "to_number": SENDER, "content": "START" }),
-    )
-    .await
-    .expect(201);
-    app.patch(
-        &format!("/v1/contacts/{contact_id}"),
-        &app.test_key,
-        json!({ "opted_out": false }),
-    )
-    .await
-    .expect(200);
+    app.test_inbound(stopped, "START").await;
+    set_opted_out(&app, &contact_id, false).await;
     for number in [stopped, by_hand] {
-        app.post(
-            "/v1/messages/send",
-            &app.test_key,
-            send_body(SENDER, number, "Welcome back"),
-        )
-        .await
-        .expect(202);
+        app.send(&app.test_key, send_body(SENDER, number, "Welcome back"))
+            .await
+            .expect(202);
     }
 }
 
@@ -312,10 +248,9 @@ async fn single_send_to_an_opted_out_number_is_refused(backend: Backend) {
 async fn bulk_send_with_an_opted_out_number_is_refused_whole(backend: Backend) {
     let app = spawn_app(backend).await;
     let stopped = "+14155550303";
-    opt_out(&app, &app.test_key, stopped).await;
+    app.test_inbound(stopped, "STOP").await;
     let refused = app
-        .post(
-            "/v1/messages/bulk-send",
+        .bulk_send(
             &app.test_key,
             json!({ "from_number": SENDER, "content": "Sale!",
                     "to_numbers": [RECIPIENT, RECIPIENT, stopped, stopped] }),
@@ -327,8 +262,7 @@ async fn bulk_send_with_an_opted_out_number_is_refused_whole(backend: Backend) {
     assert!(outbound.is_empty(), "atomic: nothing written: {outbound:?}");
     // The opt-out belongs to the test mode: a live bulk send to the number gets as far as
     // routing (no phone is paired).
-    app.post(
-        "/v1/messages/bulk-send",
+    app.bulk_send(
         &app.live_key,
         json!({ "from_number": SENDER, "content": "Sale!", "to_numbers": [stopped] }),
     )
@@ -336,8 +270,7 @@ async fn bulk_send_with_an_opted_out_number_is_refused_whole(backend: Backend) {
     .expect_error(503, "no_device_available");
     // Without the opted-out number the same bulk send goes out.
     let sent = app
-        .post(
-            "/v1/messages/bulk-send",
+        .bulk_send(
             &app.test_key,
             json!({ "from_number": SENDER, "content": "Sale!",
                     "to_numbers": [RECIPIENT, "+14155550304"] }),
@@ -351,28 +284,12 @@ async fn request_id_is_idempotent_under_concurrency(backend: Backend) {
     let app = spawn_app(backend).await;
     let body = json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "once",
                        "request_id": "order-42" });
-    let replies =
-        join_all((0..1000).map(|_| app.post("/v1/messages/send", &app.test_key, body.clone())))
-            .await;
-    let accepted: Vec<&Value> = replies
-        .iter()
-        .filter(|r| r.status == 202)
-        .map(|r| r.data())
-        .collect();
-    assert_eq!(accepted.len(), 1, "exactly one send is accepted");
-    let id = accepted[0]["id"].as_str().unwrap();
-    for reply in replies.iter().filter(|r| r.status != 202) {
-        assert_eq!(reply.status, 409, "{}", reply.body);
-        assert_eq!(reply.code(), "duplicate_request");
-        assert_eq!(reply.data()["id"], id);
-    }
-    let list = app
-        .get("/v1/messages?limit=100", &app.test_key)
-        .await
-        .expect(200);
-    assert_eq!(list.data()["messages"].as_array().unwrap().len(), 1);
+    let replies = join_all((0..1000).map(|_| app.send(&app.test_key, body.clone()))).await;
+    the_one_accepted(&replies);
+    let list = app.messages(&app.test_key, "").await;
+    assert_eq!(list.len(), 1);
     // The same request_id in the other mode is a different key space.
-    let live = app.post("/v1/messages/send", &app.live_key, body).await;
+    let live = app.send(&app.live_key, body).await;
     assert_eq!(live.code(), "no_device_available");
 }
 
@@ -384,8 +301,7 @@ async fn bulk_send_bounds_and_duplicates(backend: Backend) {
             .collect()
     };
     let reply = app
-        .post(
-            "/v1/messages/bulk-send",
+        .bulk_send(
             &app.test_key,
             json!({ "from_number": SENDER, "content": "hi", "to_numbers": numbers(500) }),
         )
@@ -394,24 +310,21 @@ async fn bulk_send_bounds_and_duplicates(backend: Backend) {
     assert_eq!(reply.data()["count"], 500);
     assert_eq!(reply.data()["message_ids"].as_array().unwrap().len(), 500);
     let reply = app
-        .post(
-            "/v1/messages/bulk-send",
+        .bulk_send(
             &app.test_key,
             json!({ "from_number": SENDER, "content": "hi", "to_numbers": numbers(501) }),
         )
         .await
         .expect_error(422, "validation_failed");
     assert_eq!(reply.data()["field"], "to_numbers");
-    app.post(
-        "/v1/messages/bulk-send",
+    app.bulk_send(
         &app.test_key,
         json!({ "from_number": SENDER, "content": "hi", "to_numbers": [] }),
     )
     .await
     .expect_error(422, "validation_failed");
     let reply = app
-        .post(
-            "/v1/messages/bulk-send",
+        .bulk_send(
             &app.test_key,
             json!({ "from_number": SENDER, "content": "dup",
                     "to_numbers": [RECIPIENT, RECIPIENT, "+447911123456"] }),
@@ -547,33 +460,19 @@ async fn paging_is_stable_while_messages_arrive(backend: Backend) {
         let numbers: Vec<String> = (0..50)
             .map(|i| format!("+1415555{:04}", chunk * 50 + i))
             .collect();
-        app.post(
-            "/v1/messages/bulk-send",
+        app.bulk_send(
             &app.test_key,
             json!({ "from_number": SENDER, "content": "page", "to_numbers": numbers }),
         )
         .await
         .expect(202);
     }
-    let before: HashSet<String> = {
-        let mut ids = HashSet::new();
-        let mut cursor: Option<String> = None;
-        loop {
-            let path = match &cursor {
-                Some(c) => format!("/v1/messages?limit=100&cursor={c}"),
-                None => "/v1/messages?limit=100".to_string(),
-            };
-            let page = app.get(&path, &app.test_key).await.expect(200);
-            for m in page.data()["messages"].as_array().unwrap() {
-                ids.insert(m["id"].as_str().unwrap().to_string());
-            }
-            match page.data()["next_cursor"].as_str() {
-                Some(c) => cursor = Some(c.to_string()),
-                None => break,
-            }
-        }
-        ids
-    };
+    let before: HashSet<String> = app
+        .all_pages(&app.test_key, "/v1/messages", "messages")
+        .await
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(before.len(), 250);
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
@@ -584,16 +483,17 @@ async fn paging_is_stable_while_messages_arrive(backend: Backend) {
             .await
             .expect(202);
         round += 1;
-        let path = match &cursor {
-            Some(c) => format!("/v1/messages?limit=30&cursor={c}"),
-            None => "/v1/messages?limit=30".to_string(),
-        };
-        let page = app.get(&path, &app.test_key).await.expect(200);
-        for m in page.data()["messages"].as_array().unwrap() {
-            seen.push(m["id"].as_str().unwrap().to_string());
-        }
-        match page.data()["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
+        let (page, next) = app
+            .page(
+                &app.test_key,
+                "/v1/messages?limit=30",
+                "messages",
+                cursor.as_deref(),
+            )
+            .await;
+        seen.extend(page.iter().map(|m| m["id"].as_str().unwrap().to_string()));
+        match next {
+            Some(next) => cursor = Some(next),
             None => break,
         }
     }
@@ -602,27 +502,24 @@ async fn paging_is_stable_while_messages_arrive(backend: Backend) {
     assert!(before.is_subset(&unique), "no message skipped");
 }
 
+/// A send of `content` from [`SENDER`] to [`RECIPIENT`] held until `at`.
+fn scheduled(content: &str, at: &str) -> Value {
+    json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": content, "scheduled_for": at })
+}
+
 async fn scheduled_messages_are_held_and_can_be_canceled(backend: Backend) {
     let app = spawn_app(backend).await;
     let at = chrono::Utc::now() + chrono::Duration::milliseconds(1500);
     let reply = app
-        .post(
-            "/v1/messages/send",
-            &app.test_key,
-            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "later",
-                    "scheduled_for": at.to_rfc3339() }),
-        )
+        .send(&app.test_key, scheduled("later", &at.to_rfc3339()))
         .await
         .expect(202);
     assert_eq!(reply.data()["status"], "queued");
     assert!(reply.data()["scheduled_for"].is_string());
     let id = reply.data()["id"].as_str().unwrap().to_string();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let held = app
-        .get(&format!("/v1/messages/{id}"), &app.test_key)
-        .await
-        .expect(200);
-    assert_eq!(held.data()["status"], "queued", "held until scheduled_for");
+    let held = app.message(&app.test_key, &id).await;
+    assert_eq!(held["status"], "queued", "held until scheduled_for");
     let done = app.wait_for_status(&app.test_key, &id, "delivered").await;
     let sent_at = chrono::DateTime::parse_from_rfc3339(done["sent_at"].as_str().unwrap()).unwrap();
     assert!(
@@ -632,12 +529,7 @@ async fn scheduled_messages_are_held_and_can_be_canceled(backend: Backend) {
 
     let far = chrono::Utc::now() + chrono::Duration::hours(1);
     let reply = app
-        .post(
-            "/v1/messages/send",
-            &app.test_key,
-            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "cancel me",
-                    "scheduled_for": far.to_rfc3339() }),
-        )
+        .send(&app.test_key, scheduled("cancel me", &far.to_rfc3339()))
         .await
         .expect(202);
     let id2 = reply.data()["id"].as_str().unwrap().to_string();
@@ -655,12 +547,7 @@ async fn scheduled_messages_are_held_and_can_be_canceled(backend: Backend) {
         .await
         .expect_error(404, "not_found");
     let bad = app
-        .post(
-            "/v1/messages/send",
-            &app.test_key,
-            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "x",
-                    "scheduled_for": "tomorrow" }),
-        )
+        .send(&app.test_key, scheduled("x", "tomorrow"))
         .await
         .expect_error(422, "validation_failed");
     assert_eq!(bad.data()["field"], "scheduled_for");
@@ -669,28 +556,20 @@ async fn scheduled_messages_are_held_and_can_be_canceled(backend: Backend) {
 async fn live_sends_need_an_online_phone(backend: Backend) {
     let app = spawn_app(backend).await;
     let reply = app
-        .post(
-            "/v1/messages/send",
-            &app.live_key,
-            send_body(SENDER, RECIPIENT, "x"),
-        )
+        .send(&app.live_key, send_body(SENDER, RECIPIENT, "x"))
         .await
         .expect_error(503, "no_device_available");
     assert_eq!(reply.data()["field"], "from_number");
     let (phone_id, _token) = app.pair_phone(SENDER).await;
     let reply = app
-        .post(
-            "/v1/messages/send",
-            &app.live_key,
+        .send(&app.live_key,
             json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "x", "device_id": phone_id }),
         )
         .await
         .expect_error(503, "no_device_available");
     assert_eq!(reply.data()["field"], "device_id");
     let reply = app
-        .post(
-            "/v1/messages/send",
-            &app.live_key,
+        .send(&app.live_key,
             json!({ "from_number": "+447911123456", "to_number": RECIPIENT, "content": "x", "device_id": phone_id }),
         )
         .await
@@ -705,46 +584,28 @@ async fn live_sends_need_an_online_phone(backend: Backend) {
 
 async fn new_workspace_limit_counts_live_sends(backend: Backend) {
     let app = spawn_app_with(backend, |s| s.limits.new_workspace_messages = 3).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     for i in 0..2 {
-        app.post(
-            "/v1/messages/send",
-            &app.live_key,
-            send_body(SENDER, RECIPIENT, &format!("{i}")),
-        )
-        .await
-        .expect(202);
+        app.send(&app.live_key, send_body(SENDER, RECIPIENT, &format!("{i}")))
+            .await
+            .expect(202);
     }
     let reply = app
-        .post(
-            "/v1/messages/bulk-send",
-            &app.live_key,
+        .bulk_send(&app.live_key,
             json!({ "from_number": SENDER, "content": "bulk", "to_numbers": [RECIPIENT, "+447911123456"] }),
         )
         .await
         .expect_error(429, "new_account_limit");
     assert_eq!(reply.data()["limit"], 3);
     assert!(reply.data()["window_ends_at"].is_string());
-    app.post(
-        "/v1/messages/send",
-        &app.live_key,
-        send_body(SENDER, RECIPIENT, "third"),
-    )
-    .await
-    .expect(202);
-    app.post(
-        "/v1/messages/send",
-        &app.live_key,
-        send_body(SENDER, RECIPIENT, "fourth"),
-    )
-    .await
-    .expect_error(429, "new_account_limit");
-    let list = app
-        .get("/v1/messages?limit=100", &app.live_key)
+    app.send(&app.live_key, send_body(SENDER, RECIPIENT, "third"))
         .await
-        .expect(200);
-    assert_eq!(list.data()["messages"].as_array().unwrap().len(), 3);
+        .expect(202);
+    app.send(&app.live_key, send_body(SENDER, RECIPIENT, "fourth"))
+        .await
+        .expect_error(429, "new_account_limit");
+    let list = app.messages(&app.live_key, "").await;
+    assert_eq!(list.len(), 3);
     // Test mode has no new-workspace limit.
     for _ in 0..5 {
         app.send_test(RECIPIENT, "test mode").await.expect(202);
@@ -784,15 +645,8 @@ async fn escape_or_emoji_at_a_part_boundary_needs_a_part_more(backend: Backend) 
         assert_eq!(reply.data()["segments"], 11);
         assert_eq!(reply.data()["encoding"], encoding);
     }
-    let list = app
-        .get("/v1/messages?limit=100", &app.test_key)
-        .await
-        .expect(200);
-    assert_eq!(
-        list.data()["messages"].as_array().unwrap().len(),
-        3,
-        "refused sends write nothing"
-    );
+    let list = app.messages(&app.test_key, "").await;
+    assert_eq!(list.len(), 3, "refused sends write nothing");
 }
 
 backend_tests!(

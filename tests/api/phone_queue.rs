@@ -8,7 +8,7 @@ use smsgw::domain::protocol::ServerFrame;
 use uuid::Uuid;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, FakePhone, SENDER, spawn_app_with};
+use crate::helpers::{Backend, FakePhone, SENDER, spawn_paced};
 
 backend_tests!(requeued_messages_come_back_in_their_first_order);
 
@@ -24,18 +24,13 @@ async fn sends(phone: &mut FakePhone, quiet: Duration) -> Vec<Uuid> {
 }
 
 async fn requeued_messages_come_back_in_their_first_order(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 100_000;
-        s.pace.per_30_minutes = 100_000;
-    })
-    .await;
+    let app = spawn_paced(backend, 100_000, 100_000).await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
     app.wait_online(&phone_id, true).await;
     let to: Vec<String> = (0..8).map(|i| format!("+1650555{:04}", 3000 + i)).collect();
     let reply = app
-        .post(
-            "/v1/messages/bulk-send",
+        .bulk_send(
             &app.live_key,
             json!({ "from_number": SENDER, "content": "in order", "to_numbers": to }),
         )

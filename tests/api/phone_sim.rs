@@ -6,7 +6,7 @@ use smsgw::phone_sim::{SimEvent, SimOptions, run_phone};
 use tokio::sync::mpsc;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, SENDER, TestApp, run_cli, spawn_app, timeline};
+use crate::helpers::{Backend, FAILED_THREE_TIMES, SENDER, TestApp, run_cli, spawn_app, timeline};
 
 fn start_sim(app: &TestApp, token: &str) -> mpsc::UnboundedReceiver<SimEvent> {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -102,36 +102,20 @@ async fn simulated_phone_moves_on_to_the_next_server(backend: Backend) {
     app.wait_for_status(&app.live_key, &id, "delivered").await;
 }
 
+/// Runs `phone-sim` with `args` and a token no server knows: it exits 1 saying it was refused.
+async fn sim_refuses_a_bad_token(args: &[&str]) {
+    let args = [&["phone-sim"], args, &["--token", "dt_not_a_real_token"]].concat();
+    let output = run_cli(&args, &[]).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("refused"));
+}
+
 async fn cli_refuses_a_bad_token(backend: Backend) {
     let app = spawn_app(backend).await;
-    let output = run_cli(
-        &[
-            "phone-sim",
-            "--server",
-            &app.address,
-            "--token",
-            "dt_not_a_real_token",
-        ],
-        &[],
-    )
-    .await;
-    assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("refused"));
+    sim_refuses_a_bad_token(&["--server", &app.address]).await;
     // With several URLs (comma-separated), a dead one is passed over and the live one answers.
     let servers = format!("http://127.0.0.1:{},{}", free_port(), app.address);
-    let output = run_cli(
-        &[
-            "phone-sim",
-            "--server",
-            &servers,
-            "--token",
-            "dt_not_a_real_token",
-        ],
-        &[],
-    )
-    .await;
-    assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("refused"));
+    sim_refuses_a_bad_token(&["--server", &servers]).await;
 }
 
 /// `--protocol smsgate`: the simulator speaks the device API as the SMSGate Android app does.
@@ -174,21 +158,7 @@ async fn smsgate_simulator_sends_and_forwards_inbound(backend: Backend) {
     assert_eq!(inbound.len(), 1);
     assert_eq!(inbound[0]["content"], "hello from a customer");
     // The CLI refuses a bad token over this protocol too.
-    let output = run_cli(
-        &[
-            "phone-sim",
-            "--protocol",
-            "smsgate",
-            "--server",
-            &app.address,
-            "--token",
-            "dt_not_a_real_token",
-        ],
-        &[],
-    )
-    .await;
-    assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("refused"));
+    sim_refuses_a_bad_token(&["--protocol", "smsgate", "--server", &app.address]).await;
 }
 
 /// A message the phone fails is sent again by the simulated app: each retry comes under a new
@@ -215,18 +185,7 @@ async fn smsgate_simulator_sends_each_retry(backend: Backend) {
     let message = app.wait_for_status(&app.live_key, &id, "failed").await;
     let kinds = timeline(&message);
     // messages.max_send_attempts = 3: three sends, each reported failed by the phone.
-    assert_eq!(
-        kinds,
-        [
-            "queued",
-            "sending",
-            "attempt_failed",
-            "sending",
-            "attempt_failed",
-            "sending",
-            "failed"
-        ]
-    );
+    assert_eq!(kinds, FAILED_THREE_TIMES);
     let mut sends = Vec::new();
     while let Ok(event) = events.try_recv() {
         if let SimEvent::Send {

@@ -5,13 +5,12 @@
 
 use std::collections::BTreeSet;
 
-use awc::Client;
 use qrcode::render::svg;
 use qrcode::{EcLevel, QrCode};
 use serde_json::Value;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, TestApp, spawn_app, spawn_app_with};
+use crate::helpers::{Backend, spawn_app, spawn_app_with};
 
 /// The portal's sections: each has a link in the navigation and an element with its id.
 const SECTIONS: [&str; 9] = [
@@ -27,36 +26,6 @@ const SECTIONS: [&str; 9] = [
 ];
 
 /// A plain GET that does not follow redirects: status, headers, body.
-struct Fetched {
-    status: u16,
-    headers: awc::http::header::HeaderMap,
-    body: String,
-}
-
-impl Fetched {
-    fn header(&self, name: &str) -> &str {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    }
-}
-
-async fn fetch(app: &TestApp, path: &str, headers: &[(&str, &str)]) -> Fetched {
-    let client = Client::builder().disable_redirects().finish();
-    let mut request = client.get(format!("{}{}", app.address, path));
-    for (name, value) in headers {
-        request = request.insert_header((*name, *value));
-    }
-    let mut response = request.send().await.expect("request completes");
-    let body = response.body().limit(4 * 1024 * 1024).await.expect("body");
-    Fetched {
-        status: response.status().as_u16(),
-        headers: response.headers().clone(),
-        body: String::from_utf8(body.to_vec()).expect("UTF-8 body"),
-    }
-}
-
 /// Values of every `name="…"` attribute of the page.
 fn attributes(html: &str, name: &str) -> Vec<String> {
     html.split(&format!(" {name}=\""))
@@ -86,7 +55,7 @@ fn expected_content_type(path: &str) -> &'static str {
 async fn root_redirects_to_the_portal(backend: Backend) {
     let app = spawn_app(backend).await;
     for path in ["/", "/portal"] {
-        let reply = fetch(&app, path, &[]).await;
+        let reply = app.fetch(path, &[]).await;
         assert_eq!(reply.status, 302, "{path}");
         assert_eq!(reply.header("location"), "/portal/", "{path}");
     }
@@ -100,7 +69,7 @@ async fn root_redirects_to_the_portal(backend: Backend) {
 async fn portal_page_links_every_section_and_serves_its_assets(backend: Backend) {
     let app = spawn_app(backend).await;
     // No key needed: the page asks for one.
-    let page = fetch(&app, "/portal/", &[]).await;
+    let page = app.fetch("/portal/", &[]).await;
     assert_eq!(page.status, 200);
     assert!(page.header("content-type").starts_with("text/html"));
     let csp = page.header("content-security-policy");
@@ -184,7 +153,7 @@ async fn portal_page_links_every_section_and_serves_its_assets(backend: Backend)
             asset.starts_with("/portal/"),
             "{asset}: every file comes from this server's /portal/"
         );
-        let reply = fetch(&app, asset, &[]).await;
+        let reply = app.fetch(asset, &[]).await;
         assert_eq!(reply.status, 200, "{asset}");
         let content_type = reply.header("content-type");
         assert!(
@@ -196,7 +165,7 @@ async fn portal_page_links_every_section_and_serves_its_assets(backend: Backend)
         // Revalidation: the ETag answers 304 without a body.
         let etag = reply.header("etag").to_string();
         assert!(etag.starts_with('"'), "{asset}: etag {etag:?}");
-        let again = fetch(&app, asset, &[("if-none-match", &etag)]).await;
+        let again = app.fetch(asset, &[("if-none-match", &etag)]).await;
         assert_eq!(again.status, 304, "{asset}");
         assert!(again.body.is_empty());
     }
@@ -326,10 +295,10 @@ async fn portal_scripts_call_only_documented_v1_routes(backend: Backend) {
             }
         }
     }
-    let page = fetch(&app, "/portal/", &[]).await;
+    let page = app.fetch("/portal/", &[]).await;
     let mut scripts = String::new();
     for src in attributes(&page.body, "src") {
-        let body = fetch(&app, &src, &[]).await.body;
+        let body = app.fetch(&src, &[]).await.body;
         if src.starts_with("/portal/vendor/") {
             // A vendored library (the QR code drawer) is not scanned for paths: its comments
             // cite its home page. It must still reach nothing.
@@ -447,7 +416,9 @@ async fn qr_route_draws_the_code_of_its_data(backend: Backend) {
                 }
             })
             .collect();
-        let reply = fetch(&app, &format!("/portal/qr.svg?data={encoded}"), &[]).await;
+        let reply = app
+            .fetch(&format!("/portal/qr.svg?data={encoded}"), &[])
+            .await;
         assert_eq!(reply.status, 200, "{}", reply.body);
         assert!(reply.header("content-type").starts_with("image/svg+xml"));
         assert_eq!(
@@ -483,7 +454,7 @@ async fn qr_route_draws_the_code_of_its_data(backend: Backend) {
 /// then shows the page's own origin).
 async fn the_page_carries_the_configured_public_url(backend: Backend) {
     let plain = spawn_app(backend).await;
-    let page = fetch(&plain, "/portal/", &[]).await;
+    let page = plain.fetch("/portal/", &[]).await;
     assert!(
         page.body
             .contains(r#"<meta name="smsgw-public-url" content="">"#),
@@ -496,7 +467,7 @@ async fn the_page_carries_the_configured_public_url(backend: Backend) {
         s.server.public_url = Some(r#"https://sms.example.com/gw?a=1&b="x""#.into());
     })
     .await;
-    let page = fetch(&app, "/portal/", &[]).await;
+    let page = app.fetch("/portal/", &[]).await;
     assert_eq!(page.status, 200);
     assert!(
         page.body.contains(
@@ -507,9 +478,11 @@ async fn the_page_carries_the_configured_public_url(backend: Backend) {
     );
     let etag = page.header("etag").to_string();
     assert_ne!(etag, unconfigured_etag);
-    let again = fetch(&app, "/portal/", &[("if-none-match", etag.as_str())]).await;
+    let again = app
+        .fetch("/portal/", &[("if-none-match", etag.as_str())])
+        .await;
     assert_eq!(again.status, 304);
-    let script = fetch(&app, "/portal/app.js", &[]).await;
+    let script = app.fetch("/portal/app.js", &[]).await;
     assert!(
         script.body.contains("smsgw-public-url"),
         "the pairing view reads it"

@@ -144,16 +144,12 @@ async fn queued_message_quota_counts_held_messages(backend: Backend) {
     let app = spawn_app_with(backend, |s| s.quotas.queued_messages = 3).await;
     let mut ids = Vec::new();
     for _ in 0..2 {
-        let reply = app
-            .post("/v1/messages/send", &app.test_key, held(RECIPIENT))
-            .await
-            .expect(202);
+        let reply = app.send(&app.test_key, held(RECIPIENT)).await.expect(202);
         ids.push(reply.data()["id"].as_str().unwrap().to_string());
     }
     // A bulk send that would make four queued messages is refused whole.
     let refused = app
-        .post(
-            "/v1/messages/bulk-send",
+        .bulk_send(
             &app.test_key,
             json!({ "from_number": SENDER, "content": "bulk",
                     "to_numbers": [RECIPIENT, "+447911123456"] }),
@@ -161,11 +157,11 @@ async fn queued_message_quota_counts_held_messages(backend: Backend) {
         .await
         .expect_error(422, "quota_exceeded");
     assert_quota(&refused.body, "queued_messages", 3);
-    app.post("/v1/messages/send", &app.test_key, held("+447911123456"))
+    app.send(&app.test_key, held("+447911123456"))
         .await
         .expect(202);
     let refused = app
-        .post("/v1/messages/send", &app.test_key, held(RECIPIENT))
+        .send(&app.test_key, held(RECIPIENT))
         .await
         .expect_error(422, "quota_exceeded");
     assert_quota(&refused.body, "queued_messages", 3);
@@ -177,9 +173,7 @@ async fn queued_message_quota_counts_held_messages(backend: Backend) {
     app.delete(&format!("/v1/messages/{}", ids[0]), &app.test_key)
         .await
         .expect(200);
-    app.post("/v1/messages/send", &app.test_key, held(RECIPIENT))
-        .await
-        .expect(202);
+    app.send(&app.test_key, held(RECIPIENT)).await.expect(202);
 }
 
 async fn concurrent_sends_never_pass_the_queued_quota(backend: Backend) {
@@ -187,7 +181,7 @@ async fn concurrent_sends_never_pass_the_queued_quota(backend: Backend) {
     let sends = (0..20).map(|i| {
         let body = held(&format!("+1415555{:04}", 2000 + i));
         let app = &app;
-        async move { app.post("/v1/messages/send", &app.test_key, body).await }
+        async move { app.send(&app.test_key, body).await }
     });
     let replies = futures_util::future::join_all(sends).await;
     let accepted = replies.iter().filter(|r| r.status == 202).count();
@@ -222,8 +216,7 @@ async fn test_mode_messages_per_day_are_capped(backend: Backend) {
         .with_timezone(&chrono::Utc);
     let now = chrono::Utc::now();
     assert!(resets_at > now && resets_at - now <= chrono::Duration::days(1));
-    app.post(
-        "/v1/messages/bulk-send",
+    app.bulk_send(
         &app.test_key,
         json!({ "from_number": SENDER, "content": "bulk", "to_numbers": [RECIPIENT] }),
     )

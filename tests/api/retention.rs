@@ -6,23 +6,25 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, spawn_app_with, timeline};
+use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, poll, spawn_app_with, timeline};
 
 async fn wait_gone(app: &TestApp, id: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let reply = app.get(&format!("/v1/messages/{id}"), &app.test_key).await;
-        if reply.status == 404 {
-            assert_eq!(reply.code(), "not_found");
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "message {id} was never deleted; last: {}",
-            reply.body
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll(
+        Duration::from_secs(15),
+        Duration::from_millis(50),
+        async || {
+            let reply = app.get(&format!("/v1/messages/{id}"), &app.test_key).await;
+            if reply.status == 404 {
+                assert_eq!(reply.code(), "not_found");
+                return Ok(());
+            }
+            Err(format!(
+                "message {id} was never deleted; last: {}",
+                reply.body
+            ))
+        },
+    )
+    .await
 }
 
 async fn content_then_records_are_removed(backend: Backend) {
@@ -37,18 +39,10 @@ async fn content_then_records_are_removed(backend: Backend) {
         .await
         .expect(202);
     let outbound_id = outbound.data()["id"].as_str().unwrap().to_string();
-    let inbound = app
-        .post(
-            "/v1/test/inbound",
-            &app.test_key,
-            json!({ "from_number": RECIPIENT, "to_number": SENDER, "content": "secret inbound" }),
-        )
-        .await
-        .expect(201);
-    let inbound_id = inbound.data()["id"].as_str().unwrap().to_string();
+    let inbound = app.test_inbound(RECIPIENT, "secret inbound").await;
+    let inbound_id = inbound["id"].as_str().unwrap().to_string();
     let held = app
-        .post(
-            "/v1/messages/send",
+        .send(
             &app.test_key,
             json!({
                 "from_number": SENDER, "to_number": RECIPIENT, "content": "held for later",
@@ -103,12 +97,9 @@ async fn content_then_records_are_removed(backend: Backend) {
     assert_eq!(ids, [held_id.as_str()]);
 
     // The queued message keeps its text and its place in the queue.
-    let held = app
-        .get(&format!("/v1/messages/{held_id}"), &app.test_key)
-        .await
-        .expect(200);
-    assert_eq!(held.data()["status"], "queued");
-    assert_eq!(held.data()["content"], "held for later");
+    let held = app.message(&app.test_key, &held_id).await;
+    assert_eq!(held["status"], "queued");
+    assert_eq!(held["content"], "held for later");
 }
 
 backend_tests!(content_then_records_are_removed);

@@ -9,7 +9,9 @@ use smsgw::domain::pace::Pace;
 use smsgw::domain::protocol::PhoneFrame;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, Reply, SENDER, TestApp, basic, bearer, spawn_app, spawn_app_with};
+use crate::helpers::{
+    Backend, Reply, SENDER, TestApp, basic, bearer, poll, spawn_app, spawn_app_with,
+};
 
 /// Asserts an upstream-style error: the status, `Content-Type: application/json` exactly and
 /// a non-empty `message`.
@@ -149,21 +151,23 @@ async fn wait_for_state(
     id: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let reply = app
-            .client_api("GET", &format!("/messages/{id}"), Some(auth), None)
-            .await;
-        if reply.status == 200 && check(&reply.body) {
-            return reply.body;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "message {id} never reached the expected state; last: {}",
-            reply.body
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        async || {
+            let reply = app
+                .client_api("GET", &format!("/messages/{id}"), Some(auth), None)
+                .await;
+            if reply.status == 200 && check(&reply.body) {
+                return Ok(reply.body);
+            }
+            Err(format!(
+                "message {id} never reached the expected state; last: {}",
+                reply.body
+            ))
+        },
+    )
+    .await
 }
 
 /// Asserts a timestamp the clients parse: RFC 3339, three fractional digits, `Z`.
@@ -178,9 +182,7 @@ fn assert_wire_time(value: &Value) {
 async fn a_message_goes_through_a_phone_and_aggregates_its_recipients(backend: Backend) {
     let app = spawn_fast(backend).await;
     let auth = basic("any-login", &app.live_key);
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
-    app.wait_online(&phone_id, true).await;
+    let (phone_id, mut phone) = app.online_phone(SENDER).await;
     let body = json!({
         "id": "order-1001",
         "textMessage": {"text": "your code is 1234"},
@@ -456,14 +458,9 @@ async fn offline_phones_ttl_and_cancel_of_a_handed_message(backend: Backend) {
     // Handed to the phone already: nothing is pending.
     expect_client_error(&reply, 409);
     assert_eq!(reply.body["message"], "message is not pending");
-    let v1 = app
-        .get(&format!("/v1/messages/{message_id}"), &app.live_key)
-        .await
-        .expect(200);
-    let expires =
-        chrono::DateTime::parse_from_rfc3339(v1.data()["expires_at"].as_str().unwrap()).unwrap();
-    let created =
-        chrono::DateTime::parse_from_rfc3339(v1.data()["created_at"].as_str().unwrap()).unwrap();
+    let v1 = app.message(&app.live_key, &message_id.to_string()).await;
+    let expires = chrono::DateTime::parse_from_rfc3339(v1["expires_at"].as_str().unwrap()).unwrap();
+    let created = chrono::DateTime::parse_from_rfc3339(v1["created_at"].as_str().unwrap()).unwrap();
     assert!(
         (expires - created).num_seconds() <= 3600,
         "ttl caps the expiry"
@@ -481,9 +478,7 @@ async fn queued_recipients_are_cancelled(backend: Backend) {
         s.pace = Pace::new(1, 1).expect("pace");
     })
     .await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
-    app.wait_online(&phone_id, true).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     let auth = bearer(&app.live_key);
     let body = json!({"id": "c-1", "textMessage": {"text": "hi"}, "phoneNumbers": ["+14155550123", "+14155550124", "+14155550125"]});
     let reply = app
@@ -502,11 +497,8 @@ async fn queued_recipients_are_cancelled(backend: Backend) {
         .filter(|r| r["state"] == "Cancelled")
         .count();
     assert_eq!(cancelled, 2, "{}", reply.body);
-    let v1 = app
-        .get(&format!("/v1/messages/{handed}"), &app.live_key)
-        .await
-        .expect(200);
-    assert_eq!(v1.data()["status"], "sending", "the handed one goes on");
+    let v1 = app.message(&app.live_key, &handed.to_string()).await;
+    assert_eq!(v1["status"], "sending", "the handed one goes on");
     assert_eq!(reply.body["state"], "Cancelled", "{}", reply.body);
     assert_wire_time(&reply.body["states"]["Cancelled"]);
     let again = app

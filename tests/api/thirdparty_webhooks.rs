@@ -61,6 +61,33 @@ fn assert_refused(reply: &Reply, status: u16, says: &str) {
     );
 }
 
+/// Registers `receiver` for `event` through the client API (`POST /webhooks`); the hook's id.
+async fn register(app: &TestApp, key: &str, receiver: &WebhookReceiver, event: &str) -> String {
+    let reply = call(
+        app,
+        "POST",
+        "/webhooks",
+        key,
+        Some(json!({"url": receiver.url, "event": event})),
+    )
+    .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    reply.body["id"].as_str().unwrap().to_string()
+}
+
+/// Sets the key deliveries are signed with, by `method` (PUT or PATCH) on `/settings`.
+async fn sign_with(app: &TestApp, method: &str, key: &str, signing_key: &str) {
+    let reply = call(
+        app,
+        method,
+        "/settings",
+        key,
+        Some(json!({"webhooks": {"signing_key": signing_key}})),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+}
+
 async fn list(app: &TestApp, key: &str) -> Vec<Value> {
     let reply = call(app, "GET", "/webhooks", key, None).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
@@ -294,15 +321,7 @@ async fn each_event_is_delivered_signed_as_the_app_signs(backend: Backend) {
     // The test mode: simulated phones deliver (and fail on the test recipient) on their own.
     let key = app.test_key.clone();
     let receiver = WebhookReceiver::start().await;
-    let patched = call(
-        &app,
-        "PATCH",
-        "/settings",
-        &key,
-        Some(json!({"webhooks": {"signing_key": KEY}})),
-    )
-    .await;
-    assert_eq!(patched.status, 200, "{}", patched.body);
+    sign_with(&app, "PATCH", &key, KEY).await;
     let mut hook_ids = Vec::new();
     for event in [
         "sms:sent",
@@ -368,13 +387,10 @@ async fn each_event_is_delivered_signed_as_the_app_signs(backend: Backend) {
     assert_eq!(sent_body["webhookId"], "hook-sms:sent");
     assert!(sent_body["id"].as_str().is_some_and(|id| !id.is_empty()));
     // deviceId is the phone the message went through (absent when none is recorded).
-    let record = app
-        .get(&format!("/v1/messages/{sent_id}"), &key)
-        .await
-        .expect(200);
+    let record = app.message(&key, &sent_id).await;
     assert_eq!(
         sent_body.get("deviceId").cloned().unwrap_or(Value::Null),
-        record.data()["device_id"],
+        record["device_id"],
         "{sent_body}"
     );
     let payload = &sent_body["payload"];
@@ -420,24 +436,8 @@ async fn a_client_api_message_is_delivered_once_per_recipient_under_its_id(backe
     let app = spawn_insecure(backend).await;
     let key = app.test_key.clone();
     let receiver = WebhookReceiver::start().await;
-    let put = call(
-        &app,
-        "PUT",
-        "/settings",
-        &key,
-        Some(json!({"webhooks": {"signing_key": KEY}})),
-    )
-    .await;
-    assert_eq!(put.status, 200, "{}", put.body);
-    let hook = call(
-        &app,
-        "POST",
-        "/webhooks",
-        &key,
-        Some(json!({"url": receiver.url, "event": "sms:delivered"})),
-    )
-    .await;
-    assert_eq!(hook.status, 201, "{}", hook.body);
+    sign_with(&app, "PUT", &key, KEY).await;
+    let hook_id = register(&app, &key, &receiver, "sms:delivered").await;
     let recipients = ["+14155550123", "+14155550124"];
     let sent = call(
         &app,
@@ -455,7 +455,7 @@ async fn a_client_api_message_is_delivered_once_per_recipient_under_its_id(backe
         assert_signed(received, KEY);
         let body = received.json();
         assert_eq!(body["event"], "sms:delivered");
-        assert_eq!(body["webhookId"], hook.body["id"]);
+        assert_eq!(body["webhookId"], hook_id.as_str());
         assert_eq!(body["payload"]["messageId"], "grp-1");
         assert_eq!(body["payload"]["simNumber"], 2);
         numbers.push(body["payload"]["phoneNumber"].as_str().unwrap().to_string());
@@ -473,16 +473,7 @@ async fn failed_deliveries_are_retried_like_v1_endpoints(backend: Backend) {
     let receiver = WebhookReceiver::start().await;
     receiver.answer(&[500, 503]);
     // No key set: one is generated, and the deliveries are signed with it.
-    let created = call(
-        &app,
-        "POST",
-        "/webhooks",
-        &key,
-        Some(json!({"url": receiver.url, "event": "sms:sent"})),
-    )
-    .await;
-    assert_eq!(created.status, 201, "{}", created.body);
-    let hook_id = created.body["id"].as_str().unwrap().to_string();
+    let hook_id = register(&app, &key, &receiver, "sms:sent").await;
     app.send_test("+14155550123", "retry me").await.expect(202);
 
     let got = receiver.wait_for(3, Duration::from_secs(10)).await;
@@ -636,27 +627,13 @@ async fn settings_get_put_patch_and_the_hidden_key(backend: Backend) {
     .await;
     assert_eq!(put.body, json!({"logs": {"lifetime_days": 7}}));
     let receiver = WebhookReceiver::start().await;
-    call(
-        &app,
-        "POST",
-        "/webhooks",
-        &key,
-        Some(json!({"url": receiver.url, "event": "sms:sent"})),
-    )
-    .await;
+    register(&app, &key, &receiver, "sms:sent").await;
     app.send_test("+14155550123", "signed").await.expect(202);
     let got = receiver.wait_for(1, Duration::from_secs(10)).await;
     assert_signed(&got[0], KEY);
 
     // A new key through PATCH signs the deliveries after it.
-    call(
-        &app,
-        "PATCH",
-        "/settings",
-        &key,
-        Some(json!({"webhooks": {"signing_key": "rotated"}})),
-    )
-    .await;
+    sign_with(&app, "PATCH", &key, "rotated").await;
     app.send_test("+14155550124", "signed again")
         .await
         .expect(202);
@@ -677,15 +654,7 @@ async fn the_settings_key_is_sealed_and_rotates_with_the_secrets_key(backend: Ba
         Some(json!({"webhooks": {"signing_key": KEY}, "encryption": {"passphrase": "p4ss"}})),
     )
     .await;
-    let hook = call(
-        &app,
-        "POST",
-        "/webhooks",
-        &key,
-        Some(json!({"url": receiver.url, "event": "sms:sent"})),
-    )
-    .await;
-    assert_eq!(hook.status, 201, "{}", hook.body);
+    register(&app, &key, &receiver, "sms:sent").await;
     let db = sea_orm::Database::connect(&app.database_url).await.unwrap();
     let stored = || async {
         use sea_orm::ConnectionTrait;

@@ -1,124 +1,11 @@
-//! Phones: pairing, the WebSocket protocol, pace, priority, retries, expiry and restarts
-//! (docs/api.md, Messages, Phones and Phone WebSocket).
+//! Sending through a phone: the queue and its priority, the pace, retries, expiry, late and
+//! out-of-order reports, restarts and phones sharing a number.
 
-use std::time::Duration;
-
-use serde_json::json;
-use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
-
-use crate::backend_tests;
-use crate::helpers::{
-    Backend, FakePhone, RECIPIENT, SENDER, TestApp, send_body, spawn_app, spawn_app_with, timeline,
-};
-
-async fn set_pace(app: &TestApp, phone_id: &str, per_minute: u32, per_30_minutes: u32) {
-    app.patch(
-        &format!("/v1/phones/{phone_id}"),
-        &app.live_key,
-        json!({ "pace": { "per_minute": per_minute, "per_30_minutes": per_30_minutes } }),
-    )
-    .await
-    .expect(200);
-}
-
-async fn pairing_and_token_rules(backend: Backend) {
-    let app = spawn_app(backend).await;
-    let reply = app
-        .post(
-            "/v1/phones",
-            &app.live_key,
-            json!({ "phone_number": SENDER, "name": "Front desk" }),
-        )
-        .await
-        .expect(201);
-    let data = reply.data();
-    let id = data["id"].as_str().unwrap().to_string();
-    let token = data["device_token"].as_str().unwrap().to_string();
-    assert!(token.starts_with("dt_"));
-    assert_eq!(data["online"], false);
-    assert_eq!(
-        data["pace"],
-        json!({ "per_minute": 6, "per_30_minutes": 25 })
-    );
-    let got = app
-        .get(&format!("/v1/phones/{id}"), &app.live_key)
-        .await
-        .expect(200);
-    assert!(
-        got.data().get("device_token").is_none(),
-        "the token is shown only at pairing"
-    );
-    assert_eq!(got.data()["name"], "Front desk");
-    app.get(&format!("/v1/phones/{id}"), &app.test_key)
-        .await
-        .expect_error(404, "not_found");
-    let bad = app
-        .post("/v1/phones", &app.live_key, json!({ "phone_number": "12" }))
-        .await
-        .expect_error(422, "invalid_phone_number");
-    assert_eq!(bad.data()["field"], "phone_number");
-    app.patch(
-        &format!("/v1/phones/{id}"),
-        &app.live_key,
-        json!({ "pace": { "per_minute": 0, "per_30_minutes": 5 } }),
-    )
-    .await
-    .expect_error(422, "validation_failed");
-
-    assert_eq!(
-        FakePhone::connect(&app.ws_url(), "dt_wrong").await.err(),
-        Some(401)
-    );
-    let mut phone = app.connect_phone(&token).await;
-    app.wait_online(&id, true).await;
-    let list = app.get("/v1/phones", &app.live_key).await.expect(200);
-    assert_eq!(list.data()["phones"][0]["online"], true);
-    assert!(list.data()["phones"][0]["last_seen_at"].is_string());
-
-    let rotated = app
-        .post(
-            &format!("/v1/phones/{id}/rotate-token"),
-            &app.live_key,
-            json!({}),
-        )
-        .await
-        .expect(200);
-    let new_token = rotated.data()["device_token"].as_str().unwrap().to_string();
-    assert_ne!(new_token, token);
-    assert_eq!(
-        phone.close_code().await,
-        Some(4001),
-        "rotation closes the session"
-    );
-    assert_eq!(
-        FakePhone::connect(&app.ws_url(), &token).await.err(),
-        Some(401)
-    );
-    let phone = app.connect_phone(&new_token).await;
-    app.wait_online(&id, true).await;
-
-    app.delete(&format!("/v1/phones/{id}"), &app.live_key)
-        .await
-        .expect(200);
-    let mut phone = phone;
-    assert_eq!(
-        phone.close_code().await,
-        Some(4001),
-        "unpairing closes the session"
-    );
-    assert_eq!(
-        FakePhone::connect(&app.ws_url(), &new_token).await.err(),
-        Some(401)
-    );
-    app.get(&format!("/v1/phones/{id}"), &app.live_key)
-        .await
-        .expect_error(404, "not_found");
-}
+use super::*;
 
 async fn live_send_is_delivered_through_the_phone(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (phone_id, mut phone) = app.online_phone(SENDER).await;
     let id = app.send_live("via a real phone").await;
     let (message_id, to, content, attempt) = phone.expect_send().await;
     assert_eq!(message_id.to_string(), id);
@@ -182,13 +69,8 @@ async fn live_send_is_delivered_through_the_phone(backend: Backend) {
 }
 
 async fn pace_holds_extras_in_the_queue(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 2;
-        s.pace.per_30_minutes = 3;
-    })
-    .await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let app = spawn_paced(backend, 2, 3).await;
+    let (phone_id, mut phone) = app.online_phone(SENDER).await;
     let mut ids = Vec::new();
     for i in 0..5 {
         ids.push(app.send_live(&format!("paced {i}")).await);
@@ -207,18 +89,11 @@ async fn pace_holds_extras_in_the_queue(backend: Backend) {
         "no third send inside the minute window"
     );
     for id in &ids[2..] {
-        let m = app
-            .get(&format!("/v1/messages/{id}"), &app.live_key)
-            .await
-            .expect(200);
-        assert_eq!(
-            m.data()["status"],
-            "queued",
-            "extras wait, they are not rejected"
-        );
+        let m = app.message(&app.live_key, id).await;
+        assert_eq!(m["status"], "queued", "extras wait, they are not rejected");
     }
     // Lifting the pace releases the queue at once, in order.
-    set_pace(&app, &phone_id, 100, 100).await;
+    app.set_pace(&phone_id, 100, 100).await;
     for id in &ids[2..] {
         let (next, ..) = phone.expect_send().await;
         assert_eq!(&next.to_string(), id);
@@ -226,22 +101,17 @@ async fn pace_holds_extras_in_the_queue(backend: Backend) {
 }
 
 async fn queue_classes_are_served_in_priority_order(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 1;
-        s.pace.per_30_minutes = 1;
-    })
-    .await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let app = spawn_paced(backend, 1, 1).await;
+    let (phone_id, mut phone) = app.online_phone(SENDER).await;
     let first = app.send_live("takes the only slot").await;
     assert_eq!(phone.expect_send().await.0.to_string(), first);
     let bulk = app
-        .post("/v1/messages/bulk-send", &app.live_key,
+        .bulk_send(&app.live_key,
             json!({ "from_number": SENDER, "content": "bulk", "to_numbers": ["+447911123456", "+4915123456789"] }))
         .await
         .expect(202);
     let single = app.send_live("single after bulk").await;
-    set_pace(&app, &phone_id, 100, 100).await;
+    app.set_pace(&phone_id, 100, 100).await;
     let order: Vec<String> = [
         phone.expect_send().await.0,
         phone.expect_send().await.0,
@@ -290,8 +160,7 @@ async fn disconnect_mid_send_requeues_and_resends_once(backend: Backend) {
 
 async fn failed_attempts_are_retried_then_fail(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     let id = app.send_live("doomed").await;
     for expected in 1..=3 {
         let (message_id, _, _, attempt) = phone.expect_send().await;
@@ -329,8 +198,7 @@ async fn unsent_messages_expire(backend: Backend) {
         s.messages.ttl = Duration::from_millis(800);
     })
     .await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     app.send_live("goes out").await;
     phone.expect_send().await;
     let waiting = app.send_live("waits too long").await;
@@ -341,43 +209,8 @@ async fn unsent_messages_expire(backend: Backend) {
     assert!(expired["failed_at"].is_string());
 }
 
-async fn one_session_per_phone(backend: Backend) {
-    let app = spawn_app(backend).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut old = app.connect_phone(&token).await;
-    let mut new = app.connect_phone(&token).await;
-    assert_eq!(old.close_code().await, Some(4000));
-    let id = app.send_live("to the newest session").await;
-    assert_eq!(new.expect_send().await.0.to_string(), id);
-}
-
-async fn silent_phones_go_offline(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.phones.heartbeat_timeout = Duration::from_millis(300)
-    })
-    .await;
-    let (phone_id, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
-    app.wait_online(&phone_id, true).await;
-    // The fake phone answers nothing: after the timeout the server closes the session.
-    let code = phone.close_code().await;
-    assert!(code.is_some(), "the server closed the silent session");
-    app.wait_online(&phone_id, false).await;
-    app.post(
-        "/v1/messages/send",
-        &app.live_key,
-        send_body(SENDER, RECIPIENT, "x"),
-    )
-    .await
-    .expect_error(503, "no_device_available");
-}
-
 async fn restart_keeps_the_queue_and_the_pace(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 2;
-        s.pace.per_30_minutes = 2;
-    })
-    .await;
+    let app = spawn_paced(backend, 2, 2).await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
     let a = app.send_live("a").await;
@@ -408,17 +241,10 @@ async fn restart_keeps_the_queue_and_the_pace(backend: Backend) {
         "the restarted server kept the pace"
     );
     for id in [&b, &c] {
-        let m = app
-            .get(&format!("/v1/messages/{id}"), &app.live_key)
-            .await
-            .expect(200);
-        assert_eq!(
-            m.data()["status"],
-            "queued",
-            "nothing lost: {id} is queued again"
-        );
+        let m = app.message(&app.live_key, id).await;
+        assert_eq!(m["status"], "queued", "nothing lost: {id} is queued again");
     }
-    set_pace(&app, &phone_id, 10, 10).await;
+    app.set_pace(&phone_id, 10, 10).await;
     let mut resent: Vec<String> = vec![
         phone.expect_send().await.0.to_string(),
         phone.expect_send().await.0.to_string(),
@@ -438,25 +264,8 @@ async fn restart_keeps_the_queue_and_the_pace(backend: Backend) {
     );
 }
 
-backend_tests!(
-    pairing_and_token_rules,
-    live_send_is_delivered_through_the_phone,
-    pace_holds_extras_in_the_queue,
-    queue_classes_are_served_in_priority_order,
-    disconnect_mid_send_requeues_and_resends_once,
-    failed_attempts_are_retried_then_fail,
-    unsent_messages_expire,
-    one_session_per_phone,
-    silent_phones_go_offline,
-    restart_keeps_the_queue_and_the_pace,
-);
-
 async fn phones_sharing_a_number_take_over_unpinned_messages(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 1;
-        s.pace.per_30_minutes = 1;
-    })
-    .await;
+    let app = spawn_paced(backend, 1, 1).await;
     let (first_id, first_token) = app.pair_phone(SENDER).await;
     let (second_id, second_token) = app.pair_phone(SENDER).await;
     let mut first = app.connect_phone(&first_token).await;
@@ -465,7 +274,7 @@ async fn phones_sharing_a_number_take_over_unpinned_messages(backend: Backend) {
     let b = app.send_live("b").await;
     assert_eq!(first.expect_send().await.0.to_string(), a);
     let pinned = app
-        .post("/v1/messages/send", &app.live_key,
+        .send(&app.live_key,
             json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "pinned", "device_id": first_id }))
         .await
         .expect(202);
@@ -474,13 +283,10 @@ async fn phones_sharing_a_number_take_over_unpinned_messages(backend: Backend) {
     // The first phone goes away: its unpinned waiting message moves to the second phone.
     first.close().await;
     assert_eq!(second.expect_send().await.0.to_string(), b);
-    let moved = app
-        .get(&format!("/v1/messages/{b}"), &app.live_key)
-        .await
-        .expect(200);
-    assert_eq!(moved.data()["device_id"], second_id.as_str());
+    let moved = app.message(&app.live_key, &b).await;
+    assert_eq!(moved["device_id"], second_id.as_str());
     assert!(
-        moved.data()["events"]
+        moved["events"]
             .as_array()
             .unwrap()
             .iter()
@@ -503,14 +309,8 @@ async fn phones_sharing_a_number_take_over_unpinned_messages(backend: Backend) {
     assert_eq!(failed["failure_reason"], "phone_unpaired");
 }
 
-backend_tests!(phones_sharing_a_number_take_over_unpinned_messages);
-
 async fn late_reports_settle_requeued_messages(backend: Backend) {
-    let app = spawn_app_with(backend, |s| {
-        s.pace.per_minute = 1;
-        s.pace.per_30_minutes = 1;
-    })
-    .await;
+    let app = spawn_paced(backend, 1, 1).await;
     let (_, token) = app.pair_phone(SENDER).await;
     let mut phone = app.connect_phone(&token).await;
     let id = app.send_live("sent before the drop").await;
@@ -553,14 +353,11 @@ async fn late_reports_settle_requeued_messages(backend: Backend) {
     );
 }
 
-backend_tests!(late_reports_settle_requeued_messages);
-
 /// A delivery report that overtakes its `sent` report still records `sent` first, once: the
 /// timeline and the events (message.sent webhooks) never skip it.
 async fn delivery_before_sent_still_records_sent_once(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
     for (round, sent_too) in [(1, true), (2, false)] {
         let id = app.send_live(&format!("round {round}")).await;
         let (message_id, ..) = phone.expect_send().await;
@@ -601,144 +398,6 @@ async fn delivery_before_sent_still_records_sent_once(backend: Backend) {
     }
 }
 
-backend_tests!(delivery_before_sent_still_records_sent_once);
-
-/// The session speaks WebSocket on the bare connection (not through actix-web's dispatcher):
-/// fragmented messages are joined, pings are answered with their payload.
-async fn fragments_and_pings_are_understood(backend: Backend) {
-    let app = spawn_app(backend).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut phone = app.connect_phone(&token).await;
-    let frame = PhoneFrame::Received {
-        reference: "fragmented-1".into(),
-        from: RECIPIENT.into(),
-        content: "a message that arrives in three WebSocket fragments".into(),
-        received_at: chrono::Utc::now(),
-    };
-    phone.send_fragmented(&frame, 3).await;
-    assert_eq!(
-        phone.next_frame().await,
-        Some(ServerFrame::Ack {
-            reference: "fragmented-1".into()
-        })
-    );
-    assert_eq!(
-        phone.ping(b"still there?").await.as_deref(),
-        Some(&b"still there?"[..])
-    );
-    let inbox = app
-        .get("/v1/messages?direction=inbound", &app.live_key)
-        .await
-        .expect(200);
-    assert_eq!(
-        inbox.data()["messages"][0]["content"],
-        "a message that arrives in three WebSocket fragments"
-    );
-}
-
-backend_tests!(fragments_and_pings_are_understood);
-
-/// Writes an upgrade request for `path` (plus `then`, in the same write) on a raw connection;
-/// returns the connection and everything read until the response head ended.
-async fn raw_upgrade(
-    app: &TestApp,
-    path: &str,
-    token: &str,
-    then: &[u8],
-) -> (tokio::net::TcpStream, String, bytes::BytesMut) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let address = app.address.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    let mut request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
-         Authorization: Bearer {token}\r\n\r\n"
-    )
-    .into_bytes();
-    request.extend_from_slice(then);
-    stream.write_all(&request).await.unwrap();
-    let mut read = bytes::BytesMut::new();
-    let head_end = loop {
-        if let Some(at) = read.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let n = tokio::time::timeout(Duration::from_secs(5), stream.read_buf(&mut read))
-            .await
-            .expect("response within 5 s")
-            .unwrap();
-        assert!(n > 0, "connection closed before the response head");
-    };
-    let head = String::from_utf8(read.split_to(head_end).to_vec()).unwrap();
-    (stream, head, read)
-}
-
-/// Frames a phone writes right behind its upgrade request (one TCP write) are not lost, and an
-/// upgrade anywhere but `/v1/phones/connect` is refused in the envelope.
-async fn bytes_behind_the_upgrade_request_are_read(backend: Backend) {
-    use actix_codec::{Decoder, Encoder};
-    use awc::ws::{Codec, Frame, Message};
-    use tokio::io::AsyncReadExt;
-    let app = spawn_app(backend).await;
-    let (_, token) = app.pair_phone(SENDER).await;
-    let mut client = Codec::new().client_mode();
-    let mut early = bytes::BytesMut::new();
-    let frame = PhoneFrame::Received {
-        reference: "early-1".into(),
-        from: RECIPIENT.into(),
-        content: "sent with the handshake".into(),
-        received_at: chrono::Utc::now(),
-    };
-    let text = serde_json::to_string(&frame).unwrap();
-    client
-        .encode(Message::Text(text.into()), &mut early)
-        .unwrap();
-    let (mut stream, head, mut read) =
-        raw_upgrade(&app, "/v1/phones/connect", &token, &early).await;
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-    let mut frames = Vec::new();
-    while frames.len() < 2 {
-        while let Some(frame) = client.decode(&mut read).unwrap() {
-            if let Frame::Text(bytes) = frame {
-                frames.push(serde_json::from_slice::<ServerFrame>(&bytes).unwrap());
-            }
-        }
-        if frames.len() < 2 {
-            let n = tokio::time::timeout(Duration::from_secs(5), stream.read_buf(&mut read))
-                .await
-                .expect("frames within 5 s")
-                .unwrap();
-            assert!(n > 0, "session closed early");
-        }
-    }
-    assert!(matches!(frames[0], ServerFrame::Hello { .. }), "{frames:?}");
-    assert_eq!(
-        frames[1],
-        ServerFrame::Ack {
-            reference: "early-1".into()
-        }
-    );
-
-    // Refusals answer the envelope and close the connection.
-    for (path, token, status, code) in [
-        ("/v1/elsewhere", token.as_str(), "404", "not_found"),
-        ("/v1/phones/connect", "dt_wrong", "401", "invalid_api_key"),
-    ] {
-        let (mut stream, head, mut body) = raw_upgrade(&app, path, token, b"").await;
-        assert!(head.starts_with(&format!("HTTP/1.1 {status}")), "{head}");
-        let mut rest = Vec::new();
-        tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest))
-            .await
-            .expect("closed within 5 s")
-            .unwrap();
-        body.extend_from_slice(&rest);
-        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(body["status"], "error");
-        assert_eq!(body["error_code"], code);
-    }
-}
-
-backend_tests!(bytes_behind_the_upgrade_request_are_read);
-
 /// A send to an idle online phone is handed over in the accept's own commit: the reply still
 /// reads `queued` (docs/api.md, Messages), the timeline reads queued then sending, and a request
 /// that is refused after the phone reserved its pace slot (a reused request_id) gives the slot
@@ -746,14 +405,11 @@ backend_tests!(bytes_behind_the_upgrade_request_are_read);
 async fn immediate_hand_over_keeps_the_contract_and_the_pace(backend: Backend) {
     let app = spawn_app(backend).await;
     let (phone_id, token) = app.pair_phone(SENDER).await;
-    set_pace(&app, &phone_id, 2, 25).await;
+    app.set_pace(&phone_id, 2, 25).await;
     let mut phone = app.connect_phone(&token).await;
     let mut body = send_body(SENDER, RECIPIENT, "first");
     body["request_id"] = json!("order-1");
-    let reply = app
-        .post("/v1/messages/send", &app.live_key, body.clone())
-        .await
-        .expect(202);
+    let reply = app.send(&app.live_key, body.clone()).await.expect(202);
     assert_eq!(reply.data()["status"], "queued");
     assert_eq!(reply.data()["send_attempts"], 0);
     let id = reply.data()["id"].as_str().unwrap().to_string();
@@ -771,7 +427,7 @@ async fn immediate_hand_over_keeps_the_contract_and_the_pace(backend: Backend) {
     // The repeat is refused after routing reserved a slot; the slot comes back, so the second
     // of the two sends this minute still leaves at once.
     let repeat = app
-        .post("/v1/messages/send", &app.live_key, body)
+        .send(&app.live_key, body)
         .await
         .expect_error(409, "duplicate_request");
     assert_eq!(repeat.data()["id"], id.as_str());
@@ -787,11 +443,20 @@ async fn immediate_hand_over_keeps_the_contract_and_the_pace(backend: Backend) {
         phone.next_frame_within(Duration::from_millis(500)).await,
         None
     );
-    let waiting = app
-        .get(&format!("/v1/messages/{third}"), &app.live_key)
-        .await
-        .expect(200);
-    assert_eq!(waiting.data()["status"], "queued");
+    let waiting = app.message(&app.live_key, &third).await;
+    assert_eq!(waiting["status"], "queued");
 }
 
-backend_tests!(immediate_hand_over_keeps_the_contract_and_the_pace);
+backend_tests!(
+    live_send_is_delivered_through_the_phone,
+    pace_holds_extras_in_the_queue,
+    queue_classes_are_served_in_priority_order,
+    disconnect_mid_send_requeues_and_resends_once,
+    failed_attempts_are_retried_then_fail,
+    unsent_messages_expire,
+    restart_keeps_the_queue_and_the_pace,
+    phones_sharing_a_number_take_over_unpinned_messages,
+    late_reports_settle_requeued_messages,
+    delivery_before_sent_still_records_sent_once,
+    immediate_hand_over_keeps_the_contract_and_the_pace,
+);
