@@ -1,16 +1,16 @@
 //! AI reply drafts: one actor per server takes every stored inbound message (from the writer's
 //! change listener), asks the configured provider for a reply and stores the draft (mode
-//! `draft`) or sends the reply (mode `auto`). Each message is its own future on the actor, at
-//! most [`MAX_CONCURRENT`] at once, so a slow provider delays only drafts, never the inbound
-//! path: the message is stored (and acked to the phone) before the provider is asked.
+//! `draft`) or sends the reply (mode `auto`). Messages wait in the actor's queue, and at most
+//! [`MAX_CONCURRENT`] are answered at once, each as a future of its own, so a slow provider
+//! delays only drafts, never the inbound path: the message is stored (and acked to the phone)
+//! before the provider is asked.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use actix::prelude::*;
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use super::Deps;
@@ -46,7 +46,13 @@ pub struct Received(pub Vec<Message>);
 pub struct AiResponder {
     deps: Deps,
     registry: Addr<Registry>,
-    slots: Arc<Semaphore>,
+    /// Messages to answer, oldest first, not started yet. Only [`MAX_CONCURRENT`] futures are
+    /// spawned at a time: an actor polls every future it holds on each wake-up, so one future
+    /// per waiting message made each wake-up cost the whole backlog, and a burst of inbound SMS
+    /// took the actor thread that the phones and webhooks share (BENCHMARKS.md, "Inbound").
+    waiting: VecDeque<Message>,
+    /// Messages being answered now.
+    running: usize,
     client: Option<awc::Client>,
 }
 
@@ -55,7 +61,8 @@ impl AiResponder {
         AiResponder {
             deps,
             registry,
-            slots: Arc::new(Semaphore::new(MAX_CONCURRENT)),
+            waiting: VecDeque::new(),
+            running: 0,
             client: None,
         }
     }
@@ -103,10 +110,17 @@ impl Actor for AiResponder {
                     Err(err) => tracing::error!(error = %err, "AI catch-up failed"),
                 }),
         );
+        self.start(ctx);
     }
 }
 
-impl Supervised for AiResponder {}
+impl Supervised for AiResponder {
+    fn restarting(&mut self, _: &mut Self::Context) {
+        // The futures of the stopped context are gone; the messages still waiting start again
+        // from `started`, and those that were running are answered by the catch-up.
+        self.running = 0;
+    }
+}
 
 impl Handler<Received> for AiResponder {
     type Result = ();
@@ -117,33 +131,38 @@ impl Handler<Received> for AiResponder {
 }
 
 impl AiResponder {
-    /// Answers each message as a future of its own (at most [`MAX_CONCURRENT`] at once).
+    /// Queues the messages to answer (all but keywords and senders that cannot be answered)
+    /// and starts as many as the limit allows.
     fn answer(&mut self, messages: Vec<Message>, ctx: &mut Context<Self>) {
-        for message in messages {
-            if keywords::classify(&message.content).is_some()
-                || !PhoneNumber::parse(&message.from_number).is_ok_and(|n| !n.is_premium_rate())
-            {
-                // Keyword messages never get a draft; a sender that is not a phone number (a
-                // short code, a name) cannot be answered, and a premium-rate one must not be
-                // (a reply would be charged to the workspace: a toll-fraud path).
-                continue;
-            }
+        let answerable = messages.into_iter().filter(|message| {
+            // Keyword messages never get a draft; a sender that is not a phone number (a
+            // short code, a name) cannot be answered, and a premium-rate one must not be
+            // (a reply would be charged to the workspace: a toll-fraud path).
+            keywords::classify(&message.content).is_none()
+                && PhoneNumber::parse(&message.from_number).is_ok_and(|n| !n.is_premium_rate())
+        });
+        self.waiting.extend(answerable);
+        self.start(ctx);
+    }
+
+    /// Starts the oldest waiting messages while fewer than [`MAX_CONCURRENT`] run; each one
+    /// that ends starts the next.
+    fn start(&mut self, ctx: &mut Context<Self>) {
+        while self.running < MAX_CONCURRENT {
+            let Some(message) = self.waiting.pop_front() else {
+                return;
+            };
             let job = Job {
                 deps: self.deps.clone(),
                 registry: self.registry.clone(),
                 client: self.client(),
                 message,
             };
-            let slots = self.slots.clone();
-            ctx.spawn(
-                async move {
-                    let Ok(_slot) = slots.acquire().await else {
-                        return;
-                    };
-                    job.run().await;
-                }
-                .into_actor(self),
-            );
+            self.running += 1;
+            ctx.spawn(job.run().into_actor(self).map(|(), act, ctx| {
+                act.running -= 1;
+                act.start(ctx);
+            }));
         }
     }
 }
