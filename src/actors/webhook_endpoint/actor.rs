@@ -93,6 +93,10 @@ pub struct WebhookEndpoint {
     lost: Arc<AtomicBool>,
     /// The read of pending deliveries asked by other nodes' notices ([`PendingRead`]).
     pending_read: PendingRead,
+    /// The one wake-up armed for the earliest waiting delivery not due yet: its time and its
+    /// timer. One timer, not one per delivery: actix polls every timer an actor holds on each
+    /// wake-up, so a backlog of retries made every answer and every new delivery cost them all.
+    wake: Option<(i64, SpawnHandle)>,
     stopping: bool,
 }
 
@@ -124,6 +128,7 @@ impl WebhookEndpoint {
             finished: Finished::default(),
             lost,
             pending_read: PendingRead::Idle,
+            wake: None,
             stopping: false,
         }
     }
@@ -185,9 +190,25 @@ impl WebhookEndpoint {
     fn schedule(&mut self, at: i64, id: Uuid, now: i64, ctx: &mut Context<Self>) {
         self.due.insert((at, id));
         if at > now {
-            let wait = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
-            ctx.run_later(wait, |act, ctx| act.pump(ctx));
+            self.wake_at(at, now, ctx);
         }
+    }
+
+    /// Arms the wake-up for `at` (a time after `now`) unless one is armed for then or earlier.
+    /// When it fires, `pump` takes what is due and arms the next from the queue's head.
+    fn wake_at(&mut self, at: i64, now: i64, ctx: &mut Context<Self>) {
+        if self.wake.is_some_and(|(armed, _)| armed <= at) {
+            return;
+        }
+        if let Some((_, timer)) = self.wake.take() {
+            ctx.cancel_future(timer);
+        }
+        let wait = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
+        let timer = ctx.run_later(wait, |act, ctx| {
+            act.wake = None;
+            act.pump(ctx);
+        });
+        self.wake = Some((at, timer));
     }
 
     /// Starts every attempt the in-flight limit allows from the deliveries whose message is
@@ -257,6 +278,7 @@ impl WebhookEndpoint {
                 break;
             };
             if at > now {
+                self.wake_at(at, now, ctx);
                 break;
             }
             self.due.pop_first();
@@ -427,6 +449,7 @@ impl Supervised for WebhookEndpoint {
         self.endpoint = None;
         self.client = None;
         self.pending_read = PendingRead::Idle;
+        self.wake = None;
         self.due.clear();
         self.known.clear();
         self.ready.clear();
