@@ -542,3 +542,50 @@ async fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phon
 fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone_postgres() {
     run_on_postgres(a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone());
 }
+
+/// A phone whose `paired` notice a node missed (it was sent before that node listened, as when
+/// two nodes start together): the node learns of the phone from the live phone leases it reads
+/// every heartbeat, so its API shows the phone online and its sends reach it.
+async fn a_phone_whose_paired_notice_was_missed_is_learnt_from_its_lease() {
+    let (database, a, b) = two_nodes().await;
+    let key = a.live_key.clone().expect("the first node creates the keys");
+    let (template, ..) = pair_online(&a, &key).await;
+    // What a missed notice leaves: a paired phone the other node was never told about.
+    let unannounced = Uuid::now_v7();
+    let number = "+14155550199";
+    let token = smsgw::domain::keys::generate_device_token();
+    let hash = smsgw::domain::keys::hash_secret(&token);
+    let db = sea_orm::Database::connect(&database)
+        .await
+        .expect("connect");
+    sea_orm::ConnectionTrait::execute_unprepared(
+        &db,
+        &format!(
+            "CREATE TEMP TABLE copied AS SELECT * FROM phones WHERE id = '{template}'; \
+             UPDATE copied SET id = '{unannounced}', phone_number = '{number}', \
+               token_hash = '{hash}', last_seen_at = NULL; \
+             INSERT INTO phones SELECT * FROM copied; DROP TABLE copied;"
+        ),
+    )
+    .await
+    .expect("copy the phone");
+    let mut phone = FakePhone::connect_within(&a.ws_url(), &token, Duration::from_secs(20)).await;
+    assert!(
+        matches!(phone.next_frame().await, Some(ServerFrame::Hello { device_id, .. }) if device_id == unannounced),
+        "the node it connected to knows it from the database"
+    );
+
+    wait_online(&b, &key, &unannounced.to_string()).await;
+    b.send(&key, send_body(number, RECIPIENT, "through the other node"))
+        .await;
+    let (_, to, content, _) = phone.expect_send().await;
+    assert_eq!(
+        (to.as_str(), content.as_str()),
+        (RECIPIENT, "through the other node")
+    );
+}
+
+#[test]
+fn a_phone_whose_paired_notice_was_missed_is_learnt_from_its_lease_postgres() {
+    run_on_postgres(a_phone_whose_paired_notice_was_missed_is_learnt_from_its_lease());
+}

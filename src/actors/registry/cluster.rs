@@ -270,11 +270,24 @@ impl Handler<LeasesLost> for Registry {
 impl Handler<PhonesOnline> for Registry {
     type Result = ();
 
-    fn handle(&mut self, msg: PhonesOnline, _: &mut Self::Context) {
+    /// The phones online anywhere, read every heartbeat. One online elsewhere that this node
+    /// does not know was paired while its `paired` notice could not reach this node (sent
+    /// before this node listened, as when nodes start together): it is read now, as the notice
+    /// would have had it read, so the API shows it and sends here route to it.
+    fn handle(&mut self, msg: PhonesOnline, ctx: &mut Self::Context) {
         let Some(me) = self.deps.cluster.as_ref().map(|c| c.node()) else {
             return;
         };
         self.remote_online = msg.0.into_iter().filter(|(_, node)| *node != me).collect();
+        let unknown: Vec<Uuid> = self
+            .remote_online
+            .keys()
+            .filter(|phone| !self.phones.contains_key(phone))
+            .copied()
+            .collect();
+        for phone in unknown {
+            self.phone_changed(ctx, phone, PhoneChange::Paired);
+        }
     }
 }
 
