@@ -179,6 +179,23 @@ fn recipients(count: usize) -> Vec<Value> {
         .collect()
 }
 
+/// Writes behind every node's back what a notice that never arrived leaves: a copy of
+/// `table`'s row `id` with the columns `set` changes (an SQL `SET` list), which no node is told
+/// about.
+async fn copy_row(database: &str, table: &str, id: impl std::fmt::Display, set: &str) {
+    let db = sea_orm::Database::connect(database).await.expect("connect");
+    sea_orm::ConnectionTrait::execute_unprepared(
+        &db,
+        &format!(
+            "CREATE TEMP TABLE copied AS SELECT * FROM {table} WHERE id = '{id}'; \
+             UPDATE copied SET {set}; \
+             INSERT INTO {table} SELECT * FROM copied; DROP TABLE copied;"
+        ),
+    )
+    .await
+    .unwrap_or_else(|err| panic!("copy the {table} row: {err}"));
+}
+
 /// Waits until the phone is online as the node's API reports it (30 s: on two loaded cores a
 /// reconnect after a kill, its backoff and the lease claim have taken over 20 s).
 async fn wait_online(node: &Node, key: &str, phone_id: &str) {
@@ -505,20 +522,16 @@ async fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phon
     // What node A's commit leaves when A dies before its notice: a queued copy of the
     // message for the same phone, which no node was told about.
     let unannounced = Uuid::now_v7();
-    let db = sea_orm::Database::connect(&database)
-        .await
-        .expect("connect");
-    sea_orm::ConnectionTrait::execute_unprepared(
-        &db,
+    copy_row(
+        &database,
+        "messages",
+        template,
         &format!(
-            "CREATE TEMP TABLE copied AS SELECT * FROM messages WHERE id = '{template}'; \
-             UPDATE copied SET id = '{unannounced}', status = 'queued', send_attempts = 0, \
-               request_id = NULL, sent_at = NULL, delivered_at = NULL; \
-             INSERT INTO messages SELECT * FROM copied; DROP TABLE copied;"
+            "id = '{unannounced}', status = 'queued', send_attempts = 0, request_id = NULL, \
+             sent_at = NULL, delivered_at = NULL"
         ),
     )
-    .await
-    .expect("copy the message");
+    .await;
     assert!(
         phone
             .next_frame_within(Duration::from_secs(2))
@@ -555,20 +568,16 @@ async fn a_phone_whose_paired_notice_was_missed_is_learnt_from_its_lease() {
     let number = "+14155550199";
     let token = smsgw::domain::keys::generate_device_token();
     let hash = smsgw::domain::keys::hash_secret(&token);
-    let db = sea_orm::Database::connect(&database)
-        .await
-        .expect("connect");
-    sea_orm::ConnectionTrait::execute_unprepared(
-        &db,
+    copy_row(
+        &database,
+        "phones",
+        template,
         &format!(
-            "CREATE TEMP TABLE copied AS SELECT * FROM phones WHERE id = '{template}'; \
-             UPDATE copied SET id = '{unannounced}', phone_number = '{number}', \
-               token_hash = '{hash}', last_seen_at = NULL; \
-             INSERT INTO phones SELECT * FROM copied; DROP TABLE copied;"
+            "id = '{unannounced}', phone_number = '{number}', token_hash = '{hash}', \
+             last_seen_at = NULL"
         ),
     )
-    .await
-    .expect("copy the phone");
+    .await;
     let mut phone = FakePhone::connect_within(&a.ws_url(), &token, Duration::from_secs(20)).await;
     assert!(
         matches!(phone.next_frame().await, Some(ServerFrame::Hello { device_id, .. }) if device_id == unannounced),
