@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::future::{Ready, ready};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use actix_web::body::MessageBody;
@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::AppState;
 use crate::domain::ids::WorkspaceId;
 use crate::domain::keys;
+use crate::domain::network::budget_address;
 use crate::domain::status::Mode;
 use crate::error::ApiError;
 use crate::store::messages::Scope;
@@ -134,6 +135,37 @@ impl AppState {
         }
     }
 
+    /// Whether the key `key_id` has been revoked. The database is asked only when the key
+    /// generation differs from `checked` (the generation the key was last found live under,
+    /// None at first), which a live answer then advances; so an open stream that checks every
+    /// half second costs one look-up per revocation anywhere. A failed read answers false: the
+    /// next check asks again.
+    pub(in crate::api) async fn key_revoked(
+        &self,
+        key_id: Uuid,
+        checked: &mut Option<i64>,
+    ) -> bool {
+        let Ok(generation) = self.key_generation().await else {
+            return false;
+        };
+        if *checked == Some(generation) {
+            return false;
+        }
+        // The generation was read before the key: a revocation committed after that read
+        // moves the generation past it, so the next check asks again.
+        match workspaces::key_is_live(&self.db, key_id).await {
+            Ok(true) => {
+                *checked = Some(generation);
+                false
+            }
+            Ok(false) => true,
+            Err(err) => {
+                tracing::debug!(error = %err, "key look-up for an open stream failed");
+                false
+            }
+        }
+    }
+
     /// Forgets every cached key and the known generation: called after this process revokes a
     /// key, so the revocation is in force here at once.
     pub fn forget_keys(&self) {
@@ -246,22 +278,20 @@ impl UnknownKeys {
     }
 }
 
-/// The address a failed-auth budget counts: an IPv4 address, or an IPv6 /64 (which one host
-/// can fill).
+/// The address a failed-auth budget counts the client under (`domain::network::budget_address`:
+/// IPv4, IPv4-mapped as IPv4, IPv6 by /64).
 fn client_address(client: Option<IpAddr>) -> IpAddr {
-    match client {
-        Some(IpAddr::V6(v6)) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (u128::MAX << 64))),
-        Some(v4) => v4,
-        None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-    }
+    client.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), budget_address)
 }
 
-/// The authenticated caller: a workspace in one mode.
+/// The authenticated caller: a workspace in one mode, through one API key.
 #[derive(Debug, Clone, Copy)]
 pub struct Caller {
     pub workspace_id: WorkspaceId,
     pub workspace_created_at: i64,
     pub mode: Mode,
+    /// The key the request came with (a long-lived response ends when it is revoked).
+    pub key_id: Uuid,
 }
 
 impl Caller {
@@ -314,13 +344,14 @@ pub async fn authenticate(
         if key.is_empty() {
             return Err(ApiError::MissingApiKey.into());
         }
-        let client = req.peer_addr().map(|addr| addr.ip());
+        let client = super::origin::client_ip(&state.settings, req.request());
         let grant = state.resolve_key(&key, client).await?;
         state.throttle(grant.key_id)?;
         req.extensions_mut().insert(Caller {
             workspace_id: grant.workspace_id,
             workspace_created_at: grant.workspace_created_at,
             mode: grant.mode,
+            key_id: grant.key_id,
         });
     }
     next.call(req).await

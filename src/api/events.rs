@@ -1,7 +1,8 @@
 //! Live events for the portal (docs/api.md, "Live events"): `GET /v1/events/stream`, a
 //! server-sent event stream of the key's workspace and mode. A `snapshot` of every phone on
 //! open, then `phone.status` and `message.status` as they happen (`actors::live_events`), and
-//! a `:keepalive` comment after 15 s of silence.
+//! a `:keepalive` comment after 15 s of silence. A stream ends within about a second of its
+//! key's revocation.
 
 use std::time::Duration;
 
@@ -9,7 +10,10 @@ use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use actix_web::{HttpResponse, web};
 use bytes::Bytes;
 use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
 use utoipa::ToSchema;
+use uuid::Uuid;
 
 use super::{Answer, AppState, Caller, DocumentedRoute};
 use crate::actors::live_events::{self, EventName, PhoneStatusOut};
@@ -24,6 +28,9 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 const KEEPALIVE_FRAME: &[u8] = b":keepalive\n\n";
 /// Phones a snapshot lists at most (the `phones` quota is 100 by default).
 const MAX_SNAPSHOT_PHONES: u64 = 1_000;
+/// How often an open stream checks that its key is still valid (the key generation behind the
+/// check is read at most every 500 ms, so a revoked key's stream ends within about a second).
+const KEY_CHECK: Duration = Duration::from_millis(500);
 /// A refused stream may try again after this many seconds.
 const RETRY_AFTER_SECS: u64 = 15;
 
@@ -46,7 +53,7 @@ pub struct SnapshotOut {
     path = "/v1/events/stream",
     tag = "events",
     responses(
-        (status = 200, description = "A server-sent event stream: `event: snapshot` then `phone.status` and `message.status` events, each with one JSON `data` line; `:keepalive` comments after 15 s of silence. Five streams of one workspace and mode are open at most (429 `rate_limited` beyond).", content_type = "text/event-stream", body = String)
+        (status = 200, description = "A server-sent event stream: `event: snapshot` then `phone.status` and `message.status` events, each with one JSON `data` line; `:keepalive` comments after 15 s of silence. Five streams of one workspace and mode are open at most (429 `rate_limited` beyond). The stream ends within about a second of its key's revocation.", content_type = "text/event-stream", body = String)
     )
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
@@ -83,14 +90,15 @@ async fn stream(state: web::Data<AppState>, caller: Caller) -> Answer {
             .collect(),
     };
     let first = live_events::frame(EventName::Snapshot, &snapshot);
-    let events = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        let frame = match tokio::time::timeout(KEEPALIVE, receiver.recv()).await {
-            Ok(Some(frame)) => frame,
-            Ok(None) => return None,
-            Err(_) => Bytes::from_static(KEEPALIVE_FRAME),
-        };
-        Some((Ok::<_, actix_web::Error>(frame), receiver))
-    });
+    let open = OpenStream {
+        receiver,
+        state: state.clone(),
+        key_id: caller.key_id,
+        checked: None,
+        keepalive_at: Instant::now() + KEEPALIVE,
+        check_at: Instant::now() + KEY_CHECK,
+    };
+    let events = futures_util::stream::unfold(open, OpenStream::next_frame);
     use futures_util::StreamExt;
     let body =
         futures_util::stream::once(async move { Ok::<_, actix_web::Error>(first) }).chain(events);
@@ -99,4 +107,43 @@ async fn stream(state: web::Data<AppState>, caller: Caller) -> Answer {
         .insert_header((CACHE_CONTROL, "no-cache"))
         .insert_header(("X-Accel-Buffering", "no"))
         .streaming(body))
+}
+
+/// One open stream: its events, the key it was opened with and its two timers.
+struct OpenStream {
+    receiver: mpsc::Receiver<Bytes>,
+    state: web::Data<AppState>,
+    key_id: Uuid,
+    /// The key generation the key was last found live under.
+    checked: Option<i64>,
+    keepalive_at: Instant,
+    check_at: Instant,
+}
+
+impl OpenStream {
+    /// The next frame: an event, or `:keepalive` after [`KEEPALIVE`] of silence; None (the
+    /// response ends) when the hub closed the stream or the key was revoked.
+    async fn next_frame(mut self) -> Option<(Result<Bytes, actix_web::Error>, OpenStream)> {
+        loop {
+            tokio::select! {
+                frame = self.receiver.recv() => {
+                    let frame = frame?;
+                    self.keepalive_at = Instant::now() + KEEPALIVE;
+                    return Some((Ok(frame), self));
+                }
+                () = tokio::time::sleep_until(self.keepalive_at.min(self.check_at)) => {}
+            }
+            if Instant::now() >= self.check_at {
+                if self.state.key_revoked(self.key_id, &mut self.checked).await {
+                    tracing::info!(key_id = %self.key_id, "event stream ended: its key was revoked");
+                    return None;
+                }
+                self.check_at = Instant::now() + KEY_CHECK;
+            }
+            if Instant::now() >= self.keepalive_at {
+                self.keepalive_at = Instant::now() + KEEPALIVE;
+                return Some((Ok(Bytes::from_static(KEEPALIVE_FRAME)), self));
+            }
+        }
+    }
 }

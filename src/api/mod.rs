@@ -19,6 +19,7 @@ pub mod mobile;
 pub mod numbers;
 pub mod openapi;
 pub mod ops;
+pub mod origin;
 pub mod page;
 pub mod phone_ws;
 pub mod phones;

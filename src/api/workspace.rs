@@ -83,18 +83,6 @@ pub struct UpdateWorkspaceIn {
     pub default_country: Option<Option<String>>,
 }
 
-/// The base URL phones reach this server at: `server.public_url`, else the scheme and host
-/// this request came in on.
-pub fn public_base(state: &AppState, req: &HttpRequest) -> String {
-    match &state.settings.server.public_url {
-        Some(url) => url.trim_end_matches('/').to_string(),
-        None => {
-            let info = req.connection_info();
-            format!("{}://{}", info.scheme(), info.host())
-        }
-    }
-}
-
 /// The country national numbers are read in for this workspace: its own, else the server's.
 pub fn default_country(state: &AppState, workspace: &Workspace) -> Option<Country> {
     workspace
@@ -110,12 +98,8 @@ fn workspace_out(
     caller: &Caller,
     workspace: Workspace,
 ) -> WorkspaceOut {
-    let base = public_base(state, req);
-    let websocket_base = match base.split_once("://") {
-        Some(("https", rest)) => format!("wss://{rest}"),
-        Some((_, rest)) => format!("ws://{rest}"),
-        None => base.clone(),
-    };
+    let base = super::origin::public_base(state, req);
+    let websocket_base = super::origin::websocket_base(&base);
     WorkspaceOut {
         default_country: default_country(state, &workspace).map(|c| c.as_str().to_string()),
         default_country_set: workspace.default_country.is_some(),

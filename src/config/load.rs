@@ -362,6 +362,46 @@ mod tests {
     }
 
     #[test]
+    fn trusted_proxies_are_addresses_and_cidrs_or_refused() {
+        jailed(|jail| {
+            jail.set_env("SMSGW_SERVER__TRUSTED_PROXIES", "10.0.0.0/8, ::1");
+            let proxies = Settings::load(None).unwrap().server.trusted_proxies;
+            let shown: Vec<String> = proxies.iter().map(ToString::to_string).collect();
+            assert_eq!(shown, ["10.0.0.0/8", "::1/128"]);
+        });
+        jailed(|jail| {
+            jail.create_file(
+                DEFAULT_FILE,
+                "[server]\ntrusted_proxies = [\"127.0.0.1\", \"fd00::/8\"]\n",
+            )
+            .unwrap();
+            assert_eq!(
+                Settings::load(None).unwrap().server.trusted_proxies.len(),
+                2
+            );
+        });
+        jailed(|jail| {
+            jail.create_file(
+                DEFAULT_FILE,
+                "[server]\ntrusted_proxies = [\"127.0.0.1\", \"proxy.local\"]\n",
+            )
+            .unwrap();
+            let err = load_err(None);
+            assert!(err.contains("server.trusted_proxies"), "{err}");
+            assert!(
+                err.contains("\"proxy.local\" is not an IP address"),
+                "{err}"
+            );
+        });
+        jailed(|jail| {
+            jail.set_env("SMSGW_SERVER__TRUSTED_PROXIES", "10.0.0.1/8");
+            let err = load_err(None);
+            assert!(err.contains("SMSGW_SERVER__TRUSTED_PROXIES"), "{err}");
+            assert!(err.contains("10.0.0.1/8"), "{err}");
+        });
+    }
+
+    #[test]
     fn secrets_do_not_print() {
         jailed(|jail| {
             jail.set_env("SMSGW_AI__API_KEY", "sk-very-secret-ai-key");

@@ -12,8 +12,11 @@ use serde::Deserialize;
 use std::time::Duration;
 
 pub use load::{ConfigError, DEFAULT_FILE};
-use values::{duration, durations, lenient_opt_secret, lenient_opt_string, lenient_string};
+use values::{
+    address_ranges, duration, durations, lenient_opt_secret, lenient_opt_string, lenient_string,
+};
 
+use crate::domain::network::AddressRange;
 use crate::domain::pace::Pace;
 use crate::domain::quota::{CountQuota, Quota};
 
@@ -113,6 +116,11 @@ pub struct ServerSettings {
     pub body_timeout: Duration,
     /// Serve HTTPS (and WSS) on `bind` with this certificate; None serves plain HTTP.
     pub tls: Option<TlsSettings>,
+    /// Peers (addresses or CIDRs) whose forwarded headers are believed: the client address
+    /// (`X-Forwarded-For`, `Forwarded: for=`) and the scheme and host URLs are built with
+    /// (docs/api.md, "Behind a proxy"). Empty: none, every peer is the client.
+    #[serde(deserialize_with = "address_ranges")]
+    pub trusted_proxies: Vec<AddressRange>,
 }
 
 /// `server.tls`: PEM files of the certificate chain and its private key.
@@ -263,6 +271,7 @@ impl Default for ServerSettings {
             workers: 0,
             body_timeout: Duration::from_secs(30),
             tls: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }

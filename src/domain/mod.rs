@@ -8,6 +8,7 @@ pub mod client_settings;
 pub mod ids;
 pub mod keys;
 pub mod keywords;
+pub mod network;
 pub mod number_lookup;
 pub mod pace;
 pub mod phone_number;

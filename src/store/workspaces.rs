@@ -320,6 +320,15 @@ pub async fn find_key(
     }))
 }
 
+/// Whether the key `key_id` exists and is not revoked.
+pub async fn key_is_live(db: &DatabaseConnection, key_id: Uuid) -> Result<bool, StoreError> {
+    Ok(api_keys::Entity::find_by_id(key_id)
+        .filter(api_keys::Column::RevokedAt.is_null())
+        .count(db)
+        .await?
+        > 0)
+}
+
 /// Creation time of a workspace (for the new-workspace limit).
 pub async fn created_at(
     db: &DatabaseConnection,

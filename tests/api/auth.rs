@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, RECIPIENT, SENDER, run_cli, send_body, spawn_app};
+use crate::helpers::{Backend, RECIPIENT, SENDER, run_cli, send_body, spawn_app, spawn_app_with};
 
 async fn missing_and_invalid_keys_are_401(backend: Backend) {
     let app = spawn_app(backend).await;
@@ -249,3 +249,47 @@ async fn internal_errors_leak_nothing(backend: Backend) {
 }
 
 backend_tests!(internal_errors_leak_nothing);
+
+/// On a dual-stack `[::]` listener IPv4 clients arrive as IPv4-mapped addresses; each is its
+/// own client of the failed-auth budget: one spending it leaves another unthrottled.
+async fn each_ipv4_client_of_a_dual_stack_bind_has_its_own_failed_auth_budget(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.server.bind = "[::]:0".into();
+        s.limits.failed_auth_per_second = 1;
+    })
+    .await;
+    let port = app.address.rsplit(':').next().unwrap().to_string();
+    let from = |local: &str| {
+        let connector = awc::Connector::new().local_address(local.parse().unwrap());
+        awc::Client::builder().connector(connector).finish()
+    };
+    let (guesser, other) = (from("127.0.0.2"), from("127.0.0.1"));
+    let status = |client: &awc::Client, key: String| {
+        let request = client
+            .get(format!("http://127.0.0.1:{port}/v1/phones"))
+            .insert_header(("x-api-key", key));
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    // Two fresh keys, never used yet: their first use asks the database.
+    let fresh = || async {
+        let created = app
+            .request("POST", "/v1/keys", Some(&app.live_key), None)
+            .await
+            .expect(201);
+        created.data()["key"].as_str().unwrap().to_string()
+    };
+    let (for_guesser, for_other) = (fresh().await, fresh().await);
+
+    let unknown = |n: u32| format!("sk_live_{}{n:08}", "Q".repeat(32));
+    let mut answers = Vec::new();
+    for n in 0..4 {
+        answers.push(status(&guesser, unknown(n)).await);
+    }
+    assert_eq!(answers, [401, 401, 429, 429]);
+    // The guesser's budget is spent, even for a valid key it has not used yet...
+    assert_eq!(status(&guesser, for_guesser).await, 429);
+    // ...and the other IPv4 client's is whole.
+    assert_eq!(status(&other, for_other).await, 200);
+}
+
+backend_tests!(each_ipv4_client_of_a_dual_stack_bind_has_its_own_failed_auth_budget);

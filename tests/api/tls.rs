@@ -1,6 +1,7 @@
 //! HTTPS in the binary (`server.tls`, docs/api.md "HTTPS"): with a self-signed certificate made
 //! here, the server serves the API, the phone WebSocket and the device API's event stream over
-//! TLS; bad certificate files stop it at start with a clear error and a non-zero exit.
+//! TLS; bad certificate files stop it at start with a clear error and a non-zero exit. Every
+//! URL it builds says https/wss, over HTTP/1.1 as over HTTP/2.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,8 +16,14 @@ use crate::backend_tests;
 use crate::helpers::{Backend, RECIPIENT, SENDER, run_cli, send_body, spawn_app_with};
 
 /// A certificate for 127.0.0.1 and its key, as PEM files in a temporary directory, and a client
-/// that trusts only that certificate.
+/// that trusts only that certificate (offering no ALPN protocol: it speaks HTTP/1.1).
 fn self_signed() -> (tempfile::TempDir, TlsSettings, Client) {
+    let (dir, tls, client, _) = self_signed_with_h2();
+    (dir, tls, client)
+}
+
+/// [`self_signed`], and a second client that offers HTTP/2 (ALPN `h2`, `http/1.1`).
+fn self_signed_with_h2() -> (tempfile::TempDir, TlsSettings, Client, Client) {
     let made =
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -24,20 +31,24 @@ fn self_signed() -> (tempfile::TempDir, TlsSettings, Client) {
     let key_file = dir.path().join("key.pem");
     std::fs::write(&cert_file, made.cert.pem()).unwrap();
     std::fs::write(&key_file, made.signing_key.serialize_pem()).unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(made.cert.der().clone()).unwrap();
-    let config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let client = Client::builder()
-        .connector(Connector::new().rustls_0_23(Arc::new(config)))
-        .timeout(Duration::from_secs(30))
-        .finish();
+    let client = |alpn: &[&[u8]]| {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(made.cert.der().clone()).unwrap();
+        let mut config = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Client::builder()
+            .connector(Connector::new().rustls_0_23(Arc::new(config)))
+            .timeout(Duration::from_secs(30))
+            .finish()
+    };
     let tls = TlsSettings {
         cert_file: cert_file.display().to_string(),
         key_file: key_file.display().to_string(),
     };
-    (dir, tls, client)
+    let (http1, h2) = (client(&[]), client(&[b"h2", b"http/1.1"]));
+    (dir, tls, http1, h2)
 }
 
 async fn json_of(
@@ -133,6 +144,78 @@ async fn https_serves_the_api_the_websocket_and_events(backend: Backend) {
     }
 }
 
+/// Without `server.public_url`, an HTTP/1.1 client over TLS (which carries no scheme in its
+/// requests) is handed https and wss URLs, as an HTTP/2 client is: the pairing URLs of
+/// `GET /v1/workspace` and the inbound webhook URL of the device API.
+async fn http1_clients_over_tls_get_https_urls(backend: Backend) {
+    smsgw::startup::install_crypto_provider();
+    let (_dir, tls, client, h2_client) = self_signed_with_h2();
+    let app = spawn_app_with(backend, |s| s.server.tls = Some(tls)).await;
+    let base = app.address.replacen("http://", "https://", 1);
+    let host = base.trim_start_matches("https://").to_string();
+
+    // HTTP/2 is served too.
+    let mut workspace = h2_client
+        .get(format!("{base}/v1/workspace"))
+        .insert_header(("x-api-key", app.live_key.clone()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(workspace.version(), awc::http::Version::HTTP_2);
+    let pairing = json_of(&mut workspace).await["data"]["pairing"].clone();
+    assert_eq!(
+        pairing["device_api_url"],
+        format!("https://{host}/mobile/v1")
+    );
+
+    let mut workspace = client
+        .get(format!("{base}/v1/workspace"))
+        .insert_header(("x-api-key", app.live_key.clone()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(workspace.version(), awc::http::Version::HTTP_11);
+    assert_eq!(workspace.status().as_u16(), 200);
+    let pairing = json_of(&mut workspace).await["data"]["pairing"].clone();
+    assert_eq!(
+        pairing["device_api_url"],
+        format!("https://{host}/mobile/v1")
+    );
+    assert_eq!(
+        pairing["websocket_url"],
+        format!("wss://{host}/v1/phones/connect")
+    );
+
+    let mut paired = client
+        .post(format!("{base}/v1/phones"))
+        .insert_header(("x-api-key", app.live_key.clone()))
+        .send_json(&json!({ "phone_number": SENDER }))
+        .await
+        .unwrap();
+    assert_eq!(paired.status().as_u16(), 201);
+    let data = json_of(&mut paired).await["data"].clone();
+    let (phone_id, token) = (
+        data["id"].as_str().unwrap(),
+        data["device_token"].as_str().unwrap(),
+    );
+    let mut hooks = client
+        .get(format!("{base}/mobile/v1/webhooks"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hooks.version(), awc::http::Version::HTTP_11);
+    assert_eq!(hooks.status().as_u16(), 200);
+    let url = json_of(&mut hooks).await[0]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        url.starts_with(&format!("https://{host}/mobile/v1/inbound/{phone_id}/")),
+        "{url}"
+    );
+}
+
 /// The binary, whatever the database: the certificate is read before anything listens.
 #[test]
 fn bad_certificate_files_stop_the_server() {
@@ -169,4 +252,7 @@ async fn bad_files_exit_non_zero() {
     }
 }
 
-backend_tests!(https_serves_the_api_the_websocket_and_events);
+backend_tests!(
+    https_serves_the_api_the_websocket_and_events,
+    http1_clients_over_tls_get_https_urls,
+);

@@ -524,14 +524,7 @@ async fn webhooks(
     req: HttpRequest,
 ) -> Result<HttpResponse, MobileError> {
     let secrets = inbound::PhoneSecrets::of(&state, phone.id).await?;
-    // `server.public_url` when set; otherwise the address the phone itself reached us at.
-    let base = match &state.settings.server.public_url {
-        Some(url) => url.trim_end_matches('/').to_string(),
-        None => {
-            let info = req.connection_info();
-            format!("{}://{}", info.scheme(), info.host())
-        }
-    };
+    let base = crate::api::origin::public_base(&state, &req);
     Ok(HttpResponse::Ok().json([WebhookOut {
         id: format!("smsgw-inbound-{}", phone.id),
         url: format!(

@@ -44,6 +44,7 @@ impl Caller {
             workspace_id: self.workspace_id,
             workspace_created_at: self.workspace_created_at,
             mode: self.mode,
+            key_id: self.key_id,
         }
     }
 }
@@ -91,7 +92,9 @@ impl FromRequest for Caller {
             .headers()
             .get(AUTHORIZATION)
             .map(|v| v.to_str().map(str::to_string));
-        let client = req.peer_addr().map(|addr| addr.ip());
+        let client = state
+            .as_ref()
+            .and_then(|state| crate::api::origin::client_ip(&state.settings, req));
         Box::pin(async move {
             let state = state.ok_or_else(|| ClientError::internal("application state missing"))?;
             let header = match header {

@@ -167,7 +167,76 @@ async fn event_streams_per_workspace_are_bounded(backend: Backend) {
     }
 }
 
+impl EventStream {
+    /// Reads until the server ends the response; false when it is still open after `within`.
+    async fn ends_within(&mut self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            match tokio::time::timeout_at(deadline, self.body.next()).await {
+                Ok(None) => return true,
+                Ok(Some(Ok(_))) => continue,
+                Ok(Some(Err(err))) => panic!("the stream broke instead of ending: {err}"),
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+/// A key created for the test, and its id.
+async fn new_key(app: &TestApp) -> (String, String) {
+    let created = app
+        .request("POST", "/v1/keys", Some(&app.live_key), None)
+        .await
+        .expect(201);
+    let data = created.data();
+    (
+        data["key"].as_str().unwrap().to_string(),
+        data["id"].as_str().unwrap().to_string(),
+    )
+}
+
+/// An open stream ends soon after its key is revoked, through the API or by the CLI on the
+/// running server; the streams of other keys stay open.
+async fn a_revoked_keys_streams_end(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (key, key_id) = new_key(&app).await;
+    let mut revoked = EventStream::open(&app, &key).await.unwrap();
+    let mut kept = EventStream::open(&app, &app.live_key).await.unwrap();
+    for stream in [&mut revoked, &mut kept] {
+        let (name, _) = stream.next_within(Duration::from_secs(5)).await.unwrap();
+        assert_eq!(name, "snapshot");
+    }
+    // Open and quiet: a stream does not end by itself.
+    assert!(!revoked.ends_within(Duration::from_millis(1500)).await);
+    app.delete(&format!("/v1/keys/{key_id}"), &app.live_key)
+        .await
+        .expect(200);
+    assert!(
+        revoked.ends_within(Duration::from_secs(2)).await,
+        "the revoked key's stream is still open"
+    );
+    assert!(!kept.ends_within(Duration::from_millis(500)).await);
+
+    // By the CLI, another process: the server learns of it through the key generation.
+    let (key, _) = new_key(&app).await;
+    let mut stream = EventStream::open(&app, &key).await.unwrap();
+    stream.next_within(Duration::from_secs(5)).await.unwrap();
+    let env = [("SMSGW_DATABASE__URL", app.database_url.as_str())];
+    let out = crate::helpers::run_cli(&["key", "revoke", &key], &env).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stream.ends_within(Duration::from_secs(2)).await,
+        "the stream of a key revoked by the CLI is still open"
+    );
+    assert!(!kept.ends_within(Duration::from_millis(200)).await);
+}
+
 backend_tests!(
+    a_revoked_keys_streams_end,
     live_events_follow_phones_and_messages,
     event_streams_per_workspace_are_bounded,
 );

@@ -177,7 +177,75 @@ async fn national_numbers_need_a_country(backend: Backend) {
     assert_eq!(with["e164"], "+14155550177");
 }
 
+/// The pairing URLs of `GET /v1/workspace` and the device API's inbound URL as a client with
+/// forwarded headers gets them: unchanged from an untrusted peer, the forwarded scheme and host
+/// from a peer in `server.trusted_proxies`.
+async fn forwarded_headers_count_only_from_trusted_proxies(backend: Backend) {
+    let spoofed = [
+        ("x-forwarded-host", "attacker.example"),
+        ("x-forwarded-proto", "https"),
+        ("forwarded", "host=evil.example;proto=https"),
+    ];
+    let urls = |app: &TestApp, token: String| {
+        let (client, address, key) = (
+            app.client.clone(),
+            app.address.clone(),
+            app.live_key.clone(),
+        );
+        async move {
+            let mut request = client
+                .get(format!("{address}/v1/workspace"))
+                .insert_header(("x-api-key", key));
+            let mut hooks = client
+                .get(format!("{address}/mobile/v1/webhooks"))
+                .bearer_auth(token);
+            for header in spoofed {
+                request = request.insert_header(header);
+                hooks = hooks.insert_header(header);
+            }
+            let workspace: Value = request.send().await.unwrap().json().await.unwrap();
+            let hooks: Value = hooks.send().await.unwrap().json().await.unwrap();
+            (
+                workspace["data"]["pairing"]["device_api_url"].clone(),
+                workspace["data"]["pairing"]["websocket_url"].clone(),
+                hooks[0]["url"].as_str().unwrap().to_string(),
+            )
+        }
+    };
+
+    let app = spawn_app(backend).await;
+    let (_, token) = app.pair_phone(SENDER).await;
+    let (device_api, websocket, inbound) = urls(&app, token).await;
+    assert_eq!(device_api, format!("{}/mobile/v1", app.address));
+    assert_eq!(
+        websocket,
+        format!(
+            "{}/v1/phones/connect",
+            app.address.replacen("http", "ws", 1)
+        )
+    );
+    assert!(
+        inbound.starts_with(&format!("{}/mobile/v1/inbound/", app.address)),
+        "{inbound}"
+    );
+
+    let trusting = spawn_app_with(backend, |s| {
+        s.server.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+    })
+    .await;
+    let (_, token) = trusting.pair_phone(SENDER).await;
+    let (device_api, websocket, inbound) = urls(&trusting, token).await;
+    // The X-Forwarded-* headers (what the nearest proxy set) win over Forwarded.
+    assert_eq!(device_api, "https://attacker.example/mobile/v1");
+    assert_eq!(websocket, "wss://attacker.example/v1/phones/connect");
+    assert!(
+        inbound.starts_with("https://attacker.example/mobile/v1/inbound/"),
+        "{inbound}"
+    );
+}
+
 backend_tests!(
+    forwarded_headers_count_only_from_trusted_proxies,
     workspace_is_read_with_the_key_and_updated,
     server_defaults_apply_to_the_workspace,
     numbers_are_looked_up_as_people_type_them,
