@@ -605,6 +605,8 @@ fn http_server(
         };
     }
     match tls {
+        // actix-http offers HTTP/2 and HTTP/1.1 by ALPN; of HTTP/2's limits it exposes only the
+        // flow-control windows, so the h2 crate's defaults apply (docs/api.md, "HTTPS").
         Some(config) => builder.listen("smsgw-https", tcp, service!(rustls_0_23, config)),
         None => builder.listen("smsgw-http", tcp, service!(tcp)),
     }
