@@ -51,8 +51,9 @@ pub fn public_base(state: &AppState, req: &HttpRequest) -> String {
     let host = trusted
         .then(|| forwarded_host(headers))
         .flatten()
-        .or_else(|| header_text(headers, &header::HOST).filter(|h| plain_host(h)))
+        .or_else(|| header_text(headers, &header::HOST))
         .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .filter(|host| plain_host(host))
         .unwrap_or("localhost");
     format!("{scheme}://{host}")
 }
@@ -284,6 +285,29 @@ mod tests {
         ]);
         assert_eq!(forwarded_scheme(&sent), None);
         assert_eq!(forwarded_host(&sent), None);
+    }
+
+    #[test]
+    fn only_plain_hosts_build_urls() {
+        for host in [
+            "sms.example.com",
+            "127.0.0.1:8080",
+            "[::1]:8443",
+            "gw-1.internal",
+        ] {
+            assert!(plain_host(host), "{host}");
+        }
+        let long = "a".repeat(MAX_HOST_LEN + 1);
+        for host in [
+            "",
+            "user@evil.example",
+            "a.example/x",
+            "a b",
+            "a.example?x",
+            &long,
+        ] {
+            assert!(!plain_host(host), "{host}");
+        }
     }
 
     #[test]
