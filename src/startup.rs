@@ -477,6 +477,12 @@ impl Application {
         state.cluster = cluster.clone();
         let state = web::Data::new(state);
         let sessions = state.sessions.clone();
+        if settings.server.public_url.is_none() && !address.ip().is_loopback() {
+            tracing::warn!(
+                bind = %address,
+                "server.public_url is unset: pairing and inbound URLs use the Host each request came with; set it to the URL phones reach this server at"
+            );
+        }
         let tls = settings.server.tls.as_ref().map(load_tls).transpose()?;
         let server = http_server(tcp, address, &settings, tls, state, webhook_api)?;
         Ok(Application {
@@ -555,12 +561,6 @@ fn http_server(
     state: web::Data<AppState>,
     webhook_api: web::Data<api::webhooks::WebhookApi>,
 ) -> Result<Server, StartupError> {
-    if settings.server.public_url.is_none() && !address.ip().is_loopback() {
-        tracing::warn!(
-            bind = %address,
-            "server.public_url is unset: pairing and inbound URLs use the Host each request came with; set it to the URL phones reach this server at"
-        );
-    }
     let mut builder = Server::build()
         .disable_signals()
         .shutdown_timeout(SHUTDOWN_TIMEOUT_SECS);

@@ -249,7 +249,35 @@ async fn bad_files_exit_non_zero() {
             stderr.contains("server.tls") && stderr.contains(named),
             "{stderr}"
         );
+        assert!(!stderr.contains(NO_PUBLIC_URL), "loopback: no warning");
     }
+}
+
+/// The start-up warning of a server reachable from elsewhere without `server.public_url`.
+const NO_PUBLIC_URL: &str = "server.public_url is unset";
+
+/// Bound to every address without `server.public_url`, `serve` warns at start (the bad
+/// certificate then stops it before it serves anything).
+#[test]
+fn a_reachable_server_without_public_url_warns() {
+    crate::helpers::run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let database = format!("sqlite://{}/db.sqlite?mode=rwc", dir.path().display());
+        let missing = dir.path().join("missing.pem").display().to_string();
+        let out = run_cli(
+            &["serve"],
+            &[
+                ("SMSGW_DATABASE__URL", database.as_str()),
+                ("SMSGW_SERVER__BIND", "0.0.0.0:0"),
+                ("SMSGW_SERVER__TLS__CERT_FILE", missing.as_str()),
+                ("SMSGW_SERVER__TLS__KEY_FILE", missing.as_str()),
+            ],
+        )
+        .await;
+        assert!(!out.status.success(), "serve must fail on the certificate");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.matches(NO_PUBLIC_URL).count(), 1, "{stderr}");
+    });
 }
 
 backend_tests!(
