@@ -57,6 +57,16 @@ impl CampaignStatus {
         matches!(self, CampaignStatus::Scheduled | CampaignStatus::Running)
     }
 
+    /// Whether `DELETE /v1/campaigns/{id}` removes a campaign in this status: a draft or a
+    /// finished one. A scheduled, running or paused campaign is canceled first, so no actor on
+    /// any node is feeding it when it goes.
+    pub fn is_deletable(self) -> bool {
+        matches!(
+            self,
+            CampaignStatus::Draft | CampaignStatus::Completed | CampaignStatus::Canceled
+        )
+    }
+
     /// The status `control` leads to from `self`, or None when docs/api.md, Campaigns, does not
     /// allow it.
     /// `starts_later`: scheduled_for is still ahead (launch and resume then wait for it).
@@ -76,6 +86,22 @@ impl CampaignStatus {
 impl std::fmt::Display for CampaignStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Why a campaign paused itself (`paused_reason`, docs/api.md "Campaigns"); a pause through the
+/// API has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "snake_case")]
+pub enum PauseReason {
+    /// The test-mode daily message quota is used up: the rest waits for a resume.
+    DailyQuotaExceeded,
+}
+
+impl PauseReason {
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
