@@ -244,6 +244,20 @@ mod tests {
             assert_eq!(RecipientStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(CampaignStatus::parse("done"), None);
+        let reason = PauseReason::DailyQuotaExceeded;
+        assert_eq!(reason.as_str(), "daily_quota_exceeded");
+        assert_eq!(reason.as_str().parse::<PauseReason>(), Ok(reason));
+    }
+
+    /// Only a campaign no actor feeds can be deleted; the others are canceled first.
+    #[test]
+    fn drafts_and_finished_campaigns_are_deletable() {
+        let deletable: Vec<CampaignStatus> = CampaignStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_deletable())
+            .collect();
+        assert_eq!(deletable, [Draft, Completed, Canceled]);
+        assert!(deletable.iter().all(|s| !s.is_live()));
     }
 
     #[test]
