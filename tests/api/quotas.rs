@@ -460,6 +460,53 @@ async fn a_test_campaign_pauses_at_the_daily_quota(backend: Backend) {
     assert_eq!(canceled.data()["counts"]["canceled"], 2);
 }
 
+/// A live campaign counts against the queued quota like sends: it queues only what fits and
+/// keeps the rest `pending`, still running (not paused), while sends are refused.
+async fn a_campaign_queues_only_what_the_queued_quota_allows(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.quotas.queued_messages = 3;
+        // The phone takes two, then its pace keeps the others `queued` for a minute.
+        s.pace.per_minute = 2;
+        s.pace.per_30_minutes = 2;
+    })
+    .await;
+    let key = &app.live_key;
+    let (_, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    let to = [NUMBERS.as_slice(), &["+14155550206"]].concat();
+    let created = app
+        .post("/v1/campaigns", key, campaign_of("queued", &to, true))
+        .await
+        .expect(201);
+    let id = created.data()["id"].as_str().unwrap().to_string();
+    phone.expect_send().await;
+    phone.expect_send().await;
+    // Two with the phone (`sending`) and three `queued`: the quota is full, one waits.
+    let campaign = poll(DEADLINE, Duration::from_millis(20), async || {
+        let campaign = app
+            .get(&format!("/v1/campaigns/{id}"), key)
+            .await
+            .expect(200)
+            .data()
+            .clone();
+        match campaign["counts"]["queued"] == 5 && campaign["counts"]["pending"] == 1 {
+            true => Ok(campaign),
+            false => Err(format!("not held at the queued quota: {campaign}")),
+        }
+    })
+    .await;
+    assert_eq!(campaign["status"], "running");
+    assert_eq!(campaign["paused_reason"], Value::Null);
+    let refused = app
+        .send(
+            key,
+            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "full" }),
+        )
+        .await
+        .expect_error(422, "quota_exceeded");
+    assert_quota(&refused.body, "queued_messages", 3);
+}
+
 backend_tests!(
     phone_and_webhook_quotas_refuse_the_next_one,
     contact_quota_refuses_a_whole_import,
@@ -468,5 +515,6 @@ backend_tests!(
     test_mode_messages_per_day_are_capped,
     campaign_quotas_refuse_the_next_campaign,
     a_test_campaign_pauses_at_the_daily_quota,
+    a_campaign_queues_only_what_the_queued_quota_allows,
     webhook_budget_delays_deliveries_and_loses_none,
 );
