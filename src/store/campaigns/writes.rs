@@ -182,11 +182,22 @@ pub(crate) async fn delete<C: ConnectionTrait>(
     if !deletable.contains(&campaign.status) {
         return Ok(Removal::Refused(campaign.status));
     }
-    campaign_recipients::Entity::delete_many()
-        .filter(campaign_recipients::Column::CampaignId.eq(id))
+    // Guarded by the status again: on PostgreSQL a launch committed by another node since the
+    // read above makes this delete nothing (READ COMMITTED re-checks the updated row).
+    let gone = campaigns::Entity::delete_many()
+        .filter(campaigns::Column::Id.eq(id))
+        .filter(campaigns::Column::Status.is_in(deletable.iter().map(|s| s.as_str())))
         .exec(conn)
         .await?;
-    campaigns::Entity::delete_by_id(id.as_uuid())
+    if gone.rows_affected == 0 {
+        return match super::get(conn, scope, id).await {
+            Ok(campaign) => Ok(Removal::Refused(campaign.status)),
+            Err(StoreError::NotFound) => Ok(Removal::NotFound),
+            Err(err) => Err(err),
+        };
+    }
+    campaign_recipients::Entity::delete_many()
+        .filter(campaign_recipients::Column::CampaignId.eq(id))
         .exec(conn)
         .await?;
     Ok(Removal::Deleted)
