@@ -24,6 +24,10 @@ pub struct Model {
     pub total: i32,
     pub skipped_opted_out: i32,
     pub skipped_premium_rate: i32,
+    /// Recipient rows stored (skipped ones included): what the `campaign_recipients` quota sums.
+    pub recipient_count: i32,
+    /// Why the campaign paused itself (`daily_quota_exceeded`); null otherwise.
+    pub paused_reason: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -4,6 +4,9 @@
 //! and every change it makes goes through the writer (`writer::CampaignOp`), which checks the
 //! campaign is still running in the same transaction. So a pause or cancel never races a feed,
 //! and a restart carries on from the first pending recipient without sending anyone twice.
+//! The writer also counts each feed against the message quotas: the test-mode daily quota
+//! pauses the campaign (the actor then idles like after any pause), the queued quota makes it
+//! wait for the next tick. A deleted campaign reads as not found: its actor, on any node, stops.
 //!
 //! Registry side: [`CampaignActors`] starts the actors (supervised), forwards them the changes
 //! of their messages, and stops them once their campaign is no longer live.
@@ -17,6 +20,7 @@ use super::Deps;
 use super::registry::{Enqueue, Registry, Route};
 use crate::domain::campaign::CampaignStatus;
 use crate::domain::ids::{CampaignId, MessageId};
+use crate::domain::quota::Quota;
 use crate::domain::status::{MessageStatus, Mode, QueueClass};
 use crate::store::campaigns::{self, Campaign};
 use crate::store::cluster::{Lease, LeaseKind};
@@ -104,7 +108,11 @@ struct Loaded {
 
 /// What a feed did.
 enum Fed {
-    Queued(Vec<MessageId>),
+    /// These recipients were queued; `held`: a message quota kept the rest pending.
+    Queued {
+        ids: Vec<MessageId>,
+        held: Option<Quota>,
+    },
     /// No pending recipient is left.
     Exhausted,
     /// No online phone has the campaign's number; try again later.
@@ -344,6 +352,7 @@ impl CampaignActor {
                 CampaignOutcome::Fed {
                     messages,
                     opted_out,
+                    held,
                 } => {
                     crate::telemetry::count_campaign_recipients(
                         crate::domain::campaign::RecipientStatus::Canceled,
@@ -353,7 +362,7 @@ impl CampaignActor {
                     if !messages.is_empty() {
                         registry.do_send(Enqueue { messages });
                     }
-                    Ok(Fed::Queued(ids))
+                    Ok(Fed::Queued { ids, held })
                 }
                 CampaignOutcome::LeaseLost => Ok(Fed::LeaseLost),
                 _ => Ok(Fed::Stopped),
@@ -363,7 +372,7 @@ impl CampaignActor {
             fut::wrap_future::<_, Self>(feed).map(|result: Result<Fed, crate::store::StoreError>, act, ctx| {
                 act.busy = false;
                 match result {
-                    Ok(Fed::Queued(ids)) => {
+                    Ok(Fed::Queued { ids, held }) => {
                         let ended = std::mem::take(&mut act.ended);
                         if let Some(state) = &mut act.state {
                             for id in ids {
@@ -372,7 +381,13 @@ impl CampaignActor {
                                 }
                             }
                         }
-                        act.again = true;
+                        match held {
+                            // The daily quota paused the campaign: read it again (idle).
+                            Some(Quota::TestMessagesPerDay) => act.reload = true,
+                            // The queued quota is full: the next tick tries again.
+                            Some(_) => {}
+                            None => act.again = true,
+                        }
                     }
                     Ok(Fed::Exhausted) => {
                         if let Some(state) = &mut act.state {

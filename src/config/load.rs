@@ -182,6 +182,10 @@ mod tests {
                 (100_000, 10_000)
             );
             assert_eq!(s.quotas.test_messages_per_day, 1_000);
+            assert_eq!(
+                (s.quotas.campaigns, s.quotas.campaign_recipients),
+                (100, 100_000)
+            );
             assert_eq!(s.quotas.webhook_deliveries, 6_000);
             assert_eq!(s.quotas.webhook_delivery_window, Duration::from_secs(60));
             assert_eq!(format!("{s:?}"), format!("{:?}", Settings::default()));

@@ -181,6 +181,10 @@ pub struct QuotaSettings {
     pub queued_messages: u32,
     /// Test-mode messages accepted per UTC day.
     pub test_messages_per_day: u32,
+    /// Stored campaigns, whatever their status.
+    pub campaigns: u32,
+    /// Recipients over all stored campaigns (skipped ones included).
+    pub campaign_recipients: u32,
     /// Webhook delivery attempts started per workspace and mode within any
     /// `webhook_delivery_window`; the ones over it wait, none is dropped.
     pub webhook_deliveries: u32,
@@ -319,6 +323,8 @@ impl QuotaSettings {
             Quota::Contacts => self.contacts,
             Quota::QueuedMessages => self.queued_messages,
             Quota::TestMessagesPerDay => self.test_messages_per_day,
+            Quota::Campaigns => self.campaigns,
+            Quota::CampaignRecipients => self.campaign_recipients,
         };
         CountQuota { quota, limit }
     }
@@ -332,6 +338,8 @@ impl Default for QuotaSettings {
             contacts: 100_000,
             queued_messages: 10_000,
             test_messages_per_day: 1_000,
+            campaigns: 100,
+            campaign_recipients: 100_000,
             webhook_deliveries: 6_000,
             webhook_delivery_window: Duration::from_secs(60),
         }

@@ -57,6 +57,16 @@ impl CampaignStatus {
         matches!(self, CampaignStatus::Scheduled | CampaignStatus::Running)
     }
 
+    /// Whether `DELETE /v1/campaigns/{id}` removes a campaign in this status: a draft or a
+    /// finished one. A scheduled, running or paused campaign is canceled first, so no actor on
+    /// any node is feeding it when it goes.
+    pub fn is_deletable(self) -> bool {
+        matches!(
+            self,
+            CampaignStatus::Draft | CampaignStatus::Completed | CampaignStatus::Canceled
+        )
+    }
+
     /// The status `control` leads to from `self`, or None when docs/api.md, Campaigns, does not
     /// allow it.
     /// `starts_later`: scheduled_for is still ahead (launch and resume then wait for it).
@@ -76,6 +86,22 @@ impl CampaignStatus {
 impl std::fmt::Display for CampaignStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Why a campaign paused itself (`paused_reason`, docs/api.md "Campaigns"); a pause through the
+/// API has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "snake_case")]
+pub enum PauseReason {
+    /// The test-mode daily message quota is used up: the rest waits for a resume.
+    DailyQuotaExceeded,
+}
+
+impl PauseReason {
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
@@ -218,6 +244,20 @@ mod tests {
             assert_eq!(RecipientStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(CampaignStatus::parse("done"), None);
+        let reason = PauseReason::DailyQuotaExceeded;
+        assert_eq!(reason.as_str(), "daily_quota_exceeded");
+        assert_eq!(reason.as_str().parse::<PauseReason>(), Ok(reason));
+    }
+
+    /// Only a campaign no actor feeds can be deleted; the others are canceled first.
+    #[test]
+    fn drafts_and_finished_campaigns_are_deletable() {
+        let deletable: Vec<CampaignStatus> = CampaignStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_deletable())
+            .collect();
+        assert_eq!(deletable, [Draft, Completed, Canceled]);
+        assert!(deletable.iter().all(|s| !s.is_live()));
     }
 
     #[test]

@@ -11,6 +11,10 @@ pub enum Quota {
     Contacts,
     QueuedMessages,
     TestMessagesPerDay,
+    /// Stored campaigns, whatever their status.
+    Campaigns,
+    /// Recipients over all stored campaigns (skipped ones included).
+    CampaignRecipients,
 }
 
 impl Quota {
@@ -22,6 +26,8 @@ impl Quota {
             Quota::Contacts => "contacts",
             Quota::QueuedMessages => "queued_messages",
             Quota::TestMessagesPerDay => "test_messages_per_day",
+            Quota::Campaigns => "campaigns",
+            Quota::CampaignRecipients => "campaign_recipients",
         }
     }
 }

@@ -1,12 +1,16 @@
-//! Per-workspace quotas (docs/api.md, "Quotas"): stored phones, webhook endpoints, contacts and
-//! queued messages, test-mode messages per day, and the outbound webhook delivery budget.
+//! Per-workspace quotas (docs/api.md, "Quotas"): stored phones, webhook endpoints, contacts,
+//! campaigns and their recipients, queued messages, test-mode messages per day (campaigns
+//! included), and the outbound webhook delivery budget.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::backend_tests;
-use crate::helpers::{Backend, SENDER, TestApp, WebhookReceiver, spawn_app_with};
+use crate::helpers::{Backend, SENDER, TestApp, WebhookReceiver, poll, spawn_app_with};
+
+/// How long a condition may take to come true before a poll gives up.
+const DEADLINE: Duration = Duration::from_secs(10);
 
 const RECIPIENT: &str = "+14155550123";
 
@@ -328,11 +332,189 @@ async fn webhook_budget_delays_deliveries_and_loses_none(backend: Backend) {
     assert_eq!(event_ids.len(), expected, "no delivery twice");
 }
 
+/// A campaign of `to` numbers from `SENDER`, a draft unless `launch`.
+fn campaign_of(name: &str, to: &[&str], launch: bool) -> Value {
+    let recipients: Vec<Value> = to.iter().map(|n| json!({ "to": n })).collect();
+    json!({ "name": name, "from_number": SENDER, "body": "Hi", "recipients": recipients,
+            "launch_now": launch })
+}
+
+const NUMBERS: [&str; 5] = [
+    "+14155550201",
+    "+14155550202",
+    "+14155550203",
+    "+14155550204",
+    "+14155550205",
+];
+
+/// Stored campaigns and their recipients are capped per workspace and mode: the campaign over
+/// either quota is refused whole (422 `quota_exceeded`), and deleting one frees its place.
+async fn campaign_quotas_refuse_the_next_campaign(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.quotas.campaigns = 2;
+        s.quotas.campaign_recipients = 5;
+    })
+    .await;
+    let key = &app.test_key;
+    let first = app
+        .post("/v1/campaigns", key, campaign_of("a", &NUMBERS[..3], false))
+        .await
+        .expect(201);
+    let refused = app
+        .post("/v1/campaigns", key, campaign_of("b", &NUMBERS[..3], true))
+        .await
+        .expect_error(422, "quota_exceeded");
+    assert_quota(&refused.body, "campaign_recipients", 5);
+    app.post("/v1/campaigns", key, campaign_of("b", &NUMBERS[..2], false))
+        .await
+        .expect(201);
+    let refused = app
+        .post("/v1/campaigns", key, campaign_of("c", &NUMBERS[..1], false))
+        .await
+        .expect_error(422, "quota_exceeded");
+    assert_quota(&refused.body, "campaigns", 2);
+    assert_eq!(count(&app, "/v1/campaigns", key, "campaigns").await, 2);
+    assert_eq!(
+        count(&app, "/v1/messages", key, "messages").await,
+        0,
+        "the refused launch sent nothing"
+    );
+
+    // The live side of the workspace has quotas of its own.
+    app.pair_phone(SENDER).await;
+    app.post(
+        "/v1/campaigns",
+        &app.live_key,
+        campaign_of("live", &NUMBERS[..1], false),
+    )
+    .await
+    .expect(201);
+
+    let first = first.data()["id"].as_str().unwrap().to_string();
+    app.delete(&format!("/v1/campaigns/{first}"), key)
+        .await
+        .expect(200);
+    app.post("/v1/campaigns", key, campaign_of("c", &NUMBERS[..3], false))
+        .await
+        .expect(201);
+}
+
+/// A test-mode campaign counts against the daily quota like single sends: it sends what is
+/// left of the day's quota, then pauses itself with `paused_reason` `daily_quota_exceeded`
+/// and its other recipients pending; a resume the same day pauses it again, sending nothing.
+async fn a_test_campaign_pauses_at_the_daily_quota(backend: Backend) {
+    let app = spawn_app_with(backend, |s| s.quotas.test_messages_per_day = 3).await;
+    let key = &app.test_key;
+    app.send_test(RECIPIENT, "single").await.expect(202);
+    let created = app
+        .post(
+            "/v1/campaigns",
+            key,
+            campaign_of("daily", &NUMBERS[..4], true),
+        )
+        .await
+        .expect(201);
+    let id = created.data()["id"].as_str().unwrap().to_string();
+    let path = format!("/v1/campaigns/{id}");
+    let paused_at_quota = |c: &Value| {
+        c["status"] == "paused"
+            && c["paused_reason"] == "daily_quota_exceeded"
+            && c["counts"]["pending"] == 2
+            && c["counts"]["delivered"] == 2
+    };
+    let read = async || app.get(&path, key).await.expect(200).data().clone();
+    poll(DEADLINE, Duration::from_millis(20), async || {
+        let campaign = read().await;
+        match paused_at_quota(&campaign) {
+            true => Ok(()),
+            false => Err(format!("not paused at the quota: {campaign}")),
+        }
+    })
+    .await;
+    app.send_test(RECIPIENT, "one too many")
+        .await
+        .expect_error(429, "daily_quota_exceeded");
+
+    let resumed = app
+        .request("POST", &format!("{path}/resume"), Some(key), None)
+        .await
+        .expect(200);
+    assert_eq!(resumed.data()["status"], "running");
+    assert_eq!(resumed.data()["paused_reason"], Value::Null);
+    poll(DEADLINE, Duration::from_millis(20), async || {
+        let campaign = read().await;
+        match paused_at_quota(&campaign) {
+            true => Ok(()),
+            false => Err(format!("not paused again: {campaign}")),
+        }
+    })
+    .await;
+    assert_eq!(count(&app, "/v1/messages", key, "messages").await, 3);
+
+    // A pause through the API has no reason.
+    let canceled = app
+        .request("POST", &format!("{path}/cancel"), Some(key), None)
+        .await
+        .expect(200);
+    assert_eq!(canceled.data()["paused_reason"], Value::Null);
+    assert_eq!(canceled.data()["counts"]["canceled"], 2);
+}
+
+/// A live campaign counts against the queued quota like sends: it queues only what fits and
+/// keeps the rest `pending`, still running (not paused), while sends are refused.
+async fn a_campaign_queues_only_what_the_queued_quota_allows(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.quotas.queued_messages = 3;
+        // The phone takes two, then its pace keeps the others `queued` for a minute.
+        s.pace.per_minute = 2;
+        s.pace.per_30_minutes = 2;
+    })
+    .await;
+    let key = &app.live_key;
+    let (_, token) = app.pair_phone(SENDER).await;
+    let mut phone = app.connect_phone(&token).await;
+    let to = [NUMBERS.as_slice(), &["+14155550206"]].concat();
+    let created = app
+        .post("/v1/campaigns", key, campaign_of("queued", &to, true))
+        .await
+        .expect(201);
+    let id = created.data()["id"].as_str().unwrap().to_string();
+    phone.expect_send().await;
+    phone.expect_send().await;
+    // Two with the phone (`sending`) and three `queued`: the quota is full, one waits.
+    let campaign = poll(DEADLINE, Duration::from_millis(20), async || {
+        let campaign = app
+            .get(&format!("/v1/campaigns/{id}"), key)
+            .await
+            .expect(200)
+            .data()
+            .clone();
+        match campaign["counts"]["queued"] == 5 && campaign["counts"]["pending"] == 1 {
+            true => Ok(campaign),
+            false => Err(format!("not held at the queued quota: {campaign}")),
+        }
+    })
+    .await;
+    assert_eq!(campaign["status"], "running");
+    assert_eq!(campaign["paused_reason"], Value::Null);
+    let refused = app
+        .send(
+            key,
+            json!({ "from_number": SENDER, "to_number": RECIPIENT, "content": "full" }),
+        )
+        .await
+        .expect_error(422, "quota_exceeded");
+    assert_quota(&refused.body, "queued_messages", 3);
+}
+
 backend_tests!(
     phone_and_webhook_quotas_refuse_the_next_one,
     contact_quota_refuses_a_whole_import,
     queued_message_quota_counts_held_messages,
     concurrent_sends_never_pass_the_queued_quota,
     test_mode_messages_per_day_are_capped,
+    campaign_quotas_refuse_the_next_campaign,
+    a_test_campaign_pauses_at_the_daily_quota,
+    a_campaign_queues_only_what_the_queued_quota_allows,
     webhook_budget_delays_deliveries_and_loses_none,
 );

@@ -1,5 +1,5 @@
 //! Campaigns API (docs/api.md, Campaigns): create (draft or launched), launch, pause, resume,
-//! cancel, read with progress counts, list, and the recipients with their statuses.
+//! cancel, delete, read with progress counts, list, and the recipients with their statuses.
 //!
 //! Creation validates everything first, expands `contact_tags`, renders each recipient's text
 //! and decides who is skipped (`prepare`), then stores the campaign and its recipients in one
@@ -24,6 +24,7 @@ use wire::{
 use super::idempotent::{Created, create_once};
 use super::messages::new_workspace_limit;
 use super::page::PageParams;
+use super::schemas::{DeletedEnvelope, deleted};
 use super::{
     Answer, AppState, Caller, DocumentedRoute, JsonBody, PageRequest, QueryParams, parse_id,
 };
@@ -33,7 +34,7 @@ use crate::clock::format_ms;
 use crate::domain::campaign::{CampaignStatus, Control, RecipientStatus};
 use crate::domain::ids::CampaignId;
 use crate::error::{ApiError, ErrorCode, success};
-use crate::store::campaigns::{self, Campaign, NewCampaign, NewRecipient};
+use crate::store::campaigns::{self, Campaign, CampaignQuotas, NewCampaign, NewRecipient};
 use crate::store::writer::{CampaignOp, CampaignOutcome};
 
 /// The campaign operations (route list, see `super::documented_routes`).
@@ -44,6 +45,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
             ValidationFailed,
             InvalidPhoneNumber,
             ContentTooLong,
+            QuotaExceeded,
             NewAccountLimit,
             DuplicateRequest,
         ]),
@@ -56,6 +58,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
         DocumentedRoute::of::<__path_pause>(|| web::to(pause)).errors(&[InvalidState]),
         DocumentedRoute::of::<__path_resume>(|| web::to(resume)).errors(&[InvalidState]),
         DocumentedRoute::of::<__path_cancel>(|| web::to(cancel)).errors(&[InvalidState]),
+        DocumentedRoute::of::<__path_delete>(|| web::to(delete)).errors(&[InvalidState]),
     ]
 }
 
@@ -103,6 +106,7 @@ async fn create_campaign(state: &AppState, caller: &Caller, body: CreateCampaign
         campaign: new,
         launch,
         limit: new_workspace_limit(state, caller),
+        quotas: CampaignQuotas::of(&state.settings.quotas),
     };
     let campaign = controlled(state, state.writer.campaign(op).await?)?;
     for status in RecipientStatus::ALL {
@@ -155,9 +159,15 @@ fn controlled(state: &AppState, outcome: CampaignOutcome) -> Result<Campaign, Ap
             limit,
             window_ends_at: format_ms(window_ends_at),
         }),
-        CampaignOutcome::Fed { .. } | CampaignOutcome::LeaseLost => Err(ApiError::Internal(
-            "the writer answered a control with an actor's step".into(),
-        )),
+        CampaignOutcome::QuotaExceeded(quota) => Err(ApiError::QuotaExceeded {
+            quota: quota.quota,
+            limit: quota.limit,
+        }),
+        CampaignOutcome::Fed { .. } | CampaignOutcome::Deleted | CampaignOutcome::LeaseLost => {
+            Err(ApiError::Internal(
+                "the writer answered a control with another operation's outcome".into(),
+            ))
+        }
     }
 }
 
@@ -239,6 +249,35 @@ async fn resume(state: web::Data<AppState>, caller: Caller, path: web::Path<Stri
 #[tracing::instrument(skip_all, fields(campaign_id = %path))]
 async fn cancel(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     control(state, caller, path, Control::Cancel).await
+}
+
+/// Deletes a draft or finished (completed, canceled) campaign with its recipients; its messages
+/// stay, keeping their `campaign_id`.
+#[utoipa::path(
+    delete,
+    path = "/v1/campaigns/{id}",
+    tag = "campaigns",
+    params(("id" = Uuid, Path, description = "campaign id")),
+    responses((status = 200, description = "Deleted.", body = DeletedEnvelope))
+)]
+#[tracing::instrument(skip_all, fields(campaign_id = %path))]
+async fn delete(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
+    let id: CampaignId = parse_id(&path, "campaign")?;
+    let op = CampaignOp::Delete {
+        scope: caller.scope(),
+        id,
+    };
+    match state.writer.campaign(op).await? {
+        CampaignOutcome::Deleted => Ok(deleted("campaign deleted", id.as_uuid())),
+        CampaignOutcome::InvalidState(status) => Err(ApiError::InvalidState {
+            message: format!(
+                "the campaign is {status}; only a draft, completed or canceled campaign can be \
+                 deleted: cancel it first"
+            ),
+            status: status.as_str().to_string(),
+        }),
+        other => controlled(&state, other).map(|_| deleted("campaign deleted", id.as_uuid())),
+    }
 }
 
 /// One campaign with its progress.

@@ -83,6 +83,10 @@ pub struct CampaignOut<'a> {
     /// The template, with `{{variable}}` tokens.
     pub body: &'a str,
     pub status: CampaignStatus,
+    /// Why a `paused` campaign paused itself: `daily_quota_exceeded` (the test-mode daily
+    /// message quota is used up; resume it once the day rolls over). Null otherwise, and for a
+    /// pause through the API.
+    pub paused_reason: Option<&'static str>,
     #[schema(format = DateTime)]
     pub scheduled_for: Option<String>,
     #[schema(format = DateTime)]
@@ -147,6 +151,7 @@ pub(super) fn campaign_out<'a>(c: &'a Campaign, counts: &Counts) -> CampaignOut<
         from_number: &c.from_number,
         body: &c.body,
         status: c.status,
+        paused_reason: c.paused_reason.map(|r| r.as_str()),
         scheduled_for: c.scheduled_for.map(format_ms),
         created_at: format_ms(c.created_at),
         started_at: c.started_at.map(format_ms),

@@ -875,6 +875,7 @@
     ['Pause', ['scheduled', 'running'], (id) => api('POST', `/v1/campaigns/${enc(id)}/pause`)],
     ['Resume', ['paused'], (id) => api('POST', `/v1/campaigns/${enc(id)}/resume`)],
     ['Cancel', ['draft', 'scheduled', 'running', 'paused'], (id) => api('POST', `/v1/campaigns/${enc(id)}/cancel`)],
+    ['Delete', ['draft', 'completed', 'canceled'], (id) => api('DELETE', `/v1/campaigns/${enc(id)}`)],
   ];
 
   function campaignRow(campaign, pager) {
@@ -888,6 +889,7 @@
         async () => {
           if (label === 'Cancel' && !confirm(`Cancel the campaign "${campaign.name}"? Unsent messages are canceled.`)) return;
           if (label === 'Launch' && !confirm(`Launch "${campaign.name}"? ${total} people will be texted.`)) return;
+          if (label === 'Delete' && !confirm(`Delete the campaign "${campaign.name}" and its recipient list? Sent messages stay.`)) return;
           const result = await call(campaign.id);
           if (!result.ok) {
             showError('campaigns', result.envelope);
@@ -898,9 +900,10 @@
             return;
           }
           clearError('campaigns');
-          pager.update(result.envelope.data);
+          if (label === 'Delete') pager.remove(campaign.id);
+          else pager.update(result.envelope.data);
         },
-        label === 'Cancel' ? 'danger' : 'secondary',
+        label === 'Cancel' || label === 'Delete' ? 'danger' : 'secondary',
       ),
     );
     const recipients = h('details', { class: 'recipients' }, h('summary', {}, 'Recipients'));
@@ -946,6 +949,7 @@
         ` · from ${campaign.from_number} · created ${when(campaign.created_at)}`,
         campaign.scheduled_for ? ` · scheduled for ${when(campaign.scheduled_for)}` : '',
         campaign.finished_at ? ` · finished ${when(campaign.finished_at)}` : '',
+        campaign.paused_reason === 'daily_quota_exceeded' ? ' · paused: the test-mode daily quota is used up (resume it tomorrow)' : '',
       ),
       h('p', { class: 'content' }, campaign.body),
       h(

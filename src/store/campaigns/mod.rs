@@ -9,9 +9,9 @@
 mod writes;
 
 pub(crate) use writes::{
-    Stamps, cancel_pending, has_open_messages, has_pending, insert, keep_final_status,
-    launched_recipients, mark_opted_out, mark_queued, messages_in, set_status, still_pending,
-    withdraw,
+    Removal, Stamps, cancel_pending, delete, has_open_messages, has_pending, insert,
+    keep_final_status, launched_recipients, mark_opted_out, mark_queued, messages_in, over_quota,
+    set_status, still_pending, withdraw,
 };
 
 use std::collections::HashMap;
@@ -27,8 +27,9 @@ use uuid::Uuid;
 use super::StoreError;
 use super::messages::{Position, Scope};
 use super::scoped::find_in_scope;
-use crate::domain::campaign::{CampaignStatus, RecipientStatus, SkipReason};
+use crate::domain::campaign::{CampaignStatus, PauseReason, RecipientStatus, SkipReason};
 use crate::domain::ids::{CampaignId, MessageId};
+use crate::domain::quota::{CountQuota, Quota};
 use crate::domain::status::{MessageStatus, Mode};
 
 /// A stored campaign (without its counts).
@@ -50,6 +51,8 @@ pub struct Campaign {
     pub total: u32,
     pub skipped_opted_out: u32,
     pub skipped_premium_rate: u32,
+    /// Why it paused itself; None for any other status, or a pause through the API.
+    pub paused_reason: Option<PauseReason>,
 }
 
 impl From<campaigns::Model> for Campaign {
@@ -73,6 +76,7 @@ impl From<campaigns::Model> for Campaign {
             total: u32::try_from(m.total).unwrap_or(0),
             skipped_opted_out: u32::try_from(m.skipped_opted_out).unwrap_or(0),
             skipped_premium_rate: u32::try_from(m.skipped_premium_rate).unwrap_or(0),
+            paused_reason: m.paused_reason.and_then(|r| r.parse().ok()),
         }
     }
 }
@@ -98,6 +102,26 @@ impl Counts {
             RecipientStatus::Failed => self.failed += n,
             RecipientStatus::Canceled => self.canceled += n,
             RecipientStatus::Skipped => {}
+        }
+    }
+}
+
+/// The quotas on a scope's stored campaigns (docs/api.md, "Quotas"), checked when one is
+/// created.
+#[derive(Debug, Clone, Copy)]
+pub struct CampaignQuotas {
+    /// Stored campaigns.
+    pub campaigns: CountQuota,
+    /// Recipient rows over all stored campaigns.
+    pub recipients: CountQuota,
+}
+
+impl CampaignQuotas {
+    /// The campaign quotas as configured.
+    pub fn of(quotas: &crate::config::QuotaSettings) -> CampaignQuotas {
+        CampaignQuotas {
+            campaigns: quotas.count(Quota::Campaigns),
+            recipients: quotas.count(Quota::CampaignRecipients),
         }
     }
 }

@@ -12,11 +12,13 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{NewCampaign, open_statuses};
-use crate::domain::campaign::{CampaignStatus, RecipientStatus, SkipReason};
+use super::{CampaignQuotas, NewCampaign, open_statuses};
+use crate::domain::campaign::{CampaignStatus, PauseReason, RecipientStatus, SkipReason};
 use crate::domain::ids::{CampaignId, WorkspaceId};
+use crate::domain::quota::CountQuota;
 use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
+use crate::store::messages::Scope;
 
 /// Recipient rows per multi-row INSERT (10 columns); a power of two, see
 /// [`crate::store::shaped_chunks`].
@@ -47,6 +49,8 @@ pub(crate) async fn insert<C: ConnectionTrait>(
         total: Set(i32::try_from(new.total()).unwrap_or(i32::MAX)),
         skipped_opted_out: Set(i32::try_from(new.skipped(SkipReason::OptedOut)).unwrap_or(0)),
         skipped_premium_rate: Set(i32::try_from(new.skipped(SkipReason::PremiumRate)).unwrap_or(0)),
+        recipient_count: Set(i32::try_from(new.recipients.len()).unwrap_or(i32::MAX)),
+        paused_reason: Set(None),
     })
     .exec_without_returning(conn)
     .await?;
@@ -82,6 +86,8 @@ pub(crate) struct Stamps {
     pub launched: bool,
     pub started: bool,
     pub finished: bool,
+    /// Why the campaign pauses itself; every other change clears the reason.
+    pub paused_reason: Option<PauseReason>,
 }
 
 /// Moves the campaign to `to` if its status is one of `from`; false when it was not.
@@ -96,6 +102,10 @@ pub(crate) async fn set_status<C: ConnectionTrait>(
     let mut update = campaigns::Entity::update_many()
         .col_expr(campaigns::Column::Status, Expr::value(to.as_str()))
         .col_expr(campaigns::Column::UpdatedAt, Expr::value(now))
+        .col_expr(
+            campaigns::Column::PausedReason,
+            Expr::value(stamps.paused_reason.map(|r| r.as_str().to_string())),
+        )
         .filter(campaigns::Column::Id.eq(id))
         .filter(campaigns::Column::Status.is_in(from.iter().map(|s| s.as_str())));
     if stamps.launched {
@@ -111,6 +121,86 @@ pub(crate) async fn set_status<C: ConnectionTrait>(
         update = update.col_expr(campaigns::Column::FinishedAt, Expr::value(now));
     }
     Ok(update.exec(conn).await?.rows_affected == 1)
+}
+
+/// The campaign quota a new campaign of `recipients` recipient rows would pass in `scope`,
+/// if any: the stored campaigns are counted (at most the quota's number of rows), their
+/// recipients summed from `recipient_count` (one row per campaign). Call after the workspace
+/// is locked (`quotas::lock_workspace`, PostgreSQL with several nodes).
+pub(crate) async fn over_quota<C: ConnectionTrait>(
+    conn: &C,
+    scope: Scope,
+    quotas: CampaignQuotas,
+    recipients: u64,
+) -> Result<Option<CountQuota>, StoreError> {
+    let stored = || campaigns::Entity::find().filter(scope.of::<campaigns::Entity>());
+    let limit = quotas.campaigns.limit;
+    if limit > 0 {
+        let counted = crate::store::quotas::bounded_count(conn, stored(), u64::from(limit)).await?;
+        if !quotas.campaigns.allows(counted, 1) {
+            return Ok(Some(quotas.campaigns));
+        }
+    }
+    if quotas.recipients.limit > 0 {
+        let sum: Option<i64> = stored()
+            .select_only()
+            .expr(Expr::cust("COALESCE(SUM(recipient_count), 0)"))
+            .into_tuple()
+            .one(conn)
+            .await?;
+        let summed = u64::try_from(sum.unwrap_or(0)).unwrap_or(0);
+        if !quotas.recipients.allows(summed, recipients) {
+            return Ok(Some(quotas.recipients));
+        }
+    }
+    Ok(None)
+}
+
+/// What [`delete`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Removal {
+    Deleted,
+    /// No such campaign in the scope.
+    NotFound,
+    /// The campaign is in a status that cannot be deleted: this one.
+    Refused(CampaignStatus),
+}
+
+/// Removes a campaign of `scope` whose status is one of `deletable` (a draft or finished: no
+/// actor feeds it) with its recipient rows. Its messages stay, keeping their `campaign_id`.
+pub(crate) async fn delete<C: ConnectionTrait>(
+    conn: &C,
+    scope: Scope,
+    id: CampaignId,
+    deletable: &[CampaignStatus],
+) -> Result<Removal, StoreError> {
+    let campaign = match super::get(conn, scope, id).await {
+        Ok(campaign) => campaign,
+        Err(StoreError::NotFound) => return Ok(Removal::NotFound),
+        Err(err) => return Err(err),
+    };
+    if !deletable.contains(&campaign.status) {
+        return Ok(Removal::Refused(campaign.status));
+    }
+    // Guarded by the status again: on PostgreSQL a launch committed by another node since the
+    // read above makes this delete nothing (READ COMMITTED re-checks the updated row).
+    let gone = campaigns::Entity::delete_many()
+        .filter(campaigns::Column::Id.eq(id))
+        .filter(campaigns::Column::Status.is_in(deletable.iter().map(|s| s.as_str())))
+        .exec(conn)
+        .await?;
+    if gone.rows_affected == 0 {
+        return match super::get(conn, scope, id).await {
+            Ok(campaign) => Ok(Removal::Refused(campaign.status)),
+            Err(StoreError::NotFound) => Ok(Removal::NotFound),
+            Err(err) => Err(err),
+        };
+    }
+    campaign_recipients::Entity::delete_many()
+        .filter(campaign_recipients::Column::CampaignId.eq(id))
+        .exec(conn)
+        .await?;
+    Ok(Removal::Deleted)
 }
 
 /// Whether any recipient is still pending.

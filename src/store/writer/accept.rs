@@ -98,6 +98,24 @@ pub enum AcceptOutcome {
     AiRepliesOff,
 }
 
+/// Before a count of `workspace`'s messages or campaigns that other nodes' writers may change
+/// (PostgreSQL): locks the workspace's row until this batch commits, once per batch, and
+/// forgets the counts kept for it, so everything counts again under the lock. Nothing on SQLite.
+pub(super) async fn lock_to_count(
+    txn: &DatabaseTransaction,
+    batch: &mut Batch,
+    counts: &mut NewWorkspaceCounts,
+    quotas: &mut QuotaCounts,
+    workspace: WorkspaceId,
+) -> Result<(), StoreError> {
+    if counts.shared && batch.locked_workspaces.insert(workspace) {
+        crate::store::quotas::lock_workspace(txn, workspace).await?;
+        counts.counts.remove(&workspace);
+        quotas.forget(workspace);
+    }
+    Ok(())
+}
+
 /// An idempotency key as the unique index sees it: the request_id within one scope.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct RequestKey {
@@ -128,15 +146,8 @@ pub(super) async fn accept(
     }
     let counted = accept.messages.len() as u64;
     let limited = accept.limit.is_some_and(|l| now < l.window_ends_at);
-    if counts.shared
-        && (limited || quotas.enforced())
-        && batch.locked_workspaces.insert(scope.workspace_id)
-    {
-        // Other nodes' writers accept for this workspace too: the counts kept here may be
-        // low. Its row stays locked until this batch commits, and everything counts again.
-        crate::store::quotas::lock_workspace(txn, scope.workspace_id).await?;
-        counts.counts.remove(&scope.workspace_id);
-        quotas.forget(scope.workspace_id);
+    if limited || quotas.enforced() {
+        lock_to_count(txn, batch, counts, quotas, scope.workspace_id).await?;
     }
     if let Some(refused) = quotas.check(txn, batch, scope, counted, now).await? {
         return Ok(refused);

@@ -9,14 +9,15 @@ use sea_orm::DatabaseTransaction;
 use uuid::Uuid;
 
 use super::NewMessage;
-use super::accept::{LimitCheck, NewWorkspaceLimit};
+use super::accept::{LimitCheck, NewWorkspaceLimit, lock_to_count};
 use super::task::{Batch, WriterTask, flush_inserts};
 use super::transition::{self, Move, Transition};
-use crate::domain::campaign::{CampaignStatus, Control};
+use crate::domain::campaign::{CampaignStatus, Control, PauseReason};
 use crate::domain::ids::CampaignId;
+use crate::domain::quota::{CountQuota, Quota};
 use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
-use crate::store::campaigns::{self, Campaign, NewCampaign, Stamps};
+use crate::store::campaigns::{self, Campaign, CampaignQuotas, NewCampaign, Removal, Stamps};
 use crate::store::cluster::Lease;
 use crate::store::contacts;
 use crate::store::messages::{Message, Scope};
@@ -29,7 +30,10 @@ pub enum CampaignOp {
         campaign: NewCampaign,
         launch: bool,
         limit: Option<NewWorkspaceLimit>,
+        quotas: CampaignQuotas,
     },
+    /// Remove a draft or finished campaign with its recipients (`DELETE /v1/campaigns/{id}`).
+    Delete { scope: Scope, id: CampaignId },
     /// Launch, pause, resume or cancel through the API.
     Control {
         scope: Scope,
@@ -66,7 +70,9 @@ impl CampaignOp {
             CampaignOp::Start { lease, .. }
             | CampaignOp::Feed { lease, .. }
             | CampaignOp::Complete { lease, .. } => lease.as_ref(),
-            CampaignOp::Create { .. } | CampaignOp::Control { .. } => None,
+            CampaignOp::Create { .. } | CampaignOp::Control { .. } | CampaignOp::Delete { .. } => {
+                None
+            }
         }
     }
 }
@@ -84,10 +90,15 @@ pub enum CampaignOutcome {
         canceled_pending: u64,
     },
     /// Recipients queued as these messages; `opted_out` recipients were canceled instead.
+    /// `held`: the message quota that kept the rest pending (docs/api.md, "Campaigns"): the
+    /// test-mode daily quota paused the campaign, the queued one makes it wait.
     Fed {
         messages: Vec<Message>,
         opted_out: usize,
+        held: Option<Quota>,
     },
+    /// The campaign was removed.
+    Deleted,
     NotFound,
     /// The operation does not apply to a campaign in this status.
     InvalidState(CampaignStatus),
@@ -95,6 +106,8 @@ pub enum CampaignOutcome {
         limit: u32,
         window_ends_at: i64,
     },
+    /// A new campaign does not fit this quota of its scope's stored campaigns: nothing written.
+    QuotaExceeded(CountQuota),
     /// The campaign's lease moved to another node (or expired): nothing was written, and the
     /// actor that asked no longer owns the campaign.
     LeaseLost,
@@ -122,9 +135,21 @@ impl WriterTask {
                 campaign,
                 launch,
                 limit,
+                quotas,
             } => {
-                self.create(txn, batch, campaign, *launch, *limit, now)
+                self.create(txn, batch, campaign, *launch, *limit, *quotas, now)
                     .await?
+            }
+            CampaignOp::Delete { scope, id } => {
+                let deletable: Vec<CampaignStatus> = CampaignStatus::ALL
+                    .into_iter()
+                    .filter(|s| s.is_deletable())
+                    .collect();
+                match campaigns::delete(txn, *scope, *id, &deletable).await? {
+                    Removal::Deleted => CampaignOutcome::Deleted,
+                    Removal::NotFound => CampaignOutcome::NotFound,
+                    Removal::Refused(status) => CampaignOutcome::InvalidState(status),
+                }
             }
             CampaignOp::Control {
                 scope,
@@ -141,12 +166,13 @@ impl WriterTask {
                 scope,
                 messages,
                 ..
-            } => feed(txn, batch, *id, *scope, messages, now).await?,
+            } => self.feed(txn, batch, *id, *scope, messages, now).await?,
             CampaignOp::Complete { id, .. } => advance(txn, *id, ActorStep::Complete, now).await?,
         };
         Ok(outcome)
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn create(
         &mut self,
         txn: &DatabaseTransaction,
@@ -154,8 +180,19 @@ impl WriterTask {
         new: &NewCampaign,
         launch: bool,
         limit: Option<NewWorkspaceLimit>,
+        quotas: CampaignQuotas,
         now: i64,
     ) -> Result<CampaignOutcome, StoreError> {
+        // The campaign quotas first (like a send's message quotas, before the new-workspace
+        // limit), counted under the workspace's lock where other nodes create campaigns too.
+        if quotas.campaigns.limit > 0 || quotas.recipients.limit > 0 {
+            let workspace = new.scope.workspace_id;
+            lock_to_count(txn, batch, &mut self.counts, &mut self.quotas, workspace).await?;
+            let recipients = new.recipients.len() as u64;
+            if let Some(quota) = campaigns::over_quota(txn, new.scope, quotas, recipients).await? {
+                return Ok(CampaignOutcome::QuotaExceeded(quota));
+            }
+        }
         let status = if !launch {
             CampaignStatus::Draft
         } else if new.scheduled_for.is_some_and(|at| at > now) {
@@ -205,6 +242,7 @@ impl WriterTask {
             launched: control == Control::Launch,
             started: to == CampaignStatus::Running,
             finished: to == CampaignStatus::Canceled,
+            paused_reason: None,
         };
         if !campaigns::set_status(txn, id, &[campaign.status], to, stamps, now).await? {
             return Ok(CampaignOutcome::InvalidState(campaign.status));
@@ -330,45 +368,75 @@ async fn advance(
     done(txn, id, Vec::new(), 0).await
 }
 
-async fn feed(
-    txn: &DatabaseTransaction,
-    batch: &mut Batch,
-    id: CampaignId,
-    scope: Scope,
-    items: &[(Uuid, NewMessage)],
-    now: i64,
-) -> Result<CampaignOutcome, StoreError> {
-    let Some(campaign) = find(txn, id).await? else {
-        return Ok(CampaignOutcome::NotFound);
-    };
-    if campaign.status != CampaignStatus::Running {
-        return Ok(CampaignOutcome::InvalidState(campaign.status));
-    }
-    let ids: Vec<Uuid> = items.iter().map(|(r, _)| *r).collect();
-    let pending = campaigns::still_pending(txn, id, &ids).await?;
-    let numbers: Vec<String> = items.iter().map(|(_, m)| m.to_number.clone()).collect();
-    let opted_out = contacts::opted_out_among(txn, scope, &numbers).await?;
-    let mut queued = Vec::new();
-    let mut pairs = Vec::new();
-    let mut canceled = Vec::new();
-    for (recipient, new) in items {
-        if !pending.contains(recipient) {
-            continue;
+impl WriterTask {
+    /// Queues what fits of `items` (pending recipients, each with its message): recipients who
+    /// opted out since are canceled, and the message quotas count the rest like a send's. What
+    /// the test-mode daily quota holds back stays pending and pauses the campaign
+    /// (`paused_reason` daily_quota_exceeded; a resume tries again); what the queued quota
+    /// holds back stays pending for a later feed.
+    async fn feed(
+        &mut self,
+        txn: &DatabaseTransaction,
+        batch: &mut Batch,
+        id: CampaignId,
+        scope: Scope,
+        items: &[(Uuid, NewMessage)],
+        now: i64,
+    ) -> Result<CampaignOutcome, StoreError> {
+        let Some(campaign) = find(txn, id).await? else {
+            return Ok(CampaignOutcome::NotFound);
+        };
+        if campaign.status != CampaignStatus::Running {
+            return Ok(CampaignOutcome::InvalidState(campaign.status));
         }
-        if opted_out.contains(&new.to_number) {
-            canceled.push(*recipient);
-            continue;
+        let ids: Vec<Uuid> = items.iter().map(|(r, _)| *r).collect();
+        let pending = campaigns::still_pending(txn, id, &ids).await?;
+        let numbers: Vec<String> = items.iter().map(|(_, m)| m.to_number.clone()).collect();
+        let opted_out = contacts::opted_out_among(txn, scope, &numbers).await?;
+        let mut sendable = Vec::new();
+        let mut canceled = Vec::new();
+        for (recipient, new) in items {
+            if !pending.contains(recipient) {
+                continue;
+            }
+            if opted_out.contains(&new.to_number) {
+                canceled.push(*recipient);
+                continue;
+            }
+            sendable.push((*recipient, new));
         }
-        queued.push(batch.stage(new, scope, now));
-        pairs.push((*recipient, new.id));
+        let mut held = None;
+        if self.quotas.enforced() && !sendable.is_empty() {
+            let workspace = scope.workspace_id;
+            lock_to_count(txn, batch, &mut self.counts, &mut self.quotas, workspace).await?;
+            let wanted = sendable.len() as u64;
+            let (fit, quota) = self.quotas.room(txn, batch, scope, wanted, now).await?;
+            sendable.truncate(usize::try_from(fit).unwrap_or(usize::MAX));
+            held = quota;
+        }
+        let mut queued = Vec::new();
+        let mut pairs = Vec::new();
+        for (recipient, new) in sendable {
+            queued.push(batch.stage(new, scope, now));
+            pairs.push((recipient, new.id));
+        }
+        flush_inserts(txn, batch).await?;
+        campaigns::mark_queued(txn, &pairs).await?;
+        campaigns::mark_opted_out(txn, id, &canceled, now).await?;
+        if held == Some(Quota::TestMessagesPerDay) {
+            let stamps = Stamps {
+                paused_reason: Some(PauseReason::DailyQuotaExceeded),
+                ..Stamps::default()
+            };
+            let running = [CampaignStatus::Running];
+            campaigns::set_status(txn, id, &running, CampaignStatus::Paused, stamps, now).await?;
+        }
+        Ok(CampaignOutcome::Fed {
+            messages: queued,
+            opted_out: canceled.len(),
+            held,
+        })
     }
-    flush_inserts(txn, batch).await?;
-    campaigns::mark_queued(txn, &pairs).await?;
-    campaigns::mark_opted_out(txn, id, &canceled, now).await?;
-    Ok(CampaignOutcome::Fed {
-        messages: queued,
-        opted_out: canceled.len(),
-    })
 }
 
 /// Pause: the campaign's queued messages never handed to a phone are removed and their

@@ -1,5 +1,6 @@
 //! The message quotas inside the writer's transaction (docs/api.md, "Quotas"): queued outbound
-//! messages per workspace and mode, and test-mode messages per UTC day. Exact and race-free:
+//! messages per workspace and mode, and test-mode messages per UTC day. Sends are refused whole
+//! ([`QuotaCounts::check`]); a campaign's feed stores what fits ([`QuotaCounts::room`]). Exact and race-free:
 //! on one node the writer stores every message, so its own counts plus the batch's staged
 //! messages are all there is; the database is counted (bounded by the quota) only when a kept
 //! count says full. On PostgreSQL other nodes' writers store messages too: each batch locks the
@@ -100,44 +101,111 @@ impl QuotaCounts {
         n: u64,
         now: i64,
     ) -> Result<Option<AcceptOutcome>, StoreError> {
-        let staged = batch.staged.get(&scope).copied().unwrap_or(0);
-        let daily = self.quotas.test_per_day;
-        if scope.mode.is_test() && daily.limit > 0 {
-            let day = quota::day_start(now);
-            let counted = match self.test_day.get(&scope.workspace_id) {
-                Some((counted_day, count)) if *counted_day == day => *count,
-                _ => {
-                    flush_inserts(txn, batch).await?;
-                    let stored = messages::Entity::find()
-                        .filter(messages::Column::WorkspaceId.eq(scope.workspace_id))
-                        .filter(messages::Column::TestMode.eq(true))
-                        .filter(messages::Column::CreatedAt.gte(day))
-                        .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()));
-                    let bound = u64::from(daily.limit);
-                    let in_txn = crate::store::quotas::bounded_count(txn, stored, bound).await?;
-                    let committed = in_txn.saturating_sub(staged);
-                    self.test_day.insert(scope.workspace_id, (day, committed));
-                    committed
-                }
-            };
-            if !daily.allows(counted + staged, n) {
-                let resets_at = quota::next_day_start(now);
-                let wait_ms = u64::try_from(resets_at.saturating_sub(now)).unwrap_or(0);
-                return Ok(Some(AcceptOutcome::QuotaExceeded {
-                    quota: daily,
-                    resets_at: Some(resets_at),
-                    retry_after_secs: wait_ms.div_ceil(1000),
-                }));
-            }
+        if let Some(room) = self.daily_room(txn, batch, scope, now).await?
+            && room < n
+        {
+            let resets_at = quota::next_day_start(now);
+            let wait_ms = u64::try_from(resets_at.saturating_sub(now)).unwrap_or(0);
+            return Ok(Some(AcceptOutcome::QuotaExceeded {
+                quota: self.quotas.test_per_day,
+                resets_at: Some(resets_at),
+                retry_after_secs: wait_ms.div_ceil(1000),
+            }));
         }
+        if let Some(room) = self.queued_room(txn, batch, scope, n).await?
+            && room < n
+        {
+            return Ok(Some(AcceptOutcome::QuotaExceeded {
+                quota: self.quotas.queued,
+                resets_at: None,
+                retry_after_secs: 0,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// How many of `wanted` more outbound messages of this scope fit its message quotas (a
+    /// campaign's feed stores that many), and the quota that holds back the rest when fewer
+    /// fit: the test-mode daily quota when it does, even if the queued one holds back more.
+    pub(super) async fn room(
+        &mut self,
+        txn: &DatabaseTransaction,
+        batch: &mut Batch,
+        scope: Scope,
+        wanted: u64,
+        now: i64,
+    ) -> Result<(u64, Option<Quota>), StoreError> {
+        let mut fit = wanted;
+        let mut held = None;
+        if let Some(room) = self.daily_room(txn, batch, scope, now).await?
+            && room < fit
+        {
+            fit = room;
+            held = Some(Quota::TestMessagesPerDay);
+        }
+        if let Some(room) = self.queued_room(txn, batch, scope, fit).await?
+            && room < fit
+        {
+            fit = room;
+            held = held.or(Some(Quota::QueuedMessages));
+        }
+        Ok((fit, held))
+    }
+
+    /// How many more test-mode outbound messages this scope may store today; None when the
+    /// daily quota does not apply (live mode, or no quota).
+    async fn daily_room(
+        &mut self,
+        txn: &DatabaseTransaction,
+        batch: &mut Batch,
+        scope: Scope,
+        now: i64,
+    ) -> Result<Option<u64>, StoreError> {
+        let daily = self.quotas.test_per_day;
+        if !scope.mode.is_test() || daily.limit == 0 {
+            return Ok(None);
+        }
+        let staged = batch.staged.get(&scope).copied().unwrap_or(0);
+        let day = quota::day_start(now);
+        let counted = match self.test_day.get(&scope.workspace_id) {
+            Some((counted_day, count)) if *counted_day == day => *count,
+            _ => {
+                flush_inserts(txn, batch).await?;
+                let stored = messages::Entity::find()
+                    .filter(messages::Column::WorkspaceId.eq(scope.workspace_id))
+                    .filter(messages::Column::TestMode.eq(true))
+                    .filter(messages::Column::CreatedAt.gte(day))
+                    .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()));
+                let bound = u64::from(daily.limit);
+                let in_txn = crate::store::quotas::bounded_count(txn, stored, bound).await?;
+                let committed = in_txn.saturating_sub(staged);
+                self.test_day.insert(scope.workspace_id, (day, committed));
+                committed
+            }
+        };
+        Ok(Some(
+            u64::from(daily.limit).saturating_sub(counted.saturating_add(staged)),
+        ))
+    }
+
+    /// How many more outbound messages of this scope may be `queued`, or at least `wanted`
+    /// when the kept count already shows room for them; None when there is no such quota.
+    async fn queued_room(
+        &mut self,
+        txn: &DatabaseTransaction,
+        batch: &mut Batch,
+        scope: Scope,
+        wanted: u64,
+    ) -> Result<Option<u64>, StoreError> {
         let queued = self.quotas.queued;
         if queued.limit == 0 {
             return Ok(None);
         }
+        let staged = batch.staged.get(&scope).copied().unwrap_or(0);
         if let Some(kept) = self.queued.get(&scope)
-            && queued.allows(kept + staged, n)
+            && queued.allows(kept + staged, wanted)
         {
-            return Ok(None);
+            return Ok(Some(wanted));
         }
         // Not counted yet, or the kept count says full and may be high (messages left
         // `queued` since): count them.
@@ -148,14 +216,7 @@ impl QuotaCounts {
         let in_txn =
             crate::store::quotas::bounded_count(txn, stored, u64::from(queued.limit)).await?;
         self.queued.insert(scope, in_txn.saturating_sub(staged));
-        if queued.allows(in_txn, n) {
-            return Ok(None);
-        }
-        Ok(Some(AcceptOutcome::QuotaExceeded {
-            quota: queued,
-            resets_at: None,
-            retry_after_secs: 0,
-        }))
+        Ok(Some(u64::from(queued.limit).saturating_sub(in_txn)))
     }
 
     /// Adds a commit's stored messages to the test-mode day counts, and its changes that leave

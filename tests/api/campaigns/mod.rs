@@ -17,6 +17,7 @@ use crate::helpers::{
 };
 
 mod create;
+mod delete;
 mod recipients;
 mod run;
 

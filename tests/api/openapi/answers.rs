@@ -480,6 +480,13 @@ async fn real_answers_match_the_document(backend: Backend) {
         )
         .await;
     assert_eq!(missing.code(), "not_found");
+    let later = api.call("post", "/v1/campaigns", "/v1/campaigns", key, Some(json!({ "name": "later", "from_number": SENDER, "body": "x", "recipients": [{ "to": RECIPIENT }],
+            "scheduled_for": "2999-01-01T00:00:00Z", "launch_now": true }))).await;
+    let later = format!("/v1/campaigns/{}", later.data()["id"].as_str().unwrap());
+    let scheduled = api.delete("/v1/campaigns/{id}", &later, key).await;
+    assert_eq!(scheduled.code(), "invalid_state");
+    let removed = api.delete("/v1/campaigns/{id}", &path, key).await;
+    assert_eq!(removed.status, 200);
 
     // AI drafts.
     let settings = api.call("put", "/v1/ai/settings", "/v1/ai/settings", key, Some(json!({ "enabled": true, "mode": "draft", "rules": [{ "keywords": ["hours"], "reply": "9 to 5" }] }))).await;
