@@ -6,7 +6,7 @@
 //! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`. Its handlers
 //! are in `handlers.rs` (its own messages), `work.rs` (the campaign and webhook messages it
 //! routes) and `cluster.rs` (the cluster's events); test mode's simulated phones are in
-//! `test_mode.rs`.
+//! `test_mode.rs`; when a phone was last heard from, and when that is stored, in `last_seen.rs`.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
