@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 /// The least a connected phone's last-seen time moves between two writes of it: the database
-/// value (which another node of a cluster reads) is at most this plus [`FLUSH_EVERY`] old.
+/// value (which another node of a cluster reads) is at most this plus [`FLUSH_EVERY`] older
+/// than the live one.
 pub const STORE_EVERY: Duration = Duration::from_secs(60);
 
 /// How often the registry writes the last-seen times that are due.

@@ -181,8 +181,7 @@ pub struct PhoneState {
 impl PhoneState {
     /// When the phone was last heard from: the later of this node's live value (`state`; None
     /// when the registry does not know the phone) and the database's `stored` one, which the
-    /// node holding the phone writes at most [`last_seen::STORE_EVERY`] apart while connected
-    /// (docs/api.md, Phones).
+    /// node holding the phone writes about once a minute while connected (docs/api.md, Phones).
     pub fn last_seen(state: Option<&PhoneState>, stored: Option<i64>) -> Option<i64> {
         state.and_then(|s| s.last_seen_at).max(stored)
     }

@@ -1,9 +1,9 @@
 //! Devices: the phones of the caller's workspace in the key's mode (docs/compat.md, Devices).
 
-use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
 use std::collections::HashMap;
 
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
 use serde::Serialize;
 use uuid::Uuid;
 
