@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use super::{Answer, AppState, Caller, DocumentedRoute};
 use crate::actors::live_events::{self, EventName, PhoneStatusOut};
-use crate::actors::registry::GetPhoneStates;
+use crate::actors::registry::{GetPhoneStates, PhoneState};
 use crate::clock::format_ms;
 use crate::error::ApiError;
 use crate::store::phones;
@@ -81,10 +81,7 @@ async fn stream(state: web::Data<AppState>, caller: Caller) -> Answer {
                 PhoneStatusOut {
                     id: phone.id,
                     online: now.is_some_and(|s| s.online),
-                    last_seen_at: now
-                        .and_then(|s| s.last_seen_at)
-                        .or(phone.last_seen_at)
-                        .map(format_ms),
+                    last_seen_at: PhoneState::last_seen(now, phone.last_seen_at).map(format_ms),
                 }
             })
             .collect(),

@@ -145,10 +145,7 @@ fn phone_out<'a>(state: &AppState, p: &'a PhoneRecord, live: Option<PhoneState>)
             per_30_minutes: pace.per_30_minutes,
         },
         created_at: format_ms(p.created_at),
-        last_seen_at: live
-            .and_then(|s| s.last_seen_at)
-            .or(p.last_seen_at)
-            .map(format_ms),
+        last_seen_at: PhoneState::last_seen(live.as_ref(), p.last_seen_at).map(format_ms),
     }
 }
 

@@ -384,7 +384,11 @@ async fn unfinished(
     match whose {
         Unfinished::All => {}
         Unfinished::Phone(device) => {
-            query = query.filter(messages::Column::DeviceId.eq(device));
+            // A test-mode message names a test-mode phone of its number, but the simulated
+            // phone sends it: a phone's own queue is live messages only.
+            query = query
+                .filter(messages::Column::DeviceId.eq(device))
+                .filter(messages::Column::TestMode.eq(false));
         }
         Unfinished::TestMode => query = query.filter(messages::Column::TestMode.eq(true)),
     }

@@ -3,8 +3,8 @@
 use entity::phones;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, IntoActiveModel, QueryFilter,
-    Set,
+    ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, IntoActiveModel,
+    QueryFilter, Set,
 };
 use uuid::Uuid;
 
@@ -195,13 +195,33 @@ pub async fn find_by_token(
         .map(PhoneRecord::from))
 }
 
-/// Records when a phone was last heard from.
-pub async fn touch(db: &DatabaseConnection, id: Uuid, at_ms: i64) -> Result<(), StoreError> {
-    phones::Entity::update_many()
-        .col_expr(phones::Column::LastSeenAt, Expr::value(at_ms))
-        .filter(phones::Column::Id.eq(id))
-        .exec(db)
-        .await?;
+/// Phones one [`touch`] statement writes.
+const TOUCH_BATCH: usize = 100;
+
+/// Records when phones were last heard from, `(phone, at_ms)`, one statement per
+/// [`TOUCH_BATCH`] phones. A stored time is never moved back (a late write of another node
+/// that held the phone before, or a clock step back), and unknown phones are skipped.
+#[tracing::instrument(skip_all, fields(phones = seen.len()))]
+pub async fn touch(db: &DatabaseConnection, seen: &[(Uuid, i64)]) -> Result<(), StoreError> {
+    use sea_orm::sea_query::CaseStatement;
+    for chunk in seen.chunks(TOUCH_BATCH) {
+        let mut latest = CaseStatement::new();
+        for (id, at_ms) in chunk {
+            let newer = Condition::any()
+                .add(phones::Column::LastSeenAt.is_null())
+                .add(phones::Column::LastSeenAt.lt(*at_ms));
+            latest = latest.case(
+                Condition::all().add(phones::Column::Id.eq(*id)).add(newer),
+                Expr::value(*at_ms),
+            );
+        }
+        latest = latest.finally(Expr::col(phones::Column::LastSeenAt));
+        phones::Entity::update_many()
+            .col_expr(phones::Column::LastSeenAt, latest.into())
+            .filter(phones::Column::Id.is_in(chunk.iter().map(|(id, _)| *id)))
+            .exec(db)
+            .await?;
+    }
     Ok(())
 }
 

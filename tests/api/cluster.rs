@@ -13,8 +13,8 @@ use smsgw::store::cluster::{self, LeaseKind};
 use uuid::Uuid;
 
 use crate::helpers::{
-    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, eventually, fresh_database, run, run_cli,
-    run_on_postgres, send_body, spawn_app_with, the_one_accepted,
+    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, bearer, eventually, fresh_database, run,
+    run_cli, run_on_postgres, send_body, spawn_app_with, the_one_accepted,
 };
 
 /// A migrated PostgreSQL database of its own.
@@ -176,6 +176,36 @@ fn a_send_on_one_node_reaches_a_phone_on_another() {
         // The node holding the phone's lease is B.
         let b_node = b.node_id().await;
         assert_eq!(phone_holder(&a, &phone_id).await, Some(b_node));
+    })
+}
+
+#[test]
+fn another_node_shows_when_a_phone_it_does_not_hold_was_seen() {
+    run_on_postgres(async {
+        let (a, b) = two_nodes(|_| {}).await;
+        let (phone_id, token) = a.pair_phone(SENDER).await;
+        let connecting = chrono::Utc::now().timestamp_millis();
+        let _phone = a.connect_phone(&token).await;
+        b.wait_online(&phone_id, true).await;
+        // Node B reads what node A stored at connect.
+        let recent = |value: &serde_json::Value| {
+            value
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .is_some_and(|t| t.timestamp_millis() >= connecting)
+        };
+        let phone_path = format!("/v1/phones/{phone_id}");
+        eventually(
+            "node B shows when the phone on node A was seen",
+            Duration::from_secs(10),
+            async || recent(&b.get(&phone_path, &b.live_key).await.data()["last_seen_at"]),
+        )
+        .await;
+        let devices = b
+            .client_api("GET", "/devices", Some(&bearer(&b.live_key)), None)
+            .await;
+        assert!(recent(&devices.body[0]["lastSeen"]), "{}", devices.body);
+        assert_eq!(phone_holder(&a, &phone_id).await, Some(a.node_id().await));
     })
 }
 

@@ -658,6 +658,85 @@ async fn devices_inbox_and_logs(backend: Backend) {
     assert_eq!(devices.body, json!([]));
 }
 
+/// Milliseconds since the epoch of an RFC 3339 timestamp.
+#[track_caller]
+fn rfc3339_ms(value: &Value) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(value.as_str().unwrap_or_default())
+        .map(|t| t.timestamp_millis())
+        .unwrap_or_else(|_| panic!("not a timestamp: {value}"))
+}
+
+async fn a_connected_phone_is_seen_now_and_active(backend: Backend) {
+    let app = spawn_fast(backend).await;
+    let auth = bearer(&app.live_key);
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    // Pairing and connecting at distinct milliseconds, so the pairing time (what a value never
+    // stored falls back to) cannot pass for the connection's.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let connecting = chrono::Utc::now().timestamp_millis();
+    let mut phone = app.connect_phone(&token).await;
+    app.wait_online(&phone_id, true).await;
+
+    let devices = app.client_api("GET", "/devices", Some(&auth), None).await;
+    assert_eq!(devices.status, 200, "{}", devices.body);
+    let device = &devices.body[0];
+    assert_wire_time(&device["lastSeen"]);
+    assert!(
+        rfc3339_ms(&device["lastSeen"]) >= connecting,
+        "connected at {connecting}: {device}"
+    );
+    assert_eq!(device["updatedAt"], device["lastSeen"], "{device}");
+
+    // The phone asks about itself over the device API.
+    let mut response = app
+        .client
+        .get(format!("{}/mobile/v1/device", app.address))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("device answers");
+    assert_eq!(response.status().as_u16(), 200);
+    let own: Value = response.json().await.expect("JSON");
+    assert!(
+        rfc3339_ms(&own["device"]["lastSeen"]) >= connecting,
+        "connected at {connecting}: {own}"
+    );
+
+    // The database holds it while the phone is connected (what other nodes read).
+    let db = sea_orm::Database::connect(&app.database_url)
+        .await
+        .expect("connect");
+    let id = phone_id.parse().expect("uuid");
+    poll(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        async || match smsgw::store::phones::by_id(&db, id).await {
+            Ok(Some(p)) if p.last_seen_at.is_some_and(|at| at >= connecting) => Ok(()),
+            other => Err(format!(
+                "last_seen_at not stored while connected: {other:?}"
+            )),
+        },
+    )
+    .await;
+    let _ = db.close().await;
+
+    // Seen within the last hour: a send may ask for it.
+    let body =
+        json!({"id": "active", "textMessage": {"text": "hi"}, "phoneNumbers": ["+14155550123"]});
+    let reply = app
+        .client_api(
+            "POST",
+            "/messages?deviceActiveWithin=1",
+            Some(&auth),
+            Some(body),
+        )
+        .await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    assert_eq!(reply.body["deviceId"], phone_id.as_str());
+    let (_, to, content, _) = phone.expect_send().await;
+    assert_eq!((to.as_str(), content.as_str()), ("+14155550123", "hi"));
+}
+
 /// `GET /mobile/v1/message` as the SMSGate app calls it.
 async fn app_fetch(app: &TestApp, token: &str) -> Vec<Value> {
     let mut response = app
@@ -718,4 +797,5 @@ backend_tests!(
     queued_recipients_are_cancelled,
     lists_filter_page_and_count,
     devices_inbox_and_logs,
+    a_connected_phone_is_seen_now_and_active,
 );

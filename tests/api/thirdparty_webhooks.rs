@@ -11,7 +11,7 @@ use sha2::Sha256;
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, Reply, TestApp, WebhookReceiver, bearer, run_cli, spawn_app, spawn_app_with,
+    Backend, Reply, SENDER, TestApp, WebhookReceiver, bearer, run_cli, spawn_app, spawn_app_with,
 };
 
 backend_tests!(
@@ -20,6 +20,7 @@ backend_tests!(
     each_event_is_delivered_signed_as_the_app_signs,
     failed_deliveries_are_retried_like_v1_endpoints,
     a_client_api_message_is_delivered_once_per_recipient_under_its_id,
+    a_test_mode_phone_of_the_number_is_named_as_live_phones_are,
     settings_get_put_patch_and_the_hidden_key,
     the_settings_key_is_sealed_and_rotates_with_the_secrets_key,
 );
@@ -464,6 +465,47 @@ async fn a_client_api_message_is_delivered_once_per_recipient_under_its_id(backe
     assert_eq!(numbers, recipients);
     // One delivery id per recipient.
     assert_ne!(got[0].json()["id"], got[1].json()["id"]);
+    receiver.stop().await;
+}
+
+async fn a_test_mode_phone_of_the_number_is_named_as_live_phones_are(backend: Backend) {
+    let app = spawn_insecure(backend).await;
+    let key = app.test_key.clone();
+    let paired = app
+        .post("/v1/phones", &key, json!({"phone_number": SENDER}))
+        .await
+        .expect(201);
+    let phone_id = paired.data()["id"].as_str().unwrap().to_string();
+    let receiver = WebhookReceiver::start().await;
+    register(&app, &key, &receiver, "sms:sent").await;
+    register(&app, &key, &receiver, "sms:delivered").await;
+    let sent = call(
+        &app,
+        "POST",
+        "/messages",
+        &key,
+        Some(json!({"id": "named", "phoneNumbers": ["+14155550123"],
+                    "textMessage": {"text": "through the test phone"}})),
+    )
+    .await;
+    assert_eq!(sent.status, 202, "{}", sent.body);
+    assert_eq!(sent.body["deviceId"], phone_id.as_str(), "{}", sent.body);
+
+    let got = receiver.wait_for(2, Duration::from_secs(10)).await;
+    let mut events: Vec<String> = Vec::new();
+    for received in &got {
+        let body = received.json();
+        assert_eq!(body["deviceId"], phone_id.as_str(), "{body}");
+        assert_eq!(body["payload"]["messageId"], "named");
+        assert_eq!(body["payload"]["sender"], SENDER);
+        events.push(body["event"].as_str().unwrap().to_string());
+    }
+    events.sort();
+    assert_eq!(events, ["sms:delivered", "sms:sent"]);
+    let state = call(&app, "GET", "/messages/named", &key, None).await;
+    assert_eq!(state.status, 200, "{}", state.body);
+    assert_eq!(state.body["state"], "Delivered", "{}", state.body);
+    assert_eq!(state.body["deviceId"], phone_id.as_str(), "{}", state.body);
     receiver.stop().await;
 }
 

@@ -12,20 +12,30 @@ impl Handler<Route> for Registry {
     type Result = Result<Option<Routed>, RouteError>;
 
     fn handle(&mut self, msg: Route, _: &mut Self::Context) -> Self::Result {
-        let online = match msg.device_id {
-            Some(device) => {
-                let entry = self.phones.get(&device).ok_or(RouteError::UnknownDevice)?;
-                if entry.record.workspace_id != msg.scope.workspace_id
-                    || entry.record.mode != msg.scope.mode
-                {
-                    return Err(RouteError::UnknownDevice);
-                }
-                if entry.record.phone_number != msg.from_number {
-                    return Err(RouteError::NumberMismatch);
-                }
-                self.is_online(device).then_some(device)
+        if let Some(device) = msg.device_id {
+            let entry = self.phones.get(&device).ok_or(RouteError::UnknownDevice)?;
+            if entry.record.workspace_id != msg.scope.workspace_id
+                || entry.record.mode != msg.scope.mode
+            {
+                return Err(RouteError::UnknownDevice);
             }
-            None if msg.scope.mode == Mode::Test => None,
+            if entry.record.phone_number != msg.from_number {
+                return Err(RouteError::NumberMismatch);
+            }
+        }
+        if msg.scope.mode == Mode::Test {
+            // The simulated phone of the number sends, never a connected one; the message
+            // names a test-mode phone of that number when there is one, as live ones do.
+            let named = msg
+                .device_id
+                .or_else(|| self.test_phone_for(msg.scope, &msg.from_number));
+            return Ok(named.map(|device_id| Routed {
+                device_id,
+                phone: None,
+            }));
+        }
+        let online = match msg.device_id {
+            Some(device) => self.is_online(device).then_some(device),
             None => self.online_for(msg.scope, &msg.from_number),
         };
         Ok(online.and_then(|device_id| {
@@ -97,12 +107,15 @@ impl Registry {
         let entry = self.phones.get_mut(&msg.phone_id)?;
         let came_online = entry.session.is_none();
         entry.session = Some(msg.link.session_id);
-        entry.last_seen_at = Some(now);
+        entry.last_seen.heard(now);
+        // Stored at once, so the client API and the other nodes see a connected phone as seen.
+        let seen = entry.last_seen.take_newer();
         let scope = entry.record.scope();
         addr.do_send(phone::Attach { link: msg.link });
         if came_online {
             self.publish_phone_status(scope, msg.phone_id, true, now);
         }
+        self.write_last_seen(seen.map(|at| vec![(msg.phone_id, at)]).unwrap_or_default());
         Some(addr)
     }
 }
@@ -146,7 +159,8 @@ impl Handler<Disconnected> for Registry {
         if entry.session == Some(msg.session_id) {
             entry.session = None;
         }
-        entry.last_seen_at = Some(now);
+        entry.last_seen.heard(now);
+        let seen = entry.last_seen.take_newer();
         let went_offline = entry.session.is_none();
         let addr = entry.addr.clone();
         let (scope, number) = (entry.record.scope(), entry.record.phone_number.clone());
@@ -184,13 +198,7 @@ impl Handler<Disconnected> for Registry {
                 }
             });
         }
-        let db = self.deps.db.clone();
-        let id = msg.phone_id;
-        actix::spawn(async move {
-            if let Err(err) = phones::touch(&db, id, now).await {
-                tracing::warn!(phone_id = %id, error = %err, "last_seen_at not stored");
-            }
-        });
+        self.write_last_seen(seen.map(|at| vec![(msg.phone_id, at)]).unwrap_or_default());
     }
 }
 
@@ -317,7 +325,7 @@ impl Handler<GetPhoneStates> for Registry {
                             id,
                             PhoneState {
                                 online: e.session.is_some() || self.remote_online.contains_key(&id),
-                                last_seen_at: e.last_seen_at,
+                                last_seen_at: e.last_seen.live(),
                             },
                         )
                     })
@@ -339,6 +347,7 @@ impl Handler<Shutdown> for Registry {
     type Result = ();
 
     fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
+        self.store_last_seen(true);
         if let Some(cluster) = self.deps.cluster.clone() {
             // Handed back first, so other nodes take over at once, not after expiry.
             actix::spawn(async move { cluster.hand_back().await });
@@ -364,7 +373,7 @@ impl Handler<Seen> for Registry {
     fn handle(&mut self, msg: Seen, _: &mut Self::Context) {
         let now = self.deps.clock.now_ms();
         if let Some(entry) = self.phones.get_mut(&msg.phone_id) {
-            entry.last_seen_at = Some(now);
+            entry.last_seen.heard(now);
         }
     }
 }

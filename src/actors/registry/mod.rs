@@ -6,7 +6,7 @@
 //! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`. Its handlers
 //! are in `handlers.rs` (its own messages), `work.rs` (the campaign and webhook messages it
 //! routes) and `cluster.rs` (the cluster's events); test mode's simulated phones are in
-//! `test_mode.rs`.
+//! `test_mode.rs`; when a phone was last heard from, and when that is stored, in `last_seen.rs`.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -25,9 +25,11 @@ use crate::store::writer::{Reroute, Transition};
 
 mod cluster;
 mod handlers;
+mod last_seen;
 mod test_mode;
 mod work;
 
+use last_seen::LastSeen;
 use test_mode::TestModeHere;
 
 /// Most ids one notice names (its payload stays far below PostgreSQL's 8,000 bytes); more go
@@ -172,7 +174,17 @@ pub struct GetPhoneStates {
 #[derive(Debug, Clone, Copy)]
 pub struct PhoneState {
     pub online: bool,
+    /// When this node last heard from the phone (or read it from the database).
     pub last_seen_at: Option<i64>,
+}
+
+impl PhoneState {
+    /// When the phone was last heard from: the later of this node's live value (`state`; None
+    /// when the registry does not know the phone) and the database's `stored` one, which the
+    /// node holding the phone writes about once a minute while connected (docs/api.md, Phones).
+    pub fn last_seen(state: Option<&PhoneState>, stored: Option<i64>) -> Option<i64> {
+        state.and_then(|s| s.last_seen_at).max(stored)
+    }
 }
 
 /// Stop every phone actor (their sessions close with 1001 "going away") and the registry.
@@ -189,7 +201,7 @@ struct Entry {
     record: PhoneRecord,
     addr: Option<Addr<Phone>>,
     session: Option<u64>,
-    last_seen_at: Option<i64>,
+    last_seen: LastSeen,
 }
 
 /// A sending number of one workspace and mode: the key of the phones sharing it, of their
@@ -277,14 +289,14 @@ impl Registry {
         if !ids.contains(&record.id) {
             ids.push(record.id);
         }
-        let last_seen_at = record.last_seen_at;
+        let last_seen = LastSeen::loaded(record.last_seen_at);
         self.phones.insert(
             record.id,
             Entry {
                 record,
                 addr: None,
                 session: None,
-                last_seen_at,
+                last_seen,
             },
         );
     }
@@ -582,6 +594,37 @@ impl Registry {
         );
     }
 
+    /// Writes the last-seen times that are due (`all`: every one newer than the stored one,
+    /// as on a stop), in one batch off the actor's thread.
+    fn store_last_seen(&mut self, all: bool) {
+        let seen: Vec<(Uuid, i64)> = self
+            .phones
+            .iter_mut()
+            .filter_map(|(id, entry)| {
+                let at = match all {
+                    true => entry.last_seen.take_newer(),
+                    false => entry.last_seen.take_due(last_seen::STORE_EVERY),
+                };
+                at.map(|at| (*id, at))
+            })
+            .collect();
+        self.write_last_seen(seen);
+    }
+
+    /// Stores last-seen times in the background; a failure is logged and the next change of
+    /// the phone's time writes it again.
+    fn write_last_seen(&self, seen: Vec<(Uuid, i64)>) {
+        if seen.is_empty() {
+            return;
+        }
+        let db = self.deps.db.clone();
+        actix::spawn(async move {
+            if let Err(err) = phones::touch(&db, &seen).await {
+                tracing::warn!(phones = seen.len(), error = %err, "last_seen_at not stored");
+            }
+        });
+    }
+
     fn sweep_expired(&mut self, ctx: &mut Context<Self>) {
         let deps = self.deps.clone();
         ctx.spawn(
@@ -639,6 +682,7 @@ impl Actor for Registry {
         super::webhook_endpoint::EndpointActors::rebuild(ctx, self.deps.clone());
         super::campaign::CampaignActors::rebuild(ctx, self.deps.clone());
         ctx.run_interval(EXPIRY_SWEEP_EVERY, |act, ctx| act.sweep_expired(ctx));
+        ctx.run_interval(last_seen::FLUSH_EVERY, |act, _| act.store_last_seen(false));
         if self.deps.cluster.is_some() {
             ctx.run_interval(TAKE_OVER_EVERY, |act, ctx| {
                 act.take_over(ctx);

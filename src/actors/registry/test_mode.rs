@@ -70,6 +70,17 @@ pub(super) async fn unfinished(
 }
 
 impl Registry {
+    /// The test-mode phone a test-mode send from `number` names (an online one first, in turn,
+    /// else the first paired), or None when the workspace paired none with that number: the
+    /// simulated phone sends either way.
+    pub(super) fn test_phone_for(&mut self, scope: Scope, number: &str) -> Option<Uuid> {
+        self.online_for(scope, number).or_else(|| {
+            self.by_number
+                .get(&Self::number_key(scope, number))
+                .and_then(|ids| ids.first().copied())
+        })
+    }
+
     /// The simulated phone of a test-mode sending number, attached to its simulator.
     pub(super) fn simulated_addr(&mut self, scope: Scope, number: &str) -> Addr<Phone> {
         let key = Self::number_key(scope, number);

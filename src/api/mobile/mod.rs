@@ -239,9 +239,13 @@ struct DeviceInfoOut {
 #[tracing::instrument(skip_all)]
 async fn get_device(
     DevicePhone(phone): DevicePhone,
+    state: web::Data<AppState>,
     req: HttpRequest,
 ) -> Result<HttpResponse, MobileError> {
-    let seen = phone.last_seen_at.unwrap_or(phone.created_at);
+    let live = crate::api::phones::live_states(&state, std::slice::from_ref(&phone)).await;
+    let seen =
+        crate::actors::registry::PhoneState::last_seen(live.get(&phone.id), phone.last_seen_at)
+            .unwrap_or(phone.created_at);
     Ok(HttpResponse::Ok().json(DeviceInfoOut {
         external_ip: req
             .peer_addr()

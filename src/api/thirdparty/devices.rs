@@ -1,5 +1,7 @@
 //! Devices: the phones of the caller's workspace in the key's mode (docs/compat.md, Devices).
 
+use std::collections::HashMap;
+
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 use serde::Serialize;
@@ -8,7 +10,7 @@ use uuid::Uuid;
 use super::auth::Caller;
 use super::error::ClientError;
 use super::wire;
-use crate::actors::registry::Unpaired;
+use crate::actors::registry::{PhoneState, Unpaired};
 use crate::api::AppState;
 use crate::store::phones::{self, PhoneRecord};
 use crate::store::{StoreError, messages::Position};
@@ -73,8 +75,22 @@ pub(super) async fn all_phones(
     }
 }
 
+/// [`all_phones`] with their live state; `last_seen_at` is the live one where this node has
+/// a newer one than the database (docs/compat.md, Devices).
+pub(super) async fn all_phones_live(
+    state: &AppState,
+    caller: &Caller,
+) -> Result<(Vec<PhoneRecord>, HashMap<Uuid, PhoneState>), StoreError> {
+    let mut phones = all_phones(state, caller).await?;
+    let live = crate::api::phones::live_states(state, &phones).await;
+    for phone in &mut phones {
+        phone.last_seen_at = PhoneState::last_seen(live.get(&phone.id), phone.last_seen_at);
+    }
+    Ok((phones, live))
+}
+
 async fn list(state: web::Data<AppState>, caller: Caller) -> Result<HttpResponse, ClientError> {
-    let phones = all_phones(&state, &caller).await?;
+    let (phones, _) = all_phones_live(&state, &caller).await?;
     let out: Vec<DeviceOut> = phones.iter().map(DeviceOut::from).collect();
     Ok(wire::json(StatusCode::OK, out))
 }

@@ -15,10 +15,10 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::auth::Caller;
-use super::devices::all_phones;
+use super::devices::all_phones_live;
 use super::error::ClientError;
 use super::wire::{self, ClientJson};
-use crate::actors::registry::{Cancel, GetPhoneStates};
+use crate::actors::registry::Cancel;
 use crate::api::AppState;
 use crate::domain::change::FailureReason;
 use crate::domain::ids::PhoneId;
@@ -229,7 +229,7 @@ async fn choose_phone(
     device_id: Option<Uuid>,
     active_within_hours: Option<i64>,
 ) -> Result<Option<PhoneRecord>, ClientError> {
-    let phones = all_phones(state, caller).await?;
+    let (phones, live) = all_phones_live(state, caller).await?;
     if let Some(id) = device_id {
         return phones
             .into_iter()
@@ -256,13 +256,6 @@ async fn choose_phone(
              POST /v1/phones)",
         ));
     }
-    let live = state
-        .registry
-        .send(GetPhoneStates {
-            ids: candidates.iter().map(|p| p.id).collect(),
-        })
-        .await
-        .unwrap_or_default();
     let online = |p: &PhoneRecord| live.get(&p.id).is_some_and(|s| s.online);
     let chosen = candidates
         .iter()
