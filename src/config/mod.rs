@@ -173,6 +173,8 @@ pub struct QuotaSettings {
     pub queued_messages: u32,
     /// Test-mode messages accepted per UTC day.
     pub test_messages_per_day: u32,
+    /// Active (unrevoked) API keys.
+    pub api_keys: u32,
     /// Webhook delivery attempts started per workspace and mode within any
     /// `webhook_delivery_window`; the ones over it wait, none is dropped.
     pub webhook_deliveries: u32,
@@ -310,6 +312,7 @@ impl QuotaSettings {
             Quota::Contacts => self.contacts,
             Quota::QueuedMessages => self.queued_messages,
             Quota::TestMessagesPerDay => self.test_messages_per_day,
+            Quota::ApiKeys => self.api_keys,
         };
         CountQuota { quota, limit }
     }
@@ -323,6 +326,7 @@ impl Default for QuotaSettings {
             contacts: 100_000,
             queued_messages: 10_000,
             test_messages_per_day: 1_000,
+            api_keys: 20,
             webhook_deliveries: 6_000,
             webhook_delivery_window: Duration::from_secs(60),
         }

@@ -11,6 +11,8 @@ pub enum Quota {
     Contacts,
     QueuedMessages,
     TestMessagesPerDay,
+    /// Active (unrevoked) API keys.
+    ApiKeys,
 }
 
 impl Quota {
@@ -22,6 +24,7 @@ impl Quota {
             Quota::Contacts => "contacts",
             Quota::QueuedMessages => "queued_messages",
             Quota::TestMessagesPerDay => "test_messages_per_day",
+            Quota::ApiKeys => "api_keys",
         }
     }
 }
