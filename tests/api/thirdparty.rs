@@ -705,7 +705,39 @@ async fn an_smsgate_app_phone_gets_the_client_options(backend: Backend) {
     assert_eq!(handed[0]["phoneNumbers"], json!(["+14155550123"]));
 }
 
+/// A settings body naming a key twice in one object is refused (400) and changes nothing, as
+/// `/v1` and `/3rdparty/v1/messages` refuse a duplicate field.
+async fn settings_refuse_a_duplicate_key(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let auth = bearer(&app.test_key);
+    let before = app.client_api("GET", "/settings", Some(&auth), None).await;
+    assert_eq!(before.status, 200, "{}", before.body);
+    for method in ["PATCH", "PUT"] {
+        let mut response = app
+            .client
+            .request(
+                awc::http::Method::from_bytes(method.as_bytes()).unwrap(),
+                format!("{}/3rdparty/v1/settings", app.address),
+            )
+            .insert_header(("authorization", auth.as_str()))
+            .insert_header(("content-type", "application/json"))
+            .send_body(r#"{"webhooks":{"retry_count":3,"retry_count":4}}"#)
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&response.body().await.unwrap()).unwrap();
+        assert_eq!(response.status().as_u16(), 400, "{method}: {body}");
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("duplicate field `retry_count`"),
+            "{message}"
+        );
+    }
+    let after = app.client_api("GET", "/settings", Some(&auth), None).await;
+    assert_eq!(after.body, before.body, "nothing changed");
+}
+
 backend_tests!(
+    settings_refuse_a_duplicate_key,
     revoked_keys_and_the_failed_auth_budget_apply,
     an_smsgate_app_phone_gets_the_client_options,
     health_answers_without_credentials_and_ignores_sent_ones,
