@@ -4,7 +4,7 @@
 //! never shown.
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::Value;
 
 use super::auth::Caller;
@@ -13,6 +13,7 @@ use super::wire;
 use crate::api::AppState;
 use crate::api::webhooks::WebhookApi;
 use crate::domain::client_settings::SettingsBody;
+use crate::error::ApiError;
 use crate::store::settings::{self, StoredSettings};
 
 /// Largest request body, in bytes: every known field fits many times over.
@@ -45,11 +46,6 @@ async fn write(
     body: &[u8],
     replace: bool,
 ) -> Result<HttpResponse, ClientError> {
-    if body.len() > MAX_BODY_BYTES {
-        return Err(ClientError::bad_request(
-            "the request body is larger than 16 KiB",
-        ));
-    }
     let UniqueKeys(value) = serde_json::from_slice(body)
         .map_err(|e| ClientError::bad_request(format!("invalid JSON body: {e}")))?;
     let body = SettingsBody::parse(&value).map_err(|e| ClientError::bad_request(e.0))?;
@@ -144,14 +140,30 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
     }
 }
 
+/// Reads the body (after authentication) with smsgw's bounded reader: within
+/// `server.body_timeout`, and refused past 16 KiB (400, as the clients expect it here).
+async fn read_body(req: &HttpRequest, payload: web::Payload) -> Result<web::BytesMut, ClientError> {
+    let mut payload = payload.into_inner();
+    crate::api::read_body_up_to(req, &mut payload, MAX_BODY_BYTES)
+        .await
+        .map_err(|err| match err {
+            ApiError::PayloadTooLarge => {
+                ClientError::bad_request("the request body is larger than 16 KiB")
+            }
+            other => ClientError::from(other),
+        })
+}
+
 /// Replaces the settings; a secret left out is kept.
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
 async fn put(
     state: web::Data<AppState>,
     api: web::Data<WebhookApi>,
     caller: Caller,
-    body: web::Bytes,
+    req: HttpRequest,
+    payload: web::Payload,
 ) -> Result<HttpResponse, ClientError> {
+    let body = read_body(&req, payload).await?;
     write(&state, &api, &caller, &body, true).await
 }
 
@@ -161,8 +173,10 @@ async fn patch(
     state: web::Data<AppState>,
     api: web::Data<WebhookApi>,
     caller: Caller,
-    body: web::Bytes,
+    req: HttpRequest,
+    payload: web::Payload,
 ) -> Result<HttpResponse, ClientError> {
+    let body = read_body(&req, payload).await?;
     write(&state, &api, &caller, &body, false).await
 }
 
