@@ -171,12 +171,20 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
         } => {
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;
-            let key = store::retry_busy(|| workspaces::create_key(&db, workspace, mode, now))
-                .await
-                .map_err(|e| match e {
-                    store::StoreError::NotFound => format!("no workspace {workspace}"),
-                    other => other.to_string(),
-                })?;
+            let quota = settings.quotas.count(smsgw::domain::quota::Quota::ApiKeys);
+            let key =
+                store::retry_busy(|| workspaces::create_key(&db, workspace, mode, quota, now))
+                    .await
+                    .map_err(|e| match e {
+                        store::StoreError::NotFound => format!("no workspace {workspace}"),
+                        store::StoreError::QuotaExceeded(quota) => format!(
+                            "quota exceeded: workspace {workspace} already has {} active {} keys \
+                         (quotas.api_keys); revoke one first",
+                            quota.limit,
+                            mode.as_str()
+                        ),
+                        other => other.to_string(),
+                    })?;
             println!("{} key: {}", mode.as_str(), key.secret);
         }
         Command::Key {

@@ -16,6 +16,7 @@ use super::routes::DocumentedRoute;
 use super::schemas::ErrorCode;
 use super::{Answer, AppState, Caller, PageRequest, missing, parse_id};
 use crate::clock::format_ms;
+use crate::domain::quota::Quota;
 use crate::error::success;
 use crate::store::workspaces::{self, KeyRecord, KeyToRevoke};
 
@@ -24,7 +25,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
     use ErrorCode::*;
     vec![
         DocumentedRoute::of::<__path_list>(|| web::to(list)).errors(&[ValidationFailed]),
-        DocumentedRoute::of::<__path_create>(|| web::to(create)),
+        DocumentedRoute::of::<__path_create>(|| web::to(create)).errors(&[QuotaExceeded]),
         DocumentedRoute::of::<__path_revoke>(|| web::to(revoke)),
     ]
 }
@@ -111,6 +112,7 @@ async fn create(state: web::Data<AppState>, caller: Caller) -> Answer {
         &state.db,
         caller.workspace_id,
         caller.mode,
+        state.settings.quotas.count(Quota::ApiKeys),
         state.clock.now_ms(),
     )
     .await?;

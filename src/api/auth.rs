@@ -240,6 +240,25 @@ impl AppState {
     }
 }
 
+/// The failed-auth budget of the other credentials: device tokens (the device API and the phone
+/// WebSocket) and the device API's inbound path secrets (docs/api.md, "Authentication and
+/// modes"). The caller asks [`AppState::refuse_spent_budget`] before its database look-up and
+/// reports a look-up that found nothing with [`AppState::spend_failed_auth`].
+impl AppState {
+    /// 429 (`RateLimited`) while the client address's failed-auth budget is spent.
+    pub(in crate::api) fn refuse_spent_budget(
+        &self,
+        client: Option<IpAddr>,
+    ) -> Result<(), ApiError> {
+        self.refuse_over_budget(client_address(client))
+    }
+
+    /// Spends one failed look-up of the client address; 429 when none was left.
+    pub(in crate::api) fn spend_failed_auth(&self, client: Option<IpAddr>) -> Result<(), ApiError> {
+        self.count_failed_auth(client_address(client))
+    }
+}
+
 /// How long a key the database did not know is refused without asking it again.
 const UNKNOWN_KEY_TTL: Duration = Duration::from_secs(5);
 /// Unknown key hashes remembered at most (about 1 MiB).

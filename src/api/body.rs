@@ -68,6 +68,16 @@ pub(crate) fn read_body(
     req: &HttpRequest,
     payload: &mut Payload,
 ) -> LocalBoxFuture<'static, Result<web::BytesMut, ApiError>> {
+    read_body_up_to(req, payload, MAX_BODY_BYTES)
+}
+
+/// [`read_body`] with a smaller cap, `max_bytes` (`PayloadTooLarge` past it, declared or
+/// read), under the same `server.body_timeout`: for routes whose bodies are small by nature.
+pub(crate) fn read_body_up_to(
+    req: &HttpRequest,
+    payload: &mut Payload,
+    max_bytes: usize,
+) -> LocalBoxFuture<'static, Result<web::BytesMut, ApiError>> {
     // docs/api.md, Errors: `invalid_json` is for a body that is not JSON, whatever it was labelled.
     // So a JSON body is read as JSON under any content type (curl's `-d` sends a form type),
     // and only a multipart body, which cannot be JSON, is refused before reading it.
@@ -80,7 +90,7 @@ pub(crate) fn read_body(
         .get(actix_web::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok())
-        .is_some_and(|len| len > MAX_BODY_BYTES);
+        .is_some_and(|len| len > max_bytes);
     // The default applies to an app built without the state (none in the server).
     let body_timeout = req
         .app_data::<web::Data<AppState>>()
@@ -106,7 +116,7 @@ pub(crate) fn read_body(
                     message: "the request body could not be read".into(),
                     field: None,
                 })?;
-                if body.len() + chunk.len() > MAX_BODY_BYTES {
+                if body.len() + chunk.len() > max_bytes {
                     return Err(ApiError::PayloadTooLarge);
                 }
                 body.extend_from_slice(&chunk);

@@ -47,8 +47,8 @@ use uuid::Uuid;
 
 use auth::{CachedKey, KnownGeneration, UnknownKeys};
 pub use auth::{Caller, authenticate};
-pub(crate) use body::read_body;
 pub use body::{JsonBody, MAX_BODY_BYTES, OptionalJsonBody, parse_json};
+pub(crate) use body::{read_body, read_body_up_to};
 pub use page::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, PageRequest, encode_cursor};
 pub use query::QueryParams;
 

@@ -43,14 +43,20 @@ pub const CONNECT_PATH: &str = "/v1/phones/connect";
 )]
 #[tracing::instrument(skip_all)]
 pub async fn connect(state: web::Data<AppState>, req: HttpRequest) -> Answer {
-    authenticate(&state, req.headers()).await?;
+    let client = req.peer_addr().map(|addr| addr.ip());
+    authenticate(&state, req.headers(), client).await?;
     Err(ApiError::BadRequest(
         "this route only accepts a WebSocket upgrade".into(),
     ))
 }
 
-/// The phone a `Bearer dt_…` header belongs to.
-async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Uuid, ApiError> {
+/// The phone a `Bearer dt_…` header belongs to. A token the database does not know spends the
+/// client address's failed-auth budget; while it is spent, no token is looked up (429).
+async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+    client: Option<std::net::IpAddr>,
+) -> Result<Uuid, ApiError> {
     let token = headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -60,9 +66,11 @@ async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Uuid, Api
     if !token.starts_with("dt_") {
         return Err(ApiError::InvalidApiKey);
     }
-    let phone = phones::find_by_token(&state.db, &keys::hash_secret(token))
-        .await?
-        .ok_or(ApiError::InvalidApiKey)?;
+    state.refuse_spent_budget(client)?;
+    let Some(phone) = phones::find_by_token(&state.db, &keys::hash_secret(token)).await? else {
+        state.spend_failed_auth(client)?;
+        return Err(ApiError::InvalidApiKey);
+    };
     Ok(phone.id)
 }
 
@@ -128,7 +136,8 @@ async fn handshake(
     if req.path() != CONNECT_PATH {
         return Err(ApiError::NotFound("route"));
     }
-    let phone_id = authenticate(state, req.headers()).await?;
+    let client = req.peer_addr().map(|addr| addr.ip());
+    let phone_id = authenticate(state, req.headers(), client).await?;
     let response = ws::handshake(req.head())
         .map_err(|err| ApiError::BadRequest(format!("not a valid WebSocket upgrade: {err}")))?;
     Ok((phone_id, response))

@@ -185,6 +185,8 @@ pub struct QuotaSettings {
     pub campaigns: u32,
     /// Recipients over all stored campaigns (skipped ones included).
     pub campaign_recipients: u32,
+    /// Active (unrevoked) API keys.
+    pub api_keys: u32,
     /// Webhook delivery attempts started per workspace and mode within any
     /// `webhook_delivery_window`; the ones over it wait, none is dropped.
     pub webhook_deliveries: u32,
@@ -325,6 +327,7 @@ impl QuotaSettings {
             Quota::TestMessagesPerDay => self.test_messages_per_day,
             Quota::Campaigns => self.campaigns,
             Quota::CampaignRecipients => self.campaign_recipients,
+            Quota::ApiKeys => self.api_keys,
         };
         CountQuota { quota, limit }
     }
@@ -340,6 +343,7 @@ impl Default for QuotaSettings {
             test_messages_per_day: 1_000,
             campaigns: 100,
             campaign_recipients: 100_000,
+            api_keys: 20,
             webhook_deliveries: 6_000,
             webhook_delivery_window: Duration::from_secs(60),
         }

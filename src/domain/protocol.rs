@@ -111,6 +111,18 @@ pub const MAX_RECEIVED_CONTENT_UTF16: usize = 1_600;
 /// Longest `ref` a phone may tag a frame with, in characters.
 pub const MAX_REF_CHARS: usize = 128;
 
+/// Longest failure text kept from a phone's `failed` report, in characters: a longer one is cut
+/// (the report still counts), on every transport ([`cut_failure_text`]).
+pub const MAX_FAILURE_CHARS: usize = 512;
+
+/// A phone's failure text as stored: its first [`MAX_FAILURE_CHARS`] characters.
+pub fn cut_failure_text(mut text: String) -> String {
+    if let Some((at, _)) = text.char_indices().nth(MAX_FAILURE_CHARS) {
+        text.truncate(at);
+    }
+    text
+}
+
 /// Why a well-formed frame is refused (docs/api.md "Phone WebSocket").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum FrameRefusal {
@@ -118,7 +130,7 @@ pub enum FrameRefusal {
     Reference,
     #[error("from must be 1 to 32 characters without control characters")]
     Sender,
-    #[error("content must be at most 1600 UTF-16 code units")]
+    #[error("content must be 1 to 1600 UTF-16 code units")]
     Content,
 }
 
@@ -143,7 +155,8 @@ impl PhoneFrame {
                 {
                     return Err(FrameRefusal::Sender);
                 }
-                if content.encode_utf16().count() > MAX_RECEIVED_CONTENT_UTF16 {
+                if content.is_empty() || content.encode_utf16().count() > MAX_RECEIVED_CONTENT_UTF16
+                {
                     return Err(FrameRefusal::Content);
                 }
                 Ok(())
@@ -178,7 +191,15 @@ mod tests {
     #[test]
     fn received_frames_are_bounded() {
         assert_eq!(received("+14155550123", "hi").check_bounds(), Ok(()));
-        assert_eq!(received("VERIFY", "").check_bounds(), Ok(()));
+        assert_eq!(received("VERIFY", "x").check_bounds(), Ok(()));
+        assert_eq!(
+            received("VERIFY", "").check_bounds(),
+            Err(FrameRefusal::Content)
+        );
+        assert_eq!(
+            received("+1415\n5552006", "x").check_bounds(),
+            Err(FrameRefusal::Sender)
+        );
         assert_eq!(received(&"9".repeat(32), "x").check_bounds(), Ok(()));
         assert_eq!(
             received(&"9".repeat(33), "x").check_bounds(),
@@ -207,5 +228,15 @@ mod tests {
             reference: Some("r".repeat(129)),
         };
         assert_eq!(long_ref.check_bounds(), Err(FrameRefusal::Reference));
+    }
+
+    #[test]
+    fn failure_text_is_cut_to_512_characters() {
+        assert_eq!(cut_failure_text("no signal".into()), "no signal");
+        assert_eq!(cut_failure_text("x".repeat(512)).len(), 512);
+        assert_eq!(cut_failure_text("x".repeat(200_002)).len(), 512);
+        // Characters, not bytes: a multi-byte text is cut on a character boundary.
+        let cut = cut_failure_text("é".repeat(600));
+        assert_eq!(cut.chars().count(), 512);
     }
 }

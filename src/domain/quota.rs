@@ -15,6 +15,8 @@ pub enum Quota {
     Campaigns,
     /// Recipients over all stored campaigns (skipped ones included).
     CampaignRecipients,
+    /// Active (unrevoked) API keys.
+    ApiKeys,
 }
 
 impl Quota {
@@ -28,6 +30,7 @@ impl Quota {
             Quota::TestMessagesPerDay => "test_messages_per_day",
             Quota::Campaigns => "campaigns",
             Quota::CampaignRecipients => "campaign_recipients",
+            Quota::ApiKeys => "api_keys",
         }
     }
 }

@@ -32,11 +32,18 @@ pub enum SecretsError {
     Malformed,
 }
 
-/// The server's secrets key with its cipher. Never printed (`Debug` shows nothing of it).
+/// The server's secrets key with its cipher, and a key derived from it for secrets that are
+/// computed rather than stored ([`SecretBox::derive`]). Never printed (`Debug` shows nothing of
+/// it).
 #[derive(Clone)]
 pub struct SecretBox {
     cipher: ChaCha20Poly1305,
+    /// HMAC-SHA256 of [`DERIVATION_LABEL`] under the secrets key: never the cipher's key itself.
+    derivation_key: [u8; KEY_BYTES],
 }
+
+/// What the derivation key is the HMAC of, under the secrets key.
+const DERIVATION_LABEL: &[u8] = b"smsgw derived secrets v1";
 
 impl std::fmt::Debug for SecretBox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -55,7 +62,22 @@ impl SecretBox {
             return Err(SecretsError::BadKey);
         }
         let cipher = ChaCha20Poly1305::new_from_slice(&bytes).map_err(|_| SecretsError::BadKey)?;
-        Ok(SecretBox { cipher })
+        let derivation_key = hmac_sha256(&bytes, &[DERIVATION_LABEL]);
+        Ok(SecretBox {
+            cipher,
+            derivation_key,
+        })
+    }
+
+    /// A secret derived from `input` for `purpose`: hex HMAC-SHA256 under a key derived from the
+    /// secrets key, over `purpose`, a zero byte and `input`. The same inputs give the same
+    /// secret under the same secrets key; without that key (a copy of the database alone) it
+    /// cannot be computed. A new secrets key changes every derived secret.
+    pub fn derive(&self, purpose: &str, input: &[u8]) -> String {
+        hex::encode(hmac_sha256(
+            &self.derivation_key,
+            &[purpose.as_bytes(), &[0], input],
+        ))
     }
 
     /// A new random key in its text form (what a generated key file holds).
@@ -111,6 +133,21 @@ impl SecretBox {
     }
 }
 
+/// HMAC-SHA256 of the concatenated `parts` under `key`.
+fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    use hmac::{Hmac, KeyInit as _, Mac};
+    // HMAC takes keys of any length: the error branch cannot happen.
+    let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(key) else {
+        unreachable!("HMAC takes keys of any length")
+    };
+    for part in parts {
+        mac.update(part);
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(&mac.finalize().into_bytes());
+    out
+}
+
 /// True when a stored value is sealed (else it is clear text from before encryption at rest).
 pub fn is_sealed(stored: &str) -> bool {
     stored.starts_with(SEALED_PREFIX)
@@ -136,6 +173,17 @@ mod tests {
             secret_box().open(&sealed, b"row-1"),
             Err(SecretsError::WrongKey)
         );
+    }
+
+    #[test]
+    fn derived_secrets_depend_on_the_secrets_key_and_purpose() {
+        let key = secret_box();
+        let one = key.derive("purpose a", b"input");
+        assert_eq!(one, key.derive("purpose a", b"input"));
+        assert_eq!(one.len(), 64);
+        assert_ne!(one, key.derive("purpose b", b"input"));
+        assert_ne!(one, key.derive("purpose a", b"other"));
+        assert_ne!(one, secret_box().derive("purpose a", b"input"));
     }
 
     #[test]

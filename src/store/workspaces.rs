@@ -172,14 +172,18 @@ pub async fn create(
 }
 
 /// Issues a new key for an existing workspace; the secret is shown once.
+///
+/// `QuotaExceeded`, with nothing written, when the workspace already has `quota` unrevoked keys
+/// of the mode (checked under the workspace's lock, so concurrent creates cannot both pass).
 #[tracing::instrument(skip_all, fields(workspace_id = %workspace_id))]
 pub async fn create_key(
     db: &DatabaseConnection,
     workspace_id: WorkspaceId,
     mode: Mode,
+    quota: crate::domain::quota::CountQuota,
     now_ms: i64,
 ) -> Result<IssuedKey, StoreError> {
-    let txn = super::begin_write(db).await?;
+    let txn = super::quotas::begin_locked(db, workspace_id).await?;
     if workspaces::Entity::find_by_id(workspace_id.as_uuid())
         .one(&txn)
         .await?
@@ -187,6 +191,11 @@ pub async fn create_key(
     {
         return Err(StoreError::NotFound);
     }
+    let active = api_keys::Entity::find()
+        .filter(api_keys::Column::WorkspaceId.eq(workspace_id.as_uuid()))
+        .filter(api_keys::Column::TestMode.eq(mode.is_test()))
+        .filter(api_keys::Column::RevokedAt.is_null());
+    super::quotas::ensure_room(&txn, quota, active, 1).await?;
     let key = insert_key(&txn, workspace_id, mode, now_ms).await?;
     txn.commit().await?;
     Ok(key)

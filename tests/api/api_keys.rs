@@ -157,7 +157,57 @@ async fn cli_revokes_a_key_while_the_server_runs(backend: Backend) {
     app.get("/v1/messages", &app.test_key).await.expect(200);
 }
 
+/// At most `quotas.api_keys` (20) unrevoked keys per workspace and mode: the 21st is refused by
+/// the API and by the CLI, a revoked key frees its place, and the other mode has its own.
+async fn active_keys_are_capped_per_workspace_and_mode(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let create = |key: String| {
+        let app = &app;
+        async move { app.request("POST", "/v1/keys", Some(&key), None).await }
+    };
+    // The workspace's first live key, and 19 more.
+    let mut ids = Vec::new();
+    for _ in 0..19 {
+        let created = create(app.live_key.clone()).await.expect(201);
+        ids.push(created.data()["id"].as_str().unwrap().to_string());
+    }
+    let refused = create(app.live_key.clone())
+        .await
+        .expect_error(422, "quota_exceeded");
+    assert_eq!(refused.data()["quota"], "api_keys");
+    assert_eq!(refused.data()["limit"], 20);
+    assert_eq!(
+        listed(&app, &app.live_key).await.len(),
+        20,
+        "nothing written"
+    );
+    let workspace = app.workspace_id.to_string();
+    let db_env = [("SMSGW_DATABASE__URL", app.database_url.as_str())];
+    let args = ["key", "create", "--workspace", &workspace, "--mode", "live"];
+    let cli_create = || run_cli(&args, &db_env);
+    let output = cli_create().await;
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("quota exceeded"), "{stderr}");
+    // The test side has its own 20.
+    create(app.test_key.clone()).await.expect(201);
+    // A revoked key frees its place.
+    app.delete(&format!("/v1/keys/{}", ids[0]), &app.live_key)
+        .await
+        .expect(200);
+    let output = cli_create().await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    create(app.live_key.clone())
+        .await
+        .expect_error(422, "quota_exceeded");
+}
+
 backend_tests!(
+    active_keys_are_capped_per_workspace_and_mode,
     keys_are_listed_created_and_revoked_at_once,
     cli_revokes_a_key_while_the_server_runs,
 );

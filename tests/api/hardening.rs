@@ -224,6 +224,8 @@ async fn inbound_frames_are_bounded(backend: Backend) {
         ("r2", " ".into(), "hello".into()),
         ("r3", "+14155550177".into(), "a".repeat(1_601)),
         ("r4", "+14155550177".into(), "\u{1F600}".repeat(801)),
+        ("r5", "+14155550177".into(), String::new()),
+        ("r6", "+1415\n5552006".into(), "hello".into()),
     ];
     for (reference, from, content) in refused {
         let answer = phone
@@ -267,6 +269,26 @@ async fn inbound_frames_are_bounded(backend: Backend) {
     assert_eq!(messages.len(), 1, "{messages:?}");
 }
 
+/// A `failed` report's text is cut to 512 characters (the report still counts), as for the
+/// device API.
+async fn a_failure_text_is_cut_on_the_websocket(backend: Backend) {
+    use smsgw::domain::protocol::PhoneFrame;
+    let app = spawn_app_with(backend, |s| s.messages.max_send_attempts = 1).await;
+    let (_, mut phone) = app.online_phone(SENDER).await;
+    let id = app.send_live("will fail").await;
+    let (message_id, ..) = phone.expect_send().await;
+    phone
+        .report_acked(PhoneFrame::Failed {
+            message_id,
+            // 40 KB: within the 64 KiB a WebSocket message may have.
+            error: "é".repeat(20_000),
+            reference: Some("f1".into()),
+        })
+        .await;
+    let failed = app.wait_for_status(&app.live_key, &id, "failed").await;
+    assert_eq!(failed["failure_reason"], "é".repeat(512));
+}
+
 /// A text frame that is not UTF-8 closes the session with 1007 (RFC 6455 §8.1).
 async fn invalid_utf8_text_closes_with_1007(backend: Backend) {
     let app = spawn_app(backend).await;
@@ -286,5 +308,6 @@ backend_tests!(
     docs_page_has_the_security_headers,
     unusable_webhook_urls_are_refused_at_creation,
     inbound_frames_are_bounded,
+    a_failure_text_is_cut_on_the_websocket,
     invalid_utf8_text_closes_with_1007,
 );

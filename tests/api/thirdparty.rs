@@ -784,7 +784,71 @@ async fn an_smsgate_app_phone_gets_the_client_options(backend: Backend) {
     assert_eq!(handed[0]["phoneNumbers"], json!(["+14155550123"]));
 }
 
+/// A settings body naming a key twice in one object is refused (400) and changes nothing, as
+/// `/v1` and `/3rdparty/v1/messages` refuse a duplicate field.
+async fn settings_refuse_a_duplicate_key(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let auth = bearer(&app.test_key);
+    let before = app.client_api("GET", "/settings", Some(&auth), None).await;
+    assert_eq!(before.status, 200, "{}", before.body);
+    for method in ["PATCH", "PUT"] {
+        let mut response = app
+            .client
+            .request(
+                awc::http::Method::from_bytes(method.as_bytes()).unwrap(),
+                format!("{}/3rdparty/v1/settings", app.address),
+            )
+            .insert_header(("authorization", auth.as_str()))
+            .insert_header(("content-type", "application/json"))
+            .send_body(r#"{"webhooks":{"retry_count":3,"retry_count":4}}"#)
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&response.body().await.unwrap()).unwrap();
+        assert_eq!(response.status().as_u16(), 400, "{method}: {body}");
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("duplicate field `retry_count`"),
+            "{message}"
+        );
+    }
+    let after = app.client_api("GET", "/settings", Some(&auth), None).await;
+    assert_eq!(after.body, before.body, "nothing changed");
+}
+
+/// A settings body over 16 KiB is refused (400), and one that stalls is cut off after
+/// `server.body_timeout` (408), as every other body.
+async fn settings_bodies_are_bounded_in_size_and_time(backend: Backend) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = spawn_app_with(backend, |s| s.server.body_timeout = Duration::from_secs(1)).await;
+    let auth = bearer(&app.test_key);
+    let big = json!({"webhooks": {"signing_key": "k".repeat(17 * 1024)}});
+    let reply = app
+        .client_api("PATCH", "/settings", Some(&auth), Some(big))
+        .await;
+    expect_client_error(&reply, 400);
+    assert!(reply.body["message"].as_str().unwrap().contains("16 KiB"));
+    let address = app.address.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head = format!(
+        "PATCH /3rdparty/v1/settings HTTP/1.1\r\nHost: localhost\r\nAuthorization: {auth}\r\n\
+         Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut response = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut response))
+        .await
+        .expect("answered and closed within the deadline and a margin");
+    let text = String::from_utf8_lossy(&response);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    let after = app.client_api("GET", "/settings", Some(&auth), None).await;
+    assert_eq!(after.body, json!({}), "nothing changed");
+}
+
 backend_tests!(
+    settings_refuse_a_duplicate_key,
+    settings_bodies_are_bounded_in_size_and_time,
     revoked_keys_and_the_failed_auth_budget_apply,
     an_smsgate_app_phone_gets_the_client_options,
     health_answers_without_credentials_and_ignores_sent_ones,

@@ -51,6 +51,13 @@ pub const KEEPALIVE: Duration = Duration::from_secs(15);
 /// How often an attached link checks whether its phone is still online.
 const ONLINE_CHECK: Duration = Duration::from_secs(5);
 
+/// Event streams one phone (one device token) may hold open: opening one more ends the oldest,
+/// as a newer WebSocket session replaces an older one.
+pub const MAX_STREAMS: usize = 3;
+
+/// The comment an event stream ended by a newer one of the same phone is sent before it ends.
+const REPLACED_STREAM_FRAME: &[u8] = b": replaced by a newer event stream\n\n";
+
 /// Events buffered towards one event stream; a stream that falls this far behind misses
 /// `MessageEnqueued` hints (the next fetch still serves everything).
 const STREAM_CAPACITY: usize = 64;
@@ -309,11 +316,18 @@ impl DeviceLink {
     /// Opens an event stream: the receiver yields SSE frames (keepalives are the caller's).
     /// A stream is a new connection: it makes this link the phone's current transport,
     /// replacing a WebSocket session. A stream opened while messages wait starts with
-    /// `MessageEnqueued`.
+    /// `MessageEnqueued`. At most [`MAX_STREAMS`] are open: the oldest beyond it is told why,
+    /// then ends.
     pub async fn open_stream(self: &Arc<Self>) -> Result<mpsc::Receiver<Bytes>, NotPaired> {
         let (tx, rx) = mpsc::channel(STREAM_CAPACITY);
         let mut state = self.state.lock().await;
         self.attach(&mut state, true).await?;
+        state.streams.retain(|s| !s.is_closed());
+        while state.streams.len() >= MAX_STREAMS {
+            // Dropping the sender ends the stream once what it buffered is written.
+            let oldest = state.streams.remove(0);
+            let _ = oldest.try_send(Bytes::from_static(REPLACED_STREAM_FRAME));
+        }
         if !state.outbox.is_empty() && tx.try_send(Event::MessageEnqueued.frame()).is_ok() {
             state.hinted = Some(tokio::time::Instant::now());
         }

@@ -147,7 +147,10 @@ impl Phone {
                 reference,
             } => self.status_report(
                 message_id,
-                StatusReport::Failed { reason: error },
+                // The one place both transports' failure texts pass: cut here, for both.
+                StatusReport::Failed {
+                    reason: crate::domain::protocol::cut_failure_text(error),
+                },
                 reference,
                 done,
                 ctx,

@@ -3,28 +3,39 @@
 //! `GET /settings` handed it. A verified post takes the same path as a WebSocket `received`
 //! frame (the Phone actor, then `Writer::inbound`), deduplicated by the post's event id, and is
 //! answered 200 only once stored, so the app retries anything not stored.
+//!
+//! Nothing of the body is read before the phone id and the path secret are checked (a wrong
+//! one spends the client address's failed-auth budget); the body is then read within 16 KiB and
+//! `server.body_timeout`, and held to the bounds of a `received` frame (docs/api.md, "Device
+//! API for the SMSGate Android app").
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
-use bytes::Bytes;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 use uuid::Uuid;
 
-use super::{MobileError, parse};
+use super::{MobileError, parse, read_body};
 use crate::actors::device_link::{Pending, STORE_WAIT};
 use crate::api::AppState;
+use crate::api::webhooks::WebhookApi;
 use crate::domain::app_protocol::AppEvent;
 use crate::domain::keys;
-use crate::domain::protocol::PhoneFrame;
+use crate::domain::protocol::{FrameRefusal, PhoneFrame};
+use crate::domain::secrets::SecretBox;
 use crate::domain::signing::TIMESTAMP_TOLERANCE_SECS;
 use crate::store::phones;
 
 /// Longest event id accepted (the app's are 21-character nanoids).
 const MAX_EVENT_ID_CHARS: usize = 128;
 
-/// The per-phone secrets of the inbound route, derived from the phone's token hash.
+/// Largest inbound post, in bytes: one SMS of 1,600 UTF-16 units and the app's envelope fit
+/// several times over.
+const MAX_INBOUND_BODY_BYTES: usize = 16 * 1024;
+
+/// The per-phone secrets of the inbound route, derived from the phone's token hash under the
+/// server's secrets key, so a copy of the database alone cannot forge a post.
 pub struct PhoneSecrets {
     /// The last path segment of the phone's inbound URL.
     pub path_secret: String,
@@ -33,23 +44,37 @@ pub struct PhoneSecrets {
 }
 
 impl PhoneSecrets {
-    /// The secrets of this phone; `NotFound`-like 404 when it is not paired.
-    pub async fn of(state: &AppState, phone_id: Uuid) -> Result<PhoneSecrets, MobileError> {
-        let token_hash = phones::token_hash_of(&state.db, phone_id)
+    /// The secrets of this phone; None when it is not paired.
+    pub async fn find(
+        state: &AppState,
+        secrets: &SecretBox,
+        phone_id: Uuid,
+    ) -> Result<Option<PhoneSecrets>, MobileError> {
+        let Some(token_hash) = phones::token_hash_of(&state.db, phone_id).await? else {
+            return Ok(None);
+        };
+        Ok(Some(PhoneSecrets {
+            path_secret: derive(secrets, &token_hash, "smsgw device API inbound path"),
+            signing_key: derive(secrets, &token_hash, "smsgw device API inbound signing key"),
+        }))
+    }
+
+    /// The secrets of this phone; 404 when it is not paired.
+    pub async fn of(
+        state: &AppState,
+        secrets: &SecretBox,
+        phone_id: Uuid,
+    ) -> Result<PhoneSecrets, MobileError> {
+        PhoneSecrets::find(state, secrets, phone_id)
             .await?
-            .ok_or_else(MobileError::not_found)?;
-        Ok(PhoneSecrets {
-            path_secret: derive(&token_hash, "smsgw device API inbound path"),
-            signing_key: derive(&token_hash, "smsgw device API inbound signing key"),
-        })
+            .ok_or_else(MobileError::not_found)
     }
 }
 
-/// Hex HMAC-SHA256 of `purpose` under the token hash, cut to 32 characters (128 bits).
-fn derive(token_hash: &str, purpose: &str) -> String {
-    let mut mac = hmac(token_hash.as_bytes());
-    mac.update(purpose.as_bytes());
-    let mut hex = hex::encode(mac.finalize().into_bytes());
+/// The secret for `purpose` derived from the token hash under the secrets key, cut to 32 hex
+/// characters (128 bits).
+fn derive(secrets: &SecretBox, token_hash: &str, purpose: &str) -> String {
+    let mut hex = secrets.derive(purpose, token_hash.as_bytes());
     hex.truncate(32);
     hex
 }
@@ -70,11 +95,15 @@ pub fn signature(signing_key: &str, body: &[u8], timestamp: &str) -> String {
     hex::encode(mac.finalize().into_bytes())
 }
 
+/// The app's webhook post; `payload` is read only for `sms:received` (the other events' payloads
+/// have other shapes, and are ignored).
 #[derive(Debug, Deserialize)]
 struct PostIn {
+    #[serde(default)]
     id: String,
     event: String,
-    payload: Option<PayloadIn>,
+    #[serde(default)]
+    payload: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -89,15 +118,22 @@ struct PayloadIn {
 #[tracing::instrument(skip_all, fields(phone_id = %path.0))]
 pub async fn receive(
     state: web::Data<AppState>,
+    api: web::Data<WebhookApi>,
     req: HttpRequest,
     path: web::Path<(Uuid, String)>,
-    body: Bytes,
+    payload: web::Payload,
 ) -> Result<HttpResponse, MobileError> {
     let (phone_id, secret) = path.into_inner();
-    let secrets = PhoneSecrets::of(&state, phone_id).await?;
-    if !keys::hashes_equal(&secrets.path_secret, &secret) {
+    let client = req.peer_addr().map(|addr| addr.ip());
+    state.refuse_spent_budget(client)?;
+    let secrets = PhoneSecrets::find(&state, &api.secrets, phone_id)
+        .await?
+        .filter(|secrets| keys::hashes_equal(&secrets.path_secret, &secret));
+    let Some(secrets) = secrets else {
+        state.spend_failed_auth(client)?;
         return Err(MobileError::not_found());
-    }
+    };
+    let body = read_body(&req, payload, MAX_INBOUND_BODY_BYTES).await?;
     let header = |name: &str| {
         req.headers()
             .get(name)
@@ -127,9 +163,11 @@ pub async fn receive(
             "id must have 1 to {MAX_EVENT_ID_CHARS} characters"
         )));
     }
-    let payload = post
+    let payload: PayloadIn = post
         .payload
-        .ok_or_else(|| MobileError::bad_request("payload is required"))?;
+        .map(serde_json::from_value)
+        .ok_or_else(|| MobileError::bad_request("payload is required"))?
+        .map_err(|err| MobileError::bad_request(format!("payload: {err}")))?;
     let frame = PhoneFrame::Received {
         reference: format!("smsgate:{}", post.id),
         from: payload.sender,
@@ -138,6 +176,16 @@ pub async fn receive(
             .received_at
             .map_or_else(|| state.clock.now(), |at| at.with_timezone(&chrono::Utc)),
     };
+    // The bounds of a WebSocket `received` frame, named as the app names the fields.
+    frame.check_bounds().map_err(|refusal| {
+        MobileError::bad_request(match refusal {
+            FrameRefusal::Sender => {
+                "payload.sender must be 1 to 32 characters without control characters"
+            }
+            FrameRefusal::Content => "payload.message must be 1 to 1600 UTF-16 code units",
+            FrameRefusal::Reference => "id must have 1 to 128 characters",
+        })
+    })?;
     let pending = state.device_links.of(phone_id).inbound(frame).await?;
     if !Pending::all_within(vec![pending], STORE_WAIT).await {
         return Err(MobileError::new(

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
-use actix_web::http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
+use actix_web::http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError, web};
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::AppState;
+use super::webhooks::WebhookApi;
 use crate::actors::device_link::{
     AppMessageId, FetchOrder, KEEPALIVE, KEEPALIVE_FRAME, NotPaired, Pending, STORE_WAIT,
 };
@@ -29,6 +30,7 @@ use crate::clock::format_ms;
 use crate::domain::app_protocol::{AppEvent, AppMessageState};
 use crate::domain::keys;
 use crate::domain::protocol::PhoneFrame;
+use crate::error::ApiError;
 use crate::store::messages;
 use crate::store::phones::{self, PhoneRecord};
 
@@ -59,12 +61,18 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     }
 }
 
+/// Largest body of the token holder's routes (`POST`/`PATCH /device`, `PATCH /message`), in
+/// bytes: a hundred reports with long failure texts fit (docs/api.md, "Device API … Limits").
+const MAX_DEVICE_BODY_BYTES: usize = 256 * 1024;
+
 /// An error in the app's shape: `{"message": …}` with the status the app acts on (401 makes
 /// it register again, so it is answered only for a token that is really unknown).
 #[derive(Debug)]
 pub struct MobileError {
     status: StatusCode,
     message: String,
+    /// `Retry-After` of a 429, in seconds.
+    retry_after_secs: Option<u64>,
 }
 
 impl MobileError {
@@ -72,6 +80,20 @@ impl MobileError {
         MobileError {
             status,
             message: message.into(),
+            retry_after_secs: None,
+        }
+    }
+
+    /// A body that could not be read within the bounds: 413 past `max_bytes`, 408 past
+    /// `server.body_timeout`, 400 for one that is not readable.
+    fn of_body(err: ApiError, max_bytes: usize) -> MobileError {
+        match err {
+            ApiError::PayloadTooLarge => MobileError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the request body is larger than {} KiB", max_bytes / 1024),
+            ),
+            ApiError::InvalidJson { message, .. } => MobileError::bad_request(message),
+            other => MobileError::from(other),
         }
     }
 
@@ -100,7 +122,40 @@ impl ResponseError for MobileError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status).json(serde_json::json!({ "message": self.message }))
+        let mut response = HttpResponse::build(self.status);
+        if let Some(secs) = self.retry_after_secs {
+            response.insert_header((RETRY_AFTER, secs));
+        }
+        if self.status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the body may still be on its way: the connection cannot carry
+            // another request.
+            response.force_close();
+        }
+        response.json(serde_json::json!({ "message": self.message }))
+    }
+}
+
+/// The `/v1` errors the device API meets: the failed-auth budget (429) and a body's deadline
+/// (408), in the app's shape.
+impl From<ApiError> for MobileError {
+    fn from(err: ApiError) -> Self {
+        match err {
+            ApiError::RateLimited { retry_after_secs } => MobileError {
+                retry_after_secs: Some(retry_after_secs),
+                ..MobileError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too many failed authentications from this address; retry later",
+                )
+            },
+            ApiError::RequestTimeout { .. } => {
+                MobileError::new(StatusCode::REQUEST_TIMEOUT, err.to_string())
+            }
+            ApiError::MissingApiKey | ApiError::InvalidApiKey => MobileError::unauthorized(),
+            other => {
+                tracing::error!(error = %other, "device API: request failed");
+                MobileError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+            }
+        }
     }
 }
 
@@ -127,9 +182,11 @@ fn bearer(req: &HttpRequest) -> Option<&str> {
 }
 
 /// The phone whose device token the request carries as `Bearer`; every route's first
-/// extractor, so a bad token is 401 whatever else the request holds. A token read within
-/// [`crate::actors::device_link::TOKEN_TTL`] is answered from memory (forgotten at once when this server rotates or
-/// unpairs it).
+/// extractor, so a bad token is 401 whatever else the request holds, and no body is read before
+/// it ([`read_body`] runs in the handler). A token read within
+/// [`crate::actors::device_link::TOKEN_TTL`] is answered from memory (forgotten at once when this
+/// server rotates or unpairs it); a token the database does not know spends the client
+/// address's failed-auth budget, and while that is spent no token is looked up (429).
 struct DevicePhone(PhoneRecord);
 
 impl FromRequest for DevicePhone {
@@ -138,6 +195,7 @@ impl FromRequest for DevicePhone {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let state = req.app_data::<web::Data<AppState>>().cloned();
+        let client = req.peer_addr().map(|addr| addr.ip());
         let token_hash = bearer(req)
             .filter(|t| t.starts_with("dt_"))
             .map(keys::hash_secret);
@@ -148,13 +206,28 @@ impl FromRequest for DevicePhone {
             if let Some(phone) = state.device_links.phone_of_token(&token_hash) {
                 return Ok(DevicePhone(phone));
             }
-            let phone = phones::find_by_token(&state.db, &token_hash)
-                .await?
-                .ok_or_else(MobileError::unauthorized)?;
+            state.refuse_spent_budget(client)?;
+            let Some(phone) = phones::find_by_token(&state.db, &token_hash).await? else {
+                state.spend_failed_auth(client)?;
+                return Err(MobileError::unauthorized());
+            };
             state.device_links.remember_token(&token_hash, &phone);
             Ok(DevicePhone(phone))
         })
     }
+}
+
+/// Reads a request body of at most `max_bytes` within `server.body_timeout` (the bounded
+/// reader of `/v1`): called after authentication, so a bad token is 401 and the body unread.
+async fn read_body(
+    req: &HttpRequest,
+    payload: web::Payload,
+    max_bytes: usize,
+) -> Result<web::BytesMut, MobileError> {
+    let mut payload = payload.into_inner();
+    crate::api::read_body_up_to(req, &mut payload, max_bytes)
+        .await
+        .map_err(|err| MobileError::of_body(err, max_bytes))
 }
 
 /// Parses a JSON body (after authentication, so a bad token is 401 whatever the body).
@@ -184,8 +257,9 @@ struct RegisterOut {
 async fn register(
     DevicePhone(phone): DevicePhone,
     req: HttpRequest,
-    body: Bytes,
+    payload: web::Payload,
 ) -> Result<HttpResponse, MobileError> {
+    let body = read_body(&req, payload, MAX_DEVICE_BODY_BYTES).await?;
     if !body.is_empty() {
         let _: RegisterIn = parse(&body)?;
     }
@@ -206,8 +280,10 @@ struct UpdateDeviceIn {
 #[tracing::instrument(skip_all)]
 async fn update_device(
     DevicePhone(phone): DevicePhone,
-    body: Bytes,
+    req: HttpRequest,
+    payload: web::Payload,
 ) -> Result<HttpResponse, MobileError> {
+    let body = read_body(&req, payload, MAX_DEVICE_BODY_BYTES).await?;
     let update: UpdateDeviceIn = parse(&body)?;
     if update.id != phone.id {
         return Err(MobileError::new(
@@ -418,8 +494,10 @@ const MAX_REPORTS: usize = 100;
 async fn report(
     DevicePhone(phone): DevicePhone,
     state: web::Data<AppState>,
-    body: Bytes,
+    req: HttpRequest,
+    payload: web::Payload,
 ) -> Result<HttpResponse, MobileError> {
+    let body = read_body(&req, payload, MAX_DEVICE_BODY_BYTES).await?;
     let items: Vec<ReportIn> = parse(&body)?;
     if items.len() > MAX_REPORTS {
         return Err(MobileError::bad_request(format!(
@@ -503,8 +581,9 @@ async fn is_current_send(
 async fn settings(
     DevicePhone(phone): DevicePhone,
     state: web::Data<AppState>,
+    api: web::Data<WebhookApi>,
 ) -> Result<HttpResponse, MobileError> {
-    let secrets = inbound::PhoneSecrets::of(&state, phone.id).await?;
+    let secrets = inbound::PhoneSecrets::of(&state, &api.secrets, phone.id).await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "webhooks": { "signing_key": secrets.signing_key }
     })))
@@ -525,9 +604,10 @@ struct WebhookOut {
 async fn webhooks(
     DevicePhone(phone): DevicePhone,
     state: web::Data<AppState>,
+    api: web::Data<WebhookApi>,
     req: HttpRequest,
 ) -> Result<HttpResponse, MobileError> {
-    let secrets = inbound::PhoneSecrets::of(&state, phone.id).await?;
+    let secrets = inbound::PhoneSecrets::of(&state, &api.secrets, phone.id).await?;
     let base = crate::api::origin::public_base(&state, &req);
     Ok(HttpResponse::Ok().json([WebhookOut {
         id: format!("smsgw-inbound-{}", phone.id),

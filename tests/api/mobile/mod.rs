@@ -18,6 +18,7 @@ use crate::helpers::{
 
 mod events;
 mod inbound;
+mod limits;
 mod registration;
 mod sending;
 
