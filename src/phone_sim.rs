@@ -61,7 +61,13 @@ pub struct SimArgs {
     pub protocol: Protocol,
     /// PEM file of one or more certificates to trust besides the public roots, for a server
     /// with a self-signed or private-CA certificate. Default: the file SSL_CERT_FILE names.
-    #[arg(long, value_name = "PATH", env = "SSL_CERT_FILE", value_parser = CaFile::read)]
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "SSL_CERT_FILE",
+        hide_env_values = true,
+        value_parser = CaFile::read
+    )]
     pub ca_file: Option<CaFile>,
     /// An incoming SMS to simulate once connected, as "FROM: TEXT", e.g.
     /// "+14155550123: hello" (repeatable); `-` reads such lines from stdin.
@@ -78,8 +84,9 @@ pub struct CaFile {
 }
 
 impl CaFile {
-    /// Reads a PEM file of trust anchors: refused when it cannot be read, holds no
-    /// certificate, or holds one that cannot be a trust anchor.
+    /// Reads a PEM file of trust anchors: refused when it cannot be read or holds no
+    /// certificate that can be one. Others beside a usable one are left out, as a system
+    /// bundle (SSL_CERT_FILE) may hold a few rustls cannot use.
     pub fn read(path: &str) -> Result<CaFile, String> {
         use rustls::pki_types::pem::PemObject;
         let named = |why: String| format!("{path} (--ca-file or SSL_CERT_FILE): {why}");
@@ -90,10 +97,11 @@ impl CaFile {
             return Err(named("no PEM certificate in the file".into()));
         }
         let mut roots = rustls::RootCertStore::empty();
-        for cert in &certs {
-            roots
-                .add(cert.clone())
-                .map_err(|e| named(format!("not a usable CA certificate: {e}")))?;
+        let (_, unusable) = roots.add_parsable_certificates(certs.iter().cloned());
+        if roots.is_empty() {
+            return Err(named(format!(
+                "none of its {unusable} certificates is a usable CA certificate"
+            )));
         }
         Ok(CaFile {
             path: PathBuf::from(path),
