@@ -351,6 +351,28 @@ async fn cli_trusts_a_ca_file_and_says_why_it_reconnects(backend: Backend) {
     let id = app.send_live("over TLS, trusted by --ca-file").await;
     app.wait_for_status(&app.live_key, &id, "delivered").await;
     trusted.line(|l| l == format!("delivered {id}")).await;
+    drop(trusted);
+
+    // android.md §7 as written: the device API over HTTPS, with an incoming SMS.
+    let (_, token) = app.pair_phone("+14155550101").await;
+    let app_like = SimProcess::start(&[
+        "--protocol",
+        "smsgate",
+        "--server",
+        &app.address,
+        "--token",
+        &token,
+        "--ca-file",
+        &ca_file,
+        "--receive",
+        "+14155550123: hello over TLS",
+    ]);
+    app_like.line(|l| l.starts_with("ack ")).await;
+    let inbound = app
+        .get("/v1/messages?direction=inbound", &app.live_key)
+        .await
+        .expect(200);
+    assert_eq!(inbound.data()["messages"][0]["content"], "hello over TLS");
 }
 
 /// A refused connection is named on the reconnect line.
