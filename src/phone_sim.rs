@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -79,7 +78,6 @@ pub struct SimArgs {
 /// connects.
 #[derive(Debug, Clone)]
 pub struct CaFile {
-    pub path: PathBuf,
     pub certs: Vec<CertificateDer<'static>>,
 }
 
@@ -103,10 +101,7 @@ impl CaFile {
                 "none of its {unusable} certificates is a usable CA certificate"
             )));
         }
-        Ok(CaFile {
-            path: PathBuf::from(path),
-            certs,
-        })
+        Ok(CaFile { certs })
     }
 }
 
