@@ -61,7 +61,8 @@ enum Command {
         #[command(subcommand)]
         command: SecretsCommand,
     },
-    /// A simulated phone over the real WebSocket protocol.
+    /// A simulated phone: smsgw's WebSocket protocol, or the device API as the SMSGate app
+    /// speaks it (`--protocol smsgate`).
     PhoneSim(smsgw::phone_sim::SimArgs),
     /// Load test: simulated phones, concurrent API clients, a webhook receiver.
     Loadtest(smsgw::loadtest::LoadtestArgs),

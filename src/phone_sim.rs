@@ -1,13 +1,17 @@
 //! `smsgw phone-sim`: a simulated phone over the real WebSocket protocol (docs/api.md,
-//! Phone WebSocket).
+//! Phone WebSocket), or over the device API as the SMSGate Android app speaks it (`smsgate`).
 //!
 //! It is a developer tool and the building block of the load-test harness: it reconnects with
 //! backoff (to the next of several server URLs in turn, as a phone behind a load balancer would
 //! land on another node), re-sends every report the server has not acked on the new session,
 //! dedupes `send` frames by message id (a repeat is answered with the report already made, never
-//! sent twice, and counted), fails a share of attempts, and delivers after a delay.
+//! sent twice, and counted), fails a share of attempts, and delivers after a delay. The CLI
+//! trusts a private CA (`--ca-file`), says why each reconnect happens, and can simulate incoming
+//! SMS (`--receive`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_codec::Framed;
@@ -15,6 +19,7 @@ use awc::ws::{Codec, Frame, Message as WsMessage};
 use awc::{BoxedSocket, Client};
 use futures_util::{SinkExt, StreamExt};
 use rand::Rng;
+use rustls::pki_types::CertificateDer;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
@@ -53,6 +58,81 @@ pub struct SimArgs {
     /// app speaks it).
     #[arg(long, value_enum, default_value_t = Protocol::Websocket)]
     pub protocol: Protocol,
+    /// PEM file of one or more certificates to trust besides the public roots, for a server
+    /// with a self-signed or private-CA certificate. Default: the file SSL_CERT_FILE names.
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "SSL_CERT_FILE",
+        hide_env_values = true,
+        value_parser = CaFile::read
+    )]
+    pub ca_file: Option<CaFile>,
+    /// An incoming SMS to simulate once connected, as "FROM: TEXT", e.g.
+    /// "+14155550123: hello" (repeatable); `-` reads such lines from stdin.
+    #[arg(long, value_name = "\"FROM: TEXT\" | -", value_parser = Receive::parse)]
+    pub receive: Vec<Receive>,
+}
+
+/// The certificates of `--ca-file` (or `SSL_CERT_FILE`), read and checked before anything
+/// connects.
+#[derive(Debug, Clone)]
+pub struct CaFile {
+    pub certs: Vec<CertificateDer<'static>>,
+}
+
+impl CaFile {
+    /// Reads a PEM file of trust anchors: refused when it cannot be read or holds no
+    /// certificate that can be one. Others beside a usable one are left out, as a system
+    /// bundle (SSL_CERT_FILE) may hold a few rustls cannot use.
+    pub fn read(path: &str) -> Result<CaFile, String> {
+        use rustls::pki_types::pem::PemObject;
+        let named = |why: String| format!("{path} (--ca-file or SSL_CERT_FILE): {why}");
+        let certs = CertificateDer::pem_file_iter(path)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| named(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(named("no PEM certificate in the file".into()));
+        }
+        let mut roots = rustls::RootCertStore::empty();
+        let (_, unusable) = roots.add_parsable_certificates(certs.iter().cloned());
+        if roots.is_empty() {
+            return Err(named(format!(
+                "none of its {unusable} certificates is a usable CA certificate"
+            )));
+        }
+        Ok(CaFile { certs })
+    }
+}
+
+/// One `--receive` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Receive {
+    /// An incoming SMS given on the command line.
+    Sms { from: String, content: String },
+    /// `-`: incoming SMS read from stdin, one "FROM: TEXT" line each.
+    Stdin,
+}
+
+impl Receive {
+    /// `-`, or "FROM: TEXT" (the sender before the first colon, the text after it; neither
+    /// empty).
+    pub fn parse(value: &str) -> Result<Receive, String> {
+        if value.trim() == "-" {
+            return Ok(Receive::Stdin);
+        }
+        let malformed =
+            || format!("{value:?} is not \"FROM: TEXT\" (e.g. \"+14155550123: hello\") or -");
+        let (from, content) = value.split_once(':').ok_or_else(malformed)?;
+        let (from, content) = (from.trim(), content.trim());
+        if from.is_empty() || content.is_empty() {
+            return Err(malformed());
+        }
+        Ok(Receive::Sms {
+            from: from.to_string(),
+            content: content.to_string(),
+        })
+    }
 }
 
 /// How a simulated phone behaves.
@@ -65,6 +145,8 @@ pub struct SimOptions {
     pub deliver_after: Duration,
     /// Interval of `heartbeat` frames.
     pub heartbeat_every: Duration,
+    /// Certificates trusted besides the public roots (`--ca-file`).
+    pub ca_certs: Vec<CertificateDer<'static>>,
 }
 
 impl From<SimArgs> for SimOptions {
@@ -75,6 +157,7 @@ impl From<SimArgs> for SimOptions {
             fail_rate: args.fail_rate.clamp(0.0, 1.0),
             deliver_after: Duration::from_millis(args.deliver_after_ms),
             heartbeat_every: HEARTBEAT_EVERY,
+            ca_certs: args.ca_file.map(|ca| ca.certs).unwrap_or_default(),
         }
     }
 }
@@ -113,8 +196,11 @@ pub enum SimEvent {
         message: String,
     },
     Disconnected,
+    /// The next connection is tried `after` this wait; `reason` says why the last one failed
+    /// or ended ("connection refused", "TLS: …", "HTTP 404 — …").
     Reconnecting {
         after: Duration,
+        reason: String,
     },
 }
 
@@ -154,16 +240,96 @@ fn emitter(events: &Option<mpsc::UnboundedSender<SimEvent>>) -> impl Fn(SimEvent
     }
 }
 
-/// The HTTP client of a simulated phone: each request gives up after 10 s.
-fn http_client() -> Client {
-    Client::builder().timeout(Duration::from_secs(10)).finish()
+/// ALPN of the WebSocket transport: HTTP/1.1 only (an upgrade cannot ride on HTTP/2).
+const HTTP1_ONLY: &[&[u8]] = &[b"http/1.1"];
+/// ALPN of the device API transport: HTTP/2 first, as the app's OkHttp offers it.
+const HTTP2_FIRST: &[&[u8]] = &[b"h2", b"http/1.1"];
+
+/// The HTTP client of a simulated phone: it trusts the public roots and `ca_certs`, offers
+/// `protocols` over TLS, and each request gives up after 10 s.
+fn http_client(ca_certs: &[CertificateDer<'static>], protocols: &[&[u8]]) -> Client {
+    let mut roots = actix_tls::connect::rustls_0_23::webpki_roots_cert_store();
+    // Checked when --ca-file was read; one that is not a trust anchor is left out.
+    roots.add_parsable_certificates(ca_certs.iter().cloned());
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+    Client::builder()
+        .connector(awc::Connector::new().rustls_0_23(Arc::new(config)))
+        .timeout(Duration::from_secs(10))
+        .finish()
 }
 
-/// Sleeps a jittered `backoff` before a reconnect (announced through `emit`) and returns the
-/// next one.
-async fn wait(backoff: Duration, emit: &impl Fn(SimEvent)) -> Duration {
+/// Why a connection could not be made, in a few words for the reconnect line.
+fn send_failure(err: &awc::error::SendRequestError) -> String {
+    use awc::error::{ConnectError, SendRequestError};
+    match err {
+        SendRequestError::Connect(ConnectError::Io(io)) | SendRequestError::Send(io) => {
+            io_failure(io)
+        }
+        SendRequestError::Connect(ConnectError::Timeout) | SendRequestError::Timeout => {
+            "timed out".into()
+        }
+        SendRequestError::Connect(ConnectError::Resolver(e)) => {
+            format!("cannot resolve the host: {e}")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A socket error: a TLS failure is named as one (rustls's own words), a refusal plainly.
+fn io_failure(err: &std::io::Error) -> String {
+    if let Some(tls) = err
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        return format!("TLS: {tls}");
+    }
+    match err.kind() {
+        std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
+        std::io::ErrorKind::ConnectionReset => "connection reset".into(),
+        std::io::ErrorKind::TimedOut => "timed out".into(),
+        _ => err.to_string(),
+    }
+}
+
+/// Why a WebSocket upgrade failed (a refused token is not retried: see [`run_phone`]).
+fn ws_failure(err: &awc::error::WsClientError, server: &str) -> String {
+    use awc::error::WsClientError;
+    match err {
+        WsClientError::InvalidResponseStatus(status) => status_failure(status.as_u16(), server),
+        WsClientError::SendRequest(err) => send_failure(err),
+        other => other.to_string(),
+    }
+}
+
+/// An HTTP status where the phone's endpoint should be. A 404 points at the usual mistake:
+/// `--server` is the base URL, and the simulator adds the endpoint's path itself.
+fn status_failure(status: u16, server: &str) -> String {
+    if status != 404 {
+        return format!("HTTP {status}");
+    }
+    let path = server
+        .split_once("://")
+        .and_then(|(_, rest)| rest.find('/').map(|at| &rest[at..]))
+        .unwrap_or("")
+        .trim_end_matches('/');
+    if path.is_empty() {
+        format!("HTTP 404 — is smsgw at {server}? --server is its base URL (https://host:port)")
+    } else {
+        format!("HTTP 404 — --server is the base URL (https://host:port), not …{path}")
+    }
+}
+
+/// Sleeps a jittered `backoff` before a reconnect (announced through `emit` with `reason`) and
+/// returns the next one.
+async fn wait(backoff: Duration, reason: String, emit: &impl Fn(SimEvent)) -> Duration {
     let jittered = backoff.mul_f64(rand::rng().random_range(0.5..1.5));
-    emit(SimEvent::Reconnecting { after: jittered });
+    emit(SimEvent::Reconnecting {
+        after: jittered,
+        reason,
+    });
     tokio::time::sleep(jittered).await;
     (backoff * 2).min(MAX_BACKOFF)
 }
@@ -254,9 +420,10 @@ pub async fn run_phone(
     mut commands: Option<mpsc::UnboundedReceiver<SimCommand>>,
 ) -> Result<(), SimError> {
     let urls = options.server_urls(ws_url)?;
+    let servers = options.servers();
     let mut at = 0;
     let emit = emitter(&events);
-    let client = http_client();
+    let client = http_client(&options.ca_certs, HTTP1_ONLY);
     let mut memory = Memory::default();
     let mut backoff = FIRST_BACKOFF;
     let (timer_tx, mut timer_rx) = mpsc::unbounded_channel::<PhoneFrame>();
@@ -274,9 +441,10 @@ pub async fn run_phone(
             {
                 return Err(SimError::Refused(status.as_u16()));
             }
-            Err(_) => {
+            Err(err) => {
+                let reason = ws_failure(&err, servers[at]);
                 at = next_server(at, urls.len());
-                backoff = wait(backoff, &emit).await;
+                backoff = wait(backoff, reason, &emit).await;
                 continue;
             }
         };
@@ -338,7 +506,7 @@ pub async fn run_phone(
         emit(SimEvent::Disconnected);
         at = next_server(at, urls.len());
         // The session was up, so `backoff` is the first again and stays so for this wait.
-        wait(backoff, &emit).await;
+        wait(backoff, "the session ended".into(), &emit).await;
     }
 }
 
@@ -453,8 +621,10 @@ fn ws_url(server: &str) -> Result<String, SimError> {
     Ok(format!("{ws}/v1/phones/connect"))
 }
 
-/// The CLI: runs one phone and prints one line per event; on Ctrl-C it prints how many messages
-/// it sent and how many it was handed again (and did not send twice), then stops.
+/// The CLI: runs one phone and prints one line per event; each `--receive` SMS (and each line
+/// of stdin with `--receive -`) is handed to it, to go out once it is connected. On Ctrl-C it
+/// prints how many messages it sent and how many it was handed again (and did not send twice),
+/// then stops.
 pub async fn run(args: SimArgs) -> Result<(), Box<dyn std::error::Error>> {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let counts = std::rc::Rc::new(std::cell::Cell::new((0u64, 0u64)));
@@ -466,16 +636,32 @@ pub async fn run(args: SimArgs) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     });
+    // Held until the phone stops, so the command channel stays open after stdin ends.
+    let (commands, commands_rx) = mpsc::unbounded_channel();
+    for receive in &args.receive {
+        match receive {
+            Receive::Sms { from, content } => {
+                let _ = commands.send(SimCommand::Receive {
+                    from: from.clone(),
+                    content: content.clone(),
+                });
+            }
+            Receive::Stdin => read_stdin(commands.clone())?,
+        }
+    }
+    let protocol = args.protocol;
+    let options = SimOptions::from(args);
     let phone = async {
-        match args.protocol {
-            Protocol::Websocket => run_phone(SimOptions::from(args), Some(tx), None).await,
-            Protocol::Smsgate => smsgate::run_phone(SimOptions::from(args), Some(tx), None).await,
+        match protocol {
+            Protocol::Websocket => run_phone(options, Some(tx), Some(commands_rx)).await,
+            Protocol::Smsgate => smsgate::run_phone(options, Some(tx), Some(commands_rx)).await,
         }
     };
     let result = tokio::select! {
         result = phone => result,
         _ = tokio::signal::ctrl_c() => Ok(()),
     };
+    drop(commands);
     // Let the printer drain what the phone emitted before the summary.
     actix_web::rt::task::yield_now().await;
     printer.abort();
@@ -484,6 +670,36 @@ pub async fn run(args: SimArgs) -> Result<(), Box<dyn std::error::Error>> {
         println!("stopped: {sent} messages sent, {repeats} duplicates received and not sent again");
     }
     result.map_err(Into::into)
+}
+
+/// Reads "FROM: TEXT" lines from stdin on a thread of its own and hands each to the phone; a
+/// malformed line is named on stderr and skipped, a blank one ignored.
+fn read_stdin(commands: mpsc::UnboundedSender<SimCommand>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("phone-sim-stdin".into())
+        .spawn(move || {
+            for (number, line) in std::io::stdin().lock().lines().enumerate() {
+                let Ok(line) = line else { return };
+                if line.trim().is_empty() {
+                    continue;
+                }
+                match Receive::parse(&line) {
+                    Ok(Receive::Sms { from, content }) => {
+                        if commands
+                            .send(SimCommand::Receive { from, content })
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Ok(Receive::Stdin) | Err(_) => eprintln!(
+                        "stdin line {}: skipped, not \"FROM: TEXT\": {line}",
+                        number + 1
+                    ),
+                }
+            }
+        })
+        .map(drop)
 }
 
 /// One printed line per event; `counts` keeps (messages sent, duplicates received).
@@ -518,7 +734,9 @@ fn describe(event: &SimEvent, counts: &std::cell::Cell<(u64, u64)>) -> String {
         SimEvent::Forwarded { reference } => format!("received {reference}"),
         SimEvent::ServerError { code, message } => format!("server error {code}: {message}"),
         SimEvent::Disconnected => "disconnected".to_string(),
-        SimEvent::Reconnecting { after } => format!("reconnecting in {} ms", after.as_millis()),
+        SimEvent::Reconnecting { after, reason } => {
+            format!("reconnecting in {} ms: {reason}", after.as_millis())
+        }
     }
 }
 
@@ -547,6 +765,7 @@ mod tests {
             fail_rate: 0.0,
             deliver_after: Duration::ZERO,
             heartbeat_every: HEARTBEAT_EVERY,
+            ca_certs: Vec::new(),
         };
         assert_eq!(
             options.servers(),
@@ -555,6 +774,36 @@ mod tests {
         assert_eq!(next_server(0, 3), 1);
         assert_eq!(next_server(2, 3), 0, "after the last comes the first again");
         assert_eq!(next_server(0, 1), 0, "one server is retried");
+    }
+
+    #[test]
+    fn received_sms_are_from_colon_text() {
+        assert_eq!(
+            Receive::parse("+14155550123: hello: there"),
+            Ok(Receive::Sms {
+                from: "+14155550123".into(),
+                content: "hello: there".into()
+            })
+        );
+        assert_eq!(Receive::parse("-"), Ok(Receive::Stdin));
+        for malformed in ["hello", ": hello", "+14155550123:", "+14155550123:   ", ""] {
+            assert!(Receive::parse(malformed).is_err(), "{malformed:?}");
+        }
+    }
+
+    #[test]
+    fn a_404_says_what_server_should_be() {
+        let hint = status_failure(404, "https://gw.example:8443/api/mobile/v1/");
+        assert!(
+            hint.contains("--server is the base URL") && hint.ends_with("not …/api/mobile/v1"),
+            "{hint}"
+        );
+        let hint = status_failure(404, "https://gw.example:8443");
+        assert!(
+            hint.contains("is smsgw at https://gw.example:8443?"),
+            "{hint}"
+        );
+        assert_eq!(status_failure(502, "https://gw.example/x"), "HTTP 502");
     }
 
     #[test]

@@ -12,11 +12,14 @@ use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use utoipa::ToSchema;
+use utoipa::openapi::extensions::Extensions;
+use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Ref, Type};
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::{PartialSchema, ToSchema};
 use uuid::Uuid;
 
 use super::{Answer, AppState, Caller, DocumentedRoute};
-use crate::actors::live_events::{self, EventName, PhoneStatusOut};
+use crate::actors::live_events::{self, EventName, LiveMessageStatus, PhoneStatusOut};
 use crate::actors::registry::{GetPhoneStates, PhoneState};
 use crate::clock::format_ms;
 use crate::error::ApiError;
@@ -45,6 +48,108 @@ pub struct SnapshotOut {
     pub phones: Vec<PhoneStatusOut>,
 }
 
+/// One event of the stream in the document (docs/api.md "Live events"), for schema-driven
+/// readers: `{event, data}`, the event's name and the JSON text of its `data:` line, whose
+/// shape is the `contentSchema` of `data`. The stream answer's schema is this per-event
+/// schema, as OpenAPI 3.2 `itemSchema` is and as tools read `schema` of a 3.1
+/// `text/event-stream` (the document stays 3.1: utoipa writes no `itemSchema`).
+pub struct LiveEventItem;
+
+/// Each event: its name, its component's name, the schema name of its `data` and what it says.
+fn event_kinds() -> [(EventName, &'static str, String, &'static str); 3] {
+    [
+        (
+            EventName::Snapshot,
+            "SnapshotEvent",
+            SnapshotOut::name().into_owned(),
+            "First and once: every phone of the workspace and mode with its live state.",
+        ),
+        (
+            EventName::PhoneStatus,
+            "PhoneStatusEvent",
+            PhoneStatusOut::name().into_owned(),
+            "A phone came online or went offline.",
+        ),
+        (
+            EventName::MessageStatus,
+            "MessageStatusEvent",
+            LiveMessageStatus::name().into_owned(),
+            "A message's status changed.",
+        ),
+    ]
+}
+
+/// `{event: NAME, data: JSON text of DATA}`.
+fn event_schema(name: EventName, data: &str, description: &str) -> RefOr<Schema> {
+    let name: &'static str = name.into();
+    // `contentSchema` (JSON Schema 2020-12, which OpenAPI 3.1 schemas are) has no utoipa
+    // builder; an extension entry is written verbatim beside the object's keywords.
+    let json_of_data: Extensions = [(
+        "contentSchema",
+        serde_json::json!({ "$ref": format!("#/components/schemas/{data}") }),
+    )]
+    .into_iter()
+    .collect();
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(description))
+        .property(
+            "event",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some([name])),
+        )
+        .required("event")
+        .property(
+            "data",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some(format!("The `data:` line: `{data}` as JSON text.")))
+                .content_media_type("application/json")
+                .extensions(Some(json_of_data)),
+        )
+        .required("data")
+        .into()
+}
+
+impl PartialSchema for LiveEventItem {
+    fn schema() -> RefOr<Schema> {
+        event_kinds()
+            .iter()
+            .fold(OneOfBuilder::new(), |one_of, (_, component, _, _)| {
+                one_of.item(Ref::from_schema_name(*component))
+            })
+            .description(Some(
+                "One event of the stream: `snapshot`, `phone.status` or `message.status`.",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for LiveEventItem {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "LiveEvent".into()
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        for (name, component, data, description) in event_kinds() {
+            schemas.push((component.into(), event_schema(name, &data, description)));
+        }
+        schemas.push((SnapshotOut::name().into_owned(), SnapshotOut::schema()));
+        SnapshotOut::schemas(schemas);
+        schemas.push((
+            PhoneStatusOut::name().into_owned(),
+            PhoneStatusOut::schema(),
+        ));
+        PhoneStatusOut::schemas(schemas);
+        schemas.push((
+            LiveMessageStatus::name().into_owned(),
+            LiveMessageStatus::schema(),
+        ));
+        LiveMessageStatus::schemas(schemas);
+    }
+}
+
 /// Opens the live event stream (`text/event-stream`). Events: `snapshot` (`SnapshotOut`, once,
 /// first), `phone.status` (`PhoneStatusOut`), `message.status` (`LiveMessageStatus`); a reader
 /// that falls behind misses events rather than holding the server's memory.
@@ -53,7 +158,7 @@ pub struct SnapshotOut {
     path = "/v1/events/stream",
     tag = "events",
     responses(
-        (status = 200, description = "A server-sent event stream: `event: snapshot` then `phone.status` and `message.status` events, each with one JSON `data` line; `:keepalive` comments after 15 s of silence. Five streams of one workspace and mode are open at most (429 `rate_limited` beyond). The stream ends within about a second of its key's revocation.", content_type = "text/event-stream", body = String)
+        (status = 200, description = "A server-sent event stream: `event: snapshot` then `phone.status` and `message.status` events, each with one JSON `data` line; `:keepalive` comments after 15 s of silence. The schema is that of one event (`LiveEvent`: `{event, data}`, `data` the JSON text of the event's payload). Five streams of one workspace and mode are open at most (429 `rate_limited` beyond). The stream ends within about a second of its key's revocation.", content_type = "text/event-stream", body = LiveEventItem)
     )
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]

@@ -168,6 +168,9 @@ fn type_label(schema: &Value) -> String {
             .collect::<Vec<_>>()
             .join(" &amp; ");
     }
+    if let Some(content) = schema.get("contentSchema") {
+        return format!("string: JSON of {}", type_label(content));
+    }
     let base = match &schema["type"] {
         Value::String(t) => t.clone(),
         Value::Array(types) => types
@@ -271,6 +274,10 @@ fn render_operation(html: &mut String, method: &str, path: &str, op: &Value) {
             let body = response["content"]["application/json"]
                 .get("schema")
                 .map(type_label)
+                .or_else(|| {
+                    let events = response["content"]["text/event-stream"].get("schema")?;
+                    Some(format!("event stream, each event {}", type_label(events)))
+                })
                 .unwrap_or_default();
             html.push_str(&format!(
                 "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -371,6 +378,9 @@ pub fn render_docs(doc: &Value) -> String {
                 .map(|v| format!("<code>{}</code>", escape(v.as_str().unwrap_or_default())))
                 .collect();
             html.push_str(&format!("<p>One of {}.</p>", values.join(", ")));
+        }
+        if schema.get("oneOf").is_some() {
+            html.push_str(&format!("<p>One of {}.</p>", type_label(schema)));
         }
         if let Some(parts) = schema["allOf"].as_array() {
             for part in parts {

@@ -167,6 +167,7 @@ pub async fn start(
             fail_rate: 0.0,
             deliver_after,
             heartbeat_every: crate::phone_sim::HEARTBEAT_EVERY,
+            ca_certs: Vec::new(),
         };
         sims.push((index, options, command_rx));
         phones.push(Phone {

@@ -24,8 +24,8 @@ use crate::domain::app_protocol::{AppEvent, AppMessageState};
 use crate::domain::status::MessageStatus;
 
 use super::{
-    FIRST_BACKOFF, SimCommand, SimError, SimEvent, SimOptions, emitter, http_client, next_server,
-    wait,
+    FIRST_BACKOFF, HTTP2_FIRST, SimCommand, SimError, SimEvent, SimOptions, emitter, http_client,
+    next_server, send_failure, status_failure, wait,
 };
 use crate::actors::device_link::AppMessageId;
 
@@ -59,6 +59,14 @@ impl State {
     }
 }
 
+/// Why a step of the app's start failed.
+enum Failure {
+    /// The token was refused (401/403): the simulator stops.
+    Refused(u16),
+    /// Anything else: reconnect later, saying why.
+    Retry(String),
+}
+
 /// What registration handed the phone.
 struct Registered {
     token: String,
@@ -73,9 +81,10 @@ pub async fn run_phone(
     mut commands: Option<mpsc::UnboundedReceiver<SimCommand>>,
 ) -> Result<(), SimError> {
     let bases = options.server_urls(base_url)?;
+    let servers = options.servers();
     let mut at = 0;
     let emit = emitter(&events);
-    let client = http_client();
+    let client = http_client(&options.ca_certs, HTTP2_FIRST);
     // The last state reported per app message id: a message served again is reported again.
     let mut outcome: HashMap<String, State> = HashMap::new();
     let (timer_tx, mut timer_rx) = mpsc::unbounded_channel::<String>();
@@ -83,12 +92,12 @@ pub async fn run_phone(
     let mut inbound_seq: u64 = 0;
     loop {
         let base = &bases[at];
-        let registered = match register(&client, base, &options.token).await {
+        let registered = match register(&client, base, servers[at], &options.token).await {
             Ok(registered) => registered,
-            Err(Some(status)) => return Err(SimError::Refused(status)),
-            Err(None) => {
+            Err(Failure::Refused(status)) => return Err(SimError::Refused(status)),
+            Err(Failure::Retry(reason)) => {
                 at = next_server(at, bases.len());
-                backoff = wait(backoff, &emit).await;
+                backoff = wait(backoff, reason, &emit).await;
                 continue;
             }
         };
@@ -108,9 +117,13 @@ pub async fn run_phone(
             Ok(response) if response.status().as_u16() == 401 => {
                 return Err(SimError::Refused(401));
             }
-            _ => {
+            failed => {
+                let reason = match failed {
+                    Ok(response) => status_failure(response.status().as_u16(), servers[at]),
+                    Err(err) => send_failure(&err),
+                };
                 at = next_server(at, bases.len());
-                backoff = wait(backoff, &emit).await;
+                backoff = wait(backoff, reason, &emit).await;
                 continue;
             }
         };
@@ -160,7 +173,7 @@ pub async fn run_phone(
         }
         emit(SimEvent::Disconnected);
         at = next_server(at, bases.len());
-        backoff = wait(backoff, &emit).await;
+        backoff = wait(backoff, "the event stream ended".into(), &emit).await;
     }
 }
 
@@ -173,22 +186,32 @@ async fn next_command(
     }
 }
 
-/// `POST /device`, `PATCH /device`, `GET /webhooks`, `GET /settings`, as the app's start does.
-/// Err(Some(status)) when the token is refused, Err(None) when the server is unreachable.
-async fn register(client: &Client, base: &str, token: &str) -> Result<Registered, Option<u16>> {
+/// `POST /device`, `PATCH /device`, `GET /webhooks`, `GET /settings`, as the app's start does
+/// (`server` is the URL given, for the hint of a 404).
+async fn register(
+    client: &Client,
+    base: &str,
+    server: &str,
+    token: &str,
+) -> Result<Registered, Failure> {
     let mut reply = client
         .post(format!("{base}/device"))
         .bearer_auth(token)
         .send_json(&json!({ "name": "smsgw/phone-sim", "simCards": [] }))
         .await
-        .map_err(|_| None)?;
+        .map_err(|err| Failure::Retry(send_failure(&err)))?;
     let status = reply.status().as_u16();
     if status == 401 || status == 403 {
-        return Err(Some(status));
+        return Err(Failure::Refused(status));
     }
-    let body: Value = reply.json().await.map_err(|_| None)?;
+    if !reply.status().is_success() {
+        return Err(Failure::Retry(status_failure(status, server)));
+    }
+    let not_the_device_api =
+        || Failure::Retry("POST /device did not answer as smsgw's device API".into());
+    let body: Value = reply.json().await.map_err(|_| not_the_device_api())?;
     let (Some(id), Some(token)) = (body["id"].as_str(), body["token"].as_str()) else {
-        return Err(None);
+        return Err(not_the_device_api());
     };
     let token = token.to_string();
     let _ = client

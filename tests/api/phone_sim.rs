@@ -1,12 +1,20 @@
 //! `smsgw phone-sim`: the simulated phone over the real protocol, in-process and as a CLI.
 
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use awc::{Client, Connector};
+use smsgw::config::TlsSettings;
 use smsgw::phone_sim::{SimEvent, SimOptions, run_phone};
 use tokio::sync::mpsc;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, FAILED_THREE_TIMES, SENDER, TestApp, run_cli, spawn_app, timeline};
+use crate::helpers::{
+    Backend, FAILED_THREE_TIMES, SENDER, TestApp, poll, run_cli, spawn_app, spawn_app_with,
+    timeline,
+};
 
 fn start_sim(app: &TestApp, token: &str) -> mpsc::UnboundedReceiver<SimEvent> {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -16,6 +24,7 @@ fn start_sim(app: &TestApp, token: &str) -> mpsc::UnboundedReceiver<SimEvent> {
         fail_rate: 0.0,
         deliver_after: Duration::from_millis(30),
         heartbeat_every: Duration::from_secs(5),
+        ca_certs: Vec::new(),
     };
     actix_web::rt::spawn(run_phone(options, Some(tx), None));
     rx
@@ -86,6 +95,7 @@ async fn simulated_phone_moves_on_to_the_next_server(backend: Backend) {
         fail_rate: 0.0,
         deliver_after: Duration::from_millis(30),
         heartbeat_every: Duration::from_secs(5),
+        ca_certs: Vec::new(),
     };
     actix_web::rt::spawn(run_phone(options, Some(tx), None));
     wait_for(&mut events, |e| *e == SimEvent::Connected).await;
@@ -130,6 +140,7 @@ async fn smsgate_simulator_sends_and_forwards_inbound(backend: Backend) {
         fail_rate: 0.0,
         deliver_after: Duration::from_millis(30),
         heartbeat_every: Duration::from_secs(5),
+        ca_certs: Vec::new(),
     };
     actix_web::rt::spawn(smsgw::phone_sim::smsgate::run_phone(
         options,
@@ -173,6 +184,7 @@ async fn smsgate_simulator_sends_each_retry(backend: Backend) {
         fail_rate: 1.0,
         deliver_after: Duration::from_millis(30),
         heartbeat_every: Duration::from_secs(5),
+        ca_certs: Vec::new(),
     };
     actix_web::rt::spawn(smsgw::phone_sim::smsgate::run_phone(
         options,
@@ -198,7 +210,268 @@ async fn smsgate_simulator_sends_each_retry(backend: Backend) {
     assert_eq!(sends, [(1, false), (2, false), (3, false)]);
 }
 
+/// A running `smsgw phone-sim` (no `SSL_CERT_FILE` from the test's environment); its stdout
+/// lines are collected as they come. Killed when dropped.
+struct SimProcess {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl SimProcess {
+    fn start(args: &[&str]) -> SimProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_smsgw"))
+            .arg("phone-sim")
+            .args(args)
+            .env_remove("SSL_CERT_FILE")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("phone-sim starts");
+        let stdout = child.stdout.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        SimProcess { child, lines }
+    }
+
+    /// Writes `text` to the simulator's stdin.
+    fn type_in(&mut self, text: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The first printed line for which `wanted` holds; panics after 15 s with every line.
+    async fn line(&self, wanted: impl Fn(&str) -> bool) -> String {
+        poll(
+            Duration::from_secs(15),
+            Duration::from_millis(20),
+            async || {
+                let lines = self.lines.lock().unwrap();
+                lines
+                    .iter()
+                    .find(|l| wanted(l))
+                    .cloned()
+                    .ok_or_else(|| format!("no such line among {lines:?}"))
+            },
+        )
+        .await
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A self-signed certificate for 127.0.0.1 in a temporary directory: the server's settings,
+/// the PEM file to give `--ca-file`, and an API client that trusts it.
+fn self_signed() -> (tempfile::TempDir, TlsSettings, String, Client) {
+    smsgw::startup::install_crypto_provider();
+    let made =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cert_file = dir.path().join("cert.pem");
+    let key_file = dir.path().join("key.pem");
+    std::fs::write(&cert_file, made.cert.pem()).unwrap();
+    std::fs::write(&key_file, made.signing_key.serialize_pem()).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(made.cert.der().clone()).unwrap();
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let client = Client::builder()
+        .connector(Connector::new().rustls_0_23(Arc::new(config)))
+        .timeout(Duration::from_secs(30))
+        .finish();
+    let tls = TlsSettings {
+        cert_file: cert_file.display().to_string(),
+        key_file: key_file.display().to_string(),
+    };
+    (dir, tls, cert_file.display().to_string(), client)
+}
+
+/// Against a server with a self-signed certificate: without `--ca-file` each reconnect line
+/// names the TLS failure; with it the phone connects and delivers; a `--server` with the API
+/// path gets the 404 hint.
+async fn cli_trusts_a_ca_file_and_says_why_it_reconnects(backend: Backend) {
+    let (_dir, tls, ca_file, client) = self_signed();
+    let mut app = spawn_app_with(backend, |s| s.server.tls = Some(tls)).await;
+    app.address = app.address.replacen("http://", "https://", 1);
+    app.client = client;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+
+    let untrusted = SimProcess::start(&["--server", &app.address, "--token", &token]);
+    let line = untrusted.line(|l| l.starts_with("reconnecting in")).await;
+    assert!(
+        line.contains(" ms: TLS: ") && line.contains("UnknownIssuer"),
+        "{line}"
+    );
+    drop(untrusted);
+
+    let api_url = format!("{}/api/mobile/v1", app.address);
+    for protocol in ["websocket", "smsgate"] {
+        let args = [
+            "--server",
+            &api_url,
+            "--token",
+            &token,
+            "--ca-file",
+            &ca_file,
+            "--protocol",
+            protocol,
+        ];
+        let wrong_url = SimProcess::start(&args);
+        let line = wrong_url.line(|l| l.starts_with("reconnecting in")).await;
+        assert!(
+            line.ends_with(
+                "HTTP 404 — --server is the base URL (https://host:port), not …/api/mobile/v1"
+            ),
+            "{protocol}: {line}"
+        );
+    }
+
+    let trusted = SimProcess::start(&[
+        "--server",
+        &app.address,
+        "--token",
+        &token,
+        "--ca-file",
+        &ca_file,
+    ]);
+    trusted.line(|l| l == "connected").await;
+    app.wait_online(&phone_id, true).await;
+    let id = app.send_live("over TLS, trusted by --ca-file").await;
+    app.wait_for_status(&app.live_key, &id, "delivered").await;
+    trusted.line(|l| l == format!("delivered {id}")).await;
+    drop(trusted);
+
+    // android.md §7 as written: the device API over HTTPS, with an incoming SMS.
+    let (_, token) = app.pair_phone("+14155550101").await;
+    let app_like = SimProcess::start(&[
+        "--protocol",
+        "smsgate",
+        "--server",
+        &app.address,
+        "--token",
+        &token,
+        "--ca-file",
+        &ca_file,
+        "--receive",
+        "+14155550123: hello over TLS",
+    ]);
+    app_like.line(|l| l.starts_with("ack ")).await;
+    let inbound = app
+        .get("/v1/messages?direction=inbound", &app.live_key)
+        .await
+        .expect(200);
+    assert_eq!(inbound.data()["messages"][0]["content"], "hello over TLS");
+}
+
+/// A refused connection is named on the reconnect line.
+#[test]
+fn cli_names_a_refused_connection() {
+    crate::helpers::run(async {
+        let server = format!("http://127.0.0.1:{}", free_port());
+        let sim = SimProcess::start(&["--server", &server, "--token", "dt_x"]);
+        let line = sim.line(|l| l.starts_with("reconnecting in")).await;
+        assert!(line.ends_with(" ms: connection refused"), "{line}");
+    });
+}
+
+/// `--receive "FROM: TEXT"` (and `--receive -` with lines on stdin) makes the phone report an
+/// incoming SMS once connected, over either transport; it is stored as an inbound message.
+async fn cli_receives_sms_from_the_command_line(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let mut expected = Vec::new();
+    for (protocol, number) in [("websocket", SENDER), ("smsgate", "+14155550101")] {
+        let (_, token) = app.pair_phone(number).await;
+        let from_args = format!("{protocol} from the command line");
+        let mut sim = SimProcess::start(&[
+            "--server",
+            &app.address,
+            "--token",
+            &token,
+            "--protocol",
+            protocol,
+            "--receive",
+            &format!("+14155550123: {from_args}"),
+            "--receive",
+            "-",
+        ]);
+        sim.line(|l| l == "connected").await;
+        let from_stdin = format!("{protocol} from stdin");
+        sim.type_in(&format!("+14155550124: {from_stdin}\n"));
+        expected.extend([from_args, from_stdin]);
+        poll(
+            Duration::from_secs(15),
+            Duration::from_millis(50),
+            async || {
+                let reply = app
+                    .get("/v1/messages?direction=inbound", &app.live_key)
+                    .await
+                    .expect(200);
+                let mut stored: Vec<String> = reply.data()["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m["content"].as_str().unwrap().to_string())
+                    .collect();
+                stored.sort();
+                let mut wanted = expected.clone();
+                wanted.sort();
+                (stored == wanted)
+                    .then_some(())
+                    .ok_or(format!("stored {stored:?}"))
+            },
+        )
+        .await;
+    }
+}
+
+/// A malformed `--receive` or an unusable `--ca-file` is a usage error: exit 2, nothing run.
+#[test]
+fn cli_refuses_malformed_receive_and_ca_file() {
+    crate::helpers::run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let garbage = dir.path().join("garbage.pem");
+        std::fs::write(&garbage, "not a certificate").unwrap();
+        let garbage = garbage.display().to_string();
+        for (extra, says) in [
+            (["--receive", "hello"], "FROM: TEXT"),
+            (["--receive", "+14155550123:"], "FROM: TEXT"),
+            (["--ca-file", "/nonexistent/ca.pem"], "/nonexistent/ca.pem"),
+            (["--ca-file", garbage.as_str()], "no PEM certificate"),
+        ] {
+            let args = [
+                &[
+                    "phone-sim",
+                    "--server",
+                    "http://127.0.0.1:9",
+                    "--token",
+                    "dt_x",
+                ][..],
+                &extra,
+            ]
+            .concat();
+            let output = run_cli(&args, &[]).await;
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{extra:?}: {stderr}");
+            assert!(stderr.contains(says), "{extra:?}: {stderr}");
+        }
+    });
+}
+
 backend_tests!(
+    cli_trusts_a_ca_file_and_says_why_it_reconnects,
+    cli_receives_sms_from_the_command_line,
     smsgate_simulator_sends_each_retry,
     simulated_phone_delivers_live_sends,
     simulated_phone_survives_a_server_restart,

@@ -1,7 +1,7 @@
 //! The OpenAPI document (`GET /openapi.json`) and the reference page (`GET /docs`): the
 //! document and the routes cannot drift (`routes`), real answers have the documented statuses,
-//! shapes and error codes (`answers`, checked by `validator`), and the page is complete
-//! (`docs_page`).
+//! shapes and error codes (`answers`, checked by `validator`), the live event stream's events
+//! match their declared schemas (`event_stream`), and the page is complete (`docs_page`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -15,6 +15,7 @@ use crate::helpers::{Backend, RECIPIENT, Reply, SENDER, TestApp, spawn_app, spaw
 
 mod answers;
 mod docs_page;
+mod event_stream;
 mod routes;
 mod validator;
 

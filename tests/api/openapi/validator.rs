@@ -38,6 +38,35 @@ pub(super) fn conforms(doc: &Value, method: &str, template: &str, reply: &Reply)
     }
 }
 
+/// How `event` (`{event, data}`, `data` the raw text of the `data:` line) differs from what
+/// the document allows on the `text/event-stream` answer of `method path`.
+pub(super) fn event_errors(
+    doc: &Value,
+    method: &str,
+    template: &str,
+    event: &Value,
+) -> Vec<String> {
+    let schema = &doc["paths"][template][method]["responses"]["200"]["content"]["text/event-stream"]
+        ["schema"];
+    assert!(
+        schema.is_object(),
+        "{method} {template} declares no event schema"
+    );
+    let mut errors = Vec::new();
+    validate(doc, schema, event, "event", &mut errors);
+    errors
+}
+
+/// Asserts that `event` is one the document allows (see [`event_errors`]).
+pub(super) fn conforms_event(doc: &Value, method: &str, template: &str, event: &Value) {
+    let errors = event_errors(doc, method, template, event);
+    assert!(
+        errors.is_empty(),
+        "{method} {template}: the event does not match the document:\n{}\n{event}",
+        errors.join("\n")
+    );
+}
+
 fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
     match schema.get("$ref").and_then(Value::as_str) {
         Some(reference) => {
@@ -76,7 +105,8 @@ fn type_matches(name: &str, value: &Value) -> bool {
 
 /// A small JSON Schema (2020-12 subset utoipa emits) validator: $ref, allOf, oneOf, anyOf,
 /// type, enum, required, properties (closed: unknown fields are errors), items, formats
-/// date-time and uuid, exact `^x$` patterns.
+/// date-time and uuid, exact `^x$` patterns, and JSON text (`contentMediaType`
+/// `application/json` with a `contentSchema`, which it parses and validates).
 fn validate(doc: &Value, schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
     validate_inner(doc, schema, value, at, errors, true);
 }
@@ -140,6 +170,16 @@ fn validate_inner(
                 errors.push(format!("{at}: {text} is not a uuid"));
             }
             _ => {}
+        }
+        if schema["contentMediaType"] == "application/json"
+            && let Some(content) = schema.get("contentSchema")
+        {
+            match serde_json::from_str::<Value>(text) {
+                Ok(parsed) => {
+                    validate_inner(doc, content, &parsed, &format!("{at}(json)"), errors, true)
+                }
+                Err(e) => errors.push(format!("{at}: not JSON text: {e}")),
+            }
         }
         if let Some(pattern) = schema["pattern"].as_str()
             && let Some(exact) = pattern.strip_prefix('^').and_then(|p| p.strip_suffix('$'))
@@ -215,4 +255,18 @@ fn the_validator_rejects_drift() {
         !check(json!({ "id": id, "at": "yesterday" })).is_empty(),
         "bad date-time"
     );
+    let text = json!({ "type": "string", "contentMediaType": "application/json",
+        "contentSchema": { "$ref": "#/components/schemas/Base" } });
+    let check_text = |value: Value| {
+        let mut errors = Vec::new();
+        validate(&doc, &text, &value, "body", &mut errors);
+        errors
+    };
+    assert!(check_text(json!(format!("{{\"id\":\"{id}\"}}"))).is_empty());
+    assert!(
+        !check_text(json!("{}")).is_empty(),
+        "JSON text, missing field"
+    );
+    assert!(!check_text(json!("not json")).is_empty(), "not JSON text");
+    assert!(!check_text(json!({ "id": id })).is_empty(), "not text");
 }
