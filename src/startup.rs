@@ -260,8 +260,9 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects, migrates, creates the default workspace on an empty database, starts the
-    /// writer and the registry once, and binds the listener (port 0 picks a free port).
+    /// Reads the TLS files, connects, migrates, starts the writer and the registry once, binds
+    /// the listener (port 0 picks a free port), and only then creates the `default` workspace
+    /// on an empty database: a start that fails leaves no keys nobody saw.
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
         Application::build_with_clock(settings, Arc::new(SystemClock)).await
     }
@@ -283,6 +284,8 @@ impl Application {
         let clock = hooks.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let resolver = hooks.resolver.unwrap_or_else(|| Arc::new(SystemResolver));
         install_crypto_provider();
+        // Before the database: a bad TLS file must not leave a database (and keys) behind.
+        let tls = settings.server.tls.as_ref().map(load_tls).transpose()?;
         crate::domain::phone_number::warm_up();
         let settings = Arc::new(settings);
         let db = store::connect(&settings.database.url, settings.database.max_connections).await?;
@@ -308,16 +311,6 @@ impl Application {
         // SQLite runs one node: taken once the configuration and the secrets key proved usable,
         // before this node writes anything of its own or serves.
         let single_node = SingleNodeLock::take(&settings.database.url).await?;
-        let initial_keys = if workspaces::count(&db).await? == 0 {
-            let created = workspaces::create(&db, "default", clock.now_ms()).await?;
-            Some(InitialKeys {
-                workspace_id: created.workspace.id,
-                live_key: created.live_key,
-                test_key: created.test_key,
-            })
-        } else {
-            None
-        };
         if settings.webhooks.allow_insecure_targets {
             tracing::warn!(
                 "webhooks.allow_insecure_targets is on: http:// and private targets are allowed (development only)"
@@ -471,14 +464,14 @@ impl Application {
             writer,
             registry.clone(),
             settings.clone(),
-            clock,
+            clock.clone(),
         );
         state.live = live;
         state.cluster = cluster.clone();
         let state = web::Data::new(state);
         let sessions = state.sessions.clone();
-        let tls = settings.server.tls.as_ref().map(load_tls).transpose()?;
         let server = http_server(tcp, address, &settings, tls, state, webhook_api)?;
+        let initial_keys = create_first_workspace(&db, clock.now_ms()).await?;
         Ok(Application {
             signals: ShutdownSignals::listen(),
             address,
@@ -541,6 +534,26 @@ impl Application {
         self.server.await
     }
 }
+
+/// Creates the `default` workspace and its keys when the database has no workspace yet (the
+/// first start that got as far as serving); None otherwise.
+async fn create_first_workspace(
+    db: &DatabaseConnection,
+    now_ms: i64,
+) -> Result<Option<InitialKeys>, StartupError> {
+    if workspaces::count(db).await? > 0 {
+        return Ok(None);
+    }
+    let created = workspaces::create(db, FIRST_WORKSPACE, now_ms).await?;
+    Ok(Some(InitialKeys {
+        workspace_id: created.workspace.id,
+        live_key: created.live_key,
+        test_key: created.test_key,
+    }))
+}
+
+/// The name of the workspace the first start creates.
+pub const FIRST_WORKSPACE: &str = "default";
 
 /// The HTTP server: the actix-web application, plus actix-http's upgrade hook for WebSocket
 /// upgrades, which hands the phone's bare connection to [`api::phone_ws::upgrade`] (an upgrade
