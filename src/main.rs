@@ -199,6 +199,17 @@ fn print_key_block(heading: &str, workspace: WorkspaceId, live_key: &str, test_k
     println!("{KEY_BLOCK_RULE}");
 }
 
+/// Refuses an administration command whose SQLite database file does not exist: run in the
+/// wrong folder, it would create an empty database there and answer as if nothing existed.
+fn require_database(settings: &Settings) -> Result<(), String> {
+    match smsgw::startup::sqlite_file(&settings.database.url) {
+        Some(file) if !std::path::Path::new(file).exists() => Err(format!(
+            "no database at {file}: run this where `smsgw serve` runs, or name the database with --config or SMSGW_DATABASE__URL"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The id of the workspace `workspace` names; an unknown or ambiguous name is an error that
 /// says how to find the right one.
 async fn resolve_workspace(
@@ -271,6 +282,7 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
         Command::Workspace {
             command: WorkspaceCommand::List,
         } => {
+            require_database(&settings)?;
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;
             let listed = workspaces::list(&db).await?;
@@ -300,6 +312,7 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
         Command::Key {
             command: KeyCommand::Create { workspace, mode },
         } => {
+            require_database(&settings)?;
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;
             let workspace = resolve_workspace(&db, &workspace).await?;
@@ -320,6 +333,7 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
             if smsgw::domain::keys::api_key_mode(key).is_none() {
                 return Err("not an API key: expected sk_live_… or sk_test_… as printed".into());
             }
+            require_database(&settings)?;
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;
             let which = workspaces::KeyToRevoke::Hash(smsgw::domain::keys::hash_secret(key));
@@ -351,6 +365,7 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
         } => {
             let new = smsgw::domain::secrets::SecretBox::from_base64(&new_key)
                 .map_err(|e| format!("--new-key: {e}"))?;
+            require_database(&settings)?;
             let (current, source) = smsgw::startup::load_secrets_key(&settings)?;
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;

@@ -74,7 +74,7 @@ impl std::fmt::Display for SecretsKeySource {
 }
 
 /// The database file of a SQLite URL (None for PostgreSQL and in-memory databases).
-fn sqlite_file(database_url: &str) -> Option<&str> {
+pub fn sqlite_file(database_url: &str) -> Option<&str> {
     database_url
         .strip_prefix("sqlite://")
         .or_else(|| database_url.strip_prefix("sqlite:"))

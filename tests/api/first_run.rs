@@ -268,8 +268,9 @@ backend_tests!(
 );
 
 /// `serve --bind` wins over the setting; a variable with one underscore too few is named with
-/// the one meant; a bind without a port stops the start before any file is written; logs
-/// written to a file carry no colour codes.
+/// the one meant; a bind without a port stops the start before any file is written, and so
+/// does an administration command where no database is; logs written to a file carry no
+/// colour codes.
 #[test]
 fn serve_bind_flag_and_misspelled_variables() {
     crate::helpers::run(async {
@@ -313,6 +314,16 @@ fn serve_bind_flag_and_misspelled_variables() {
         );
         let bad = run_in(other.path(), &["serve", "--bind", "8080"], &[]).await;
         assert_eq!(bad.status.code(), Some(2));
+        // An administration command in a folder without the database creates none there.
+        for args in [
+            &["workspace", "list"][..],
+            &["key", "create", "--workspace", "default", "--mode", "live"],
+        ] {
+            let lost = run_in(other.path(), args, &[]).await;
+            assert!(!lost.status.success());
+            let stderr = String::from_utf8_lossy(&lost.stderr);
+            assert!(stderr.contains("no database at smsgw.db"), "{stderr}");
+        }
         let left: Vec<_> = std::fs::read_dir(other.path()).unwrap().collect();
         assert!(left.is_empty(), "a refused start wrote {left:?}");
     });
