@@ -293,13 +293,13 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
                 );
             } else {
                 println!(
-                    "{:<36}  {:<24}  {:>9}  {:>9}  NAME",
+                    "{:<36}  {:<29}  {:>9}  {:>9}  NAME",
                     "ID", "CREATED_AT", "LIVE_KEYS", "TEST_KEYS"
                 );
                 for summary in listed {
                     let workspace = &summary.workspace;
                     println!(
-                        "{:<36}  {:<24}  {:>9}  {:>9}  {}",
+                        "{:<36}  {:<29}  {:>9}  {:>9}  {}",
                         workspace.id.to_string(),
                         smsgw::clock::format_ms(workspace.created_at),
                         summary.live_keys,

@@ -91,9 +91,15 @@ pub fn unknown_variable_warnings() -> Vec<String> {
 
 /// [`unknown_variable_warnings`] for the variables `names`.
 fn warnings_for(names: impl Iterator<Item = String>) -> Vec<String> {
+    let names: Vec<String> = names
+        .filter(|name| !NOT_SETTINGS.contains(&name.as_str()))
+        .collect();
+    if names.is_empty() {
+        return Vec::new();
+    }
     let variables: Vec<String> = known_keys().iter().map(|key| variable_of(key)).collect();
     let mut names: Vec<String> = names
-        .filter(|name| !NOT_SETTINGS.contains(&name.as_str()))
+        .into_iter()
         .filter(|name| !variables.contains(&name.to_ascii_uppercase()))
         .collect();
     names.sort();

@@ -425,11 +425,20 @@ mod tests {
 
     #[test]
     fn the_bind_address_must_be_host_and_port() {
-        for bad in ["18080", ":8080", "127.0.0.1:", "127.0.0.1:99999", "localhost"] {
+        for bad in [
+            "18080",
+            ":8080",
+            "127.0.0.1:",
+            "127.0.0.1:99999",
+            "localhost",
+        ] {
             jailed(|jail| {
                 jail.set_env("SMSGW_SERVER__BIND", bad);
                 let err = load_err(None);
-                assert!(err.contains("server.bind") && err.contains("HOST:PORT"), "{err}");
+                assert!(
+                    err.contains("server.bind") && err.contains("HOST:PORT"),
+                    "{err}"
+                );
             });
         }
         for good in ["0.0.0.0:8080", "localhost:0", "[::1]:8080"] {

@@ -174,7 +174,10 @@ async fn a_failed_first_start_leaves_no_keys_and_the_next_prints_them(backend: B
     let failed = run_in(dir.path(), &["serve", "--bind", &busy], &env).await;
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert!(!failed.status.success(), "{stderr}");
-    assert!(stderr.contains(&format!("cannot listen on {busy}")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on {busy}")),
+        "{stderr}"
+    );
     let stdout = String::from_utf8_lossy(&failed.stdout);
     assert!(!stdout.contains("key:"), "{stdout}");
 
@@ -233,7 +236,11 @@ async fn workspaces_are_listed_and_key_create_takes_a_name(backend: Backend) {
         String::from_utf8_lossy(&created.stderr)
     );
     let stdout = String::from_utf8(created.stdout).unwrap();
-    let key = stdout.trim().strip_prefix("live key: ").unwrap().to_string();
+    let key = stdout
+        .trim()
+        .strip_prefix("live key: ")
+        .unwrap()
+        .to_string();
     let (status, body) = workspace_of(&Client::default(), &served.address, &key).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["id"].as_str(), Some(workspace.as_str()));
@@ -301,7 +308,10 @@ fn serve_bind_flag_and_misspelled_variables() {
             "{stderr}"
         );
         assert!(stderr.contains("INFO"), "{stderr}");
-        assert!(!stderr.contains('\u{1b}'), "colour codes in a log file: {stderr}");
+        assert!(
+            !stderr.contains('\u{1b}'),
+            "colour codes in a log file: {stderr}"
+        );
         drop(served);
 
         let other = tempfile::tempdir().unwrap();
@@ -365,9 +375,15 @@ fn a_config_file_elsewhere_serves_tls_with_paths_from_its_folder() {
         let served = serve_in(&run, &args, &[]).unwrap();
         assert_key_block(&served);
         assert!(served.address.starts_with("https://127.0.0.1:"));
-        assert!(conf.join("smsgw.db").exists(), "the database is beside the file");
+        assert!(
+            conf.join("smsgw.db").exists(),
+            "the database is beside the file"
+        );
         let left: Vec<_> = std::fs::read_dir(&run).unwrap().collect();
-        assert!(left.is_empty(), "the start wrote {left:?} in the working directory");
+        assert!(
+            left.is_empty(),
+            "the start wrote {left:?} in the working directory"
+        );
 
         let mut roots = rustls::RootCertStore::empty();
         roots.add(made.cert.der().clone()).unwrap();
