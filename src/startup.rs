@@ -164,6 +164,12 @@ pub fn load_secrets_key(
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => create_key_file(&path)
             .map_err(|e| StartupError::Secrets(format!("cannot create {source}: {e}")))?,
+        // Not text: the file holds raw bytes where base64 text of them is expected.
+        Err(err) if err.kind() == std::io::ErrorKind::InvalidData => {
+            return Err(StartupError::Secrets(format!(
+                "{source} is not text: it must hold standard base64 of 32 bytes (openssl rand -base64 32), not the bytes themselves"
+            )));
+        }
         Err(err) => {
             return Err(StartupError::Secrets(format!(
                 "cannot read {source}: {err}"
@@ -696,5 +702,25 @@ impl ShutdownSignals {
         {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_file_of_raw_bytes_says_it_must_hold_base64() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("raw.key");
+        std::fs::write(&path, [0xffu8, 0xfe, 0x00, 0x80].repeat(8)).unwrap();
+        let mut settings = Settings::default();
+        settings.secrets.key_file = Some(path.display().to_string());
+        let Err(err) = load_secrets_key(&settings) else {
+            panic!("raw bytes were accepted as a key");
+        };
+        let err = err.to_string();
+        assert!(err.contains("raw.key") && err.contains("base64"), "{err}");
     }
 }
