@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use smsgw::config::Settings;
+use smsgw::domain::ids::WorkspaceId;
 use smsgw::domain::status::Mode;
 use smsgw::startup::Application;
 use smsgw::store::{self, workspaces};
@@ -42,8 +43,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run migrations, then serve the API, phone WebSockets and portal.
-    Serve,
+    /// Run migrations, then serve the API, phone WebSockets and portal. The first start
+    /// creates the `default` workspace and prints its keys once.
+    Serve {
+        /// Listen on this address, e.g. 0.0.0.0:8080 to be reached from other machines
+        /// (phones included); wins over server.bind and SMSGW_SERVER__BIND.
+        #[arg(long, value_name = "HOST:PORT")]
+        bind: Option<String>,
+    },
     /// Run migrations and exit.
     Migrate,
     /// Workspace administration.
@@ -72,9 +79,31 @@ enum Command {
 enum WorkspaceCommand {
     /// Create a workspace and print its id and first keys.
     Create {
+        /// Its name, shown in the portal; `key create --workspace NAME` takes it.
         #[arg(long)]
         name: String,
     },
+    /// List the workspaces: id, name, created_at and their unrevoked live and test keys.
+    List,
+}
+
+/// A workspace as `--workspace` names it: its id, or its name.
+#[derive(Debug, Clone)]
+enum WorkspaceRef {
+    Id(WorkspaceId),
+    Name(String),
+}
+
+/// `--workspace`: a UUID is an id, anything else a name.
+fn parse_workspace_ref(text: &str) -> Result<WorkspaceRef, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("expected a workspace id or name (`smsgw workspace list` shows them)".into());
+    }
+    Ok(match text.parse::<WorkspaceId>() {
+        Ok(id) => WorkspaceRef::Id(id),
+        Err(_) => WorkspaceRef::Name(text.to_string()),
+    })
 }
 
 #[derive(Subcommand)]
@@ -92,8 +121,10 @@ enum SecretsCommand {
 enum KeyCommand {
     /// Create one more key for a workspace and print it.
     Create {
-        #[arg(long)]
-        workspace: smsgw::domain::ids::WorkspaceId,
+        /// The workspace's id or name (`smsgw workspace list` shows both), e.g. `default`.
+        #[arg(long, value_parser = parse_workspace_ref)]
+        workspace: WorkspaceRef,
+        /// live: real messages through paired phones; test: simulated ones.
         #[arg(long, value_enum)]
         mode: Mode,
     },
@@ -107,7 +138,10 @@ enum KeyCommand {
 fn main() -> ExitCode {
     disable_transparent_huge_pages();
     let cli = Cli::parse();
-    let settings = match Settings::load(cli.config.as_deref()) {
+    for warning in smsgw::config::unknown_variable_warnings() {
+        eprintln!("{warning}");
+    }
+    let settings = match load_settings(&cli) {
         Ok(s) => s,
         Err(err) => {
             eprintln!("error: {err}");
@@ -137,16 +171,92 @@ fn main() -> ExitCode {
     }
 }
 
+/// The settings from the file and the environment, with the command line's own (`serve
+/// --bind`) over them.
+fn load_settings(cli: &Cli) -> Result<Settings, smsgw::config::ConfigError> {
+    let mut settings = Settings::load(cli.config.as_deref())?;
+    if let Command::Serve { bind: Some(bind) } = &cli.command {
+        settings.server.bind = bind.trim().to_string();
+        settings.validate()?;
+    }
+    Ok(settings)
+}
+
+/// A line above and below the key block, so it stands out from the log lines around it.
+const KEY_BLOCK_RULE: &str =
+    "==========================================================================";
+
+/// Prints a workspace's new keys on stdout as a block set apart from the log (stderr): the
+/// `workspace:`, `live key:` and `test key:` lines between two rules, with how to get more.
+fn print_key_block(heading: &str, workspace: WorkspaceId, live_key: &str, test_key: &str) {
+    println!("{KEY_BLOCK_RULE}");
+    println!("{heading}");
+    println!("These keys are shown only once: store them now. Another key at any time:");
+    println!("  smsgw key create --workspace {workspace} --mode live");
+    println!();
+    println!("workspace: {workspace}");
+    println!("live key: {live_key}");
+    println!("test key: {test_key}");
+    println!("{KEY_BLOCK_RULE}");
+}
+
+/// Refuses an administration command whose SQLite database file does not exist: run in the
+/// wrong folder, it would create an empty database there and answer as if nothing existed.
+fn require_database(settings: &Settings) -> Result<(), String> {
+    match smsgw::startup::sqlite_file(&settings.database.url) {
+        Some(file) if !std::path::Path::new(file).exists() => Err(format!(
+            "no database at {file}: run this where `smsgw serve` runs, or name the database with --config or SMSGW_DATABASE__URL"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The id of the workspace `workspace` names; an unknown or ambiguous name is an error that
+/// says how to find the right one.
+async fn resolve_workspace(
+    db: &sea_orm::DatabaseConnection,
+    workspace: &WorkspaceRef,
+) -> Result<WorkspaceId, String> {
+    let name = match workspace {
+        WorkspaceRef::Id(id) => return Ok(*id),
+        WorkspaceRef::Name(name) => name,
+    };
+    let found = workspaces::find_by_name(db, name)
+        .await
+        .map_err(|e| e.to_string())?;
+    match found.as_slice() {
+        [] => Err(format!(
+            "no workspace is named {name:?}; `smsgw workspace list` shows every workspace's id and name"
+        )),
+        [one] => Ok(one.id),
+        several => Err(format!(
+            "{} workspaces are named {name:?}; pass one's id instead: {}",
+            several.len(),
+            several
+                .iter()
+                .map(|w| w.id.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
 async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let now = chrono::Utc::now().timestamp_millis();
     match command {
-        Command::Serve => {
+        Command::Serve { .. } => {
             let settings_tls = settings.server.tls.is_some();
             let app = Application::build(settings).await?;
             if let Some(keys) = &app.initial_keys {
-                println!("workspace: {}", keys.workspace_id);
-                println!("live key: {}", keys.live_key);
-                println!("test key: {}", keys.test_key);
+                print_key_block(
+                    &format!(
+                        "First start: created the workspace `{}` and its keys.",
+                        smsgw::startup::FIRST_WORKSPACE
+                    ),
+                    keys.workspace_id,
+                    &keys.live_key,
+                    &keys.test_key,
+                );
             }
             let scheme = if settings_tls { "https" } else { "http" };
             println!("listening on {scheme}://{}", app.address());
@@ -163,21 +273,58 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;
             let created = store::retry_busy(|| workspaces::create(&db, &name, now)).await?;
-            println!("workspace: {}", created.workspace.id);
-            println!("live key: {}", created.live_key);
-            println!("test key: {}", created.test_key);
+            print_key_block(
+                &format!("Created the workspace {name:?} and its keys."),
+                created.workspace.id,
+                &created.live_key,
+                &created.test_key,
+            );
+        }
+        Command::Workspace {
+            command: WorkspaceCommand::List,
+        } => {
+            require_database(&settings)?;
+            let db = store::connect(&settings.database.url, 2).await?;
+            store::migrate(&db).await?;
+            let listed = workspaces::list(&db).await?;
+            if listed.is_empty() {
+                println!(
+                    "no workspace yet: the first `smsgw serve` creates `{}`, and `smsgw workspace create --name NAME` another",
+                    smsgw::startup::FIRST_WORKSPACE
+                );
+            } else {
+                println!(
+                    "{:<36}  {:<29}  {:>9}  {:>9}  NAME",
+                    "ID", "CREATED_AT", "LIVE_KEYS", "TEST_KEYS"
+                );
+                for summary in listed {
+                    let workspace = &summary.workspace;
+                    println!(
+                        "{:<36}  {:<29}  {:>9}  {:>9}  {}",
+                        workspace.id.to_string(),
+                        smsgw::clock::format_ms(workspace.created_at),
+                        summary.live_keys,
+                        summary.test_keys,
+                        workspace.name
+                    );
+                }
+            }
         }
         Command::Key {
             command: KeyCommand::Create { workspace, mode },
         } => {
+            require_database(&settings)?;
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;
+            let workspace = resolve_workspace(&db, &workspace).await?;
             let quota = settings.quotas.count(smsgw::domain::quota::Quota::ApiKeys);
             let key =
                 store::retry_busy(|| workspaces::create_key(&db, workspace, mode, quota, now))
                     .await
                     .map_err(|e| match e {
-                        store::StoreError::NotFound => format!("no workspace {workspace}"),
+                        store::StoreError::NotFound => format!(
+                            "no workspace {workspace}; `smsgw workspace list` shows every workspace's id and name"
+                        ),
                         store::StoreError::QuotaExceeded(quota) => format!(
                             "quota exceeded: workspace {workspace} already has {} active {} keys \
                          (quotas.api_keys); revoke one first",
@@ -195,6 +342,7 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
             if smsgw::domain::keys::api_key_mode(key).is_none() {
                 return Err("not an API key: expected sk_live_… or sk_test_… as printed".into());
             }
+            require_database(&settings)?;
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;
             let which = workspaces::KeyToRevoke::Hash(smsgw::domain::keys::hash_secret(key));
@@ -226,6 +374,7 @@ async fn run(command: Command, settings: Settings) -> Result<(), Box<dyn std::er
         } => {
             let new = smsgw::domain::secrets::SecretBox::from_base64(&new_key)
                 .map_err(|e| format!("--new-key: {e}"))?;
+            require_database(&settings)?;
             let (current, source) = smsgw::startup::load_secrets_key(&settings)?;
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;

@@ -74,7 +74,7 @@ impl std::fmt::Display for SecretsKeySource {
 }
 
 /// The database file of a SQLite URL (None for PostgreSQL and in-memory databases).
-fn sqlite_file(database_url: &str) -> Option<&str> {
+pub fn sqlite_file(database_url: &str) -> Option<&str> {
     database_url
         .strip_prefix("sqlite://")
         .or_else(|| database_url.strip_prefix("sqlite:"))
@@ -164,6 +164,12 @@ pub fn load_secrets_key(
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => create_key_file(&path)
             .map_err(|e| StartupError::Secrets(format!("cannot create {source}: {e}")))?,
+        // Not text: the file holds raw bytes where base64 text of them is expected.
+        Err(err) if err.kind() == std::io::ErrorKind::InvalidData => {
+            return Err(StartupError::Secrets(format!(
+                "{source} is not text: it must hold standard base64 of 32 bytes (openssl rand -base64 32), not the bytes themselves"
+            )));
+        }
         Err(err) => {
             return Err(StartupError::Secrets(format!(
                 "cannot read {source}: {err}"
@@ -260,8 +266,9 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects, migrates, creates the default workspace on an empty database, starts the
-    /// writer and the registry once, and binds the listener (port 0 picks a free port).
+    /// Reads the TLS files, connects, migrates, starts the writer and the registry once, binds
+    /// the listener (port 0 picks a free port), and only then creates the `default` workspace
+    /// on an empty database: a start that fails leaves no keys nobody saw.
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
         Application::build_with_clock(settings, Arc::new(SystemClock)).await
     }
@@ -283,6 +290,8 @@ impl Application {
         let clock = hooks.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let resolver = hooks.resolver.unwrap_or_else(|| Arc::new(SystemResolver));
         install_crypto_provider();
+        // Before the database: a bad TLS file must not leave a database (and keys) behind.
+        let tls = settings.server.tls.as_ref().map(load_tls).transpose()?;
         crate::domain::phone_number::warm_up();
         let settings = Arc::new(settings);
         let db = store::connect(&settings.database.url, settings.database.max_connections).await?;
@@ -308,16 +317,6 @@ impl Application {
         // SQLite runs one node: taken once the configuration and the secrets key proved usable,
         // before this node writes anything of its own or serves.
         let single_node = SingleNodeLock::take(&settings.database.url).await?;
-        let initial_keys = if workspaces::count(&db).await? == 0 {
-            let created = workspaces::create(&db, "default", clock.now_ms()).await?;
-            Some(InitialKeys {
-                workspace_id: created.workspace.id,
-                live_key: created.live_key,
-                test_key: created.test_key,
-            })
-        } else {
-            None
-        };
         if settings.webhooks.allow_insecure_targets {
             tracing::warn!(
                 "webhooks.allow_insecure_targets is on: http:// and private targets are allowed (development only)"
@@ -471,7 +470,7 @@ impl Application {
             writer,
             registry.clone(),
             settings.clone(),
-            clock,
+            clock.clone(),
         );
         state.live = live;
         state.cluster = cluster.clone();
@@ -483,8 +482,8 @@ impl Application {
                 "server.public_url is unset: pairing and inbound URLs use the Host each request came with; set it to the URL phones reach this server at"
             );
         }
-        let tls = settings.server.tls.as_ref().map(load_tls).transpose()?;
         let server = http_server(tcp, address, &settings, tls, state, webhook_api)?;
+        let initial_keys = create_first_workspace(&db, clock.now_ms()).await?;
         Ok(Application {
             signals: ShutdownSignals::listen(),
             address,
@@ -547,6 +546,26 @@ impl Application {
         self.server.await
     }
 }
+
+/// Creates the `default` workspace and its keys when the database has no workspace yet (the
+/// first start that got as far as serving); None otherwise.
+async fn create_first_workspace(
+    db: &DatabaseConnection,
+    now_ms: i64,
+) -> Result<Option<InitialKeys>, StartupError> {
+    if workspaces::count(db).await? > 0 {
+        return Ok(None);
+    }
+    let created = workspaces::create(db, FIRST_WORKSPACE, now_ms).await?;
+    Ok(Some(InitialKeys {
+        workspace_id: created.workspace.id,
+        live_key: created.live_key,
+        test_key: created.test_key,
+    }))
+}
+
+/// The name of the workspace the first start creates.
+pub const FIRST_WORKSPACE: &str = "default";
 
 /// The HTTP server: the actix-web application, plus actix-http's upgrade hook for WebSocket
 /// upgrades, which hands the phone's bare connection to [`api::phone_ws::upgrade`] (an upgrade
@@ -691,5 +710,25 @@ impl ShutdownSignals {
         {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_file_of_raw_bytes_says_it_must_hold_base64() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("raw.key");
+        std::fs::write(&path, [0xffu8, 0xfe, 0x00, 0x80].repeat(8)).unwrap();
+        let mut settings = Settings::default();
+        settings.secrets.key_file = Some(path.display().to_string());
+        let Err(err) = load_secrets_key(&settings) else {
+            panic!("raw bytes were accepted as a key");
+        };
+        let err = err.to_string();
+        assert!(err.contains("raw.key") && err.contains("base64"), "{err}");
     }
 }

@@ -9,7 +9,10 @@ use tracing_subscriber::{EnvFilter, Layer, Registry};
 /// Installs the global subscriber once; later calls (tests start many apps) are no-ops.
 pub fn init(format: LogFormat, level: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // Colour only for a terminal: a log file or a pipe gets plain text.
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let fmt: Box<dyn Layer<Registry> + Send + Sync> = if format == LogFormat::Json {
         Box::new(fmt.json().flatten_event(true))
     } else {

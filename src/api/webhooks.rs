@@ -25,6 +25,7 @@ use crate::domain::ids::EndpointId;
 use crate::domain::quota::Quota;
 use crate::domain::secrets::SecretBox;
 use crate::domain::signing;
+use crate::domain::ssrf::UrlError;
 use crate::domain::webhook_event::{EventKind, SmsGateEvent, WebhookFormat};
 use crate::error::{ApiError, success};
 use crate::store::messages::Position;
@@ -281,6 +282,10 @@ pub fn attempt_out(a: &AttemptRow) -> DeliveryAttemptOut<'_> {
     }
 }
 
+/// Appended to the refusal of an `http://`, private or loopback target.
+const INSECURE_TARGETS_HINT: &str =
+    "(http:// and private or loopback targets need webhooks.allow_insecure_targets)";
+
 /// The static URL rules, then the DNS check (every address public) unless insecure targets
 /// are allowed. No request is made to the target.
 async fn parse_url(api: &WebhookApi, state: &AppState, url: &str) -> Result<String, ApiError> {
@@ -306,11 +311,23 @@ pub(crate) async fn check_url(
     let allow_insecure = state.settings.webhooks.allow_insecure_targets;
     webhook_target::check_target(url, allow_insecure, api.resolver.as_ref())
         .await
-        .map_err(|err| match &err {
-            TargetError::Url(e) => format!("url is refused: {e}"),
-            TargetError::Unresolvable => "url host does not resolve".to_string(),
-            TargetError::Blocked(_) => {
-                "url host resolves to a private, loopback or internal address".to_string()
+        .map_err(|err| {
+            let (refusal, insecure) = match &err {
+                TargetError::Url(e) => (
+                    format!("url is refused: {e}"),
+                    matches!(e, UrlError::SchemeNotAllowed | UrlError::BlockedAddress),
+                ),
+                TargetError::Unresolvable => ("url host does not resolve".to_string(), false),
+                TargetError::Blocked(_) => (
+                    "url host resolves to a private, loopback or internal address".to_string(),
+                    true,
+                ),
+            };
+            // Name the setting that would allow it (a development setting, docs/api.md).
+            if insecure && !allow_insecure {
+                format!("{refusal} {INSECURE_TARGETS_HINT}")
+            } else {
+                refusal
             }
         })?;
     Ok(url.to_string())

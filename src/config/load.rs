@@ -2,10 +2,10 @@
 //! environment overrides, key by key (docs/api.md, "CLI"), merged by figment; then the checks
 //! that span keys. A refused key or value is named with the file or variable it came from.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use figment::Figment;
 use figment::providers::{Env, Format, Toml};
+use figment::{Figment, Source};
 
 use super::Settings;
 
@@ -26,14 +26,16 @@ pub enum ConfigError {
 pub const DEFAULT_FILE: &str = "smsgw.toml";
 
 /// Environment variable prefix; `SMSGW_SERVER__BIND` sets `server.bind`.
-const ENV_PREFIX: &str = "SMSGW_";
+pub(super) const ENV_PREFIX: &str = "SMSGW_";
 
 /// Separates the section from the key in an environment variable's name.
-const ENV_SEPARATOR: &str = "__";
+pub(super) const ENV_SEPARATOR: &str = "__";
 
 impl Settings {
     /// Loads defaults, then the TOML file (`explicit` must exist; else `smsgw.toml` if present),
-    /// then the process environment, key by key.
+    /// then the process environment, key by key. A relative path the file gives (TLS files,
+    /// the secrets key file, the SQLite database) is read from the file's folder; one from the
+    /// environment or a default, from the working directory.
     pub fn load(explicit: Option<&Path>) -> Result<Settings, ConfigError> {
         let file = match explicit {
             Some(path) => {
@@ -49,15 +51,38 @@ impl Settings {
         if let Some(path) = file {
             sources = sources.merge(Toml::file_exact(path));
         }
-        let settings: Settings = sources
-            .merge(environment())
-            .extract()
-            .map_err(ConfigError::from)?;
+        let sources = sources.merge(environment());
+        let mut settings: Settings = sources.extract().map_err(ConfigError::from)?;
+        settings.resolve_file_paths(&sources);
         settings.validate()?;
         Ok(settings)
     }
 
-    fn validate(&self) -> Result<(), ConfigError> {
+    /// Makes the relative paths a configuration file gave relative to that file's folder.
+    fn resolve_file_paths(&mut self, sources: &Figment) {
+        if let Some(tls) = &mut self.server.tls {
+            resolve_path(sources, "server.tls.cert_file", &mut tls.cert_file);
+            resolve_path(sources, "server.tls.key_file", &mut tls.key_file);
+        }
+        if let Some(key_file) = &mut self.secrets.key_file {
+            resolve_path(sources, "secrets.key_file", key_file);
+        }
+        if let Some(folder) = file_folder(sources, "database.url")
+            && let Some(resolved) = sqlite_url_from(&folder, &self.database.url)
+        {
+            self.database.url = resolved;
+        }
+    }
+
+    /// The checks that span keys or need more than a type; every command runs them (again
+    /// after a command-line flag changed a setting).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !is_host_and_port(&self.server.bind) {
+            return Err(ConfigError::Invalid(format!(
+                "server.bind: {:?} is not HOST:PORT (e.g. 127.0.0.1:8080, or 0.0.0.0:8080 to be reached from other machines)",
+                self.server.bind
+            )));
+        }
         if self.messages.max_send_attempts == 0 {
             return Err(ConfigError::Invalid(
                 "messages.max_send_attempts must be at least 1".into(),
@@ -91,6 +116,55 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// The folder of the configuration file that set `key`; None when the environment or a
+/// default did.
+fn file_folder(sources: &Figment, key: &str) -> Option<PathBuf> {
+    let metadata = sources.find_metadata(key)?;
+    match metadata.source.as_ref()? {
+        Source::File(file) => Some(file.parent().map(Path::to_path_buf).unwrap_or_default()),
+        _ => None,
+    }
+}
+
+/// Rewrites `path`, when a configuration file set `key` to a relative path, as the path from
+/// the working directory to the same file.
+fn resolve_path(sources: &Figment, key: &str, path: &mut String) {
+    if let Some(folder) = file_folder(sources, key)
+        && Path::new(path.as_str()).is_relative()
+    {
+        *path = folder.join(path.as_str()).display().to_string();
+    }
+}
+
+/// `url` with its file read from `folder` when it is a SQLite URL of a relative file
+/// (`sqlite://smsgw.db?mode=rwc`); None when nothing changes (PostgreSQL, an absolute path,
+/// an in-memory database).
+fn sqlite_url_from(folder: &Path, url: &str) -> Option<String> {
+    let prefix = ["sqlite://", "sqlite:"]
+        .into_iter()
+        .find(|prefix| url.starts_with(prefix))?;
+    let rest = &url[prefix.len()..];
+    let (file, query) = match rest.split_once('?') {
+        Some((file, query)) => (file, Some(query)),
+        None => (rest, None),
+    };
+    if file.is_empty() || file.starts_with(":memory:") || Path::new(file).is_absolute() {
+        return None;
+    }
+    let file = folder.join(file).display().to_string();
+    Some(match query {
+        Some(query) => format!("{prefix}{file}?{query}"),
+        None => format!("{prefix}{file}"),
+    })
+}
+
+/// `HOST:PORT` with a port number (the host may be a name, an IPv4 address or a bracketed
+/// IPv6 address); name resolution is left to the bind.
+fn is_host_and_port(bind: &str) -> bool {
+    bind.rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
 }
 
 /// `SMSGW_<SECTION>__<KEY>` variables as `section.key` (lower case); the prefix is matched
@@ -320,6 +394,66 @@ mod tests {
     }
 
     #[test]
+    fn relative_paths_in_a_file_are_read_from_its_folder() {
+        jailed(|jail| {
+            std::fs::create_dir("conf").unwrap();
+            jail.create_file(
+                "conf/smsgw.toml",
+                "[database]\nurl = \"sqlite://data/smsgw.db?mode=rwc\"\n\
+                 [server.tls]\ncert_file = \"cert.pem\"\nkey_file = \"/etc/smsgw/key.pem\"\n\
+                 [secrets]\nkey_file = \"secrets.key\"\n",
+            )
+            .unwrap();
+            let s = Settings::load(Some(Path::new("conf/smsgw.toml"))).unwrap();
+            assert_eq!(s.database.url, "sqlite://conf/data/smsgw.db?mode=rwc");
+            let tls = s.server.tls.unwrap();
+            assert_eq!(tls.cert_file, "conf/cert.pem");
+            assert_eq!(tls.key_file, "/etc/smsgw/key.pem", "absolute paths stay");
+            assert_eq!(s.secrets.key_file.as_deref(), Some("conf/secrets.key"));
+
+            // The environment and the defaults keep the working directory.
+            jail.set_env("SMSGW_SECRETS__KEY_FILE", "mine.key");
+            jail.set_env("SMSGW_DATABASE__URL", "sqlite:here.db");
+            let s = Settings::load(Some(Path::new("conf/smsgw.toml"))).unwrap();
+            assert_eq!(s.secrets.key_file.as_deref(), Some("mine.key"));
+            assert_eq!(s.database.url, "sqlite:here.db");
+        });
+        jailed(|jail| {
+            std::fs::create_dir("conf").unwrap();
+            jail.create_file("conf/smsgw.toml", "[server]\nworkers = 1\n")
+                .unwrap();
+            let s = Settings::load(Some(Path::new("conf/smsgw.toml"))).unwrap();
+            assert_eq!(s.database.url, "sqlite://smsgw.db?mode=rwc");
+        });
+    }
+
+    #[test]
+    fn the_bind_address_must_be_host_and_port() {
+        for bad in [
+            "18080",
+            ":8080",
+            "127.0.0.1:",
+            "127.0.0.1:99999",
+            "localhost",
+        ] {
+            jailed(|jail| {
+                jail.set_env("SMSGW_SERVER__BIND", bad);
+                let err = load_err(None);
+                assert!(
+                    err.contains("server.bind") && err.contains("HOST:PORT"),
+                    "{err}"
+                );
+            });
+        }
+        for good in ["0.0.0.0:8080", "localhost:0", "[::1]:8080"] {
+            jailed(|jail| {
+                jail.set_env("SMSGW_SERVER__BIND", good);
+                assert_eq!(Settings::load(None).unwrap().server.bind, good);
+            });
+        }
+    }
+
+    #[test]
     fn the_portal_default_country_is_checked_at_start() {
         jailed(|jail| {
             jail.set_env("SMSGW_PORTAL__DEFAULT_COUNTRY", "USA");
@@ -455,8 +589,15 @@ mod tests {
         jailed(|_| {
             loaded = Some(Settings::load(Some(&path)).unwrap());
         });
-        let loaded = loaded.unwrap();
+        let mut loaded = loaded.unwrap();
         let defaults = Settings::default();
+        // The file's relative database path is read from the file's folder.
+        let folder = path.parent().unwrap().display().to_string();
+        assert_eq!(
+            loaded.database.url,
+            format!("sqlite://{folder}/smsgw.db?mode=rwc")
+        );
+        loaded.database.url = defaults.database.url.clone();
         assert_eq!(format!("{loaded:#?}"), format!("{defaults:#?}"));
 
         let text = std::fs::read_to_string(&path).unwrap();

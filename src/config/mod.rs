@@ -4,6 +4,7 @@
 //! `SMSGW_<SECTION>__<KEY>` environment overrides, merged by figment; docs/api.md, "CLI") is
 //! `load`; how a single value is read (durations, strings typed without quotes) is `values`.
 
+mod known;
 mod load;
 mod values;
 
@@ -11,6 +12,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use std::time::Duration;
 
+pub use known::{known_keys, unknown_variable_warnings};
 pub use load::{ConfigError, DEFAULT_FILE};
 use values::{
     address_ranges, duration, durations, lenient_opt_secret, lenient_opt_string, lenient_string,

@@ -5,7 +5,7 @@ use entity::{api_key_generation, api_keys, workspaces};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
-    Set,
+    QueryOrder, QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -139,6 +139,75 @@ pub struct Revoked {
 /// Number of workspaces (an empty database gets the `default` one at first start).
 pub async fn count(db: &DatabaseConnection) -> Result<u64, StoreError> {
     Ok(workspaces::Entity::find().count(db).await?)
+}
+
+/// A workspace as `smsgw workspace list` shows it: with its count of unrevoked keys per mode.
+#[derive(Debug, Clone)]
+pub struct WorkspaceSummary {
+    pub workspace: Workspace,
+    pub live_keys: u64,
+    pub test_keys: u64,
+}
+
+/// Every workspace, oldest first, with its unrevoked keys counted.
+pub async fn list(db: &DatabaseConnection) -> Result<Vec<WorkspaceSummary>, StoreError> {
+    #[derive(sea_orm::FromQueryResult)]
+    struct KeyCount {
+        workspace_id: Uuid,
+        test_mode: bool,
+        keys: i64,
+    }
+    let counts = api_keys::Entity::find()
+        .select_only()
+        .column(api_keys::Column::WorkspaceId)
+        .column(api_keys::Column::TestMode)
+        .column_as(api_keys::Column::Id.count(), "keys")
+        .filter(api_keys::Column::RevokedAt.is_null())
+        .group_by(api_keys::Column::WorkspaceId)
+        .group_by(api_keys::Column::TestMode)
+        .into_model::<KeyCount>()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|c| ((c.workspace_id, c.test_mode), c.keys))
+        .collect::<std::collections::HashMap<_, _>>();
+    let rows = workspaces::Entity::find()
+        .order_by_asc(workspaces::Column::CreatedAt)
+        .order_by_asc(workspaces::Column::Id)
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            let keys_of = |test_mode: bool| {
+                counts
+                    .get(&(row.id, test_mode))
+                    .map_or(0, |keys| u64::try_from(*keys).unwrap_or_default())
+            };
+            let (live_keys, test_keys) = (keys_of(false), keys_of(true));
+            WorkspaceSummary {
+                workspace: row.into(),
+                live_keys,
+                test_keys,
+            }
+        })
+        .collect())
+}
+
+/// The workspaces named `name` exactly (names need not be unique), oldest first.
+pub async fn find_by_name(
+    db: &DatabaseConnection,
+    name: &str,
+) -> Result<Vec<Workspace>, StoreError> {
+    Ok(workspaces::Entity::find()
+        .filter(workspaces::Column::Name.eq(name))
+        .order_by_asc(workspaces::Column::CreatedAt)
+        .order_by_asc(workspaces::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Workspace::from)
+        .collect())
 }
 
 /// Creates a workspace with one live and one test key.

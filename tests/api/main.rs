@@ -14,6 +14,7 @@ mod cluster_failover;
 mod cluster_fencing;
 mod cluster_work;
 mod contacts;
+mod first_run;
 mod hardening;
 mod inbound;
 mod loadtest;

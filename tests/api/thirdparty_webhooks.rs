@@ -220,7 +220,7 @@ async fn invalid_webhooks_are_refused_and_nothing_is_created(backend: Backend) {
     for (body, says) in [
         (
             json!({"url": "http://127.0.0.1:9/hook", "event": "sms:sent"}),
-            "url",
+            "url is refused: URL scheme not allowed (http:// and private or loopback targets need webhooks.allow_insecure_targets)",
         ),
         (json!({"url": "invalid-url", "event": "sms:sent"}), "url"),
         (json!({"url": "", "event": "sms:sent"}), "url"),

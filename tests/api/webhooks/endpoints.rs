@@ -207,6 +207,18 @@ async fn every_ssrf_class_is_refused_at_creation(backend: Backend) {
         assert_eq!(reply.status, 422, "{url} was not refused: {}", reply.body);
         assert_eq!(reply.code(), "validation_failed", "{url}");
         assert_eq!(reply.data()["field"], "url", "{url}");
+        // An http://, private or loopback target names the setting that allows it.
+        let message = reply.body["message"].as_str().unwrap_or_default();
+        let insecure = url.starts_with("http://")
+            || url.contains("127.")
+            || url.contains("loopback.")
+            || url.contains("private.");
+        if insecure {
+            assert!(
+                message.contains("webhooks.allow_insecure_targets"),
+                "{url}: {message}"
+            );
+        }
     }
     let listed = app.get("/v1/webhooks", &app.live_key).await.expect(200);
     assert_eq!(listed.data()["webhooks"], json!([]));
