@@ -290,6 +290,7 @@ impl Application {
         let clock = hooks.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let resolver = hooks.resolver.unwrap_or_else(|| Arc::new(SystemResolver));
         install_crypto_provider();
+        warn_without_public_url(&settings);
         // Before the database: a bad TLS file must not leave a database (and keys) behind.
         let tls = settings.server.tls.as_ref().map(load_tls).transpose()?;
         crate::domain::phone_number::warm_up();
@@ -476,12 +477,6 @@ impl Application {
         state.cluster = cluster.clone();
         let state = web::Data::new(state);
         let sessions = state.sessions.clone();
-        if settings.server.public_url.is_none() && !address.ip().is_loopback() {
-            tracing::warn!(
-                bind = %address,
-                "server.public_url is unset: pairing and inbound URLs use the Host each request came with; set it to the URL phones reach this server at"
-            );
-        }
         let server = http_server(tcp, address, &settings, tls, state, webhook_api)?;
         let initial_keys = create_first_workspace(&db, clock.now_ms()).await?;
         Ok(Application {
@@ -634,6 +629,23 @@ fn http_server(
         bind: settings.server.bind.clone(),
         source,
     })
+}
+
+/// Warns once at start when phones on other machines can reach this server but
+/// `server.public_url` is unset: the URLs handed to them then follow each request's `Host`
+/// (docs/api.md, "Behind a proxy"). A bind given as a host name is not judged.
+fn warn_without_public_url(settings: &Settings) {
+    let reachable = settings
+        .server
+        .bind
+        .parse::<SocketAddr>()
+        .is_ok_and(|address| !address.ip().is_loopback());
+    if settings.server.public_url.is_none() && reachable {
+        tracing::warn!(
+            bind = %settings.server.bind,
+            "server.public_url is unset: pairing and inbound URLs use the Host each request came with; set it to the URL phones reach this server at"
+        );
+    }
 }
 
 /// Reads `server.tls`'s PEM files into a rustls server configuration; a missing, unreadable or
