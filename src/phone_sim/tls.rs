@@ -67,23 +67,22 @@ impl ServerCertVerifier for PinnedOrWebPki {
             Ok(verified) => return Ok(verified),
             Err(refused) => refused,
         };
-        let pinned = self
+        if !self
             .pinned
             .iter()
-            .any(|cert| cert.as_ref() == end_entity.as_ref());
-        let names_host = || {
-            webpki::EndEntityCert::try_from(end_entity)
-                .and_then(|cert| cert.verify_is_valid_for_subject_name(server_name))
-                .is_ok()
-        };
-        let current = || {
-            validity(end_entity)
-                .is_some_and(|(from, until)| (from..=until).contains(&now.as_secs()))
-        };
-        if pinned && names_host() && current() {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(refused)
+            .any(|cert| cert.as_ref() == end_entity.as_ref())
+        {
+            return Err(refused);
+        }
+        // The very certificate --ca-file holds: its names and validity period are what is left
+        // to check. A wrong name is said as such (not as the refusal that let it here).
+        let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_name(&parsed, server_name)?;
+        match validity(end_entity) {
+            Some((from, until)) if (from..=until).contains(&now.as_secs()) => {
+                Ok(ServerCertVerified::assertion())
+            }
+            _ => Err(refused),
         }
     }
 
@@ -243,8 +242,14 @@ mod tests {
         let now = UnixTime::now();
         assert!(verify(&openssl_like, &openssl_like, "127.0.0.1", now).is_ok());
 
-        let other_name = verify(&openssl_like, &openssl_like, "localhost", now);
-        assert!(other_name.is_err(), "not valid for a name it does not hold");
+        let other_name = verify(&openssl_like, &openssl_like, "localhost", now).unwrap_err();
+        assert!(
+            matches!(
+                other_name,
+                rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext { .. })
+            ),
+            "a name it does not hold is said as such: {other_name}"
+        );
 
         let other = self_signed(&["127.0.0.1"], true, None);
         let refused = verify(&openssl_like, &other, "127.0.0.1", now).unwrap_err();
