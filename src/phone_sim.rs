@@ -27,6 +27,7 @@ use crate::domain::protocol::{PhoneFrame, ServerFrame};
 use crate::domain::status::MessageStatus;
 
 pub mod smsgate;
+pub mod tls;
 
 /// The protocol a simulated phone speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -245,16 +246,10 @@ const HTTP1_ONLY: &[&[u8]] = &[b"http/1.1"];
 /// ALPN of the device API transport: HTTP/2 first, as the app's OkHttp offers it.
 const HTTP2_FIRST: &[&[u8]] = &[b"h2", b"http/1.1"];
 
-/// The HTTP client of a simulated phone: it trusts the public roots and `ca_certs`, offers
-/// `protocols` over TLS, and each request gives up after 10 s.
+/// The HTTP client of a simulated phone: it trusts the public roots and `ca_certs` (see
+/// [`tls::client_config`]), offers `protocols` over TLS, and each request gives up after 10 s.
 fn http_client(ca_certs: &[CertificateDer<'static>], protocols: &[&[u8]]) -> Client {
-    let mut roots = actix_tls::connect::rustls_0_23::webpki_roots_cert_store();
-    // Checked when --ca-file was read; one that is not a trust anchor is left out.
-    roots.add_parsable_certificates(ca_certs.iter().cloned());
-    let mut config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+    let config = tls::client_config(ca_certs, protocols);
     Client::builder()
         .connector(awc::Connector::new().rustls_0_23(Arc::new(config)))
         .timeout(Duration::from_secs(10))
@@ -278,13 +273,14 @@ fn send_failure(err: &awc::error::SendRequestError) -> String {
     }
 }
 
-/// A socket error: a TLS failure is named as one (rustls's own words), a refusal plainly.
+/// A socket error: a TLS failure is named as one (rustls's own words, with a hint), a refusal
+/// plainly.
 fn io_failure(err: &std::io::Error) -> String {
     if let Some(tls) = err
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>())
     {
-        return format!("TLS: {tls}");
+        return tls::failure(tls);
     }
     match err.kind() {
         std::io::ErrorKind::ConnectionRefused => "connection refused".into(),

@@ -274,19 +274,35 @@ impl Drop for SimProcess {
 /// A self-signed certificate for 127.0.0.1 in a temporary directory: the server's settings,
 /// the PEM file to give `--ca-file`, and an API client that trusts it.
 fn self_signed() -> (tempfile::TempDir, TlsSettings, String, Client) {
-    smsgw::startup::install_crypto_provider();
     let made =
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
+    served(&made.cert, &made.signing_key)
+}
+
+/// A self-signed certificate for 127.0.0.1 as docs/android.md's `openssl req -x509` line makes
+/// it: OpenSSL 3 marks it as a CA (`basicConstraints: critical, CA:TRUE`). As
+/// [`self_signed`].
+fn openssl_like() -> (tempfile::TempDir, TlsSettings, String, Client) {
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    served(&cert, &key)
+}
+
+/// `cert` and `key` as PEM files in a temporary directory, as [`self_signed`] returns them.
+fn served(
+    cert: &rcgen::Certificate,
+    key: &rcgen::KeyPair,
+) -> (tempfile::TempDir, TlsSettings, String, Client) {
+    smsgw::startup::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     let cert_file = dir.path().join("cert.pem");
     let key_file = dir.path().join("key.pem");
-    std::fs::write(&cert_file, made.cert.pem()).unwrap();
-    std::fs::write(&key_file, made.signing_key.serialize_pem()).unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(made.cert.der().clone()).unwrap();
-    let config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    // The simulator's own trust: webpki alone refuses a CA certificate as the server's.
+    let config = smsgw::phone_sim::tls::client_config(std::slice::from_ref(cert.der()), &[]);
     let client = Client::builder()
         .connector(Connector::new().rustls_0_23(Arc::new(config)))
         .timeout(Duration::from_secs(30))
@@ -296,6 +312,51 @@ fn self_signed() -> (tempfile::TempDir, TlsSettings, String, Client) {
         key_file: key_file.display().to_string(),
     };
     (dir, tls, cert_file.display().to_string(), client)
+}
+
+/// The certificate docs/android.md has people make is a CA certificate: with it in
+/// `--ca-file` the phone trusts it as the server's own (as curl --cacert does) and delivers,
+/// over either transport; another such certificate is refused, and the reconnect line says why.
+async fn cli_trusts_the_self_signed_ca_certificate_it_is_given(backend: Backend) {
+    let (_dir, tls, ca_file, client) = openssl_like();
+    let (_other_dir, _, other_ca_file, _) = openssl_like();
+    let mut app = spawn_app_with(backend, |s| s.server.tls = Some(tls)).await;
+    app.address = app.address.replacen("http://", "https://", 1);
+    app.client = client;
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    for protocol in ["websocket", "smsgate"] {
+        let args = |ca_file| {
+            [
+                "--protocol",
+                protocol,
+                "--server",
+                &app.address,
+                "--token",
+                &token,
+                "--ca-file",
+                ca_file,
+            ]
+        };
+        let other = SimProcess::start(&args(&other_ca_file));
+        let line = other.line(|l| l.starts_with("reconnecting in")).await;
+        assert!(
+            line.contains(" ms: TLS: invalid peer certificate: CaUsedAsEndEntity (it is a CA")
+                && line.ends_with("only when --ca-file holds that very certificate)"),
+            "{protocol}: {line}"
+        );
+        drop(other);
+
+        let trusted = SimProcess::start(&args(&ca_file));
+        trusted.line(|l| l == "connected").await;
+        app.wait_online(&phone_id, true).await;
+        let id = app.send_live(&format!("{protocol} over pinned TLS")).await;
+        app.wait_for_status(&app.live_key, &id, "delivered").await;
+        drop(trusted);
+        if protocol == "websocket" {
+            // The same phone comes back over the device API next: its session ends first.
+            app.wait_online(&phone_id, false).await;
+        }
+    }
 }
 
 /// Against a server with a self-signed certificate: without `--ca-file` each reconnect line
@@ -471,6 +532,7 @@ fn cli_refuses_malformed_receive_and_ca_file() {
 
 backend_tests!(
     cli_trusts_a_ca_file_and_says_why_it_reconnects,
+    cli_trusts_the_self_signed_ca_certificate_it_is_given,
     cli_receives_sms_from_the_command_line,
     smsgate_simulator_sends_each_retry,
     simulated_phone_delivers_live_sends,
