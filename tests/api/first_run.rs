@@ -7,14 +7,12 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Arc;
-use std::time::Duration;
 
-use awc::{Client, Connector};
+use awc::Client;
 use serde_json::Value;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, POSTGRES_SECRETS_KEY, fresh_database};
+use crate::helpers::{Backend, POSTGRES_SECRETS_KEY, SelfSigned, fresh_database};
 
 /// The rule the key block starts and ends with (a line of `=`).
 fn is_rule(line: &str) -> bool {
@@ -356,8 +354,8 @@ fn a_config_file_elsewhere_serves_tls_with_paths_from_its_folder() {
              [server.tls]\ncert_file = \"cert.pem\"\nkey_file = \"key.pem\"\n",
         )
         .unwrap();
-        let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
-        std::fs::write(conf.join("cert.pem"), made.cert.pem()).unwrap();
+        let cert = SelfSigned::leaf();
+        std::fs::write(conf.join("cert.pem"), &cert.cert_pem).unwrap();
         let args = ["serve", "--config", "../conf/smsgw.toml"];
 
         let failed = run_in(&run, &args, &[]).await;
@@ -371,7 +369,7 @@ fn a_config_file_elsewhere_serves_tls_with_paths_from_its_folder() {
         let left: Vec<_> = std::fs::read_dir(&run).unwrap().collect();
         assert!(left.is_empty(), "the failed start wrote {left:?}");
 
-        std::fs::write(conf.join("key.pem"), made.signing_key.serialize_pem()).unwrap();
+        std::fs::write(conf.join("key.pem"), &cert.key_pem).unwrap();
         let served = serve_in(&run, &args, &[]).unwrap();
         assert_key_block(&served);
         assert!(served.address.starts_with("https://127.0.0.1:"));
@@ -385,15 +383,7 @@ fn a_config_file_elsewhere_serves_tls_with_paths_from_its_folder() {
             "the start wrote {left:?} in the working directory"
         );
 
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(made.cert.der().clone()).unwrap();
-        let config = rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let client = Client::builder()
-            .connector(Connector::new().rustls_0_23(Arc::new(config)))
-            .timeout(Duration::from_secs(30))
-            .finish();
+        let client = cert.client(&[]);
         let live_key = served.line("live key: ").unwrap();
         let (status, body) = workspace_of(&client, &served.address, &live_key).await;
         assert_eq!(status, 200, "{body}");

@@ -5,15 +5,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use awc::{Client, Connector};
+use awc::Client;
 use smsgw::config::TlsSettings;
 use smsgw::phone_sim::{SimEvent, SimOptions, run_phone};
 use tokio::sync::mpsc;
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, FAILED_THREE_TIMES, SENDER, TestApp, poll, run_cli, spawn_app, spawn_app_with,
-    timeline,
+    Backend, FAILED_THREE_TIMES, SENDER, SelfSigned, TestApp, poll, run_cli, spawn_app,
+    spawn_app_with, timeline,
 };
 
 fn start_sim(app: &TestApp, token: &str) -> mpsc::UnboundedReceiver<SimEvent> {
@@ -274,44 +274,18 @@ impl Drop for SimProcess {
 /// A self-signed certificate for 127.0.0.1 in a temporary directory: the server's settings,
 /// the PEM file to give `--ca-file`, and an API client that trusts it.
 fn self_signed() -> (tempfile::TempDir, TlsSettings, String, Client) {
-    let made =
-        rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
-    served(&made.cert, &made.signing_key)
+    served(SelfSigned::leaf())
 }
 
-/// A self-signed certificate for 127.0.0.1 as docs/android.md's `openssl req -x509` line makes
-/// it: OpenSSL 3 marks it as a CA (`basicConstraints: critical, CA:TRUE`). As
-/// [`self_signed`].
+/// [`self_signed`] with a certificate made as docs/android.md's `openssl req -x509` line makes
+/// it (a CA certificate).
 fn openssl_like() -> (tempfile::TempDir, TlsSettings, String, Client) {
-    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    served(&cert, &key)
+    served(SelfSigned::openssl_like())
 }
 
-/// `cert` and `key` as PEM files in a temporary directory, as [`self_signed`] returns them.
-fn served(
-    cert: &rcgen::Certificate,
-    key: &rcgen::KeyPair,
-) -> (tempfile::TempDir, TlsSettings, String, Client) {
-    smsgw::startup::install_crypto_provider();
-    let dir = tempfile::tempdir().unwrap();
-    let cert_file = dir.path().join("cert.pem");
-    let key_file = dir.path().join("key.pem");
-    std::fs::write(&cert_file, cert.pem()).unwrap();
-    std::fs::write(&key_file, key.serialize_pem()).unwrap();
-    // The simulator's own trust: webpki alone refuses a CA certificate as the server's.
-    let config = smsgw::phone_sim::tls::client_config(std::slice::from_ref(cert.der()), &[]);
-    let client = Client::builder()
-        .connector(Connector::new().rustls_0_23(Arc::new(config)))
-        .timeout(Duration::from_secs(30))
-        .finish();
-    let tls = TlsSettings {
-        cert_file: cert_file.display().to_string(),
-        key_file: key_file.display().to_string(),
-    };
-    (dir, tls, cert_file.display().to_string(), client)
+fn served(cert: SelfSigned) -> (tempfile::TempDir, TlsSettings, String, Client) {
+    let (dir, tls, cert_file) = cert.files();
+    (dir, tls, cert_file, cert.client(&[]))
 }
 
 /// The certificate docs/android.md has people make is a CA certificate: with it in

@@ -3,17 +3,16 @@
 //! TLS; bad certificate files stop it at start with a clear error and a non-zero exit. Every
 //! URL it builds says https/wss, over HTTP/1.1 as over HTTP/2.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use awc::{Client, Connector};
+use awc::Client;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use smsgw::config::TlsSettings;
 use smsgw::domain::protocol::ServerFrame;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, RECIPIENT, SENDER, run_cli, send_body, spawn_app_with};
+use crate::helpers::{Backend, RECIPIENT, SENDER, SelfSigned, run_cli, send_body, spawn_app_with};
 
 /// A certificate for 127.0.0.1 and its key, as PEM files in a temporary directory, and a client
 /// that trusts only that certificate (offering no ALPN protocol: it speaks HTTP/1.1).
@@ -24,30 +23,9 @@ fn self_signed() -> (tempfile::TempDir, TlsSettings, Client) {
 
 /// [`self_signed`], and a second client that offers HTTP/2 (ALPN `h2`, `http/1.1`).
 fn self_signed_with_h2() -> (tempfile::TempDir, TlsSettings, Client, Client) {
-    let made =
-        rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let cert_file = dir.path().join("cert.pem");
-    let key_file = dir.path().join("key.pem");
-    std::fs::write(&cert_file, made.cert.pem()).unwrap();
-    std::fs::write(&key_file, made.signing_key.serialize_pem()).unwrap();
-    let client = |alpn: &[&[u8]]| {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(made.cert.der().clone()).unwrap();
-        let mut config = rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        Client::builder()
-            .connector(Connector::new().rustls_0_23(Arc::new(config)))
-            .timeout(Duration::from_secs(30))
-            .finish()
-    };
-    let tls = TlsSettings {
-        cert_file: cert_file.display().to_string(),
-        key_file: key_file.display().to_string(),
-    };
-    let (http1, h2) = (client(&[]), client(&[b"h2", b"http/1.1"]));
+    let cert = SelfSigned::leaf();
+    let (dir, tls, _) = cert.files();
+    let (http1, h2) = (cert.client(&[]), cert.client(&[b"h2", b"http/1.1"]));
     (dir, tls, http1, h2)
 }
 

@@ -6,10 +6,12 @@
 
 mod api;
 mod fake_phone;
+mod tls;
 mod webhook_receiver;
 
 pub use api::*;
 pub use fake_phone::FakePhone;
+pub use tls::SelfSigned;
 pub use webhook_receiver::{Received, WebhookReceiver};
 
 use std::sync::Arc;
