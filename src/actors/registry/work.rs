@@ -266,8 +266,7 @@ impl Registry {
             async move {
                 let nodes = cluster.live_node_ids().await?;
                 let campaigns = crate::store::campaigns::live(&db).await?;
-                let endpoints = crate::store::webhooks::endpoints_with_pending(&db).await?;
-                let pending = endpoints.clone();
+                let pending = crate::store::webhooks::endpoints_with_pending(&db).await?;
                 let held = |kind| {
                     let cluster = cluster.clone();
                     async move { cluster.live_keys(kind).await.unwrap_or_default() }
@@ -283,7 +282,7 @@ impl Registry {
                         taken.0.push(id);
                     }
                 }
-                for id in endpoints {
+                for &id in &pending {
                     let key = id.to_string();
                     if !endpoint_leases.contains(&key)
                         && cluster
