@@ -128,6 +128,9 @@ struct Inner {
     /// Each lease this node holds, with when it was (last) taken: a renewal started before
     /// that cannot have covered it, so it is not counted lost by that renewal.
     held: Mutex<HashMap<(LeaseKind, String), (Lease, Instant)>>,
+    /// The leases being acquired now, with how many acquires of each run: one the database
+    /// already gives this node while its acquire has not answered yet is not a stray.
+    acquiring: Mutex<HashMap<(LeaseKind, String), usize>>,
     /// The last renewal succeeded in time (readiness).
     renewing: AtomicBool,
     /// Set by a graceful stop: no new lease is taken.
@@ -154,6 +157,7 @@ impl Cluster {
                 url: url.to_string(),
                 settings,
                 held: Mutex::new(HashMap::new()),
+                acquiring: Mutex::new(HashMap::new()),
                 renewing: AtomicBool::new(true),
                 stopping: AtomicBool::new(false),
                 listeners: OnceLock::new(),
@@ -216,18 +220,21 @@ impl Cluster {
         if self.inner.stopping.load(Ordering::Relaxed) {
             return None;
         }
-        match leases::acquire(
+        let entry = (kind, key.to_string());
+        *self.acquiring().entry(entry.clone()).or_default() += 1;
+        let taken = leases::acquire(
             &self.inner.db,
             self.inner.node,
             kind,
             key,
             self.inner.settings.lease_ttl,
         )
-        .await
-        {
+        .await;
+        // Held before it stops being acquired, so a heartbeat always finds it in one of them.
+        let lease = match taken {
             Ok(Some(lease)) => {
                 self.held()
-                    .insert((kind, key.to_string()), (lease.clone(), Instant::now()));
+                    .insert(entry.clone(), (lease.clone(), Instant::now()));
                 Some(lease)
             }
             Ok(None) => None,
@@ -235,7 +242,15 @@ impl Cluster {
                 tracing::warn!(kind = kind.as_str(), key, error = %err, "lease not taken");
                 None
             }
+        };
+        let mut acquiring = self.acquiring();
+        if let Some(count) = acquiring.get_mut(&entry) {
+            *count -= 1;
+            if *count == 0 {
+                acquiring.remove(&entry);
+            }
         }
+        lease
     }
 
     /// The lease this node holds on (`kind`, `key`), if any.
@@ -365,6 +380,28 @@ impl Cluster {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Taken while [`Cluster::held`]'s guard is held, never the other way round.
+    fn acquiring(&self) -> std::sync::MutexGuard<'_, HashMap<(LeaseKind, String), usize>> {
+        self.inner
+            .acquiring
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Hands back the leases a renewal answered that this node does not hold (strays): the
+    /// database gives them to it, but it acts on none of them, so each would stay its own,
+    /// renewed by every heartbeat, and no node would ever take it over (docs/api.md,
+    /// "Several nodes"). A renewal that came too late (every lease dropped here while the
+    /// database renewed them) or an acquire whose answer was lost leaves them.
+    async fn hand_back_strays(&self, strays: Vec<Lease>) {
+        for lease in strays {
+            tracing::warn!(kind = lease.kind.as_str(), key = %lease.key, "a lease this node does not act on is handed back");
+            if let Err(err) = leases::release(&self.inner.db, &lease).await {
+                tracing::warn!(kind = lease.kind.as_str(), key = %lease.key, error = %err, "stray lease not handed back; the next heartbeat tries again");
+            }
+        }
+    }
+
     /// Renews every lease of the node each `cluster.heartbeat`. A lease missing from the
     /// renewal is lost; when renewals fail for so long that the leases may have expired
     /// (`lease_ttl` less one heartbeat since the last renewal was sent), every lease is dropped
@@ -391,7 +428,7 @@ impl Cluster {
                 Ok(Ok(renewed)) => {
                     last_ok = sent;
                     self.inner.renewing.store(true, Ordering::Relaxed);
-                    let lost: Vec<Lease> = {
+                    let (lost, strays) = {
                         let mut held = self.held();
                         // A lease taken after this renewal was sent may be missing from its
                         // answer (the UPDATE's snapshot predates the acquire): not lost.
@@ -403,8 +440,19 @@ impl Cluster {
                         for lease in &lost {
                             held.remove(&(lease.kind, lease.key.clone()));
                         }
-                        lost
+                        // Renewed, yet neither held nor being acquired here.
+                        let acquiring = self.acquiring();
+                        let strays: Vec<Lease> = renewed
+                            .into_iter()
+                            .filter(|lease| {
+                                let entry = (lease.kind, lease.key.clone());
+                                held.get(&entry).is_none_or(|(ours, _)| ours != lease)
+                                    && !acquiring.contains_key(&entry)
+                            })
+                            .collect();
+                        (lost, strays)
                     };
+                    self.hand_back_strays(strays).await;
                     if !lost.is_empty() {
                         tracing::warn!(count = lost.len(), "leases lost to other nodes");
                         let _ = listeners.lost.try_send(LeasesLost(lost));

@@ -598,3 +598,201 @@ async fn a_phone_whose_paired_notice_was_missed_is_learnt_from_its_lease() {
 fn a_phone_whose_paired_notice_was_missed_is_learnt_from_its_lease_postgres() {
     run_on_postgres(a_phone_whose_paired_notice_was_missed_is_learnt_from_its_lease());
 }
+
+/// Whose the endpoints' leases are once A is killed.
+#[derive(Clone, Copy, Debug)]
+enum Stray {
+    /// A's, until they expire.
+    No,
+    /// B's, without B knowing it holds them.
+    OnB,
+}
+
+/// Which key the endpoints and the inbound SMS of [`retries_of_several_endpoints_go_on_after_a_kill`]
+/// use.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    /// The test key: the SMS comes in through `POST /v1/test/inbound`.
+    Test,
+    /// The live key: the SMS comes in from a connected phone.
+    Live,
+}
+
+/// The issue's report, exactly: three endpoints created on node A, each answering 500, 500,
+/// then 200, subscribed to `message.received`; one inbound SMS through A; once both failed
+/// attempts of every endpoint are in the deliveries log, A is killed with SIGKILL. Node B takes
+/// the endpoints over and makes each third attempt (on schedule, within the take-over bound),
+/// which ends the delivery: the log on B says `succeeded`, and no endpoint gets a fourth request.
+async fn retries_of_several_endpoints_go_on_after_a_kill(mode: Mode, stray: Stray) {
+    let (database, mut a, b) = two_nodes().await;
+    let key = match mode {
+        Mode::Test => a
+            .test_key
+            .clone()
+            .expect("the first node creates the test key"),
+        Mode::Live => a
+            .live_key
+            .clone()
+            .expect("the first node creates the live key"),
+    };
+    // Live mode: a phone on A brings the SMS in (it stays connected to nobody after the kill).
+    let mut phone = match mode {
+        Mode::Test => None,
+        Mode::Live => Some(pair_online(&a, &key).await.2),
+    };
+
+    let mut endpoints = Vec::new();
+    for _ in 0..3 {
+        let receiver = WebhookReceiver::start().await;
+        receiver.answer(&[500, 500]);
+        let (status, body) = call(
+            "POST",
+            format!("{}/v1/webhooks", a.address),
+            &key,
+            Some(json!({"url": receiver.url, "events": ["message.received"]})),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+        let id = body["data"]["id"].as_str().unwrap().to_string();
+        endpoints.push((id, receiver));
+    }
+
+    match &mut phone {
+        None => {
+            let (status, body) = call(
+                "POST",
+                format!("{}/v1/test/inbound", a.address),
+                &key,
+                Some(json!({"from_number": "+14155550177", "to_number": SENDER,
+                            "content": "a customer writes"})),
+            )
+            .await;
+            assert_eq!(status, 201, "{body}");
+        }
+        Some(phone) => {
+            phone
+                .receive("in-1", "+14155550177", "a customer writes")
+                .await
+        }
+    }
+
+    // Both failed attempts of every endpoint reached the deliveries log.
+    let log = |id: &str| format!("/v1/webhooks/{id}/deliveries");
+    for (id, _) in &endpoints {
+        poll(
+            Duration::from_secs(30),
+            Duration::from_millis(50),
+            async || {
+                let body = a.get(&key, &log(id)).await;
+                let attempts = body["data"]["deliveries"].as_array().map_or(0, Vec::len);
+                match attempts >= 2 {
+                    true => Ok(()),
+                    false => Err(format!(
+                        "endpoint {id}: two failed attempts never logged: {body}"
+                    )),
+                }
+            },
+        )
+        .await;
+    }
+    a.kill();
+    let killed_at = Instant::now();
+    drop(phone);
+    if let Stray::OnB = stray {
+        // What a renewal that came too late leaves (or an acquire whose answer was lost): the
+        // endpoints' leases are B's in the database, unexpired, and B does not know it holds
+        // them, so its heartbeat renews them while it runs nothing for them.
+        let node_b = b.get("", "/ready").await["data"]["node"]
+            .as_str()
+            .expect("a node of a cluster names itself")
+            .to_string();
+        let db = sea_orm::Database::connect(&database)
+            .await
+            .expect("connect");
+        sea_orm::ConnectionTrait::execute_unprepared(
+            &db,
+            &format!(
+                "UPDATE leases SET node_id = '{node_b}', \
+                 expires_at = CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) + 3000 \
+                 WHERE kind = 'webhook_endpoint'"
+            ),
+        )
+        .await
+        .expect("the endpoints' leases become B's");
+    }
+
+    // B makes every third attempt, which succeeds, and the log says so.
+    for (id, receiver) in &endpoints {
+        poll(
+            RETRY_EVERY + TAKEOVER_BOUND + Duration::from_secs(5),
+            Duration::from_millis(100),
+            async || {
+                let body = b.get(&key, &log(id)).await;
+                let newest = &body["data"]["deliveries"][0];
+                match newest["attempt"] == 3 && newest["state"] == "succeeded" {
+                    true => Ok(()),
+                    false => Err(format!(
+                        "endpoint {id}: no third attempt {:?} after the kill; {} requests; log: {body}",
+                        killed_at.elapsed(),
+                        receiver.received().len()
+                    )),
+                }
+            },
+        )
+        .await;
+    }
+    // The third attempt ended the delivery: no endpoint gets a fourth request.
+    tokio::time::sleep(RETRY_EVERY * 2).await;
+    for (id, receiver) in &endpoints {
+        let requests = receiver.received();
+        assert_eq!(
+            requests.len(),
+            3,
+            "endpoint {id}: two failures and one delivery"
+        );
+        let events: HashSet<&str> = requests.iter().map(|r| r.header("webhook-id")).collect();
+        assert_eq!(
+            events.len(),
+            1,
+            "endpoint {id}: every attempt carries the one event"
+        );
+    }
+    for (_, receiver) in endpoints {
+        receiver.stop().await;
+    }
+}
+
+#[test]
+fn test_mode_retries_of_several_endpoints_go_on_after_a_kill_postgres() {
+    run_on_postgres(retries_of_several_endpoints_go_on_after_a_kill(
+        Mode::Test,
+        Stray::No,
+    ));
+}
+
+#[test]
+fn live_retries_of_several_endpoints_go_on_after_a_kill_postgres() {
+    run_on_postgres(retries_of_several_endpoints_go_on_after_a_kill(
+        Mode::Live,
+        Stray::No,
+    ));
+}
+
+/// A lease the database gives a node that does not know it holds it (its renewal came too
+/// late and it stopped acting, or an acquire's answer was lost) is handed back by that node's
+/// next heartbeat, so the endpoint is taken over instead of waiting for ever.
+#[test]
+fn test_mode_retries_go_on_when_the_survivor_holds_leases_it_forgot_postgres() {
+    run_on_postgres(retries_of_several_endpoints_go_on_after_a_kill(
+        Mode::Test,
+        Stray::OnB,
+    ));
+}
+
+#[test]
+fn live_retries_go_on_when_the_survivor_holds_leases_it_forgot_postgres() {
+    run_on_postgres(retries_of_several_endpoints_go_on_after_a_kill(
+        Mode::Live,
+        Stray::OnB,
+    ));
+}

@@ -310,3 +310,77 @@ async fn messages_of(db: &DatabaseConnection, campaign: &str) -> (i64, i64) {
         row.try_get::<i64>("", "distinct_to").unwrap(),
     )
 }
+
+/// A node that takes its own endpoint's lease again (it had expired) while an attempt made
+/// under the old fence is in flight: that attempt's record is refused and the endpoint's actor
+/// stops, yet the node holds the lease, so no other node takes the endpoint over. The node's
+/// next take-over scan starts a new actor, and the delivery goes on (at least once).
+#[test]
+fn an_endpoint_whose_actor_stopped_under_a_lease_still_held_goes_on() {
+    run_on_postgres(async {
+        // One node: no other could take the endpoint over. Its heartbeat is 30 s away, so it
+        // plays no part.
+        let a = spawn_app_with(Backend::Postgres, |s| {
+            s.cluster.heartbeat = Duration::from_secs(30);
+            s.cluster.lease_ttl = Duration::from_secs(60);
+            s.webhooks.allow_insecure_targets = true;
+            s.webhooks.retry_schedule = vec![Duration::from_secs(1); 5];
+        })
+        .await;
+        let db = Database::connect(&a.database_url).await.expect("connect");
+        let receiver = WebhookReceiver::start().await;
+        // The first attempt hangs long enough for the lease to be taken again meanwhile.
+        receiver.answer(&[500]);
+        receiver.delay(&[Duration::from_secs(5)]);
+        let endpoint = a
+            .subscribe(&a.test_key, &receiver, &["message.delivered"])
+            .await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        a.send(&a.test_key, send_body(SENDER, RECIPIENT, "held again"))
+            .await
+            .expect(202);
+        receiver.wait_for(1, Duration::from_secs(15)).await;
+        let before = cluster::holder(&db, LeaseKind::WebhookEndpoint, &endpoint)
+            .await
+            .unwrap()
+            .expect("the node holds the endpoint");
+
+        // The lease expires under the node; its take-over scan (every 2 s) takes it again,
+        // with the next fence, while the first attempt is still in flight.
+        db.execute_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "UPDATE leases SET expires_at = 0 WHERE kind = $1 AND key = $2",
+            [
+                LeaseKind::WebhookEndpoint.as_str().into(),
+                endpoint.clone().into(),
+            ],
+        ))
+        .await
+        .expect("lease expired");
+        eventually(
+            "the node takes its endpoint's lease again",
+            Duration::from_secs(4),
+            || async {
+                cluster::holder(&db, LeaseKind::WebhookEndpoint, &endpoint)
+                    .await
+                    .unwrap()
+                    .is_some_and(|now| now.node == before.node && now.fence > before.fence)
+            },
+        )
+        .await;
+
+        // The first attempt's record is refused (old fence); the delivery is attempted again
+        // and goes on to success.
+        receiver.wait_for(2, Duration::from_secs(15)).await;
+        eventually("the delivery succeeds", Duration::from_secs(10), || async {
+            attempts(&a, &endpoint)
+                .await
+                .first()
+                .is_some_and(|newest| newest["state"] == "succeeded")
+        })
+        .await;
+        receiver.stop().await;
+    })
+}

@@ -252,8 +252,11 @@ impl Registry {
 
     /// Takes over, in a cluster, the live campaigns and the webhook endpoints with pending
     /// deliveries that no node holds (their node died or stopped): one read of each list and of
-    /// the live leases, then a lease attempt only for the free ones. It also reads the live
-    /// nodes ([`Registry::nodes_seen`]).
+    /// the live leases, then a lease attempt only for the free ones. An endpoint with pending
+    /// deliveries whose lease this node holds and whose actor does not run here (it stopped
+    /// when a record made under the lease's previous fence was refused, after the node had
+    /// taken the lease again) gets a new actor: no other node takes it, and no scan would. It
+    /// also reads the live nodes ([`Registry::nodes_seen`]).
     pub(super) fn take_over(&mut self, ctx: &mut Context<Self>) {
         let Some(cluster) = self.deps.cluster.clone() else {
             return;
@@ -263,7 +266,7 @@ impl Registry {
             async move {
                 let nodes = cluster.live_node_ids().await?;
                 let campaigns = crate::store::campaigns::live(&db).await?;
-                let endpoints = crate::store::webhooks::endpoints_with_pending(&db).await?;
+                let pending = crate::store::webhooks::endpoints_with_pending(&db).await?;
                 let held = |kind| {
                     let cluster = cluster.clone();
                     async move { cluster.live_keys(kind).await.unwrap_or_default() }
@@ -279,7 +282,7 @@ impl Registry {
                         taken.0.push(id);
                     }
                 }
-                for id in endpoints {
+                for &id in &pending {
                     let key = id.to_string();
                     if !endpoint_leases.contains(&key)
                         && cluster
@@ -290,11 +293,11 @@ impl Registry {
                         taken.1.push(id);
                     }
                 }
-                Ok::<_, crate::store::StoreError>((nodes, taken))
+                Ok::<_, crate::store::StoreError>((nodes, taken, pending))
             }
             .into_actor(self)
             .map(|result, act, ctx| match result {
-                Ok((nodes, (campaigns, endpoints))) => {
+                Ok((nodes, (campaigns, endpoints), pending)) => {
                     act.nodes_seen(nodes, ctx);
                     if !campaigns.is_empty() || !endpoints.is_empty() {
                         tracing::info!(
@@ -309,6 +312,19 @@ impl Registry {
                     let deps = act.deps().clone();
                     for id in endpoints {
                         act.webhooks.addr(&deps, id);
+                    }
+                    let Some(cluster) = deps.cluster.clone() else {
+                        return;
+                    };
+                    for id in pending {
+                        if !act.webhooks.running(id)
+                            && cluster
+                                .lease(LeaseKind::WebhookEndpoint, &id.to_string())
+                                .is_some()
+                        {
+                            tracing::info!(endpoint_id = %id, "endpoint held here without an actor: restarted");
+                            act.webhooks.addr(&deps, id);
+                        }
                     }
                 }
                 Err(err) => tracing::warn!(error = %err, "take-over scan failed"),
