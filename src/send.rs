@@ -24,7 +24,8 @@ use crate::domain::quota::CountQuota;
 use crate::domain::sms::SmsText;
 use crate::domain::status::{MessageStatus, Mode, QueueClass};
 use crate::store::StoreError;
-use crate::store::messages::{ClientOptions, Message, Scope};
+use crate::store::messages::{ClientOptions, Message};
+use crate::store::scoped::Scope;
 use crate::store::writer::{
     Accept, AcceptOutcome, DraftLink, NewMessage, NewWorkspaceLimit, Transition, Writer,
 };

@@ -28,7 +28,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
 use crate::domain::change::ChangeKind;
 use crate::domain::secrets::SecretBox;
-use crate::store::messages::Scope;
+use crate::store::scoped::Scope;
 use crate::store::webhooks::{AttemptRecorder, Subscriptions};
 use crate::store::writer::{Change, MessageQuotas, Writer};
 use crate::store::{self, StoreError, workspaces};

@@ -14,7 +14,7 @@ use sea_orm::DatabaseConnection;
 
 use crate::domain::change::ChangeKind;
 use crate::domain::status::MessageStatus;
-use crate::store::messages::Scope;
+use crate::store::scoped::Scope;
 use crate::store::stats::{self, DayCounts, day_of};
 use crate::store::writer::Change;
 

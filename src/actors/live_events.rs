@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::domain::status::{Direction, MessageStatus};
-use crate::store::messages::Scope;
+use crate::store::scoped::Scope;
 
 /// Events buffered towards one stream; a reader this far behind misses events (it can read
 /// the resources again; the next `phone.status` or `message.status` carries the state whole).

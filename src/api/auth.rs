@@ -20,7 +20,7 @@ use crate::domain::keys;
 use crate::domain::network::budget_address;
 use crate::domain::status::Mode;
 use crate::error::ApiError;
-use crate::store::messages::Scope;
+use crate::store::scoped::Scope;
 use crate::store::workspaces::{self, KeyGrant};
 
 /// How long a resolved API key is trusted without asking the database again (a revocation

@@ -13,7 +13,8 @@ use super::page::{Page, Positioned};
 use super::{AppState, Caller, PageRequest, missing, parse_id};
 use crate::error::ApiError;
 use crate::store::StoreError;
-use crate::store::messages::{Message, MessageEvent, Position, Scope};
+use crate::store::messages::{Message, MessageEvent, Position};
+use crate::store::scoped::Scope;
 use crate::store::{ai, campaigns, contacts, messages, phones, webhooks};
 
 /// A stored resource found by id within a scope.

@@ -13,7 +13,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::StoreError;
-use super::messages::{Message, Position, Scope};
+use super::messages::{Message, Position};
+use super::scoped::Scope;
 use super::scoped::find_in_scope;
 use crate::domain::ai::{AiMode, DraftStatus, Rule};
 

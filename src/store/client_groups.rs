@@ -11,7 +11,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::StoreError;
-use super::messages::{Message, Scope};
+use super::messages::Message;
+use super::scoped::Scope;
 use crate::domain::status::MessageStatus;
 
 /// Most messages (recipients) of one group: the client API takes 100 numbers at most.

@@ -14,7 +14,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::StoreError;
-use super::messages::{Message, Position, Scope};
+use super::messages::{Message, Position};
+use super::scoped::Scope;
 use crate::domain::ai::DraftStatus;
 use crate::domain::status::Direction;
 

@@ -8,7 +8,7 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, Qu
 use uuid::Uuid;
 
 use super::StoreError;
-use super::messages::Scope;
+use super::scoped::Scope;
 
 /// How long a key is remembered, in milliseconds (a day, as Stripe keeps idempotency keys).
 pub const KEY_LIFETIME_MS: i64 = 24 * 3600 * 1000;

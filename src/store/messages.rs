@@ -12,6 +12,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::StoreError;
+use super::scoped::Scope;
 use crate::domain::change::ChangeKind;
 use crate::domain::ids::{CampaignId, WorkspaceId};
 use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
@@ -191,20 +192,6 @@ pub struct MessageEvent {
     pub status: String,
     pub at: i64,
     pub detail: Option<String>,
-}
-
-/// Scope of every read: a workspace in one mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Scope {
-    pub workspace_id: WorkspaceId,
-    pub mode: Mode,
-}
-
-impl Scope {
-    /// The messages of this scope.
-    pub(crate) fn condition(self) -> Condition {
-        self.of::<messages::Entity>()
-    }
 }
 
 /// A message of this scope, with its timeline oldest first.

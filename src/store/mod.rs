@@ -15,7 +15,7 @@ mod paging;
 pub mod phones;
 pub mod quotas;
 pub mod retention;
-mod scoped;
+pub mod scoped;
 pub mod settings;
 mod sqlite_memory;
 pub mod stats;

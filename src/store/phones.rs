@@ -9,7 +9,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::StoreError;
-use super::messages::{Position, Scope};
+use super::messages::Position;
+use super::scoped::Scope;
 use super::scoped::find_in_scope;
 use crate::domain::ids::WorkspaceId;
 use crate::domain::pace::Pace;

@@ -10,7 +10,7 @@ use sea_orm::{
 };
 
 use super::StoreError;
-use super::messages::Scope;
+use super::scoped::Scope;
 use super::scoped::Scoped;
 use crate::domain::ids::WorkspaceId;
 use crate::domain::quota::CountQuota;

@@ -9,7 +9,22 @@ use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, PrimaryKeyTr
 use uuid::Uuid;
 
 use super::StoreError;
-use super::messages::Scope;
+use crate::domain::ids::WorkspaceId;
+use crate::domain::status::Mode;
+
+/// Scope of every read: a workspace in one mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Scope {
+    pub workspace_id: WorkspaceId,
+    pub mode: Mode,
+}
+
+impl Scope {
+    /// The messages of this scope.
+    pub(crate) fn condition(self) -> Condition {
+        self.of::<messages::Entity>()
+    }
+}
 
 /// An entity whose rows each belong to one workspace and mode, through its `workspace_id` and
 /// `test_mode` columns.

@@ -7,7 +7,7 @@ use sea_orm::{ActiveModelTrait, DatabaseConnection, DatabaseTransaction, EntityT
 use serde_json::{Map, Value};
 
 use super::StoreError;
-use super::messages::Scope;
+use super::scoped::Scope;
 use crate::domain::client_settings::{SecretChange, SettingsBody};
 use crate::domain::secrets::{self, SecretBox, SecretsError};
 use crate::domain::signing;

@@ -8,7 +8,7 @@ use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, IdenStatic, QueryFilter, Set};
 
 use super::StoreError;
-use super::messages::Scope;
+use super::scoped::Scope;
 
 /// Milliseconds in a day.
 const DAY_MS: i64 = 24 * 3600 * 1000;

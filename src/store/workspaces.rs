@@ -10,7 +10,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::StoreError;
-use super::messages::{Position, Scope};
+use super::messages::Position;
+use super::scoped::Scope;
 use crate::domain::ids::WorkspaceId;
 use crate::domain::keys;
 use crate::domain::status::Mode;

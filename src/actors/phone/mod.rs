@@ -25,7 +25,8 @@ use crate::domain::phone_queue::{DepthGauge, PhoneQueue, QueuedMessage};
 use crate::domain::protocol::{FrameErrorCode, PaceOut, PhoneFrame, ServerFrame};
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
 use crate::domain::status_report::{self, ReportDecision, ReportedMessage, StatusReport};
-use crate::store::messages::{self, Message, Scope};
+use crate::store::messages::{self, Message};
+use crate::store::scoped::Scope;
 use crate::store::writer::{Content, InboundOutcome, NewMessage, Transition};
 
 mod handlers;

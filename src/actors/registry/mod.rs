@@ -19,8 +19,9 @@ use super::phone::{self, Phone, PhoneIdentity};
 use super::phone_session::Link;
 use crate::domain::pace::Pace;
 use crate::domain::status::Mode;
-use crate::store::messages::{self, Message, Scope};
+use crate::store::messages::{self, Message};
 use crate::store::phones::{self, PhoneRecord};
+use crate::store::scoped::Scope;
 use crate::store::writer::{Reroute, Transition};
 
 mod cluster;

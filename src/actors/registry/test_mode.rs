@@ -15,7 +15,8 @@ use crate::actors::cluster::Notice;
 use crate::actors::phone::{self, Phone, PhoneIdentity};
 use crate::domain::status::MessageStatus;
 use crate::store::cluster::{LeaseKind, Sweep};
-use crate::store::messages::{self, Message, Scope};
+use crate::store::messages::{self, Message};
+use crate::store::scoped::Scope;
 use crate::store::writer::Transition;
 
 /// Whether the simulated phones run on this node.

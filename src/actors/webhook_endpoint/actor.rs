@@ -17,7 +17,7 @@ use crate::actors::webhook_target;
 use crate::domain::ids::EndpointId;
 use crate::domain::webhook_event::{EventKind, WebhookFormat};
 use crate::store::cluster::LeaseKind;
-use crate::store::messages::Scope;
+use crate::store::scoped::Scope;
 use crate::store::settings;
 use crate::store::webhooks::{
     self, AttemptRecord, DeliveryState, EndpointRecord, PendingDelivery, Recorded,

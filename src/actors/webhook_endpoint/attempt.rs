@@ -7,7 +7,8 @@ use crate::actors::smsgate_body;
 use crate::actors::webhook_target::{self, AttemptError};
 use crate::domain::signing;
 use crate::domain::webhook_event::WebhookFormat;
-use crate::store::messages::{self, Scope};
+use crate::store::messages;
+use crate::store::scoped::Scope;
 use crate::store::settings::SettingsSecret;
 use crate::store::webhooks::{AttemptRecord, EndpointRecord, PendingDelivery};
 

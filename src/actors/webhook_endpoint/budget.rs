@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use crate::config::QuotaSettings;
 use crate::domain::quota::SlidingBudget;
-use crate::store::messages::Scope;
+use crate::store::scoped::Scope;
 
 /// Scopes with a delivery budget kept before the idle ones are dropped.
 const BUDGETS_BEFORE_PRUNE: usize = 1024;

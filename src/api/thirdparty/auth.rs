@@ -18,7 +18,7 @@ use super::error::ClientError;
 use crate::api::AppState;
 use crate::domain::ids::WorkspaceId;
 use crate::domain::status::Mode;
-use crate::store::messages::Scope;
+use crate::store::scoped::Scope;
 
 /// The authenticated caller: a workspace in the mode of its key.
 #[derive(Debug, Clone, Copy)]

@@ -19,7 +19,7 @@ use crate::domain::quota::Quota;
 use crate::domain::signing;
 use crate::domain::webhook_event::{SmsGateEvent, WebhookFormat};
 use crate::store::StoreError;
-use crate::store::messages::Scope;
+use crate::store::scoped::Scope;
 use crate::store::webhooks::{self, EndpointChanges, EndpointRecord, NewEndpoint};
 use crate::store::{phones, settings};
 

@@ -25,7 +25,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::StoreError;
-use super::messages::{Position, Scope};
+use super::messages::Position;
+use super::scoped::Scope;
 use super::scoped::find_in_scope;
 use crate::domain::campaign::{CampaignStatus, PauseReason, RecipientStatus, SkipReason};
 use crate::domain::ids::{CampaignId, MessageId};

@@ -18,7 +18,7 @@ use crate::domain::ids::{CampaignId, WorkspaceId};
 use crate::domain::quota::CountQuota;
 use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
-use crate::store::messages::Scope;
+use crate::store::scoped::Scope;
 
 /// Recipient rows per multi-row INSERT (10 columns); a power of two, see
 /// [`crate::store::shaped_chunks`].

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::{IDS_PER_LOOKUP, conflict_target};
 use crate::domain::keywords::Keyword;
 use crate::store::StoreError;
-use crate::store::messages::Scope;
+use crate::store::scoped::Scope;
 
 /// Applies an opt-out keyword from `phone_number` inside the caller's transaction (the
 /// writer's inbound batch): the contact is created when missing.

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::domain::quota::CountQuota;
 use crate::store::StoreError;
-use crate::store::messages::Scope;
+use crate::store::scoped::Scope;
 
 /// What an import of `numbers` would do, writing nothing: the numbers that already have a
 /// contact. `QuotaExceeded` when the new ones would not fit, the check [`import`] makes.

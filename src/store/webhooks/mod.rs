@@ -14,7 +14,8 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::cluster::Lease;
-use super::messages::{Message, Position, Scope};
+use super::messages::{Message, Position};
+use super::scoped::Scope;
 use super::scoped::find_in_scope;
 use super::writer::Change;
 use crate::domain::ids::{EndpointId, WorkspaceId};

@@ -17,7 +17,8 @@ use crate::domain::ids::WorkspaceId;
 use crate::domain::quota::CountQuota;
 use crate::store::StoreError;
 use crate::store::ai::NewDraft;
-use crate::store::messages::{Message, Scope};
+use crate::store::messages::Message;
+use crate::store::scoped::Scope;
 
 /// The new-workspace limit, when it applies to this request.
 #[derive(Debug, Clone, Copy)]

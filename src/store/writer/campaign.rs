@@ -20,7 +20,8 @@ use crate::store::StoreError;
 use crate::store::campaigns::{self, Campaign, CampaignQuotas, NewCampaign, Removal, Stamps};
 use crate::store::cluster::Lease;
 use crate::store::contacts;
-use crate::store::messages::{Message, Scope};
+use crate::store::messages::Message;
+use crate::store::scoped::Scope;
 
 /// A campaign operation (see [`super::Writer::campaign`]).
 #[derive(Debug, Clone)]

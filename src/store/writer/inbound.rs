@@ -13,7 +13,8 @@ use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
 use crate::store::ai::NewDraft;
 use crate::store::contacts::{self, ContactKey};
-use crate::store::messages::{Message, Scope};
+use crate::store::messages::Message;
+use crate::store::scoped::Scope;
 
 /// Store an inbound message once per (phone, ref).
 #[derive(Debug, Clone)]

@@ -33,7 +33,8 @@ pub use transition::{Reroute, Transition};
 
 use super::StoreError;
 use super::ai::NewDraft;
-use super::messages::{Message, Scope};
+use super::messages::Message;
+use super::scoped::Scope;
 use super::webhooks::{AttemptRecord, PendingDelivery, Recorded, Subscriptions};
 use crate::clock::SharedClock;
 use crate::domain::change::ChangeKind;

@@ -19,7 +19,7 @@ use crate::domain::ids::WorkspaceId;
 use crate::domain::quota::{self, CountQuota, Quota};
 use crate::domain::status::{Direction, MessageStatus};
 use crate::store::StoreError;
-use crate::store::messages::Scope;
+use crate::store::scoped::Scope;
 
 /// The WHERE of the partial index `idx_messages_queued`, written as literals: a planner uses a
 /// partial index only when the query's terms match its own, and a bound parameter does not.

@@ -9,7 +9,8 @@ use super::NewMessage;
 use crate::domain::change::ChangeKind;
 use crate::domain::ids::CampaignId;
 use crate::domain::status::MessageStatus;
-use crate::store::messages::{Message, Scope};
+use crate::store::messages::Message;
+use crate::store::scoped::Scope;
 
 /// The message `new` becomes when stored at `now`.
 pub(super) fn to_message(new: &NewMessage, scope: Scope, now: i64) -> Message {

@@ -16,7 +16,8 @@ use super::transition::{Reroute, Transition};
 use crate::domain::ids::WorkspaceId;
 use crate::domain::status::{Direction, MessageStatus};
 use crate::store::StoreError;
-use crate::store::messages::{Message, Scope};
+use crate::store::messages::Message;
+use crate::store::scoped::Scope;
 
 /// Most rows per multi-row INSERT (SQLite binds at most 32,766 parameters per statement); a
 /// power of two, see [`crate::store::shaped_chunks`].

@@ -24,7 +24,8 @@ use crate::domain::status::{Direction, MessageStatus};
 use crate::store::StoreError;
 use crate::store::ai::NewDraft;
 use crate::store::contacts::{self, Consent, ContactKey};
-use crate::store::messages::{Message, Scope};
+use crate::store::messages::Message;
+use crate::store::scoped::Scope;
 use crate::store::webhooks::{self, AttemptRecord, PendingDelivery, Recorded};
 
 /// Jobs waiting for the writer; senders wait (backpressure) when it is full.

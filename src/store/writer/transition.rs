@@ -347,7 +347,7 @@ mod tests {
     use super::*;
     use crate::clock::SystemClock;
     use crate::domain::status::{Mode, QueueClass};
-    use crate::store::messages::Scope;
+    use crate::store::scoped::Scope;
     use crate::store::writer::{
         Accept, AcceptOutcome, ChangeListener, Content, NewMessage, Writer,
     };
