@@ -1,5 +1,18 @@
 //! Logging: human-readable by default, JSON with `log.format = "json"`; `RUST_LOG` overrides
 //! `log.level`. Secrets and message content are never logged at info level.
+//!
+//! Requests: [`observe_request`], the outermost middleware, gives each request its id
+//! (`x-request-id`, echoed or generated) and the `request` span every log line of the request
+//! inherits, and counts it by route *pattern* (ids never become label values), method and
+//! status.
+//!
+//! Metrics go through the `metrics` facade to one process-wide Prometheus recorder
+//! ([`metrics_handle`]), rendered at `/metrics` (docs/api.md, "Operations"). Every name and label
+//! value is in [`names`], described and created at zero when the recorder is installed.
+//! Counters are recorded where the event happens (the writer's change listener for
+//! transitions, the Phone actors for queue depth, the writer for batch sizes); live gauges are
+//! read at scrape time (`api::ops`: phones online from the Registry, messages by status from
+//! the database at most every [`MESSAGE_COUNTS_EVERY`]).
 
 use crate::config::LogFormat;
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -81,7 +94,7 @@ static PROMETHEUS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 /// first node's id labels them all.
 static NODE: OnceLock<String> = OnceLock::new();
 
-/// Labels every series of this process with `node="<id>"` (docs/api.md, "Metrics"); only the
+/// Labels every series of this process with `node="<id>"` (docs/api.md, "Operations"); only the
 /// first call before [`metrics_handle`] counts.
 pub fn set_node(id: uuid::Uuid) {
     let _ = NODE.set(id.to_string());

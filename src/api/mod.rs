@@ -2,6 +2,39 @@
 //! handlers use. Authentication (the key cache, the failed-auth budget, the `Caller`) is
 //! `auth`; reading a JSON body is `body`; reading the query string is `query`; paging is
 //! `page`; finding the resource a path names in the caller's scope is `scoped`.
+//!
+//! # A handler's toolbox
+//!
+//! The pieces a handler calls rather than rewrites; each item's own docs say more.
+//!
+//! - **Answer**: a handler returns [`Answer`]; a success is `error::success` with the
+//!   resource's `…Out` (see "To add a route" in docs/architecture.md), a delete's answer
+//!   [`schemas::deleted`].
+//! - **Body**: [`JsonBody`], or [`OptionalJsonBody`] for a body that may be left out, holds it
+//!   to its size limit and to `server.body_timeout`; `read_body_up_to` for a route with a
+//!   smaller cap (the device API's). [`required`] turns a missing field into 422 naming it.
+//! - **Query string**: [`QueryParams`] reads it once; `filter::<T>()` reads an enum filter
+//!   (declared once with `query_filters!`), `flag` a boolean, `param` anything else. A refused
+//!   value is 422 naming the parameter.
+//! - **Path ids**: `AppState::find` reads the resource a path id names in the caller's scope
+//!   (a bad or unknown id is the resource's 404; `find_id` when the id is already parsed; a
+//!   stored type names its store read and 404 once, with `store::scoped!`). On their own:
+//!   [`parse_id`] (into a `Uuid` or a `domain::ids` type) and [`missing`] (a store write's
+//!   NotFound, a second path id).
+//! - **Lists**: take [`PageRequest`] as an extractor (a list with filters parses it from its
+//!   [`QueryParams`] with `PageRequest::parse`), read one [`page::Page`] with
+//!   [`PageRequest::read`] over `store::newest_first`, or `AppState::list_scoped` for a plain
+//!   list of the caller's scope; map the rows with [`page::Page::map`] and answer with
+//!   [`page::Page::answer`] in the page struct `page_out!` declares. The
+//!   `#[utoipa::path]` names [`page::PageParams`] for `limit` and `cursor`.
+//! - **Creates with a `request_id`** (campaigns, contacts, phones, webhook endpoints, bulk
+//!   sends): `idempotent::create_once` runs the create function at most once per key; the body
+//!   type declares its operation once in `create_bodies!` (docs/api.md, "Idempotent creates").
+//! - **CPU work over thousands of items** (a campaign's numbers and texts, a contacts
+//!   import): [`off_worker`], so the HTTP worker is not held.
+//! - **A resource whose module would mix jobs is a folder**: `campaigns` has its handlers in
+//!   `mod.rs`, its bodies in `wire.rs`, and the checks a create and a preview share in
+//!   `prepare.rs`.
 
 pub mod ai;
 pub mod api_keys;

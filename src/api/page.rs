@@ -1,7 +1,7 @@
 //! Cursor-paged lists (docs/api.md, Pagination): a list handler takes the [`PageRequest`] of its
 //! query string, reads that page of rows with [`PageRequest::read`] (or, for a plain list of
 //! the caller's scope, `AppState::list_scoped`), maps the rows to its response items, and
-//! answers with [`Page::answer`] in the resource's page struct, declared by [`page_out!`].
+//! answers with [`Page::answer`] in the resource's page struct, declared by `page_out!`.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -184,7 +184,7 @@ pub struct Page<T> {
 
 impl<T> Page<T> {
     /// The list's answer: 200 with this page as the resource's page struct `P` (declared by
-    /// [`page_out!`]) in the success envelope.
+    /// `page_out!`) in the success envelope.
     pub fn answer<P>(self, message: &str) -> HttpResponse
     where
         P: From<Page<T>> + Serialize,

@@ -1,6 +1,6 @@
 //! The response shapes every resource shares: the error envelope and its codes, the empty
 //! `data` and the id of a removed resource (their success envelopes declared with
-//! [`super::envelope::envelope_of!`]).
+//! `envelope_of!` in `api::envelope`).
 //!
 //! Each resource's own response structs (`…Out`) live in its module: they are both what the
 //! handler serializes and the schema the document shows. Request bodies are the handlers' `…In`

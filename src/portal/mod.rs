@@ -5,6 +5,31 @@
 //! as they are. Pages carry a strict Content-Security-Policy (scripts and styles from this
 //! server only, no inline script); assets are revalidated on every load (`no-cache` with an
 //! ETag), so a new binary's portal is seen at once without stale files.
+//!
+//! # The page
+//!
+//! Files: `index.html`, `api.js`, `app.js`, `portal.css`, `favicon.svg`, and
+//! `vendor/qrcode.js` (qrcode-generator 2.0.4 from npm, MIT, unchanged, its licence beside
+//! it). [`routes`] serves each at its own path outside `/v1` (no API-key middleware), `/` and
+//! `/portal` as redirects to `/portal/`, and the server-side QR code kept for API users (the
+//! pairing panel draws its own in the browser).
+//!
+//! - `api.js` holds the page's one `fetch`: `Portal.api()` for JSON calls to `/v1` (any answer
+//!   or network failure turned into the envelope) and `Portal.stream()` for
+//!   `GET /v1/events/stream`, read with a stream reader because the browser's own SSE client
+//!   cannot send `x-api-key`. Sign-in checks the key with `GET /v1/workspace` before keeping it
+//!   (sessionStorage, or localStorage when "Remember on this browser" is ticked).
+//! - `app.js`: `guard()` runs a form's submissions one at a time with a `request_id` kept
+//!   until the form is edited; `normalize()` reads nationally typed numbers through
+//!   `GET /v1/numbers/lookup`; lists page with the API's cursors (`Pager`) and the open section
+//!   is read again every 15 s (`?refresh_ms=` changes it); phone status comes from the event
+//!   stream, polling while it is down. Errors show the envelope's `message` in plain words with
+//!   the `error_code` in brackets and mark the input `data.field` names.
+//! - Everything the API returns is inserted as text, never as HTML (inbound SMS come from
+//!   strangers); SVG (the chart, the QR code) is built with DOM calls.
+//!
+//! `tests/api/portal.rs` fetches every file the page names and checks each `/v1` call the
+//! scripts make against `/openapi.json`; `tests/browser/` drives the page in headless Chromium.
 
 use std::sync::OnceLock;
 

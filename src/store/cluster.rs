@@ -5,6 +5,25 @@
 //! Every time here is the database's clock (`clock_timestamp()`), so nodes whose clocks
 //! disagree still agree on when a lease expires. The statements are PostgreSQL's: a single
 //! node on SQLite never calls them.
+//!
+//! # How the leases are used
+//!
+//! - **Kinds** ([`LeaseKind`]): a phone (its Phone actor runs where the phone connected), a
+//!   campaign, a webhook endpoint, and the sweeps ([`Sweep`]: the expiry sweep, retention, and
+//!   test mode's simulated phones, which also release held scheduled sends).
+//! - **Ownership**: [`acquire`] takes a free, expired or own lease; a new ownership raises the
+//!   fence, a renewal keeps it. [`heartbeat`] renews every lease of the node in one statement;
+//!   a lease missing from its answer was lost, and one it returns that the node neither holds
+//!   nor is acquiring (a stray) is handed back, or it would stay the node's for ever. A graceful
+//!   stop hands everything back at once ([`hand_back`]).
+//! - **Fencing**: a write acting on an ownership carries its [`Lease`] and is checked in the
+//!   writer's transaction, [`holds`] for one (a campaign's `Start`, `Feed` and `Complete`),
+//!   [`still_held`] for a batch (a Phone actor's hand-overs, `Transition::fenced`; webhook
+//!   attempts, checked by `webhooks::apply_attempts`). A refused write changes nothing; the
+//!   actor forgets the lease and the new owner rebuilds from the database. A lease the actor no
+//!   longer holds is sent with fence 0, which no lease has.
+//! - **Not fenced**: the immediate hand-over (accepted straight into `sending` on the node
+//!   whose actor owns the phone) and the simulated phones' hand-overs.
 
 use std::time::Duration;
 

@@ -122,7 +122,7 @@ impl ContactName {
 }
 
 /// The contacts of these numbers, by number (the contacts' unique (workspace, mode, number)
-/// index; [`NUMBERS_PER_LOOKUP`] per statement).
+/// index; `NUMBERS_PER_LOOKUP` per statement).
 pub async fn contacts_of(
     db: &DatabaseConnection,
     scope: Scope,

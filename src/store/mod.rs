@@ -2,6 +2,33 @@
 //!
 //! The store never calls up into actors or the API. Rows are mapped to the types the layers
 //! above use here, so entities stay inside this module tree.
+//!
+//! # Shared pieces
+//!
+//! - **Scope**: [`scoped`] says once which tables belong to a workspace and mode (`Scoped`,
+//!   implemented with `scoped!`): `Scope::of::<E>()` is the one condition that keeps a read or
+//!   write inside the caller's scope, `find_in_scope::<E>()` the one "this row of this scope,
+//!   or not found".
+//! - **Reads**: `rows_as` reads rows as the store's record type; [`newest_first`] is the keyset
+//!   page of every cursor-paged list (by (created_at, id), `limit + 1` rows).
+//! - **Counted creates**: phones, webhook endpoints and contacts are not written by the
+//!   writer; [`quotas`] counts them in the creating transaction after locking the workspace
+//!   (`begin_counted`, `insert_counted`). A contact's row for a create and an import alike is
+//!   built by `ContactFields::into_new_row`.
+//! - **Writes that must wait for SQLite's lock**: [`begin_write`] (`BEGIN IMMEDIATE`) and
+//!   [`retry_busy`].
+//! - **Statement shapes**: `id_list` pads an id list to a power of two and `shaped_chunks` cuts
+//!   multi-row INSERTs into power-of-two chunks, so sqlx's per-connection statement cache keeps
+//!   a handful of texts (docs/performance.md, "Statements keep their shape").
+//!
+//! # SQLite set-up
+//!
+//! [`connect`] opens WAL mode with a busy timeout and a row buffer of 1,024 rows (sqlx's 50
+//! made the worker thread wait for the writer row by row). The group-commit writer has a
+//! connection of its own (`connect_writer`), which never checkpoints inside a commit: the
+//! WAL is copied back by `start_checkpoints` on yet another connection. SQLite allocates
+//! through mimalloc and keeps no allocation statistics (`sqlite_memory`, set once before the
+//! first connection). docs/performance.md, "The write path (SQLite)", has the measurements.
 
 pub mod ai;
 pub mod campaigns;

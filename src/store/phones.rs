@@ -200,7 +200,7 @@ pub async fn find_by_token(
 const TOUCH_BATCH: usize = 100;
 
 /// Records when phones were last heard from, `(phone, at_ms)`, one statement per
-/// [`TOUCH_BATCH`] phones. A stored time is never moved back (a late write of another node
+/// `TOUCH_BATCH` phones. A stored time is never moved back (a late write of another node
 /// that held the phone before, or a clock step back), and unknown phones are skipped.
 #[tracing::instrument(skip_all, fields(phones = seen.len()))]
 pub async fn touch(db: &DatabaseConnection, seen: &[(Uuid, i64)]) -> Result<(), StoreError> {

@@ -19,6 +19,31 @@
 //! event streams. A fetch, report or inbound post is activity, not a connection: it attaches the
 //! link only when no transport is current, and otherwise reaches the Phone actor without
 //! replacing anything.
+//!
+//! # The pieces
+//!
+//! - **Attaching**: an event stream opening sends the Registry `Connected` (the newest wins);
+//!   a fetch, report or inbound post sends `ConnectIfIdle`, which attaches only while no
+//!   transport is current and otherwise answers the Phone actor to report to. At most
+//!   [`MAX_STREAMS`] streams per phone; opening one more ends the oldest. The links live in
+//!   `AppState::device_links` ([`DeviceLinks`]), swept of links nobody holds whenever the map
+//!   doubled.
+//! - **Carrying**: a task per link carries what the Phone actor queues on it. A `send` frame
+//!   enters the outbox (`outbox.rs`: hand-over order, kept by place and by message id, so a
+//!   hand-over or a report walks no backlog); `Outgoing::Withdrawn` becomes a
+//!   `MessageCancelled` event; `Outgoing::Close` (replaced, unpaired) sends the streams a
+//!   comment with the reason and ends them. With no stream and no request for
+//!   [`ONLINE_WINDOW`], the task sends `Disconnected`, exactly like a closed session.
+//! - **Fetching**: each fetch reads its page in one query (the messages still `sending` on
+//!   this phone, with dates and options), each under its [`AppMessageId`] (the message id, or
+//!   `<id>-<n>` for the n-th send after failures, counted from the timeline's
+//!   `attempt_failed` entries the first time a retry is served). Hand-overs no longer
+//!   `sending` here leave the outbox instead of holding a place in every page.
+//! - **Reporting**: the link remembers the id each fetch served a send under until its final
+//!   report, so a report is checked without a read (a send no fetch here named is read from
+//!   the store) and counts only for the current send. Reports and inbound posts reach the
+//!   Phone actor as `ReportAndWait`, answered once the outcome is stored, so the HTTP answer
+//!   means stored.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex as StdMutex};

@@ -72,7 +72,7 @@ pub struct Handout {
     pub content: String,
     pub attempt: u32,
     pub handed_at: DateTime<Utc>,
-    /// The id an earlier fetch served this send under ([`DeviceLink::named`]); None until then.
+    /// The id an earlier fetch served this send under (the link's `named` record); None until then.
     pub app_id: Option<AppMessageId>,
 }
 

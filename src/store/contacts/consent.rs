@@ -139,7 +139,7 @@ pub struct ContactKey {
 /// The numbers among `keys` whose contact restricts something (opted out, or AI replies off),
 /// with what they allow; a number not in the answer allows everything. One indexed lookup
 /// (`uq_contacts_number`) per scope and 512 numbers, the number list padded to a power of two so
-/// the statement comes in a few shapes (see [`crate::store::id_list`]). Used by the writer inside its
+/// the statement comes in a few shapes (see `store::id_list`). Used by the writer inside its
 /// transaction, once per batch of sends.
 pub async fn restrictions<C: ConnectionTrait>(
     conn: &C,

@@ -1,5 +1,17 @@
 //! Webhook endpoints: CRUD, signing keys sealed at rest, and the in-memory subscription index
 //! the writer's commit hook consults. Deliveries and attempts are in `delivery`.
+//!
+//! The commit hook (`actors::webhook_endpoint::WebhookFanout`) matches each batch's changes
+//! against [`Subscriptions`] (enabled endpoints by workspace and mode, with their events and
+//! phone numbers; an `smsgate` endpoint's event names mapped to the kinds they fire on) and the
+//! writer inserts one `pending` delivery per match in the batch's transaction. On SQLite (one
+//! node) the index is the in-memory one the API refreshes before it answers, so the hook costs
+//! no query; on PostgreSQL, where other nodes change endpoints too, the writer reads the
+//! batch's endpoints in the transaction instead ([`Subscriptions::read_for`]).
+//!
+//! An attempt's outcome is recorded through the same group-commit writer (`AttemptRecorder`):
+//! the attempt row and the delivery's new state are written in the writer's transaction with
+//! whatever else it batches, so SQLite keeps a single writer.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
@@ -380,7 +392,7 @@ impl Subscriptions {
     /// The enabled endpoints of the workspaces whose `changes` fire an event, read inside
     /// `txn`: on a database several nodes share, another node may have created, changed or
     /// deleted one a moment ago, and its notice may not have reached this node's index yet
-    /// (docs/architecture.md, "Several nodes"). Empty, without a query, when no change fires
+    /// (docs/architecture.md, "Cluster"). Empty, without a query, when no change fires
     /// an event.
     pub async fn read_for(
         txn: &DatabaseTransaction,

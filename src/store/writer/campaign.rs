@@ -4,6 +4,18 @@
 //!
 //! Each operation starts with the batch's earlier moves and inserts written, so it sees what
 //! the jobs before it did (a pause right after a feed withdraws the messages that feed made).
+//!
+//! The operations: `Create` (the campaign quotas checked first: stored campaigns counted and
+//! their recipients summed, under the workspace's lock on PostgreSQL; the recipients in
+//! multi-row INSERTs), `Control` (launch, pause, resume, cancel: pause withdraws the queued
+//! messages and makes their recipients pending again, cancel cancels them through the
+//! ordinary grouped moves), `Delete` (a draft or finished campaign with its recipients), and
+//! the campaign actor's `Start`, `Feed` and `Complete`, each fenced by the campaign's lease in
+//! a cluster. A `Feed` re-checks opt-outs and that each recipient is still pending, and asks
+//! the message-quota counts how many of its messages fit (`QuotaCounts::room`): it stores
+//! those and, when the test-mode daily quota held the rest back, pauses the campaign with its
+//! `paused_reason` in the same transaction. The new-workspace count of sends adds the totals
+//! of campaigns launched in the window and leaves campaign messages out.
 
 use sea_orm::DatabaseTransaction;
 use uuid::Uuid;

@@ -8,9 +8,39 @@
 //! unique index: a batch that fails as a whole is replayed job by job, so one bad job never
 //! fails its neighbours.
 //!
-//! The files: [`task`] runs the writer (its thread, the batching loop, the replay); [`accept`],
-//! [`transition`], [`inbound`] and [`campaign`] apply one kind of request each inside a batch;
-//! [`sql`] builds the statements; [`rows`] maps between requests, rows and [`Message`]s.
+//! The files: `task` runs the writer (its thread, the batching loop, the replay); `accept`,
+//! `transition`, `inbound` and `campaign` apply one kind of request each inside a batch;
+//! `quotas` counts the message quotas; `sql` builds the statements; `rows` maps between
+//! requests, rows and [`Message`]s.
+//!
+//! After each commit the writer calls the [`ChangeListener`] with every change in commit
+//! order; deliveries of webhook events are staged before it, inside the transaction, by the
+//! [`CommitHook`]. A change's kind is a `domain::change::ChangeKind`, why a message failed a
+//! `domain::change::FailureReason`. Each batch's size and commit time are exported
+//! (`smsgw_writer_batch_jobs`, `smsgw_writer_commit_duration_seconds`): when the commit times
+//! add up to nearly the wall clock, the writer is the limit.
+//!
+//! # What a batch costs
+//!
+//! A handful of statements, not a few per job (each statement is a round trip to sqlx's
+//! SQLite worker thread, which dominated the profile):
+//!
+//! - **Moves are grouped** (`transition::apply_moves`): round k holds each message's k-th move
+//!   of the batch, and inside a round the moves with the same target and guards share one
+//!   `UPDATE … WHERE id IN (…) RETURNING *`, the guards inside a `CASE` so SQLite's planner
+//!   keeps the primary key (`sql`). Timeline rows and changes come out in job order.
+//! - **Webhook attempts** are grouped the same way by outcome (`store::webhooks`'
+//!   `apply_attempts`); **inbound refs** are checked for repeats in one query
+//!   (`sql::stored_refs`); the **recipients' opt-outs** are read once per workspace and mode
+//!   before the batch's ops (`contacts::consent::restrictions`), and a keyword stored in the
+//!   batch updates that map.
+//! - **Statement shapes**: id lists and `CASE` arms are padded to a power of two and multi-row
+//!   INSERTs go in power-of-two chunks (`store::id_list`, `store::shaped_chunks`).
+//! - **Placement** (`task::start`): the writer has a connection of its own; on SQLite it runs
+//!   on a thread of its own (`smsgw-writer`, a current-thread runtime) bound to the CPU it
+//!   started on, and opens its connection there so sqlx's thread for it inherits the binding
+//!   (every statement is a hand-off between the two). On PostgreSQL it stays a task of the
+//!   runtime that opened its connection. docs/performance.md, "The write path (SQLite)".
 
 use std::sync::Arc;
 
@@ -233,7 +263,7 @@ pub struct Writer {
 
 impl Writer {
     /// Opens the writer's own connection to `url` and starts the writer on it: on SQLite on a
-    /// thread of its own that shares one CPU with its connection (see [`task::start`]), on
+    /// thread of its own that shares one CPU with its connection (see `task::start`), on
     /// PostgreSQL as a task of the current runtime.
     pub async fn connect(
         url: &str,
