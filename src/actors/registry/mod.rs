@@ -15,8 +15,8 @@ use actix::prelude::*;
 use uuid::Uuid;
 
 use super::Deps;
+use super::link::Link;
 use super::phone::{self, Phone, PhoneIdentity};
-use super::phone_session::Link;
 use crate::domain::pace::Pace;
 use crate::domain::status::Mode;
 use crate::store::messages::{self, Message};
@@ -126,6 +126,28 @@ pub enum NotAttached {
 pub struct Disconnected {
     pub phone_id: Uuid,
     pub session_id: u64,
+}
+
+/// The registry's messages a phone's transport sends (a WebSocket session, the device API's
+/// link), as recipients: a transport reaches the registry only through these, never its
+/// address, so the transports and the registry do not import each other.
+pub struct TransportRecipients {
+    pub connected: Recipient<Connected>,
+    pub connect_if_idle: Recipient<ConnectIfIdle>,
+    pub disconnected: Recipient<Disconnected>,
+    pub seen: Recipient<Seen>,
+}
+
+impl TransportRecipients {
+    /// The recipients of `registry`.
+    pub fn of(registry: &Addr<Registry>) -> TransportRecipients {
+        TransportRecipients {
+            connected: registry.clone().recipient(),
+            connect_if_idle: registry.clone().recipient(),
+            disconnected: registry.clone().recipient(),
+            seen: registry.clone().recipient(),
+        }
+    }
 }
 
 /// A frame arrived from a phone: it is alive now.
