@@ -6,6 +6,7 @@ pub mod campaign;
 pub mod cluster;
 pub mod daily_stats;
 pub mod device_link;
+pub mod link;
 pub mod live_events;
 pub mod phone;
 pub mod phone_session;

@@ -6,9 +6,10 @@
 //! the buffer is released when every frame in it was decoded): 10,000 idle phones cost their
 //! actors and sockets, not 10,000 pairs of HTTP buffers.
 //!
-//! The Phone actor only ever sees a [`Link`]: a bounded channel of outgoing frames. The device
-//! API's transport (`actors::device_link`: server-sent events with REST fetch) provides the
-//! same link.
+//! The Phone actor only ever sees a [`Link`] (`actors::link`): a bounded channel of outgoing
+//! frames. The device API's transport (`actors::device_link`: server-sent events with REST
+//! fetch) provides the same link. The session reaches the registry through
+//! [`TransportRecipients`], never its address.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,62 +24,10 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use super::link::{LINK_CAPACITY, Link, Outgoing, next_session_id};
 use super::phone::{Phone, Report};
-use super::registry::{Connected, Disconnected, Registry, Seen};
+use super::registry::{Connected, Disconnected, Seen, TransportRecipients};
 use crate::domain::protocol::{FrameErrorCode, PhoneFrame, ServerFrame};
-
-/// Frames buffered towards one phone before the session is considered stuck and closed.
-pub const LINK_CAPACITY: usize = 1024;
-
-/// What the Phone actor can tell its transport.
-///
-/// The frame is boxed: a tokio channel allocates its slots in blocks of 32 up front, so an
-/// unboxed `ServerFrame` (over 100 bytes) made every idle session hold several KB; boxed, the
-/// enum is a few words.
-#[derive(Debug, Clone)]
-pub enum Outgoing {
-    Frame(Box<ServerFrame>),
-    /// Close the session with this WebSocket close code.
-    Close {
-        code: u16,
-        reason: String,
-    },
-    /// A queued message of this phone was cancelled or expired before it was handed over: a
-    /// hint for transports that announce it (the device API's `MessageCancelled`); the
-    /// WebSocket protocol has no frame for it.
-    Withdrawn {
-        message_id: Uuid,
-    },
-}
-
-/// A Phone actor's handle on its current transport.
-#[derive(Debug, Clone)]
-pub struct Link {
-    /// Distinguishes sessions of the same phone, so a late `Disconnected` of a replaced session
-    /// does not detach its successor.
-    pub session_id: u64,
-    pub tx: mpsc::Sender<Outgoing>,
-}
-
-impl Link {
-    /// Queues a frame; false when the transport is gone or stuck.
-    pub fn send(&self, frame: ServerFrame) -> bool {
-        self.tx.try_send(Outgoing::Frame(Box::new(frame))).is_ok()
-    }
-
-    /// Tells the transport a queued message was withdrawn (see [`Outgoing::Withdrawn`]).
-    pub fn withdraw(&self, message_id: Uuid) {
-        let _ = self.tx.try_send(Outgoing::Withdrawn { message_id });
-    }
-
-    /// Asks the transport to close.
-    pub fn close(&self, code: u16, reason: &str) {
-        let _ = self.tx.try_send(Outgoing::Close {
-            code,
-            reason: reason.to_string(),
-        });
-    }
-}
 
 /// How often a live session refreshes the phone's last_seen_at.
 const SEEN_EVERY: Duration = Duration::from_secs(5);
@@ -94,8 +43,6 @@ const FRAMES_PER_WRITE: usize = 64;
 
 /// How long the session waits for the phone's answer to its close frame.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
-
-static NEXT_SESSION_ID: AtomicU64 = AtomicU64::new(1);
 
 /// How many sessions of one server are running, so a graceful stop can wait for their close
 /// frames: sessions are tasks of their own, which the HTTP server's stop does not count.
@@ -139,17 +86,12 @@ impl Drop for Running<'_> {
     }
 }
 
-/// A fresh session id.
-pub fn next_session_id() -> u64 {
-    NEXT_SESSION_ID.fetch_add(1, Ordering::Relaxed)
-}
-
 /// Runs one WebSocket session on `io` (already upgraded; `early` holds bytes the phone sent
 /// right behind its upgrade request) until either side closes or the phone falls silent for
 /// `heartbeat_timeout`. Ping/pong and every frame count as life.
 pub async fn run<T: SessionIo>(
     phone_id: Uuid,
-    registry: Addr<Registry>,
+    registry: std::sync::Arc<TransportRecipients>,
     sessions: std::sync::Arc<LiveSessions>,
     io: T,
     early: BytesMut,
@@ -160,7 +102,7 @@ pub async fn run<T: SessionIo>(
     let session_id = next_session_id();
     let (tx, mut rx) = mpsc::channel(LINK_CAPACITY);
     let link = Link { session_id, tx };
-    let phone: Addr<Phone> = match registry.send(Connected { phone_id, link }).await {
+    let phone: Addr<Phone> = match registry.connected.send(Connected { phone_id, link }).await {
         Ok(Some(addr)) => addr,
         _ => {
             socket
@@ -179,7 +121,7 @@ pub async fn run<T: SessionIo>(
                 last_heard = tokio::time::Instant::now();
                 if last_heard.duration_since(last_reported) >= SEEN_EVERY {
                     last_reported = last_heard;
-                    registry.do_send(Seen { phone_id });
+                    registry.seen.do_send(Seen { phone_id });
                 }
                 let reply = match incoming {
                     Ok(Some(Incoming::Text(bytes))) => {
@@ -263,7 +205,7 @@ pub async fn run<T: SessionIo>(
     // The close handshake below can take a while; the Phone actor's address is not needed for
     // it (a stopped Phone ends once its last address is gone).
     drop(phone);
-    registry.do_send(Disconnected {
+    registry.disconnected.do_send(Disconnected {
         phone_id,
         session_id,
     });
@@ -503,16 +445,5 @@ impl<T: SessionIo> Socket<T> {
         })
         .await;
         let _ = self.io.shutdown().await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn outgoing_items_stay_small() {
-        // Every idle session's channel holds a block of these: keep them a few words.
-        assert!(std::mem::size_of::<Outgoing>() <= 40);
     }
 }

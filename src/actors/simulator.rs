@@ -6,8 +6,8 @@ use std::time::Duration;
 use actix::Addr;
 use tokio::sync::mpsc;
 
+use super::link::{LINK_CAPACITY, Link, Outgoing, next_session_id};
 use super::phone::{Phone, Report};
-use super::phone_session::{Link, Outgoing, next_session_id};
 use crate::domain::protocol::{PhoneFrame, ServerFrame};
 
 /// Every attempt to this test recipient fails.
@@ -17,7 +17,7 @@ pub const MAGIC_NEVER_DELIVERED: &str = "+15005550002";
 
 /// Starts a simulated transport for `phone` and returns its link.
 pub fn attach(phone: Addr<Phone>, deliver_after: Duration) -> Link {
-    let (tx, mut rx) = mpsc::channel(super::phone_session::LINK_CAPACITY);
+    let (tx, mut rx) = mpsc::channel(LINK_CAPACITY);
     let session_id = next_session_id();
     actix::spawn(async move {
         while let Some(outgoing) = rx.recv().await {

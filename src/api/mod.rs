@@ -100,6 +100,8 @@ pub struct AppState {
     pub clock: SharedClock,
     /// The phone sessions running (see `phone_session::LiveSessions`).
     pub sessions: Arc<crate::actors::phone_session::LiveSessions>,
+    /// What phone transports tell the registry (`registry::TransportRecipients`).
+    pub transports: Arc<crate::actors::registry::TransportRecipients>,
     /// The device API's transport state per phone (`actors::device_link`).
     pub device_links: crate::actors::device_link::DeviceLinks,
     /// The portal's live event streams (`actors::live_events`); the server's own hub is set
@@ -148,8 +150,10 @@ impl AppState {
             NonZeroU32::new(settings.limits.api_per_second).map(|r| RateLimiter::keyed(keyed(r)));
         let failed_auth = NonZeroU32::new(settings.limits.failed_auth_per_second)
             .map(|r| RateLimiter::keyed(keyed(r)));
+        let transports = Arc::new(crate::actors::registry::TransportRecipients::of(&registry));
         AppState {
-            device_links: crate::actors::device_link::DeviceLinks::new(registry.clone()),
+            device_links: crate::actors::device_link::DeviceLinks::new(transports.clone()),
+            transports,
             db,
             writer,
             registry,

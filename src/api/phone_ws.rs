@@ -117,7 +117,7 @@ pub async fn upgrade<T: phone_session::SessionIo>(
         let parts = framed.into_parts();
         (parts.io, BytesMut::from(&parts.read_buf[..]))
     };
-    let registry = state.registry.clone();
+    let registry = state.transports.clone();
     let timeout = state.settings.phones.heartbeat_timeout;
     // The session is a task of its own: the connection's task (actix-http's dispatcher with
     // this future inside, ~5 KiB) ends here instead of living as long as the phone is online.

@@ -60,9 +60,11 @@ mod outbox;
 use outbox::Outbox;
 pub use outbox::{AppMessageId, Handout};
 
+use super::link::{LINK_CAPACITY, Link, Outgoing, next_session_id};
 use super::phone::{Phone, ReportAndWait};
-use super::phone_session::{LINK_CAPACITY, Link, Outgoing, next_session_id};
-use super::registry::{ConnectIfIdle, Connected, Disconnected, NotAttached, Registry, Seen};
+use super::registry::{
+    ConnectIfIdle, Connected, Disconnected, NotAttached, Seen, TransportRecipients,
+};
 use crate::domain::protocol::{PhoneFrame, ServerFrame};
 use crate::store::phones::PhoneRecord;
 
@@ -149,7 +151,7 @@ pub const KEEPALIVE_FRAME: &[u8] = b":keepalive\n\n";
 
 /// The links of every phone that uses this transport, shared by all HTTP workers.
 pub struct DeviceLinks {
-    registry: Addr<Registry>,
+    registry: Arc<TransportRecipients>,
     phones: StdMutex<Phones>,
     /// The phone of each device token hash seen lately, and when it was read.
     tokens: StdMutex<HashMap<String, (PhoneRecord, tokio::time::Instant)>>,
@@ -174,7 +176,7 @@ impl Phones {
 /// The transport state of one phone.
 pub struct DeviceLink {
     phone_id: Uuid,
-    registry: Addr<Registry>,
+    registry: Arc<TransportRecipients>,
     state: Mutex<State>,
 }
 
@@ -266,7 +268,7 @@ impl Pending {
 }
 
 impl DeviceLinks {
-    pub fn new(registry: Addr<Registry>) -> DeviceLinks {
+    pub fn new(registry: Arc<TransportRecipients>) -> DeviceLinks {
         DeviceLinks {
             registry,
             phones: StdMutex::new(Phones {
@@ -488,12 +490,22 @@ impl DeviceLink {
         let link = Link { session_id, tx };
         let phone_id = self.phone_id;
         let phone = if take_over {
-            match self.registry.send(Connected { phone_id, link }).await {
+            match self
+                .registry
+                .connected
+                .send(Connected { phone_id, link })
+                .await
+            {
                 Ok(Some(phone)) => phone,
                 _ => return Err(NotPaired),
             }
         } else {
-            match self.registry.send(ConnectIfIdle { phone_id, link }).await {
+            match self
+                .registry
+                .connect_if_idle
+                .send(ConnectIfIdle { phone_id, link })
+                .await
+            {
                 Ok(Ok(phone)) => phone,
                 Ok(Err(NotAttached::Busy(phone))) => return Ok(Linked::Elsewhere(phone)),
                 Ok(Err(NotAttached::NotPaired)) | Err(_) => return Err(NotPaired),
@@ -560,7 +572,7 @@ impl DeviceLink {
                         .is_some_and(|at| at.elapsed() < ONLINE_WINDOW);
                     if state.streams.is_empty() && !recently {
                         self.detach(&mut state, session_id);
-                        self.registry.do_send(Disconnected {
+                        self.registry.disconnected.do_send(Disconnected {
                             phone_id: self.phone_id,
                             session_id,
                         });
@@ -582,7 +594,7 @@ impl DeviceLink {
                             state.hint();
                         }
                     }
-                    self.registry.do_send(Seen { phone_id: self.phone_id });
+                    self.registry.seen.do_send(Seen { phone_id: self.phone_id });
                 }
             }
         }
@@ -641,10 +653,10 @@ fn broadcast(state: &mut State, event: &Event) -> bool {
 mod tests {
     use super::*;
 
-    /// A registry address nothing reads: the links below never attach.
-    fn idle_registry() -> Addr<Registry> {
-        let (tx, _rx) = actix::dev::channel::channel::<Registry>(16);
-        Addr::new(tx)
+    /// A registry nothing reads: the links below never attach.
+    fn idle_registry() -> Arc<TransportRecipients> {
+        let (tx, _rx) = actix::dev::channel::channel::<crate::actors::registry::Registry>(16);
+        Arc::new(TransportRecipients::of(&Addr::new(tx)))
     }
 
     #[test]

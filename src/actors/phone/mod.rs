@@ -18,7 +18,7 @@ use actix::prelude::*;
 use uuid::Uuid;
 
 use super::Deps;
-use super::phone_session::Link;
+use super::link::Link;
 use crate::clock::from_ms;
 use crate::domain::pace::{Pace, PaceLog, THIRTY_MINUTE_WINDOW};
 use crate::domain::phone_queue::{DepthGauge, PhoneQueue, QueuedMessage};

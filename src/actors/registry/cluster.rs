@@ -30,10 +30,7 @@ impl Registry {
         let Some(cluster) = self.deps.cluster.clone() else {
             return;
         };
-        let addr = self.phones.get_mut(&phone_id).and_then(|e| {
-            e.session = None;
-            e.addr.take()
-        });
+        let addr = self.directory.let_go(phone_id);
         actix::spawn(async move {
             if let Some(addr) = addr {
                 let _ = addr.send(phone::StopPhone).await;
@@ -59,19 +56,14 @@ impl Registry {
                         .into_actor(self)
                         .map(move |result, act, _| match result {
                             Ok(Some(record)) => {
-                                let pace = record.pace;
-                                match act.phones.get_mut(&phone_id) {
-                                    // Known here already (its transport may be connected):
-                                    // only the record changes.
-                                    Some(entry) => entry.record = record,
-                                    None => act.insert(record),
-                                }
+                                // Known here already, its transport may be connected: only
+                                // the record changes.
+                                act.directory.record_changed(record);
                                 if change == PhoneChange::PaceChanged
-                                    && let Some(entry) = act.phones.get(&phone_id)
-                                    && let Some(addr) = &entry.addr
+                                    && let Some(addr) = act.directory.actor(phone_id)
                                 {
-                                    let pace = pace.unwrap_or(act.deps.settings.pace);
-                                    addr.do_send(phone::SetPace { pace: Some(pace) });
+                                    let pace = act.directory.pace_of(phone_id);
+                                    addr.do_send(phone::SetPace { pace });
                                 }
                             }
                             Ok(None) => {}
@@ -152,16 +144,13 @@ impl Handler<Noticed> for Registry {
                 }
             }
             Notice::Online { phone, node } if node != me => {
-                self.remote_online.insert(phone, node);
                 // The phone moved: an actor of it still here lets go.
-                if self.phones.get(&phone).is_some_and(|e| e.addr.is_some()) {
+                if self.directory.online_elsewhere(phone, node) {
                     self.let_go(phone);
                 }
             }
             Notice::Offline { phone, node } => {
-                if self.remote_online.get(&phone) == Some(&node) {
-                    self.remote_online.remove(&phone);
-                }
+                self.directory.offline_elsewhere(phone, node);
             }
             Notice::Online { .. } => {}
             Notice::Phone {
@@ -211,7 +200,7 @@ impl Registry {
                     }
                     Err(err) => {
                         tracing::warn!(error = %err, "queued messages not read in one pass; each phone reads its own");
-                        let owned: Vec<Uuid> = act.phones.keys().copied().collect();
+                        let owned: Vec<Uuid> = act.directory.ids();
                         for phone in owned {
                             if let Some(addr) = act.owned_addr(phone) {
                                 addr.do_send(phone::LoadQueued { ids: None });
@@ -256,11 +245,8 @@ impl Handler<LeasesLost> for Registry {
                 && let Ok(phone_id) = lease.key.parse::<Uuid>()
             {
                 tracing::warn!(phone_id = %phone_id, "phone lease lost: its actor stops here");
-                if let Some(entry) = self.phones.get_mut(&phone_id) {
-                    entry.session = None;
-                    if let Some(addr) = entry.addr.take() {
-                        addr.do_send(phone::StopPhone);
-                    }
+                if let Some(addr) = self.directory.let_go(phone_id) {
+                    addr.do_send(phone::StopPhone);
                 }
             }
         }
@@ -278,13 +264,7 @@ impl Handler<PhonesOnline> for Registry {
         let Some(me) = self.deps.cluster.as_ref().map(|c| c.node()) else {
             return;
         };
-        self.remote_online = msg.0.into_iter().filter(|(_, node)| *node != me).collect();
-        let unknown: Vec<Uuid> = self
-            .remote_online
-            .keys()
-            .filter(|phone| !self.phones.contains_key(phone))
-            .copied()
-            .collect();
+        let unknown = self.directory.online_anywhere(msg.0, me);
         for phone in unknown {
             self.phone_changed(ctx, phone, PhoneChange::Paired);
         }
@@ -295,9 +275,7 @@ impl Handler<phone::NotOwned> for Registry {
     type Result = ();
 
     fn handle(&mut self, msg: phone::NotOwned, _: &mut Self::Context) {
-        if let Some(entry) = self.phones.get_mut(&msg.phone_id) {
-            entry.session = None;
-            entry.addr = None;
-        }
+        // Its actor stops by itself.
+        self.directory.let_go(msg.phone_id);
     }
 }

@@ -7,6 +7,9 @@
 //! are in `handlers.rs` (its own messages), `work.rs` (the campaign and webhook messages it
 //! routes) and `cluster.rs` (the cluster's events); test mode's simulated phones are in
 //! `test_mode.rs`; when a phone was last heard from, and when that is stored, in `last_seen.rs`.
+//! The phone directory and its decisions (who takes a send, what connecting, disconnecting and
+//! pairing change) are a plain type, [`PhoneDirectory`] in `directory.rs`; the actor does the
+//! I/O and the timers around it.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -15,8 +18,8 @@ use actix::prelude::*;
 use uuid::Uuid;
 
 use super::Deps;
+use super::link::Link;
 use super::phone::{self, Phone, PhoneIdentity};
-use super::phone_session::Link;
 use crate::domain::pace::Pace;
 use crate::domain::status::Mode;
 use crate::store::messages::{self, Message};
@@ -25,12 +28,14 @@ use crate::store::scoped::Scope;
 use crate::store::writer::{Reroute, Transition};
 
 mod cluster;
+mod directory;
 mod handlers;
 mod last_seen;
 mod test_mode;
 mod work;
 
-use last_seen::LastSeen;
+use directory::{NumberKey, PhoneDirectory, PhoneHandle};
+pub use directory::{PhoneState, RouteError};
 use test_mode::TestModeHere;
 
 /// Most ids one notice names (its payload stays far below PostgreSQL's 8,000 bytes); more go
@@ -66,13 +71,6 @@ pub struct Routed {
     /// Its actor, for a hand-over reserved before the accept (`phone::Reserve`); None when the
     /// phone is online on another node of the cluster.
     pub phone: Option<Addr<Phone>>,
-}
-
-/// Why a pinned device cannot take a send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RouteError {
-    UnknownDevice,
-    NumberMismatch,
 }
 
 /// Stored messages to hand to their phones.
@@ -128,6 +126,28 @@ pub struct Disconnected {
     pub session_id: u64,
 }
 
+/// The registry's messages a phone's transport sends (a WebSocket session, the device API's
+/// link), as recipients: a transport reaches the registry only through these, never its
+/// address, so the transports and the registry do not import each other.
+pub struct TransportRecipients {
+    pub connected: Recipient<Connected>,
+    pub connect_if_idle: Recipient<ConnectIfIdle>,
+    pub disconnected: Recipient<Disconnected>,
+    pub seen: Recipient<Seen>,
+}
+
+impl TransportRecipients {
+    /// The recipients of `registry`.
+    pub fn of(registry: &Addr<Registry>) -> TransportRecipients {
+        TransportRecipients {
+            connected: registry.clone().recipient(),
+            connect_if_idle: registry.clone().recipient(),
+            disconnected: registry.clone().recipient(),
+            seen: registry.clone().recipient(),
+        }
+    }
+}
+
 /// A frame arrived from a phone: it is alive now.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -171,23 +191,6 @@ pub struct GetPhoneStates {
     pub ids: Vec<Uuid>,
 }
 
-/// Live state of one phone.
-#[derive(Debug, Clone, Copy)]
-pub struct PhoneState {
-    pub online: bool,
-    /// When this node last heard from the phone (or read it from the database).
-    pub last_seen_at: Option<i64>,
-}
-
-impl PhoneState {
-    /// When the phone was last heard from: the later of this node's live value (`state`; None
-    /// when the registry does not know the phone) and the database's `stored` one, which the
-    /// node holding the phone writes about once a minute while connected (docs/api.md, Phones).
-    pub fn last_seen(state: Option<&PhoneState>, stored: Option<i64>) -> Option<i64> {
-        state.and_then(|s| s.last_seen_at).max(stored)
-    }
-}
-
 /// Stop every phone actor (their sessions close with 1001 "going away") and the registry.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -198,35 +201,21 @@ pub struct Shutdown;
 #[rtype(result = "usize")]
 pub struct CountOnline;
 
-struct Entry {
-    record: PhoneRecord,
-    addr: Option<Addr<Phone>>,
-    session: Option<u64>,
-    last_seen: LastSeen,
-}
-
-/// A sending number of one workspace and mode: the key of the phones sharing it, of their
-/// round-robin position, and of a test-mode number's simulated phone.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct NumberKey {
-    scope: Scope,
-    number: String,
+impl PhoneHandle for Addr<Phone> {
+    fn is_running(&self) -> bool {
+        self.connected()
+    }
 }
 
 /// The registry actor.
 pub struct Registry {
     deps: Deps,
-    phones: HashMap<Uuid, Entry>,
-    by_number: HashMap<NumberKey, Vec<Uuid>>,
-    simulated: HashMap<NumberKey, Addr<Phone>>,
-    /// Round-robin position per number, to spread sends over phones sharing it.
-    next_pick: HashMap<NumberKey, usize>,
+    /// The paired phones, their transports and actors, and who takes a send.
+    directory: PhoneDirectory<Addr<Phone>>,
     /// One supervised actor per webhook endpoint with work (see `webhook_endpoint`).
     pub(crate) webhooks: super::webhook_endpoint::EndpointActors,
     /// One supervised actor per running, scheduled or paused campaign (see `campaign`).
     pub(crate) campaigns: super::campaign::CampaignActors,
-    /// In a cluster: phones online on other nodes, and the node holding each.
-    remote_online: HashMap<Uuid, Uuid>,
     /// This actor's address (set when started), for the phones' [`phone::NotOwned`].
     me: Option<Addr<Registry>>,
     /// Whether the simulated phones of test mode run on this node (see `test_mode`).
@@ -242,14 +231,10 @@ impl Registry {
     pub fn new(deps: Deps) -> Registry {
         let deps_cluster = deps.cluster.is_some();
         Registry {
+            directory: PhoneDirectory::new(deps.settings.pace),
             deps,
-            phones: HashMap::new(),
-            by_number: HashMap::new(),
-            simulated: HashMap::new(),
-            next_pick: HashMap::new(),
             webhooks: Default::default(),
             campaigns: Default::default(),
-            remote_online: HashMap::new(),
             me: None,
             live_nodes: None,
             test_mode: match deps_cluster {
@@ -277,53 +262,19 @@ impl Registry {
             .publish([(scope, LiveEvent::PhoneStatus(status))]);
     }
 
-    fn number_key(scope: Scope, number: &str) -> NumberKey {
-        NumberKey {
-            scope,
-            number: number.to_string(),
-        }
-    }
-
-    fn insert(&mut self, record: PhoneRecord) {
-        let key = Self::number_key(record.scope(), &record.phone_number);
-        let ids = self.by_number.entry(key).or_default();
-        if !ids.contains(&record.id) {
-            ids.push(record.id);
-        }
-        let last_seen = LastSeen::loaded(record.last_seen_at);
-        self.phones.insert(
-            record.id,
-            Entry {
-                record,
-                addr: None,
-                session: None,
-                last_seen,
-            },
-        );
-    }
-
-    fn pace_of(&self, record: &PhoneRecord) -> Pace {
-        record.pace.unwrap_or(self.deps.settings.pace)
-    }
-
-    /// The phone's actor, started (supervised) on first use.
+    /// The phone's actor, started (supervised) on first use; None when the phone is unknown.
     fn phone_addr(&mut self, phone_id: Uuid) -> Option<Addr<Phone>> {
-        let pace = self
-            .phones
-            .get(&phone_id)
-            .map(|e| self.pace_of(&e.record))?;
-        let deps = self.deps.clone();
-        let entry = self.phones.get_mut(&phone_id)?;
-        if let Some(addr) = &entry.addr
-            && addr.connected()
-        {
-            return Some(addr.clone());
+        if let Some(addr) = self.directory.running(phone_id) {
+            return Some(addr);
         }
+        let pace = self.directory.pace_of(phone_id)?;
+        let record = self.directory.record(phone_id)?;
         let identity = PhoneIdentity {
-            device_id: Some(entry.record.id),
-            scope: entry.record.scope(),
-            number: entry.record.phone_number.clone(),
+            device_id: Some(record.id),
+            scope: record.scope(),
+            number: record.phone_number.clone(),
         };
+        let deps = self.deps.clone();
         let owner = self
             .me
             .clone()
@@ -336,52 +287,22 @@ impl Registry {
                 None => phone,
             }
         });
-        entry.addr = Some(addr.clone());
+        self.directory.started(phone_id, addr.clone());
         Some(addr)
-    }
-
-    fn online_for(&mut self, scope: Scope, number: &str) -> Option<Uuid> {
-        let key = Self::number_key(scope, number);
-        let online: Vec<Uuid> = self
-            .by_number
-            .get(&key)?
-            .iter()
-            .copied()
-            .filter(|id| self.is_online(*id))
-            .collect();
-        if online.is_empty() {
-            return None;
-        }
-        let pick = self.next_pick.entry(key).or_insert(0);
-        *pick = pick.wrapping_add(1);
-        online.get(*pick % online.len()).copied()
-    }
-
-    /// Whether a transport of the phone is open here or, in a cluster, on another node.
-    fn is_online(&self, phone_id: Uuid) -> bool {
-        self.phones
-            .get(&phone_id)
-            .is_some_and(|e| e.session.is_some())
-            || self.remote_online.contains_key(&phone_id)
     }
 
     /// The phone's actor when this node owns the phone: always on a single node; in a
     /// cluster, when the actor runs here and holds (or is claiming) the phone's lease.
     fn owned_addr(&self, phone_id: Uuid) -> Option<Addr<Phone>> {
-        let entry = self.phones.get(&phone_id)?;
-        let addr = entry.addr.clone().filter(Addr::connected)?;
-        match &self.deps.cluster {
-            None => Some(addr),
-            Some(cluster) => {
-                let leased = cluster
-                    .lease(
-                        crate::store::cluster::LeaseKind::Phone,
-                        &phone_id.to_string(),
-                    )
-                    .is_some();
-                (leased || entry.session.is_some()).then_some(addr)
-            }
-        }
+        self.directory.owned(phone_id, || match &self.deps.cluster {
+            None => true,
+            Some(cluster) => cluster
+                .lease(
+                    crate::store::cluster::LeaseKind::Phone,
+                    &phone_id.to_string(),
+                )
+                .is_some(),
+        })
     }
 
     fn deliver(&mut self, messages: Vec<Message>) {
@@ -401,7 +322,7 @@ impl Registry {
                 // The phone's owner (here or on another node) loads them from the database.
                 match self.owned_addr(device) {
                     Some(addr) => addr.do_send(phone::Enqueue { messages }),
-                    None if self.phones.contains_key(&device) => {
+                    None if self.directory.contains(device) => {
                         for chunk in messages.chunks(NOTICE_IDS) {
                             cluster.tell(super::cluster::Notice::Enqueue {
                                 phone: device,
@@ -428,18 +349,6 @@ impl Registry {
             }
         }
         self.simulate(simulated);
-    }
-
-    /// Phones with this number other than `except`: online ones first.
-    fn alternatives(&self, scope: Scope, number: &str, except: Uuid) -> Vec<Uuid> {
-        let key = Self::number_key(scope, number);
-        let mut ids: Vec<Uuid> = self
-            .by_number
-            .get(&key)
-            .map(|ids| ids.iter().copied().filter(|id| *id != except).collect())
-            .unwrap_or_default();
-        ids.sort_by_key(|id| self.phones.get(id).is_none_or(|e| e.session.is_none()));
-        ids
     }
 
     /// Moves the unpinned waiting messages of `phone` to `targets` (round-robin); with
@@ -510,13 +419,10 @@ impl Registry {
 
     fn forget(&mut self, message_id: Uuid, device_id: Option<Uuid>, scope: Scope, from: &str) {
         if scope.mode == Mode::Test {
-            if let Some(addr) = self.simulated.get(&Self::number_key(scope, from)) {
+            if let Some(addr) = self.directory.simulated(&NumberKey::new(scope, from)) {
                 addr.do_send(phone::Forget { message_id });
             }
-        } else if let Some(addr) = device_id
-            .and_then(|d| self.phones.get(&d))
-            .and_then(|e| e.addr.clone())
-        {
+        } else if let Some(addr) = device_id.and_then(|d| self.directory.actor(d)) {
             addr.do_send(phone::Forget { message_id });
         }
     }
@@ -558,11 +464,11 @@ impl Registry {
             .map(|result, act, _ctx| match result {
                 Ok((phones, unfinished)) => {
                     for record in phones {
-                        act.insert(record);
+                        act.directory.insert(record);
                     }
                     let Some(unfinished) = unfinished else {
                         tracing::info!(
-                            phones = act.phones.len(),
+                            phones = act.directory.len(),
                             "registry rebuilt from the database"
                         );
                         return;
@@ -583,7 +489,7 @@ impl Registry {
                     act.deliver(live);
                     act.test_mode_rebuilt(simulated);
                     tracing::info!(
-                        phones = act.phones.len(),
+                        phones = act.directory.len(),
                         messages = count,
                         "registry rebuilt from the database"
                     );
@@ -598,17 +504,10 @@ impl Registry {
     /// Writes the last-seen times that are due (`all`: every one newer than the stored one,
     /// as on a stop), in one batch off the actor's thread.
     fn store_last_seen(&mut self, all: bool) {
-        let seen: Vec<(Uuid, i64)> = self
-            .phones
-            .iter_mut()
-            .filter_map(|(id, entry)| {
-                let at = match all {
-                    true => entry.last_seen.take_newer(),
-                    false => entry.last_seen.take_due(last_seen::STORE_EVERY),
-                };
-                at.map(|at| (*id, at))
-            })
-            .collect();
+        let seen = match all {
+            true => self.directory.last_seen_newer(),
+            false => self.directory.last_seen_due(),
+        };
         self.write_last_seen(seen);
     }
 

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use actix::prelude::*;
 use uuid::Uuid;
 
-use super::{NOTICE_IDS, NumberKey, Registry};
+use super::directory::NumberKey;
+use super::{NOTICE_IDS, Registry};
 use crate::actors::Deps;
 use crate::actors::cluster::Notice;
 use crate::actors::phone::{self, Phone, PhoneIdentity};
@@ -71,24 +72,11 @@ pub(super) async fn unfinished(
 }
 
 impl Registry {
-    /// The test-mode phone a test-mode send from `number` names (an online one first, in turn,
-    /// else the first paired), or None when the workspace paired none with that number: the
-    /// simulated phone sends either way.
-    pub(super) fn test_phone_for(&mut self, scope: Scope, number: &str) -> Option<Uuid> {
-        self.online_for(scope, number).or_else(|| {
-            self.by_number
-                .get(&Self::number_key(scope, number))
-                .and_then(|ids| ids.first().copied())
-        })
-    }
-
     /// The simulated phone of a test-mode sending number, attached to its simulator.
     pub(super) fn simulated_addr(&mut self, scope: Scope, number: &str) -> Addr<Phone> {
-        let key = Self::number_key(scope, number);
-        if let Some(addr) = self.simulated.get(&key)
-            && addr.connected()
-        {
-            return addr.clone();
+        let key = NumberKey::new(scope, number);
+        if let Some(addr) = self.directory.simulated(&key) {
+            return addr;
         }
         let identity = PhoneIdentity {
             device_id: None,
@@ -101,7 +89,7 @@ impl Registry {
             self.deps.settings.test_mode.deliver_after,
         );
         addr.do_send(phone::Attach { link });
-        self.simulated.insert(key, addr.clone());
+        self.directory.simulated_started(key, addr.clone());
         addr
     }
 
@@ -135,7 +123,7 @@ impl Registry {
                 mode: message.mode,
             };
             per_sim
-                .entry(Self::number_key(scope, &message.from_number))
+                .entry(NumberKey::new(scope, &message.from_number))
                 .or_default()
                 .push(message);
         }
@@ -261,7 +249,7 @@ impl Registry {
         }
         tracing::warn!("test-mode lease lost: the simulated phones stop here");
         self.test_mode = TestModeHere::No;
-        for (_, addr) in self.simulated.drain() {
+        for addr in self.directory.drain_simulated() {
             addr.do_send(phone::StopPhone);
         }
     }
