@@ -29,8 +29,8 @@ use crate::config::Settings;
 use crate::domain::change::ChangeKind;
 use crate::domain::secrets::SecretBox;
 use crate::store::scoped::Scope;
-use crate::store::webhooks::{AttemptRecorder, Subscriptions};
-use crate::store::writer::{Change, MessageQuotas, Writer};
+use crate::store::webhooks::Subscriptions;
+use crate::store::writer::{AttemptRecorder, Change, MessageQuotas, Writer};
 use crate::store::{self, StoreError, workspaces};
 
 /// Why the server could not start.

@@ -30,7 +30,8 @@ use super::Deps;
 use super::registry::Registry;
 use super::webhook_target::SharedResolver;
 use crate::domain::ids::EndpointId;
-use crate::store::webhooks::{self, AttemptRecorder, PendingDelivery, Subscriptions};
+use crate::store::webhooks::{self, PendingDelivery, Subscriptions};
+use crate::store::writer::AttemptRecorder;
 
 pub use actor::WebhookEndpoint;
 pub use body::{Payload, Subject, payload};

@@ -17,7 +17,7 @@ use super::cluster::Lease;
 use super::messages::{Message, Position};
 use super::scoped::Scope;
 use super::scoped::find_in_scope;
-use super::writer::Change;
+use super::change::Change;
 use crate::domain::ids::{EndpointId, WorkspaceId};
 use crate::domain::quota::CountQuota;
 use crate::domain::secrets::{self, SecretBox};
