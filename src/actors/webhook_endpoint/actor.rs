@@ -10,12 +10,12 @@ use actix::prelude::*;
 use uuid::Uuid;
 
 use super::attempt::attempt;
-use super::body::{Subject, subjects};
 use super::{Deliver, LoadDeliveries, LoadPending, MAX_IN_FLIGHT, Reload, StopDeliveries};
 use crate::actors::Deps;
-use crate::actors::webhook_target;
 use crate::domain::ids::EndpointId;
 use crate::domain::webhook_event::{EventKind, WebhookFormat};
+use crate::outbound::body::{Subject, subjects};
+use crate::outbound::target as webhook_target;
 use crate::store::cluster::LeaseKind;
 use crate::store::scoped::Scope;
 use crate::store::settings;
