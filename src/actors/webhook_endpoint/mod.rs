@@ -22,7 +22,7 @@ mod actor;
 mod attempt;
 mod budget;
 mod fanout;
-
+mod queue;
 mod retry;
 mod supervisor;
 
@@ -38,7 +38,7 @@ use crate::store::writer::AttemptRecorder;
 pub use actor::WebhookEndpoint;
 pub use budget::DeliveryBudgets;
 pub use fanout::WebhookFanout;
-
+pub use queue::EndpointQueue;
 pub use supervisor::WebhookEndpoints;
 
 /// Most attempts one endpoint has in flight (HTTP requests open) at once.
