@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use serde_json::{Value, json};
-use smsgw::actors::webhook_target::StaticResolver;
 use smsgw::domain::phone_number::PhoneNumber;
 use smsgw::domain::signing;
+use smsgw::outbound::target::StaticResolver;
 use smsgw::startup::{Application, Hooks};
 
 #[derive(Default)]

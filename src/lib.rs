@@ -9,6 +9,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod loadtest;
+pub mod outbound;
 pub mod phone_sim;
 pub mod portal;
 pub mod send;

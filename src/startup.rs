@@ -21,16 +21,18 @@ use crate::actors::daily_stats::{Counted, DailyStats};
 use crate::actors::live_events::{LiveEvent, LiveEvents, LiveMessageStatus};
 use crate::actors::registry::Registry;
 use crate::actors::retention::Retention;
-use crate::actors::webhook_endpoint::{DeliveryBudgets, WebhookDeps, WebhookFanout};
-use crate::actors::webhook_target::{SharedResolver, SystemResolver};
+use crate::actors::webhook_endpoint::{
+    DeliveryBudgets, StopEndpoints, WebhookDeps, WebhookEndpoints, WebhookFanout,
+};
 use crate::api::{self, AppState};
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
 use crate::domain::change::ChangeKind;
 use crate::domain::secrets::SecretBox;
+use crate::outbound::target::{SharedResolver, SystemResolver};
 use crate::store::scoped::Scope;
-use crate::store::webhooks::{AttemptRecorder, Subscriptions};
-use crate::store::writer::{Change, MessageQuotas, Writer};
+use crate::store::webhooks::Subscriptions;
+use crate::store::writer::{AttemptRecorder, Change, MessageQuotas, Writer};
 use crate::store::{self, StoreError, workspaces};
 
 /// Why the server could not start.
@@ -252,6 +254,8 @@ pub struct Application {
     pub initial_keys: Option<InitialKeys>,
     pub db: DatabaseConnection,
     pub registry: Addr<Registry>,
+    /// The webhook endpoints' supervisor.
+    pub webhooks: Addr<WebhookEndpoints>,
     /// Held so the retention job lives as long as the server.
     _retention: Addr<Retention>,
     /// Phone sessions still running; a stop waits for their close frames.
@@ -453,8 +457,10 @@ impl Application {
             move |_| Retention::new(deps.clone())
         });
         let deps_for_ai = deps.clone();
+        // Before the Registry: it routes the cluster's endpoint notices from its start.
+        let webhooks = WebhookEndpoints::new(deps.clone()).start();
+        fanout.attach(webhooks.clone().recipient());
         let registry = Registry::new(deps).start();
-        fanout.attach(registry.clone());
         let _ = campaign_watch.set(registry.clone());
         let ai = actix::Supervisor::start({
             let (deps, registry) = (deps_for_ai, registry.clone());
@@ -462,6 +468,7 @@ impl Application {
         });
         let _ = ai_watch.set(ai);
         let webhook_api = web::Data::new(api::webhooks::WebhookApi {
+            endpoints: webhooks.clone(),
             resolver,
             subscriptions,
             secrets,
@@ -486,6 +493,7 @@ impl Application {
             initial_keys,
             db,
             registry,
+            webhooks,
             _retention: retention,
             sessions,
             cluster,
@@ -516,6 +524,7 @@ impl Application {
         let signals = self.signals;
         let handle = self.server.handle();
         let registry = self.registry.clone();
+        let webhooks = self.webhooks.clone();
         let sessions = self.sessions.clone();
         let cluster = self.cluster.clone();
         actix_web::rt::spawn(async move {
@@ -528,6 +537,7 @@ impl Application {
             // No new connections from here on (phones told to go away would reconnect at once).
             handle.pause().await;
             let _ = registry.send(crate::actors::registry::Shutdown).await;
+            let _ = webhooks.send(StopEndpoints).await;
             // Sessions are not connections the HTTP server waits for: let them send their
             // 1001 close frames (each waits at most 1 s for the phone's answer) first.
             if !sessions.ended_within(SESSIONS_CLOSE_WITHIN).await {

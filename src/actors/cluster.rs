@@ -73,6 +73,14 @@ pub enum Notice {
     },
 }
 
+impl Notice {
+    /// Whether the notice concerns webhook endpoints: those go to the endpoints' supervisor
+    /// ([`Cluster::route_endpoints`]), every other to the Registry.
+    pub fn of_endpoints(&self) -> bool {
+        matches!(self, Notice::Endpoint { .. } | Notice::Deliveries { .. })
+    }
+}
+
 /// What happened to a phone's record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -113,6 +121,14 @@ struct Listeners {
     online: Recipient<PhonesOnline>,
 }
 
+/// Where the cluster's events about webhook endpoints go (their supervisor), set once it
+/// started: endpoint notices, and the endpoint leases lost.
+#[derive(Clone)]
+struct EndpointListeners {
+    noticed: Recipient<Noticed>,
+    lost: Recipient<LeasesLost>,
+}
+
 /// This node in the cluster; cheap to clone.
 #[derive(Clone)]
 pub struct Cluster {
@@ -136,6 +152,7 @@ struct Inner {
     /// Set by a graceful stop: no new lease is taken.
     stopping: AtomicBool,
     listeners: OnceLock<Listeners>,
+    endpoints: OnceLock<EndpointListeners>,
 }
 
 impl Cluster {
@@ -161,6 +178,7 @@ impl Cluster {
                 renewing: AtomicBool::new(true),
                 stopping: AtomicBool::new(false),
                 listeners: OnceLock::new(),
+                endpoints: OnceLock::new(),
             }),
         };
         // The sweeps nobody runs are taken at once (their node's lease rows exist from the
@@ -212,6 +230,38 @@ impl Cluster {
         }
         actix::spawn(self.clone().heartbeats());
         actix::spawn(self.clone().listen());
+    }
+
+    /// Delivers the notices about webhook endpoints ([`Notice::of_endpoints`]) and the lost
+    /// endpoint leases to `endpoints` (their supervisor) instead of the Registry. Set once.
+    pub fn route_endpoints<A>(&self, endpoints: Addr<A>)
+    where
+        A: Actor<Context = Context<A>> + Handler<Noticed> + Handler<LeasesLost>,
+    {
+        let _ = self.inner.endpoints.set(EndpointListeners {
+            noticed: endpoints.clone().recipient(),
+            lost: endpoints.recipient(),
+        });
+    }
+
+    /// Hands `lost` leases to those acting on them: the endpoint leases to the endpoints'
+    /// supervisor when it is routed, the rest (all, before it is) to the Registry.
+    fn tell_lost(&self, listeners: &Listeners, lost: Vec<Lease>) {
+        let rest = match self.inner.endpoints.get() {
+            Some(to) => {
+                let (endpoints, rest): (Vec<Lease>, Vec<Lease>) = lost
+                    .into_iter()
+                    .partition(|lease| lease.kind == LeaseKind::WebhookEndpoint);
+                if !endpoints.is_empty() {
+                    let _ = to.lost.try_send(LeasesLost(endpoints));
+                }
+                rest
+            }
+            None => lost,
+        };
+        if !rest.is_empty() {
+            let _ = listeners.lost.try_send(LeasesLost(rest));
+        }
     }
 
     /// Takes the lease of (`kind`, `key`) for this node, or None when another node holds it
@@ -455,7 +505,7 @@ impl Cluster {
                     self.hand_back_strays(strays).await;
                     if !lost.is_empty() {
                         tracing::warn!(count = lost.len(), "leases lost to other nodes");
-                        let _ = listeners.lost.try_send(LeasesLost(lost));
+                        self.tell_lost(&listeners, lost);
                     }
                 }
                 failed => {
@@ -472,7 +522,7 @@ impl Cluster {
                                 count = lost.len(),
                                 "leases not renewed in time: this node stops acting on them"
                             );
-                            let _ = listeners.lost.try_send(LeasesLost(lost));
+                            self.tell_lost(&listeners, lost);
                         }
                     }
                 }
@@ -513,9 +563,14 @@ impl Cluster {
                 match listener.try_recv().await {
                     Ok(Some(notification)) => {
                         match serde_json::from_str::<Notice>(notification.payload()) {
-                            Ok(notice) => {
-                                let _ = listeners.noticed.try_send(Noticed(notice));
-                            }
+                            Ok(notice) => match self.inner.endpoints.get() {
+                                Some(endpoints) if notice.of_endpoints() => {
+                                    let _ = endpoints.noticed.try_send(Noticed(notice));
+                                }
+                                _ => {
+                                    let _ = listeners.noticed.try_send(Noticed(notice));
+                                }
+                            },
                             Err(err) => {
                                 tracing::warn!(error = %err, payload = notification.payload(), "unknown cluster notice")
                             }

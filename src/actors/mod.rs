@@ -13,9 +13,7 @@ pub mod phone_session;
 pub mod registry;
 pub mod retention;
 pub mod simulator;
-pub mod smsgate_body;
 pub mod webhook_endpoint;
-pub mod webhook_target;
 
 use std::sync::Arc;
 

@@ -3,6 +3,7 @@
 
 use crate::api::page::PageParams;
 
+use actix::Addr;
 use actix_web::http::StatusCode;
 use actix_web::web;
 use serde::{Deserialize, Serialize};
@@ -17,8 +18,7 @@ use super::schemas::{DeletedEnvelope, ErrorCode, deleted};
 use super::{
     Answer, AppState, Caller, JsonBody, PageRequest, QueryParams, missing, parse_id, required,
 };
-use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted};
-use crate::actors::webhook_target::{self, SharedResolver, TargetError};
+use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted, WebhookEndpoints};
 use crate::api::messages::parse_number;
 use crate::clock::format_ms;
 use crate::domain::ids::EndpointId;
@@ -28,6 +28,7 @@ use crate::domain::signing;
 use crate::domain::ssrf::UrlError;
 use crate::domain::webhook_event::{EventKind, SmsGateEvent, WebhookFormat};
 use crate::error::{ApiError, success};
+use crate::outbound::target::{self as webhook_target, SharedResolver, TargetError};
 use crate::store::messages::Position;
 use crate::store::webhooks::{
     self, AttemptRow, DeliveryState, EndpointChanges, EndpointRecord, NewEndpoint, PendingDelivery,
@@ -42,6 +43,8 @@ const MAX_PHONE_NUMBERS: usize = 1000;
 /// What the webhook handlers need beyond [`AppState`]: target resolution for the creation
 /// check, and the subscription index the writer's commit hook reads.
 pub struct WebhookApi {
+    /// The webhook endpoints' supervisor, told of every change.
+    pub endpoints: Addr<WebhookEndpoints>,
     pub resolver: SharedResolver,
     pub subscriptions: std::sync::Arc<Subscriptions>,
     /// Seals new signing keys before they are stored (docs/api.md, "Secrets at rest").
@@ -250,16 +253,15 @@ fn new_signing_key(api: &WebhookApi, id: EndpointId) -> Result<(String, String),
 }
 
 /// Puts a created or changed endpoint in this process's subscription index and announces it.
-fn subscribe(state: &AppState, api: &WebhookApi, endpoint: &EndpointRecord) {
+fn subscribe(api: &WebhookApi, endpoint: &EndpointRecord) {
     api.subscriptions.upsert(endpoint);
-    announce(state, endpoint.id, None);
+    announce(api, endpoint.id, None);
 }
 
-/// Tells the endpoint's actor (and, through the registry, the other nodes of a cluster and
-/// their subscription indexes) that the endpoint changed, or that `retry` is due now.
-fn announce(state: &AppState, endpoint_id: EndpointId, retry: Option<PendingDelivery>) {
-    state
-        .registry
+/// Tells the endpoint's actor (and, through the endpoints' supervisor, the other nodes of a
+/// cluster and their subscription indexes) that the endpoint changed, or that `retry` is due now.
+fn announce(api: &WebhookApi, endpoint_id: EndpointId, retry: Option<PendingDelivery>) {
+    api.endpoints
         .do_send(EndpointChanged { endpoint_id, retry });
 }
 
@@ -433,7 +435,7 @@ async fn create_endpoint(
     let quota = state.settings.quotas.count(Quota::WebhookEndpoints);
     let now = state.clock.now_ms();
     let endpoint = webhooks::create(&state.db, caller.scope(), new, quota, now).await?;
-    subscribe(state, api, &endpoint);
+    subscribe(api, &endpoint);
     let response = success(
         StatusCode::CREATED,
         "webhook endpoint created; the signing key is shown only now",
@@ -512,7 +514,7 @@ async fn update(
     let endpoint = webhooks::update(&state.db, caller.scope(), id, changes, state.clock.now_ms())
         .await
         .map_err(missing("webhook"))?;
-    subscribe(&state, &api, &endpoint);
+    subscribe(&api, &endpoint);
     Ok(success(
         StatusCode::OK,
         "webhook endpoint updated",
@@ -540,7 +542,7 @@ async fn delete(
         .await
         .map_err(missing("webhook"))?;
     api.subscriptions.remove(id);
-    state.registry.do_send(EndpointDeleted { endpoint_id: id });
+    api.endpoints.do_send(EndpointDeleted { endpoint_id: id });
     Ok(deleted("webhook endpoint deleted", id.as_uuid()))
 }
 
@@ -575,7 +577,7 @@ async fn rotate_key(
     let endpoint = webhooks::update(&state.db, caller.scope(), id, changes, state.clock.now_ms())
         .await
         .map_err(missing("webhook"))?;
-    announce(&state, id, None);
+    announce(&api, id, None);
     Ok(success(
         StatusCode::OK,
         "signing key rotated; the new key is shown only now and signs every later attempt",
@@ -623,6 +625,7 @@ async fn deliveries(
 #[tracing::instrument(skip_all, fields(webhook_id = %path.0))]
 async fn retry(
     state: web::Data<AppState>,
+    api: web::Data<WebhookApi>,
     caller: Caller,
     path: web::Path<(String, String)>,
 ) -> Answer {
@@ -634,7 +637,7 @@ async fn retry(
     let delivery = webhooks::retry_now(&state.db, id, delivery_id, state.clock.now_ms())
         .await
         .map_err(missing("delivery"))?;
-    announce(&state, id, Some(delivery.clone()));
+    announce(&api, id, Some(delivery.clone()));
     Ok(success(
         StatusCode::ACCEPTED,
         "delivery scheduled for another attempt now",

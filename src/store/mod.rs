@@ -32,6 +32,7 @@
 
 pub mod ai;
 pub mod campaigns;
+pub mod change;
 pub mod client_groups;
 pub mod cluster;
 pub mod contacts;

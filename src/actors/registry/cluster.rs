@@ -8,8 +8,7 @@ use uuid::Uuid;
 use super::*;
 use crate::actors::campaign::CampaignChange;
 use crate::actors::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnline, Resync};
-use crate::actors::webhook_endpoint;
-use crate::domain::ids::{CampaignId, EndpointId};
+use crate::domain::ids::CampaignId;
 use crate::store::cluster::{LeaseKind, Sweep};
 
 impl Registry {
@@ -113,36 +112,8 @@ impl Handler<Noticed> for Registry {
                 }
             }
             Notice::Simulate { messages } => self.load_simulated(ctx, messages),
-            Notice::Endpoint { endpoint } => {
-                let (db, subscriptions) = (
-                    self.deps.db.clone(),
-                    self.deps.webhooks.subscriptions.clone(),
-                );
-                actix::spawn(async move {
-                    match crate::store::webhooks::find(&db, endpoint).await {
-                        Ok(Some(record)) => subscriptions.upsert(&record),
-                        Ok(None) => subscriptions.remove(endpoint),
-                        Err(err) => {
-                            tracing::warn!(endpoint_id = %endpoint, error = %err, "subscriptions not refreshed")
-                        }
-                    }
-                });
-                if let Some(addr) = self.webhooks.get(endpoint) {
-                    addr.do_send(webhook_endpoint::Reload);
-                    addr.do_send(webhook_endpoint::LoadPending);
-                }
-            }
-            Notice::Deliveries {
-                endpoint,
-                deliveries,
-            } => {
-                if let Some(addr) = self.webhooks.get(endpoint) {
-                    match deliveries {
-                        Some(ids) => addr.do_send(webhook_endpoint::LoadDeliveries { ids }),
-                        None => addr.do_send(webhook_endpoint::LoadPending),
-                    }
-                }
-            }
+            // The webhook endpoints' supervisor takes these (`Cluster::route_endpoints`).
+            Notice::Endpoint { .. } | Notice::Deliveries { .. } => {}
             Notice::Online { phone, node } if node != me => {
                 // The phone moved: an actor of it still here lets go.
                 if self.directory.online_elsewhere(phone, node) {
@@ -231,14 +202,8 @@ impl Handler<LeasesLost> for Registry {
                     self.campaigns.finished(id);
                     continue;
                 }
-                LeaseKind::WebhookEndpoint => {
-                    let Ok(id) = lease.key.parse::<EndpointId>() else {
-                        continue;
-                    };
-                    tracing::warn!(endpoint_id = %id, "endpoint lease lost: its actor stops here");
-                    self.webhooks.stop(id);
-                    continue;
-                }
+                // The webhook endpoints' supervisor stops its own (`Cluster::route_endpoints`).
+                LeaseKind::WebhookEndpoint => continue,
                 LeaseKind::Phone | LeaseKind::Sweep => {}
             }
             if lease.kind == crate::store::cluster::LeaseKind::Phone

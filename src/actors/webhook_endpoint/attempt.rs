@@ -1,12 +1,12 @@
 //! One attempt: build the body, sign it, post it, classify the answer.
 
-use super::body::{Subject, payload};
 use super::retry;
 use crate::actors::Deps;
-use crate::actors::smsgate_body;
-use crate::actors::webhook_target::{self, AttemptError};
 use crate::domain::signing;
 use crate::domain::webhook_event::WebhookFormat;
+use crate::outbound::body::{Subject, payload};
+use crate::outbound::smsgate_body;
+use crate::outbound::target::{self as webhook_target, AttemptError};
 use crate::store::messages;
 use crate::store::scoped::Scope;
 use crate::store::settings::SettingsSecret;

@@ -5,30 +5,29 @@ use std::sync::{Arc, OnceLock};
 use actix::prelude::*;
 
 use super::DeliveriesCreated;
-use crate::actors::registry::Registry;
 use crate::store::webhooks::{PendingDelivery, Subscriptions};
 use crate::store::writer::{Change, CommitHook};
 
 /// The writer's commit hook: matches committed changes against the subscription index
-/// (no query) and, after the commit, tells the registry about the new deliveries.
+/// (no query) and, after the commit, tells the endpoints' supervisor about the new deliveries.
 pub struct WebhookFanout {
     subscriptions: Arc<Subscriptions>,
-    registry: OnceLock<Addr<Registry>>,
+    endpoints: OnceLock<Recipient<DeliveriesCreated>>,
 }
 
 impl WebhookFanout {
     /// A fan-out over `subscriptions`; deliveries committed before [`WebhookFanout::attach`]
-    /// are picked up by the registry's start-up rebuild.
+    /// are picked up by the supervisor's start-up rebuild.
     pub fn new(subscriptions: Arc<Subscriptions>) -> WebhookFanout {
         WebhookFanout {
             subscriptions,
-            registry: OnceLock::new(),
+            endpoints: OnceLock::new(),
         }
     }
 
-    /// Connects the registry that starts the endpoint actors.
-    pub fn attach(&self, registry: Addr<Registry>) {
-        let _ = self.registry.set(registry);
+    /// Connects the supervisor that starts the endpoint actors ([`super::WebhookEndpoints`]).
+    pub fn attach(&self, endpoints: Recipient<DeliveriesCreated>) {
+        let _ = self.endpoints.set(endpoints);
     }
 }
 
@@ -45,8 +44,8 @@ impl CommitHook for WebhookFanout {
     }
 
     fn committed(&self, deliveries: Vec<PendingDelivery>) {
-        if let Some(registry) = self.registry.get() {
-            registry.do_send(DeliveriesCreated { deliveries });
+        if let Some(endpoints) = self.endpoints.get() {
+            endpoints.do_send(DeliveriesCreated { deliveries });
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::actors::webhook_target::AttemptError;
+use crate::outbound::target::AttemptError;
 use crate::store::webhooks::DeliveryState;
 use crate::telemetry::WebhookOutcome;
 

@@ -213,7 +213,7 @@ async fn create(
     };
     api.subscriptions.upsert(&endpoint);
     // Other nodes of a cluster learn it through the registry (their subscription index).
-    state.registry.do_send(EndpointChanged {
+    api.endpoints.do_send(EndpointChanged {
         endpoint_id: endpoint.id,
         retry: None,
     });
@@ -253,7 +253,7 @@ async fn delete(
             Err(err) => return Err(err.into()),
         }
         api.subscriptions.remove(endpoint.id);
-        state.registry.do_send(EndpointDeleted {
+        api.endpoints.do_send(EndpointDeleted {
             endpoint_id: endpoint.id,
         });
     }

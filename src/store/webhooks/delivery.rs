@@ -249,27 +249,6 @@ pub async fn list_attempts(
     .await
 }
 
-/// Records attempts through the one [`Writer`](crate::store::writer::Writer): each attempt row and its
-/// delivery's new state are written in the writer's group commit, so on SQLite there is one
-/// writer and no second transaction waiting for the write lock. Cheap to clone.
-#[derive(Clone)]
-pub struct AttemptRecorder {
-    writer: crate::store::writer::Writer,
-}
-
-impl AttemptRecorder {
-    /// A recorder writing through `writer`.
-    pub fn new(writer: crate::store::writer::Writer) -> AttemptRecorder {
-        AttemptRecorder { writer }
-    }
-
-    /// Writes the attempt and the delivery's new state, unless the delivery had moved on or,
-    /// in a cluster, the endpoint's lease did.
-    pub async fn record(&self, record: AttemptRecord) -> Result<Recorded, StoreError> {
-        self.writer.record_attempt(record).await
-    }
-}
-
 /// Moves each delivery to its attempt's outcome, only if no other attempt with that number was
 /// recorded first and, for an attempt made under a lease, while that lease is still held with
 /// its fence (one `FOR SHARE` read for the batch, `store::cluster::still_held`, so the lease

@@ -25,11 +25,11 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::StoreError;
+use super::change::Change;
 use super::cluster::Lease;
 use super::messages::{Message, Position};
 use super::scoped::Scope;
 use super::scoped::find_in_scope;
-use super::writer::Change;
 use crate::domain::ids::{EndpointId, WorkspaceId};
 use crate::domain::quota::CountQuota;
 use crate::domain::secrets::{self, SecretBox};

@@ -61,13 +61,14 @@ pub use inbound::InboundOutcome;
 pub use quotas::MessageQuotas;
 pub use transition::{Reroute, Transition};
 
+pub use super::change::Change;
+
 use super::StoreError;
 use super::ai::NewDraft;
 use super::messages::Message;
 use super::scoped::Scope;
 use super::webhooks::{AttemptRecord, PendingDelivery, Recorded, Subscriptions};
 use crate::clock::SharedClock;
-use crate::domain::change::ChangeKind;
 use crate::domain::ids::CampaignId;
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
 use task::{Request, Submitted};
@@ -225,13 +226,6 @@ impl NewMessage {
     }
 }
 
-/// A committed change, published after its batch commits (the webhook fan-out listens).
-#[derive(Debug, Clone)]
-pub struct Change {
-    pub kind: ChangeKind,
-    pub message: Message,
-}
-
 /// Called with every committed change, in commit order.
 pub type ChangeListener = Arc<dyn Fn(Vec<Change>) + Send + Sync>;
 
@@ -328,5 +322,26 @@ impl Writer {
         scope: Scope,
     ) -> Result<InboundOutcome, StoreError> {
         self.submit(inbound::Inbound { message, scope }).await
+    }
+}
+
+/// Records attempts through the one [`Writer`]: each attempt row and its
+/// delivery's new state are written in the writer's group commit, so on SQLite there is one
+/// writer and no second transaction waiting for the write lock. Cheap to clone.
+#[derive(Clone)]
+pub struct AttemptRecorder {
+    writer: Writer,
+}
+
+impl AttemptRecorder {
+    /// A recorder writing through `writer`.
+    pub fn new(writer: Writer) -> AttemptRecorder {
+        AttemptRecorder { writer }
+    }
+
+    /// Writes the attempt and the delivery's new state, unless the delivery had moved on or,
+    /// in a cluster, the endpoint's lease did.
+    pub async fn record(&self, record: AttemptRecord) -> Result<Recorded, StoreError> {
+        self.writer.record_attempt(record).await
     }
 }

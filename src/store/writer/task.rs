@@ -94,7 +94,7 @@ pub(super) enum Job {
     Transition(Submitted<Transition>),
     Reroute(Submitted<Reroute>),
     Inbound(Submitted<Inbound>),
-    /// A finished webhook attempt (see [`webhooks::AttemptRecorder`]).
+    /// A finished webhook attempt (see [`super::AttemptRecorder`]).
     RecordAttempt(Box<Submitted<AttemptRecord>>),
     Campaign(Box<Submitted<CampaignOp>>),
     /// Store an AI draft (pending: with its `ai.draft.created` deliveries).

@@ -20,8 +20,8 @@ use std::time::Duration;
 use awc::Client;
 use sea_orm::{ConnectionTrait, Database};
 use serde_json::Value;
-use smsgw::actors::webhook_target::StaticResolver;
 use smsgw::config::Settings;
+use smsgw::outbound::target::StaticResolver;
 use smsgw::startup::{Application, Hooks};
 use uuid::Uuid;
 
@@ -140,6 +140,7 @@ pub struct TestApp {
     pub client: Client,
     handle: actix_web::dev::ServerHandle,
     registry: actix::Addr<smsgw::actors::registry::Registry>,
+    webhooks: actix::Addr<smsgw::actors::webhook_endpoint::WebhookEndpoints>,
     /// Name resolution of webhook targets: a fixed table, so no DNS query leaves the machine.
     pub resolver: Arc<StaticResolver>,
     _dir: Option<tempfile::TempDir>,
@@ -285,6 +286,7 @@ pub async fn spawn_app_with_resolver(
     let address = format!("http://{}", app.address());
     let handle = app.handle();
     let registry = app.registry.clone();
+    let webhooks = app.webhooks.clone();
     actix_web::rt::spawn(app.run_until_stopped());
     TestApp {
         address,
@@ -296,6 +298,7 @@ pub async fn spawn_app_with_resolver(
         client: Client::builder().timeout(Duration::from_secs(30)).finish(),
         handle,
         registry,
+        webhooks,
         resolver,
         _dir: dir,
     }
@@ -318,7 +321,7 @@ impl TestApp {
     /// [`TestApp::restart`] with adjusted settings.
     pub async fn restart_with(mut self, configure: impl FnOnce(&mut Settings)) -> TestApp {
         self.handle.stop(false).await;
-        let _ = self.registry.send(smsgw::actors::registry::Shutdown).await;
+        self.stop_actors().await;
         configure(&mut self.settings);
         let app = Application::build_with(self.settings.clone(), hooks_for(&self.resolver))
             .await
@@ -327,6 +330,7 @@ impl TestApp {
         self.address = format!("http://{}", app.address());
         self.handle = app.handle();
         self.registry = app.registry.clone();
+        self.webhooks = app.webhooks.clone();
         actix_web::rt::spawn(app.run_until_stopped());
         self
     }
@@ -341,6 +345,7 @@ impl TestApp {
         assert!(app.initial_keys.is_none(), "a peer creates no workspace");
         let handle = app.handle();
         let registry = app.registry.clone();
+        let webhooks = app.webhooks.clone();
         let address = format!("http://{}", app.address());
         actix_web::rt::spawn(app.run_until_stopped());
         TestApp {
@@ -353,6 +358,7 @@ impl TestApp {
             client: Client::builder().timeout(Duration::from_secs(30)).finish(),
             handle,
             registry,
+            webhooks,
             resolver: self.resolver.clone(),
             _dir: None,
         }
@@ -376,7 +382,17 @@ impl TestApp {
     /// Stops this node as a graceful stop does: its registry hands its leases back and stops
     /// its actors, then the HTTP server stops.
     pub async fn stop_gracefully(&self) {
-        let _ = self.registry.send(smsgw::actors::registry::Shutdown).await;
+        self.stop_actors().await;
         self.handle.stop(true).await;
+    }
+
+    /// Stops this node's actors as a shutdown does: the registry (it hands the node's leases
+    /// back) and the webhook endpoints' supervisor with its endpoint actors.
+    async fn stop_actors(&self) {
+        let _ = self.registry.send(smsgw::actors::registry::Shutdown).await;
+        let _ = self
+            .webhooks
+            .send(smsgw::actors::webhook_endpoint::StopEndpoints)
+            .await;
     }
 }

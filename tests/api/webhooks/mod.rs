@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use smsgw::actors::webhook_target::StaticResolver;
 use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
 use smsgw::domain::signing;
+use smsgw::outbound::target::StaticResolver;
 
 use crate::backend_tests;
 use crate::helpers::{

@@ -20,7 +20,7 @@ pub struct Subject {
 
 /// The subjects of a batch of deliveries, by message id: messages removed by retention are
 /// absent; drafts are read only for `drafted` (the messages of `ai.draft.created` deliveries).
-pub(super) async fn subjects(
+pub async fn subjects(
     db: &sea_orm::DatabaseConnection,
     ids: &[Uuid],
     drafted: &[Uuid],
