@@ -153,7 +153,7 @@ envelope_of!(
 );
 
 /// One delivery attempt of the deliveries log.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct DeliveryAttemptOut<'a> {
     /// The attempt's id.
     pub id: Uuid,
@@ -188,7 +188,7 @@ envelope_of!(
 );
 
 /// A delivery scheduled for another attempt.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct DeliveryRetryOut<'a> {
     pub id: Uuid,
     pub event: &'a str,
