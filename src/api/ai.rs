@@ -104,7 +104,7 @@ envelope_of!(
 );
 
 /// An AI reply draft.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct DraftOut<'a> {
     pub id: Uuid,
     /// The inbound message it answers.

@@ -6,7 +6,7 @@ use crate::api::page::PageParams;
 
 use actix_web::http::StatusCode;
 use actix_web::web;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -31,7 +31,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
 }
 
 /// An API key as listed (never the secret nor its hash).
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct ApiKeyOut<'a> {
     pub id: Uuid,
     /// `live` or `test`: the caller's own mode.

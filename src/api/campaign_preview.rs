@@ -5,7 +5,7 @@
 
 use actix_web::http::StatusCode;
 use actix_web::web;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -36,7 +36,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
 }
 
 /// The phone a campaign would send from.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PreviewPhoneOut {
     pub id: Uuid,
     pub phone_number: String,
@@ -45,7 +45,7 @@ pub struct PreviewPhoneOut {
 }
 
 /// One rendered text.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PreviewSampleOut {
     pub to: String,
     pub text: String,
@@ -55,7 +55,7 @@ pub struct PreviewSampleOut {
 }
 
 /// A recipient whose text would have blanks.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct MissingVarsOut {
     pub to: String,
     /// The variables without a value (in the body's order).
@@ -63,14 +63,14 @@ pub struct MissingVarsOut {
 }
 
 /// Recipients a campaign would skip.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PreviewSkippedOut {
     pub opted_out: u64,
     pub premium_rate: u64,
 }
 
 /// What creating the campaign would do.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct CampaignPreviewOut {
     /// Recipients a message would go to (the campaign's `counts.total` less `unsendable`).
     pub recipient_count: u64,

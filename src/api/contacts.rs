@@ -87,7 +87,7 @@ pub struct ContactIn {
 }
 
 /// What an import did, or with `dry_run` would do.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ImportOutcomeOut {
     pub created: u64,
     pub updated: u64,
@@ -102,7 +102,7 @@ envelope_of!(
 );
 
 /// What an import would do with one item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ImportAction {
     Create,
@@ -110,7 +110,7 @@ pub enum ImportAction {
 }
 
 /// One item of a dry-run import.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ImportPlanItemOut {
     /// Its place in `contacts` (from 0).
     pub index: usize,

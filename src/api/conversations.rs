@@ -8,7 +8,7 @@ use actix_web::http::StatusCode;
 use actix_web::web;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -39,7 +39,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
 }
 
 /// The contact of a conversation's number.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ConversationContactOut {
     pub id: Uuid,
     /// First and last name; null when the contact has neither.
@@ -56,7 +56,7 @@ impl From<&ContactName> for ConversationContactOut {
 }
 
 /// The newest message of a conversation.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct LastMessageOut {
     pub id: Uuid,
     /// `outbound` or `inbound`.
@@ -68,7 +68,7 @@ pub struct LastMessageOut {
 }
 
 /// One conversation of the list.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ConversationOut {
     /// The number on the other side: E.164, or a sender id such as a short code.
     pub number: String,
@@ -82,7 +82,7 @@ pub struct ConversationOut {
 }
 
 /// A page of conversations.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ConversationPageOut {
     pub conversations: Vec<ConversationOut>,
     pub has_more: bool,
@@ -95,7 +95,7 @@ envelope_of!(
 );
 
 /// An AI draft beside the inbound message it answers.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ConversationDraftOut {
     pub id: Uuid,
     /// `pending`, `sent` or `discarded`.
@@ -105,7 +105,7 @@ pub struct ConversationDraftOut {
 }
 
 /// A message of a conversation.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ConversationMessageOut {
     pub id: Uuid,
     /// `outbound` or `inbound`.
@@ -128,7 +128,7 @@ pub struct ConversationMessageOut {
 }
 
 /// One conversation: its messages oldest first.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ConversationDetailOut {
     pub number: String,
     pub contact: Option<ConversationContactOut>,

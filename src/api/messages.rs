@@ -121,7 +121,7 @@ pub fn message_out(m: &Message) -> Record<'_> {
 envelope_of!(MessageEnvelope, Record<'static>, "One message.");
 
 /// One transition of a message's timeline.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct MessageEventOut<'a> {
     /// queued, sending, sent, delivered, failed, expired, canceled, content_removed, …
     #[serde(rename = "type")]
@@ -167,7 +167,7 @@ envelope_of!(
 );
 
 /// Result of a bulk send.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct BulkSendOut {
     /// Messages created (duplicate numbers are sent once).
     pub count: u64,
@@ -180,7 +180,7 @@ envelope_of!(
 );
 
 /// The status of one message.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct MessageStatusOut {
     pub id: Uuid,
     pub status: MessageStatus,
@@ -189,7 +189,7 @@ pub struct MessageStatusOut {
 }
 
 /// Statuses of the requested messages; unknown ids are listed as given.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct BatchStatusOut {
     pub messages: Vec<MessageStatusOut>,
     pub not_found: Vec<String>,

@@ -91,14 +91,14 @@ pub struct UpdatePhoneIn {
 }
 
 /// A phone's sending pace: both sliding windows must allow a send.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct PaceOut {
     pub per_minute: u32,
     pub per_30_minutes: u32,
 }
 
 /// A paired phone; its `id` is the `device_id` of docs/api.md, Phones.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct PhoneOut<'a> {
     pub id: Uuid,
     pub phone_number: &'a str,

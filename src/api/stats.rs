@@ -5,7 +5,7 @@
 use actix_web::http::StatusCode;
 use actix_web::web;
 use chrono::{DateTime, Duration as Days, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::envelope::envelope_of;
@@ -31,7 +31,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
 }
 
 /// The counts of one UTC day.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct DayOut {
     /// `YYYY-MM-DD` (UTC).
     pub date: String,
@@ -46,7 +46,7 @@ pub struct DayOut {
 }
 
 /// Counts per day, oldest first, every day present.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct DailyStatsOut {
     pub days: Vec<DayOut>,
 }
@@ -57,7 +57,7 @@ envelope_of!(
 );
 
 /// Today's counts.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TodayOut {
     pub sent: u64,
     pub delivered: u64,
@@ -66,14 +66,14 @@ pub struct TodayOut {
 }
 
 /// Phones paired and online.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PhonesCountOut {
     pub total: u64,
     pub online: u64,
 }
 
 /// The home page's figures.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct OverviewOut {
     /// The current UTC day's counts.
     pub today: TodayOut,

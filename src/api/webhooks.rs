@@ -156,7 +156,7 @@ envelope_of!(
 );
 
 /// One delivery attempt of the deliveries log.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct DeliveryAttemptOut<'a> {
     /// The attempt's id.
     pub id: Uuid,
@@ -191,7 +191,7 @@ envelope_of!(
 );
 
 /// A delivery scheduled for another attempt.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct DeliveryRetryOut<'a> {
     pub id: Uuid,
     pub event: &'a str,

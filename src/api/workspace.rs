@@ -29,7 +29,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
 }
 
 /// What the SMSGate Android app and smsgw's own WebSocket phones connect to.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PairingOut {
     /// The "API URL" the SMSGate app asks for: `<base>/mobile/v1`.
     pub device_api_url: String,
@@ -38,7 +38,7 @@ pub struct PairingOut {
 }
 
 /// A key's mode, as the API names it.
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KeyMode {
     Live,
@@ -55,7 +55,7 @@ impl From<Mode> for KeyMode {
 }
 
 /// The caller's workspace.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct WorkspaceOut {
     pub id: Uuid,
     pub name: String,

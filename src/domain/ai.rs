@@ -34,7 +34,7 @@ impl AiMode {
 }
 
 /// Where a draft is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 #[schema(as = DraftStatusOut)]
 pub enum DraftStatus {

@@ -4,7 +4,9 @@
 use super::status::MessageStatus;
 
 /// Where a campaign is in its life (its wire name in `snake_case`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 #[schema(as = CampaignStatusOut)]
 pub enum CampaignStatus {
@@ -142,7 +144,9 @@ impl RenderFailure {
 }
 
 /// What a recipient's status is (the names of `counts` and of the recipients list).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 #[schema(as = RecipientStatusOut)]
 pub enum RecipientStatus {

@@ -8,7 +8,9 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::backend_tests;
+use crate::helpers::typed;
 use crate::helpers::{Backend, TestApp, run_cli, spawn_app};
+use smsgw::api::api_keys::ApiKeyOut;
 
 /// The keys the caller's listing shows, by id.
 async fn listed(app: &TestApp, key: &str) -> Vec<Value> {
@@ -23,7 +25,7 @@ async fn keys_are_listed_created_and_revoked_at_once(backend: Backend) {
     assert_eq!(keys.len(), 1, "{keys:?}");
     assert_eq!(keys[0]["mode"], "test");
     assert_eq!(keys[0]["prefix"], app.test_key[..12]);
-    assert!(keys[0]["revoked_at"].is_null());
+    assert_eq!(typed::<ApiKeyOut>(&keys[0]).revoked_at, None);
     let listed_text = serde_json::to_string(&keys).unwrap();
     assert!(
         !listed_text.contains(&app.test_key),
@@ -135,7 +137,8 @@ async fn cli_revokes_a_key_while_the_server_runs(backend: Backend) {
     assert!(revoked_at.elapsed() < Duration::from_secs(1));
     app.get("/v1/messages", &app.test_key).await.expect(200);
     let test_keys = app.get("/v1/keys", &app.test_key).await.expect(200);
-    assert_eq!(test_keys.data()["keys"][0]["revoked_at"], Value::Null);
+    let first: ApiKeyOut = typed(&test_keys.data()["keys"][0]);
+    assert_eq!(first.revoked_at, None);
 
     // Again: already revoked, still a success.
     let output = run_cli(&["key", "revoke", &app.live_key], &db_env).await;

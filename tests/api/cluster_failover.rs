@@ -1,6 +1,6 @@
 //! Failover of a cluster (docs/api.md "Cluster", docs/deploy.md): nodes are child processes of
 //! the real binary on one PostgreSQL database, and one is killed with SIGKILL. PostgreSQL only:
-//! without `SMSGW_TEST_DATABASE_URL` these tests return at once.
+//! ignored unless run with `--include-ignored` and `SMSGW_TEST_DATABASE_URL`.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader};
@@ -408,6 +408,7 @@ async fn killed_node_hands_over_phone_campaign_and_webhooks() {
 }
 
 #[test]
+#[ignore = "needs SMSGW_TEST_DATABASE_URL (PostgreSQL)"]
 fn killed_node_hands_over_phone_campaign_and_webhooks_postgres() {
     run_on_postgres(killed_node_hands_over_phone_campaign_and_webhooks());
 }
@@ -506,6 +507,7 @@ async fn killed_node_hands_over_scheduled_and_test_mode_sends() {
 }
 
 #[test]
+#[ignore = "needs SMSGW_TEST_DATABASE_URL (PostgreSQL)"]
 fn killed_node_hands_over_scheduled_and_test_mode_sends_postgres() {
     run_on_postgres(killed_node_hands_over_scheduled_and_test_mode_sends());
 }
@@ -552,6 +554,7 @@ async fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phon
 }
 
 #[test]
+#[ignore = "needs SMSGW_TEST_DATABASE_URL (PostgreSQL)"]
 fn a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone_postgres() {
     run_on_postgres(a_send_stored_by_a_node_killed_before_its_notice_still_reaches_the_phone());
 }
@@ -595,6 +598,7 @@ async fn a_phone_whose_paired_notice_was_missed_is_learnt_from_its_lease() {
 }
 
 #[test]
+#[ignore = "needs SMSGW_TEST_DATABASE_URL (PostgreSQL)"]
 fn a_phone_whose_paired_notice_was_missed_is_learnt_from_its_lease_postgres() {
     run_on_postgres(a_phone_whose_paired_notice_was_missed_is_learnt_from_its_lease());
 }
@@ -763,6 +767,7 @@ async fn retries_of_several_endpoints_go_on_after_a_kill(mode: Mode, stray: Stra
 }
 
 #[test]
+#[ignore = "needs SMSGW_TEST_DATABASE_URL (PostgreSQL)"]
 fn test_mode_retries_of_several_endpoints_go_on_after_a_kill_postgres() {
     run_on_postgres(retries_of_several_endpoints_go_on_after_a_kill(
         Mode::Test,
@@ -771,6 +776,7 @@ fn test_mode_retries_of_several_endpoints_go_on_after_a_kill_postgres() {
 }
 
 #[test]
+#[ignore = "needs SMSGW_TEST_DATABASE_URL (PostgreSQL)"]
 fn live_retries_of_several_endpoints_go_on_after_a_kill_postgres() {
     run_on_postgres(retries_of_several_endpoints_go_on_after_a_kill(
         Mode::Live,
@@ -782,6 +788,7 @@ fn live_retries_of_several_endpoints_go_on_after_a_kill_postgres() {
 /// late and it stopped acting, or an acquire's answer was lost) is handed back by that node's
 /// next heartbeat, so the endpoint is taken over instead of waiting for ever.
 #[test]
+#[ignore = "needs SMSGW_TEST_DATABASE_URL (PostgreSQL)"]
 fn test_mode_retries_go_on_when_the_survivor_holds_leases_it_forgot_postgres() {
     run_on_postgres(retries_of_several_endpoints_go_on_after_a_kill(
         Mode::Test,
@@ -790,6 +797,7 @@ fn test_mode_retries_go_on_when_the_survivor_holds_leases_it_forgot_postgres() {
 }
 
 #[test]
+#[ignore = "needs SMSGW_TEST_DATABASE_URL (PostgreSQL)"]
 fn live_retries_go_on_when_the_survivor_holds_leases_it_forgot_postgres() {
     run_on_postgres(retries_of_several_endpoints_go_on_after_a_kill(
         Mode::Live,

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 
 use crate::backend_tests;
+use crate::helpers::assert_null;
 use crate::helpers::{Backend, TestApp, spawn_app};
 
 async fn all_contacts(app: &TestApp, key: &str, query: &str) -> Vec<Value> {
@@ -43,7 +44,7 @@ async fn crud_and_duplicates(backend: Backend) {
     assert_eq!(contact["custom_fields"], json!({ "plan": "gold" }));
     assert_eq!(contact["tags"], json!(["beta", "vip"]));
     assert_eq!(contact["opted_out"], false);
-    assert_eq!(contact["opted_out_at"], Value::Null);
+    assert_null(&contact, "opted_out_at");
     assert_eq!(contact["ai_replies"], true);
     assert!(contact["created_at"].as_str().unwrap().ends_with("+00:00"));
 
@@ -83,7 +84,7 @@ async fn crud_and_duplicates(backend: Backend) {
     let p = patched.data();
     assert_eq!(p["first_name"], "Augusta");
     assert_eq!(p["last_name"], "Lovelace");
-    assert_eq!(p["email"], Value::Null);
+    assert_null(p, "email");
     assert_eq!(p["tags"], json!(["alumni"]));
     assert_eq!(p["custom_fields"], json!({ "plan": "gold" }));
     assert_eq!(p["opted_out"], true);
@@ -96,7 +97,7 @@ async fn crud_and_duplicates(backend: Backend) {
         )
         .await
         .expect(200);
-    assert_eq!(opted_in.data()["opted_out_at"], Value::Null);
+    assert_null(opted_in.data(), "opted_out_at");
     assert_eq!(opted_in.data()["ai_replies"], false);
 
     // Moving to a number another contact has: 409, nothing changes.

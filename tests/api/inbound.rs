@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::backend_tests;
+use crate::helpers::assert_null;
 use crate::helpers::{Backend, SENDER, TestApp, spawn_app};
 
 /// Someone texting the workspace's phone.
@@ -89,7 +90,7 @@ async fn test_inbound_endpoint(backend: Backend) {
     assert_eq!(message["to_number"], SENDER);
     assert_eq!(message["content"], "Hi 👋");
     assert_eq!(message["encoding"], "UCS-2");
-    assert_eq!(message["device_id"], Value::Null);
+    assert_null(&message, "device_id");
     assert_eq!(message["test_mode"], true);
     let id = message["id"].as_str().unwrap();
     let stored = app.message(&app.test_key, id).await;
@@ -167,7 +168,7 @@ async fn keywords_opt_out_opt_in_and_stop_ai(backend: Backend) {
     app.test_inbound("+14155550200", "start").await;
     let c = contact(&app, "+14155550200").await.unwrap();
     assert_eq!(c["opted_out"], false);
-    assert_eq!(c["opted_out_at"], Value::Null);
+    assert_null(&c, "opted_out_at");
     // STOP AI turns off AI replies only.
     app.test_inbound("+14155550201", "Stop AI").await;
     let c = contact(&app, "+14155550201").await.unwrap();

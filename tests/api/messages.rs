@@ -1,7 +1,6 @@
 //! The messages API (docs/api.md, Messages and Errors) in test mode and at its boundaries.
 
 use std::collections::HashSet;
-use std::time::Duration;
 
 use futures_util::future::join_all;
 use serde_json::{Value, json};
@@ -79,7 +78,10 @@ async fn magic_recipients_fail_or_never_deliver(backend: Backend) {
     assert_eq!(kinds, FAILED_THREE_TIMES);
     let id = never.data()["id"].as_str().unwrap();
     app.wait_for_status(&app.test_key, id, "sent").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A message sent after it is delivered: its report would have come by now.
+    let later = app.send_test(RECIPIENT, "delivered").await.expect(202);
+    let later = later.data()["id"].as_str().unwrap();
+    app.wait_for_status(&app.test_key, later, "delivered").await;
     let still = app.message(&app.test_key, id).await;
     assert_eq!(still["status"], "sent", "no delivery report: stays sent");
 }
@@ -410,7 +412,7 @@ async fn list_limits_filters_and_bad_cursor(backend: Backend) {
         .expect(200);
     assert_eq!(all.data()["messages"].as_array().unwrap().len(), 4);
     assert_eq!(all.data()["has_more"], false);
-    assert!(all.data()["next_cursor"].is_null());
+    crate::helpers::assert_null(all.data(), "next_cursor");
     let default = app.get("/v1/messages", &app.test_key).await.expect(200);
     assert_eq!(default.data()["messages"].as_array().unwrap().len(), 4);
     let newest = &all.data()["messages"][0];
@@ -517,9 +519,14 @@ async fn scheduled_messages_are_held_and_can_be_canceled(backend: Backend) {
     assert_eq!(reply.data()["status"], "queued");
     assert!(reply.data()["scheduled_for"].is_string());
     let id = reply.data()["id"].as_str().unwrap().to_string();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let held = app.message(&app.test_key, &id).await;
-    assert_eq!(held["status"], "queued", "held until scheduled_for");
+    // An unscheduled message sent after it is delivered first; the held one is still queued.
+    let now = app.send_test(RECIPIENT, "now").await.expect(202);
+    let now = now.data()["id"].as_str().unwrap();
+    app.wait_for_status(&app.test_key, now, "delivered").await;
+    if chrono::Utc::now() < at {
+        let held = app.message(&app.test_key, &id).await;
+        assert_eq!(held["status"], "queued", "held until scheduled_for");
+    }
     let done = app.wait_for_status(&app.test_key, &id, "delivered").await;
     let sent_at = chrono::DateTime::parse_from_rfc3339(done["sent_at"].as_str().unwrap()).unwrap();
     assert!(

@@ -11,7 +11,8 @@ use sha2::Sha256;
 
 use crate::backend_tests;
 use crate::helpers::{
-    Backend, Reply, SENDER, TestApp, WebhookReceiver, bearer, run_cli, spawn_app, spawn_app_with,
+    Backend, Reply, SENDER, TestApp, WebhookReceiver, bearer, poll, run_cli, spawn_app,
+    spawn_app_with,
 };
 
 backend_tests!(
@@ -362,13 +363,30 @@ async fn each_event_is_delivered_signed_as_the_app_signs(backend: Backend) {
 
     // sent and delivered of the first message, failed of the second, received: four. No
     // other event fires (system:ping, mms:received are accepted and never delivered).
-    let got = receiver.wait_for(4, Duration::from_secs(10)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let got = if receiver.received().len() > got.len() {
-        receiver.received()
-    } else {
-        got
-    };
+    // Then one more inbound message, the marker: once its sms:received has come, every
+    // event before it has been fanned out, and nothing but the marker came after the four.
+    receiver.wait_for(4, Duration::from_secs(10)).await;
+    app.post(
+        "/v1/test/inbound",
+        &key,
+        json!({"from_number": "+14155550199", "to_number": from, "content": "the marker"}),
+    )
+    .await
+    .expect(201);
+    let is_marker = |r: &crate::helpers::Received| r.json()["payload"]["message"] == "the marker";
+    let all = poll(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        async || {
+            let all = receiver.received();
+            match all.iter().any(is_marker) {
+                true => Ok(all),
+                false => Err(format!("no marker among {} deliveries", all.len())),
+            }
+        },
+    )
+    .await;
+    let got: Vec<_> = all.into_iter().filter(|r| !is_marker(r)).collect();
     let events: Vec<String> = got
         .iter()
         .map(|r| r.json()["event"].as_str().unwrap().to_string())

@@ -15,11 +15,11 @@ use actix_web::web;
 use uuid::Uuid;
 
 pub(super) use prepare::prepare;
-pub use wire::CreateCampaignIn;
 use wire::{
-    CampaignEnvelope, CampaignOut, CampaignPage, CampaignPageEnvelope, CampaignRecipientPage,
+    CampaignEnvelope, CampaignPage, CampaignPageEnvelope, CampaignRecipientPage,
     CampaignRecipientPageEnvelope, campaign_out, recipient_out,
 };
+pub use wire::{CampaignOut, CampaignRecipientOut, CreateCampaignIn};
 
 use super::idempotent::{Created, create_once};
 use super::messages::new_workspace_limit;

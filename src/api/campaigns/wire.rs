@@ -51,7 +51,7 @@ pub struct CreateCampaignIn {
 }
 
 /// How many recipients of a campaign are in each state; they add up to `total`.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct CampaignCountsOut {
     /// Recipients to send (skipped ones are not counted).
     pub total: u64,
@@ -68,14 +68,14 @@ pub struct CampaignCountsOut {
 }
 
 /// Recipients not sent, by reason.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct CampaignSkippedOut {
     pub opted_out: u64,
     pub premium_rate: u64,
 }
 
 /// A campaign (docs/api.md, Campaigns).
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct CampaignOut<'a> {
     pub id: Uuid,
     pub name: &'a str,
@@ -111,7 +111,7 @@ envelope_of!(
 );
 
 /// One recipient of a campaign.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 pub struct CampaignRecipientOut<'a> {
     pub to: &'a str,
     pub status: RecipientStatus,

@@ -26,8 +26,6 @@ const CUSTOMER: &str = "+14155550177";
 const OTHER: &str = "+14155550178";
 /// How long a condition may take to come true before a poll gives up.
 const DEADLINE: Duration = Duration::from_secs(10);
-/// How long "nothing happens" is watched for, after a positive control came true.
-const QUIET: Duration = Duration::from_millis(1000);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers

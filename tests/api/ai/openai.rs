@@ -98,7 +98,15 @@ async fn openai_provider_errors_leave_no_draft_and_keep_the_message(backend: Bac
     let fine = app.test_inbound("+14155550233", "Fourth question").await;
     let draft = wait_for_draft(&app, &app.test_key, &id_of(&fine)).await;
     assert_eq!(draft["content"], "Fine");
-    tokio::time::sleep(QUIET).await;
+    // The failures are counted (their outcome is decided), and the control is drafted.
+    poll(DEADLINE, Duration::from_millis(50), async || {
+        let errors = ai_drafts_metric(&app, "provider_error").await;
+        if errors >= errors_before + 2.0 && errors >= 1.0 {
+            return Ok(());
+        }
+        Err(format!("smsgw_ai_drafts_total{{outcome=\"provider_error\"}} went from {errors_before} to {errors}"))
+    })
+    .await;
 
     let all = drafts(&app, &app.test_key, "").await;
     assert_eq!(all.len(), 1, "{all:?}");
@@ -110,14 +118,6 @@ async fn openai_provider_errors_leave_no_draft_and_keep_the_message(backend: Bac
             message["content"]
         );
     }
-    poll(DEADLINE, Duration::from_millis(50), async || {
-        let errors = ai_drafts_metric(&app, "provider_error").await;
-        if errors >= errors_before + 2.0 && errors >= 1.0 {
-            return Ok(());
-        }
-        Err(format!("smsgw_ai_drafts_total{{outcome=\"provider_error\"}} went from {errors_before} to {errors}"))
-    })
-    .await;
     fake.stop().await;
 }
 
@@ -125,9 +125,11 @@ async fn openai_provider_errors_leave_no_draft_and_keep_the_message(backend: Bac
 /// message without a draft; a starting server answers the last minutes' such messages again.
 async fn messages_left_without_a_draft_are_answered_after_a_restart(backend: Backend) {
     let (fake, app) = failing_provider(backend, "down").await;
+    let errors_before = ai_drafts_metric(&app, "provider_error").await;
     let asked = app.test_inbound(CUSTOMER, "Are you open today?").await;
     fake.wait_for(1).await;
-    tokio::time::sleep(QUIET).await;
+    // The failure is counted: the message's outcome is decided, and it has no draft.
+    wait_for_ai_metric(&app, "provider_error", errors_before + 1.0).await;
     assert!(drafts(&app, &app.test_key, "").await.is_empty());
 
     fake.reply("Yes, until 6");
@@ -135,14 +137,31 @@ async fn messages_left_without_a_draft_are_answered_after_a_restart(backend: Bac
     let draft = wait_for_draft(&app, &app.test_key, &id_of(&asked)).await;
     assert_eq!(draft["content"], "Yes, until 6");
     assert_eq!(draft["status"], "pending");
-    // Answered once: a second restart finds it drafted.
+    // Answered once: a second restart finds it drafted. Another message left without a
+    // draft before that restart proves the restart's look for such messages ran: it is
+    // answered, and the drafted one is not asked again.
+    let down = ai_drafts_metric(&app, "provider_error").await;
+    fake.answer(500, &json!({ "error": { "message": "down" } }).to_string());
+    let later = app.test_inbound(OTHER, "And tomorrow?").await;
+    wait_for_ai_metric(&app, "provider_error", down + 1.0).await;
+    fake.reply("Yes, until 6");
     let app = app.restart().await;
-    tokio::time::sleep(QUIET).await;
-    assert_eq!(drafts(&app, &app.test_key, "").await.len(), 1);
+    wait_for_draft(&app, &app.test_key, &id_of(&later)).await;
+    assert_eq!(drafts(&app, &app.test_key, "").await.len(), 2);
+    let asked_about: Vec<String> = fake
+        .received()
+        .iter()
+        .filter_map(|r| r.conversation().last().map(|(_, content)| content.clone()))
+        .collect();
     assert_eq!(
-        fake.received().len(),
-        2,
-        "the provider was asked once per start"
+        asked_about,
+        [
+            "Are you open today?",
+            "Are you open today?",
+            "And tomorrow?",
+            "And tomorrow?"
+        ],
+        "the provider was asked once per start for each message without a draft"
     );
 }
 

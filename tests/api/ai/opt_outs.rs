@@ -11,8 +11,9 @@ async fn premium_rate_senders_get_no_draft_and_no_auto_reply(backend: Backend) {
         enable(&app, &app.test_key, mode, json!([price_rule()])).await;
         let premium = app.test_inbound(PREMIUM, "What's the price?").await;
         let asked = app.test_inbound(control, "What's the price?").await;
+        // The control came after the premium-rate sender and is answered: the responder
+        // takes messages in order, so that one has been taken too.
         wait_for_draft(&app, &app.test_key, &id_of(&asked)).await;
-        tokio::time::sleep(QUIET).await;
         let all = drafts(&app, &app.test_key, "").await;
         assert!(
             all.iter().all(|d| d["message_id"] != premium["id"]),
@@ -162,8 +163,8 @@ async fn a_reply_made_while_the_contact_opted_out_is_neither_sent_nor_kept(backe
         fake.wait_for(asked_so_far + 1).await;
         app.test_inbound(sender, keyword).await;
         fake.release();
+        // Counted as opted out: the reply's outcome is decided.
         wait_for_ai_metric(&app, "opted_out", before + 1.0).await;
-        tokio::time::sleep(QUIET).await;
         let all = drafts(&app, &app.test_key, "").await;
         assert!(
             all.iter().all(|d| d["message_id"] != asked["id"]),

@@ -2,6 +2,8 @@
 //! that wait for their launch, scoping by workspace and mode, paging.
 
 use super::*;
+use crate::helpers::typed;
+use smsgw::api::campaigns::{CampaignOut, CampaignRecipientOut};
 
 /// A draft queues nothing until launched; launching twice is refused with the current status.
 /// A message sent but never delivered keeps the campaign `running` (docs/api.md, Campaigns).
@@ -12,16 +14,21 @@ async fn draft_waits_for_launch(backend: Backend) {
     let id = id_of(&draft);
     assert_eq!(draft["status"], "draft", "launch_now defaults to false");
     assert_eq!(draft["counts"], counts(&[("total", 2), ("pending", 2)]));
-    assert_eq!(draft["started_at"], Value::Null);
-    assert_eq!(draft["finished_at"], Value::Null);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let draft_out: CampaignOut = typed(&draft);
+    assert_eq!(draft_out.started_at, None);
+    assert_eq!(draft_out.finished_at, None);
+    let control_message = control_campaign_completes(&app).await;
     assert!(
-        outbound_messages(&app, &app.test_key).await.is_empty(),
+        outbound_besides(&app, &app.test_key, &control_message)
+            .await
+            .is_empty(),
         "a draft queues nothing"
     );
     let list = recipients(&app, &app.test_key, &id).await;
     assert_eq!(statuses(&list), ["pending", "pending"]);
-    assert!(list.iter().all(|r| r["message_id"].is_null()), "{list:?}");
+    for r in &list {
+        assert_eq!(typed::<CampaignRecipientOut>(r).message_id, None, "{r}");
+    }
     assert_eq!(
         read(&app, &app.test_key, &id).await["status"],
         "draft",
@@ -45,13 +52,13 @@ async fn draft_waits_for_launch(backend: Backend) {
         campaign["counts"],
         counts(&[("total", 2), ("sent", 1), ("delivered", 1)])
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    control_campaign_completes(&app).await;
     let campaign = read(&app, &app.test_key, &id).await;
     assert_eq!(
         campaign["status"], "running",
         "a sent message without a delivery report is not terminal"
     );
-    assert_eq!(campaign["finished_at"], Value::Null);
+    assert_eq!(typed::<CampaignOut>(&campaign).finished_at, None);
 }
 
 /// Every refused create names its field and writes nothing, in either mode.

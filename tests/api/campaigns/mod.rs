@@ -38,6 +38,25 @@ fn numbers(n: usize) -> Vec<String> {
         .collect()
 }
 
+/// Runs a one-recipient test-mode campaign to `completed` and returns its message's id: a
+/// campaign's whole life has passed (launch, step, send, report), so what the campaign
+/// machinery would have done meanwhile for another campaign has been done. A "nothing was
+/// sent" check waits for this instead of sleeping, and leaves the returned message out.
+async fn control_campaign_completes(app: &TestApp) -> String {
+    let body = launched(campaign("Control", plain(&["+14155550190".to_string()])));
+    let id = id_of(&create(app, &app.test_key, body).await);
+    wait_for_campaign_status(app, &app.test_key, &id, "completed").await;
+    let list = recipients(app, &app.test_key, &id).await;
+    list[0]["message_id"].as_str().unwrap().to_string()
+}
+
+/// The outbound messages of `key`'s mode but the control campaign's `control_message`.
+async fn outbound_besides(app: &TestApp, key: &str, control_message: &str) -> Vec<Value> {
+    let mut all = outbound_messages(app, key).await;
+    all.retain(|m| m["id"] != control_message);
+    all
+}
+
 /// Recipients without vars.
 fn plain(numbers: &[String]) -> Value {
     Value::Array(numbers.iter().map(|n| json!({ "to": n })).collect())

@@ -2,6 +2,9 @@
 //! long for a phone, hostile templates, contact tags.
 
 use super::*;
+use crate::helpers::typed;
+use smsgw::api::campaigns::{CampaignOut, CampaignRecipientOut};
+use smsgw::domain::campaign::RecipientStatus;
 
 /// A launched test-mode campaign renders each recipient's text (with and without spaces inside
 /// the braces, a missing var as ""), sends it through the simulated phone and completes.
@@ -32,7 +35,7 @@ async fn test_mode_campaign_renders_sends_and_completes(backend: Backend) {
     assert_eq!(created["name"], "Spring sale");
     assert_eq!(created["from_number"], SENDER);
     assert_eq!(created["body"], "Hi {{name}}, your code is {{ code }}.");
-    assert_eq!(created["scheduled_for"], Value::Null);
+    assert_eq!(typed::<CampaignOut>(&created).scheduled_for, None);
     assert!(created["created_at"].as_str().unwrap().ends_with("+00:00"));
     assert!(created["started_at"].is_string(), "{created}");
     assert_eq!(created["counts"]["total"], 3);
@@ -56,8 +59,9 @@ async fn test_mode_campaign_renders_sends_and_completes(backend: Backend) {
     ];
     let mut message_ids = HashSet::new();
     for (recipient, text) in list.iter().zip(expected) {
-        assert_eq!(recipient["skip_reason"], Value::Null);
-        assert_eq!(recipient["failure_reason"], Value::Null);
+        let typed_recipient: CampaignRecipientOut = typed(recipient);
+        assert_eq!(typed_recipient.skip_reason, None);
+        assert_eq!(typed_recipient.failure_reason, None);
         let message_id = recipient["message_id"].as_str().expect("a message id");
         assert!(message_ids.insert(message_id.to_string()));
         let message = app.message(&app.test_key, message_id).await;
@@ -138,19 +142,23 @@ async fn premium_rate_and_opted_out_recipients_are_skipped(backend: Backend) {
         statuses(&list),
         ["delivered", "skipped", "skipped", "delivered", "skipped"]
     );
-    let reasons: Vec<&Value> = list.iter().map(|r| &r["skip_reason"]).collect();
+    let typed_list: Vec<CampaignRecipientOut> = list.iter().map(typed).collect();
+    let reasons: Vec<Option<&str>> = typed_list.iter().map(|r| r.skip_reason).collect();
     assert_eq!(
         reasons,
         [
-            &Value::Null,
-            &json!("premium_rate"),
-            &json!("opted_out"),
-            &Value::Null,
-            &json!("opted_out"),
+            None,
+            Some("premium_rate"),
+            Some("opted_out"),
+            None,
+            Some("opted_out"),
         ]
     );
-    for skipped in list.iter().filter(|r| r["status"] == "skipped") {
-        assert_eq!(skipped["message_id"], Value::Null, "{skipped}");
+    for skipped in typed_list
+        .iter()
+        .filter(|r| r.status == RecipientStatus::Skipped)
+    {
+        assert_eq!(skipped.message_id, None, "{}", skipped.to);
     }
     let sent_to: HashSet<String> = outbound_messages(&app, &app.test_key)
         .await
@@ -196,7 +204,7 @@ async fn opt_out_after_creation_is_honoured_when_queued(backend: Backend) {
     let list = recipients(&app, &app.test_key, &id).await;
     assert_eq!(statuses(&list), ["canceled", "delivered"]);
     assert_eq!(list[0]["skip_reason"], "opted_out");
-    assert_eq!(list[0]["message_id"], Value::Null);
+    assert_eq!(typed::<CampaignRecipientOut>(&list[0]).message_id, None);
     let sent = outbound_messages(&app, &app.test_key).await;
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0]["to_number"], to[1].as_str());
@@ -231,8 +239,8 @@ async fn rendered_text_too_long_fails_that_recipient(backend: Backend) {
     let list = recipients(&app, &app.test_key, &id).await;
     assert_eq!(statuses(&list), ["failed", "delivered"]);
     assert_eq!(list[0]["failure_reason"], "content_too_long");
-    assert_eq!(list[0]["skip_reason"], Value::Null);
-    assert_eq!(list[1]["failure_reason"], Value::Null);
+    assert_eq!(typed::<CampaignRecipientOut>(&list[0]).skip_reason, None);
+    assert_eq!(typed::<CampaignRecipientOut>(&list[1]).failure_reason, None);
     let message_id = list[1]["message_id"].as_str().unwrap();
     let message = app.message(&app.test_key, message_id).await;
     assert_eq!(message["segments"], 10);

@@ -28,6 +28,12 @@ impl Reply {
         &self.body["data"]
     }
 
+    /// The envelope's data read as the API's response type `T` (see [`typed`]).
+    #[track_caller]
+    pub fn read<T: serde::Deserialize<'static> + serde::Serialize>(&self) -> T {
+        typed(self.data())
+    }
+
     /// The envelope's error_code (empty on success).
     pub fn code(&self) -> &str {
         self.body["error_code"].as_str().unwrap_or("")
@@ -507,6 +513,38 @@ pub async fn eventually(what: &str, within: Duration, mut check: impl AsyncFnMut
         }
     })
     .await
+}
+
+/// `value` read as the API's response type `T` (an `…Out` type of `smsgw::api`), which it
+/// must be exactly: no field of `T` missing (a missing `Option` would read as `None`), none
+/// added, each of its type. So a test that reads `draft.sent_message_id == None` fails when
+/// the field is renamed or dropped, where `draft["sent_message_id"] == Null` would pass.
+///
+/// The `…Out` types borrow their strings from the text they are read from; the text is
+/// leaked (a few hundred bytes per read, for the test's life) so `T` needs no lifetime here.
+#[track_caller]
+pub fn typed<T: serde::Deserialize<'static> + serde::Serialize>(value: &Value) -> T {
+    let name = std::any::type_name::<T>();
+    let text: &'static str = Box::leak(value.to_string().into_boxed_str());
+    let read: T =
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("not a {name}: {e}\n{value}"));
+    let written = serde_json::to_value(&read).unwrap();
+    assert_eq!(
+        &written, value,
+        "{name} does not write what was read (a field missing or added)"
+    );
+    read
+}
+
+/// `object[key]` is there and is `null` (not merely absent: indexing a missing key also
+/// gives `Null`).
+#[track_caller]
+pub fn assert_null(object: &Value, key: &str) {
+    match object.get(key) {
+        Some(Value::Null) => {}
+        Some(other) => panic!("{key} is {other}, not null, in {object}"),
+        None => panic!("{key} is missing from {object}"),
+    }
 }
 
 /// A response body parsed as JSON, `Null` when empty; panics on anything else.

@@ -51,14 +51,16 @@ pub fn run<F: std::future::Future>(test: F) -> F::Output {
     smsgw::startup::block_on_system(test).expect("test runtime starts")
 }
 
-/// Runs a test that needs PostgreSQL (several nodes on one database) when
-/// `SMSGW_TEST_DATABASE_URL` is set, and passes without running it otherwise.
-pub fn run_on_postgres(test: impl std::future::Future<Output = ()>) {
-    if postgres_enabled() {
-        run(test)
-    } else {
-        eprintln!("skipped: SMSGW_TEST_DATABASE_URL is not set (this test needs PostgreSQL)");
-    }
+/// Runs a test that needs PostgreSQL (several nodes on one database, or the PostgreSQL
+/// variant of a test). Such a test is `#[ignore = "needs SMSGW_TEST_DATABASE_URL
+/// (PostgreSQL)"]`, so a plain `cargo test` lists it as ignored; `-- --include-ignored` runs
+/// it, and then a missing `SMSGW_TEST_DATABASE_URL` fails it rather than passing unrun.
+pub fn run_on_postgres<F: std::future::Future>(test: F) -> F::Output {
+    assert!(
+        postgres_enabled(),
+        "this test needs PostgreSQL: set SMSGW_TEST_DATABASE_URL (README, \"Development\")"
+    );
+    run(test)
 }
 
 thread_local! {
@@ -108,7 +110,8 @@ impl Drop for DropTestDatabases {
 }
 
 /// Generates, for each async fn taking a [`Backend`], a module with a SQLite test and a
-/// PostgreSQL test (the latter runs when `SMSGW_TEST_DATABASE_URL` is set).
+/// PostgreSQL test (the latter ignored unless run with `--include-ignored`, and then it
+/// needs `SMSGW_TEST_DATABASE_URL`; see [`run_on_postgres`]).
 #[macro_export]
 macro_rules! backend_tests {
     ($($name:ident),* $(,)?) => {
@@ -119,10 +122,11 @@ macro_rules! backend_tests {
                     $crate::helpers::run(super::$name($crate::helpers::Backend::Sqlite))
                 }
                 #[test]
+                #[ignore = "needs SMSGW_TEST_DATABASE_URL (PostgreSQL)"]
                 fn postgres() {
-                    if $crate::helpers::postgres_enabled() {
-                        $crate::helpers::run(super::$name($crate::helpers::Backend::Postgres))
-                    }
+                    $crate::helpers::run_on_postgres(super::$name(
+                        $crate::helpers::Backend::Postgres,
+                    ))
                 }
             }
         )*

@@ -1,7 +1,19 @@
-//! A small validator of answers against the document's schemas (`$ref`, types, required and
-//! unknown properties, formats), and the proof that it catches drift.
+//! Answers checked against the document's schemas with the `jsonschema` crate (JSON Schema
+//! 2020-12, every `$ref` resolved inside the served document), and the proof that the check
+//! catches drift.
+//!
+//! The document's object schemas are open, as JSON Schema's are by default; a test wants
+//! every field of an answer documented, so [`closed`] closes them (`unevaluatedProperties:
+//! false`) before validating. Event data is JSON text (`contentMediaType` with a
+//! `contentSchema`, which JSON Schema only annotates): [`event_errors`] parses it first and
+//! [`closed`] puts the `contentSchema` in place of the text's schema.
+
+use jsonschema::{Draft, Resource};
 
 use super::*;
+
+/// The URI the (closed) document is registered under; `$ref`s inside it resolve against it.
+const DOCUMENT_URI: &str = "urn:smsgw:openapi";
 
 /// Asserts that `reply` is an answer the document allows for `method path`: a documented
 /// status, a body of the documented schema (no undocumented field), and for errors one of the
@@ -9,7 +21,8 @@ use super::*;
 pub(super) fn conforms(doc: &Value, method: &str, template: &str, reply: &Reply) {
     let op = &doc["paths"][template][method];
     assert!(op.is_object(), "{method} {template} is not documented");
-    let response = &op["responses"][reply.status.to_string()];
+    let status = reply.status.to_string();
+    let response = &op["responses"][&status];
     assert!(
         response.is_object(),
         "{method} {template} answered {} which is not documented: {}",
@@ -25,9 +38,21 @@ pub(super) fn conforms(doc: &Value, method: &str, template: &str, reply: &Reply)
             reply.body["error_code"]
         );
     }
-    if let Some(schema) = response["content"]["application/json"].get("schema") {
-        let mut errors = Vec::new();
-        validate(doc, schema, &reply.body, "body", &mut errors);
+    if response["content"]["application/json"]
+        .get("schema")
+        .is_some()
+    {
+        let pointer = [
+            "paths",
+            template,
+            method,
+            "responses",
+            &status,
+            "content",
+            "application/json",
+            "schema",
+        ];
+        let errors = errors_at(doc, &pointer, &reply.body);
         assert!(
             errors.is_empty(),
             "{method} {template} {}: the body does not match the document:\n{}\n{}",
@@ -46,15 +71,30 @@ pub(super) fn event_errors(
     template: &str,
     event: &Value,
 ) -> Vec<String> {
-    let schema = &doc["paths"][template][method]["responses"]["200"]["content"]["text/event-stream"]
-        ["schema"];
+    let pointer = [
+        "paths",
+        template,
+        method,
+        "responses",
+        "200",
+        "content",
+        "text/event-stream",
+        "schema",
+    ];
     assert!(
-        schema.is_object(),
+        doc.pointer(&json_pointer(&pointer)).is_some(),
         "{method} {template} declares no event schema"
     );
-    let mut errors = Vec::new();
-    validate(doc, schema, event, "event", &mut errors);
-    errors
+    let mut parsed = event.clone();
+    match event.get("data") {
+        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+            Ok(data) => parsed["data"] = data,
+            Err(e) => return vec![format!("event.data: not JSON text: {e}")],
+        },
+        Some(other) => return vec![format!("event.data: not text: {other}")],
+        None => {}
+    }
+    errors_at(doc, &pointer, &parsed)
 }
 
 /// Asserts that `event` is one the document allows (see [`event_errors`]).
@@ -67,206 +107,234 @@ pub(super) fn conforms_event(doc: &Value, method: &str, template: &str, event: &
     );
 }
 
-fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
-    match schema.get("$ref").and_then(Value::as_str) {
-        Some(reference) => {
-            let name = reference.trim_start_matches("#/components/schemas/");
-            let target = &doc["components"]["schemas"][name];
-            assert!(target.is_object(), "dangling $ref {reference}");
-            resolve(doc, target)
+/// How `value` differs from the schema at `pointer` (JSON Pointer segments) in the closed
+/// `doc`: one line per error, with where in `value` it is.
+fn errors_at(doc: &Value, pointer: &[&str], value: &Value) -> Vec<String> {
+    // A fragment is a URI part: `{` and `}` of path templates are percent-encoded.
+    let fragment = json_pointer(pointer)
+        .replace('{', "%7B")
+        .replace('}', "%7D");
+    let validator = jsonschema::options()
+        .with_draft(Draft::Draft202012)
+        .should_validate_formats(true)
+        .with_resource(DOCUMENT_URI, Resource::from_contents(closed(doc)))
+        .build(&json!({ "$ref": format!("{DOCUMENT_URI}#{fragment}") }))
+        .unwrap_or_else(|e| panic!("the schema at {pointer:?} does not compile: {e}"));
+    validator
+        .iter_errors(value)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
+}
+
+/// `segments` as a JSON Pointer (RFC 6901: `~` and `/` escaped).
+fn json_pointer(segments: &[&str]) -> String {
+    segments
+        .iter()
+        .map(|s| format!("/{}", s.replace('~', "~0").replace('/', "~1")))
+        .collect()
+}
+
+/// The document with its schemas closed: every object schema with `properties` or `allOf`
+/// (and no `additionalProperties` of its own) refuses a field it does not declare, and JSON
+/// text with a `contentSchema` is validated as the parsed value.
+fn closed(doc: &Value) -> Value {
+    let components = doc["components"]["schemas"].clone();
+    let mut doc = doc.clone();
+    if let Some(schemas) = doc["components"]["schemas"].as_object_mut() {
+        for schema in schemas.values_mut() {
+            close(schema, &components, false);
         }
-        None => schema,
     }
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        for item in paths.values_mut() {
+            for method in METHODS {
+                let responses = item[method]["responses"].as_object_mut();
+                for response in responses.into_iter().flat_map(|r| r.values_mut()) {
+                    let content = response["content"].as_object_mut();
+                    for media in content.into_iter().flat_map(|c| c.values_mut()) {
+                        if let Some(schema) = media.get_mut("schema") {
+                            close(schema, &components, false);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    doc
 }
 
-/// Property names an object schema allows, through `allOf`.
-fn known_properties(doc: &Value, schema: &Value, out: &mut BTreeSet<String>) {
-    let schema = resolve(doc, schema);
-    if let Some(props) = schema["properties"].as_object() {
-        out.extend(props.keys().cloned());
+/// Closes `schema` and the schemas inside it (see [`closed`]). An `allOf` part stays `open`:
+/// the whole closes, after all parts have declared their fields; a part that is a `$ref` is
+/// inlined, so the shared component keeps being closed where it is used on its own.
+fn close(schema: &mut Value, components: &Value, open: bool) {
+    if schema["contentMediaType"] == "application/json"
+        && let Some(content) = schema.get("contentSchema")
+    {
+        *schema = content.clone();
     }
-    for part in schema["allOf"].as_array().into_iter().flatten() {
-        known_properties(doc, part, out);
-    }
-}
-
-fn type_matches(name: &str, value: &Value) -> bool {
-    match name {
-        "null" => value.is_null(),
-        "object" => value.is_object(),
-        "array" => value.is_array(),
-        "string" => value.is_string(),
-        "boolean" => value.is_boolean(),
-        "integer" => value.is_i64() || value.is_u64(),
-        "number" => value.is_number(),
-        _ => false,
-    }
-}
-
-/// A small JSON Schema (2020-12 subset utoipa emits) validator: $ref, allOf, oneOf, anyOf,
-/// type, enum, required, properties (closed: unknown fields are errors), items, formats
-/// date-time and uuid, exact `^x$` patterns, and JSON text (`contentMediaType`
-/// `application/json` with a `contentSchema`, which it parses and validates).
-fn validate(doc: &Value, schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
-    validate_inner(doc, schema, value, at, errors, true);
-}
-
-fn validate_inner(
-    doc: &Value,
-    schema: &Value,
-    value: &Value,
-    at: &str,
-    errors: &mut Vec<String>,
-    closed: bool,
-) {
-    let schema = resolve(doc, schema);
-    if let Some(parts) = schema["allOf"].as_array() {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    if let Some(parts) = object.get_mut("allOf").and_then(Value::as_array_mut) {
         for part in parts {
-            validate_inner(doc, part, value, at, errors, false);
+            if let Some(name) = part["$ref"]
+                .as_str()
+                .and_then(|r| r.strip_prefix("#/components/schemas/"))
+            {
+                *part = components[name].clone();
+            }
+            close(part, components, true);
         }
     }
     for key in ["oneOf", "anyOf"] {
-        if let Some(options) = schema[key].as_array() {
-            let matching = options
-                .iter()
-                .filter(|option| {
-                    let mut e = Vec::new();
-                    validate_inner(doc, option, value, at, &mut e, closed);
-                    e.is_empty()
-                })
-                .count();
-            if matching == 0 {
-                errors.push(format!("{at}: matches none of {key} {options:?}"));
-            }
-            return;
-        }
-    }
-    match &schema["type"] {
-        Value::String(t) if !type_matches(t, value) => {
-            errors.push(format!("{at}: expected {t}, got {value}"));
-            return;
-        }
-        Value::Array(types)
-            if !types
-                .iter()
-                .any(|t| t.as_str().is_some_and(|t| type_matches(t, value))) =>
+        for option in object
+            .get_mut(key)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
         {
-            errors.push(format!("{at}: expected one of {types:?}, got {value}"));
-            return;
-        }
-        _ => {}
-    }
-    if let Some(allowed) = schema["enum"].as_array()
-        && !allowed.contains(value)
-    {
-        errors.push(format!("{at}: {value} is not one of {allowed:?}"));
-    }
-    if let Some(text) = value.as_str() {
-        match schema["format"].as_str() {
-            Some("date-time") if chrono::DateTime::parse_from_rfc3339(text).is_err() => {
-                errors.push(format!("{at}: {text} is not a date-time"));
-            }
-            Some("uuid") if Uuid::parse_str(text).is_err() => {
-                errors.push(format!("{at}: {text} is not a uuid"));
-            }
-            _ => {}
-        }
-        if schema["contentMediaType"] == "application/json"
-            && let Some(content) = schema.get("contentSchema")
-        {
-            match serde_json::from_str::<Value>(text) {
-                Ok(parsed) => {
-                    validate_inner(doc, content, &parsed, &format!("{at}(json)"), errors, true)
-                }
-                Err(e) => errors.push(format!("{at}: not JSON text: {e}")),
-            }
-        }
-        if let Some(pattern) = schema["pattern"].as_str()
-            && let Some(exact) = pattern.strip_prefix('^').and_then(|p| p.strip_suffix('$'))
-            && text != exact
-        {
-            errors.push(format!("{at}: {text} does not match {pattern}"));
+            close(option, components, open);
         }
     }
-    if let Some(object) = value.as_object() {
-        for name in schema["required"].as_array().into_iter().flatten() {
-            let name = name.as_str().unwrap();
-            if !object.contains_key(name) {
-                errors.push(format!("{at}: required field {name} is missing"));
-            }
-        }
-        if let Some(props) = schema["properties"].as_object() {
-            for (name, sub) in props {
-                if let Some(v) = object.get(name) {
-                    validate_inner(doc, sub, v, &format!("{at}.{name}"), errors, true);
-                }
-            }
-        }
-        if closed && (schema.get("properties").is_some() || schema.get("allOf").is_some()) {
-            let mut known = BTreeSet::new();
-            known_properties(doc, schema, &mut known);
-            for name in object.keys() {
-                if !known.contains(name) {
-                    errors.push(format!("{at}.{name}: not in the document"));
-                }
-            }
+    if let Some(properties) = object.get_mut("properties").and_then(Value::as_object_mut) {
+        for property in properties.values_mut() {
+            close(property, components, false);
         }
     }
-    if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
-        for (i, item) in array.iter().enumerate() {
-            validate_inner(doc, items, item, &format!("{at}[{i}]"), errors, true);
+    for key in ["items", "additionalProperties"] {
+        if let Some(inner) = object.get_mut(key) {
+            close(inner, components, false);
         }
+    }
+    let declares = object.contains_key("properties") || object.contains_key("allOf");
+    if !open && declares && !object.contains_key("additionalProperties") {
+        object.insert("unevaluatedProperties".into(), Value::Bool(false));
     }
 }
 
-/// The validator itself rejects what it must (so a passing conformance test means something).
+/// The check itself refuses what it must, so a passing conformance test means something:
+/// a wrong answer fed to it fails.
 #[test]
 fn the_validator_rejects_drift() {
-    let doc = json!({ "components": { "schemas": {
-        "Base": { "type": "object", "required": ["id"], "properties": {
-            "id": { "type": "string", "format": "uuid" },
-            "at": { "type": ["string", "null"], "format": "date-time" } } },
-        "Wide": { "allOf": [ { "$ref": "#/components/schemas/Base" },
-            { "type": "object", "properties": { "n": { "type": "integer" } } } ] }
-    } } });
-    let wide = json!({ "$ref": "#/components/schemas/Wide" });
+    let doc = json!({
+        "paths": { "/things/{id}": { "get": { "responses": { "200": { "content": {
+            "application/json": { "schema": { "$ref": "#/components/schemas/Wide" } } } } } } } },
+        "components": { "schemas": {
+            "Base": { "type": "object", "required": ["id"], "properties": {
+                "id": { "type": "string", "format": "uuid" },
+                "at": { "type": ["string", "null"], "format": "date-time" },
+                "inner": { "type": "object", "properties": { "x": { "type": "integer" } } } } },
+            "Wide": { "allOf": [ { "$ref": "#/components/schemas/Base" },
+                { "type": "object", "properties": { "n": { "type": "integer" } } } ] }
+        } }
+    });
     let id = Uuid::now_v7().to_string();
     let check = |value: Value| {
-        let mut errors = Vec::new();
-        validate(&doc, &wide, &value, "body", &mut errors);
-        errors
+        errors_at(
+            &doc,
+            &[
+                "paths",
+                "/things/{id}",
+                "get",
+                "responses",
+                "200",
+                "content",
+                "application/json",
+                "schema",
+            ],
+            &value,
+        )
     };
-    assert!(check(json!({ "id": id, "at": null, "n": 1 })).is_empty());
-    assert!(check(json!({ "id": id, "at": "2026-01-01T00:00:00.000+00:00" })).is_empty());
-    assert!(
-        !check(json!({ "id": id, "extra": 1 })).is_empty(),
-        "unknown field"
+    assert_eq!(
+        check(json!({ "id": id, "at": null, "n": 1 })),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        check(json!({ "id": id, "at": "2026-01-01T00:00:00.000+00:00", "inner": { "x": 1 } })),
+        Vec::<String>::new()
+    );
+    for (wrong, why) in [
+        (json!({ "id": id, "extra": 1 }), "unknown field"),
+        (
+            json!({ "id": id, "inner": { "y": 1 } }),
+            "unknown nested field",
+        ),
+        (json!({ "n": 1 }), "missing required field"),
+        (json!({ "id": id, "n": "1" }), "wrong type"),
+        (json!({ "id": "x" }), "bad uuid"),
+        (json!({ "id": id, "at": "yesterday" }), "bad date-time"),
+    ] {
+        assert!(!check(wrong.clone()).is_empty(), "{why}: {wrong} passed");
+    }
+    // The shared component stays closed where it is used on its own.
+    let base = json!({ "$ref": "#/components/schemas/Base" });
+    let mut doc = doc.clone();
+    doc["paths"]["/things/{id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"] =
+        base;
+    let errors = errors_at(
+        &doc,
+        &[
+            "paths",
+            "/things/{id}",
+            "get",
+            "responses",
+            "200",
+            "content",
+            "application/json",
+            "schema",
+        ],
+        &json!({ "id": id, "n": 1 }),
     );
     assert!(
-        !check(json!({ "n": 1 })).is_empty(),
-        "missing required field"
+        !errors.is_empty(),
+        "a field of the wider schema passed the base"
     );
-    assert!(
-        !check(json!({ "id": id, "n": "1" })).is_empty(),
-        "wrong type"
-    );
-    assert!(!check(json!({ "id": "x" })).is_empty(), "bad uuid");
-    assert!(
-        !check(json!({ "id": id, "at": "yesterday" })).is_empty(),
-        "bad date-time"
-    );
-    let text = json!({ "type": "string", "contentMediaType": "application/json",
-        "contentSchema": { "$ref": "#/components/schemas/Base" } });
-    let check_text = |value: Value| {
-        let mut errors = Vec::new();
-        validate(&doc, &text, &value, "body", &mut errors);
-        errors
-    };
-    assert!(check_text(json!(format!("{{\"id\":\"{id}\"}}"))).is_empty());
-    assert!(
-        !check_text(json!("{}")).is_empty(),
-        "JSON text, missing field"
-    );
-    assert!(!check_text(json!("not json")).is_empty(), "not JSON text");
-    assert!(!check_text(json!({ "id": id })).is_empty(), "not text");
+}
+
+/// A wrong answer fails the check on the real document: a real message as the server
+/// answers it passes, and the same answer with an unknown status, an unknown (e.g. renamed)
+/// field or a missing field does not.
+#[test]
+fn a_wrong_answer_fails_the_check() {
+    crate::helpers::run(async {
+        let app = spawn_app(Backend::Sqlite).await;
+        let doc = fetch_document(&app).await;
+        let sent = app.send_test(RECIPIENT, "checked").await;
+        let id = sent.data()["id"].as_str().unwrap();
+        let template = "/v1/messages/{id}";
+        let answer = app.get(&format!("/v1/messages/{id}"), &app.test_key).await;
+        conforms(&doc, "get", template, &answer);
+        let pointer = [
+            "paths",
+            template,
+            "get",
+            "responses",
+            "200",
+            "content",
+            "application/json",
+            "schema",
+        ];
+        let right = answer.body;
+        let mut wrong = Vec::new();
+        let mut unknown_status = right.clone();
+        unknown_status["data"]["status"] = json!("teleported");
+        wrong.push(("unknown status", unknown_status));
+        let mut renamed = right.clone();
+        let to = renamed["data"]["to_number"].take();
+        renamed["data"].as_object_mut().unwrap().remove("to_number");
+        renamed["data"]["to"] = to;
+        wrong.push(("renamed field", renamed));
+        let mut bad_event = right.clone();
+        bad_event["data"]["events"][0]["at"] = json!("yesterday");
+        wrong.push(("bad date-time in an item", bad_event));
+        let mut not_envelope = right.clone();
+        not_envelope["status"] = json!("ok");
+        wrong.push(("not the envelope", not_envelope));
+        for (why, body) in wrong {
+            assert!(
+                !errors_at(&doc, &pointer, &body).is_empty(),
+                "{why} passed: {body}"
+            );
+        }
+    })
 }

@@ -142,10 +142,13 @@ fn ending_the_runtime_mid_query_does_not_panic_sqlite() {
 }
 
 #[test]
+#[ignore = "needs SMSGW_TEST_DATABASE_URL (PostgreSQL)"]
 fn ending_the_runtime_mid_query_does_not_panic_postgres() {
-    if crate::helpers::postgres_enabled() {
-        end_runtime_mid_query(Backend::Postgres);
-    }
+    assert!(
+        crate::helpers::postgres_enabled(),
+        "this test needs PostgreSQL: set SMSGW_TEST_DATABASE_URL"
+    );
+    end_runtime_mid_query(Backend::Postgres);
 }
 
 /// SQLite: the writer never checkpoints inside a commit; a connection of its own copies the

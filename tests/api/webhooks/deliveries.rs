@@ -2,6 +2,7 @@
 //! messages, and a hanging endpoint that delays no other.
 
 use super::*;
+use crate::helpers::assert_null;
 
 async fn deliveries_are_signed_by_both_rules(backend: Backend) {
     let app = spawn_insecure(backend).await;
@@ -14,12 +15,13 @@ async fn deliveries_are_signed_by_both_rules(backend: Backend) {
             &["message.sent", "message.delivered"],
         )
         .await;
-    app.subscribe(
-        &app.live_key,
-        &live_receiver,
-        &["message.sent", "message.delivered"],
-    )
-    .await;
+    let live_endpoint = app
+        .subscribe(
+            &app.live_key,
+            &live_receiver,
+            &["message.sent", "message.delivered"],
+        )
+        .await;
     let key = created["signing_key"].as_str().unwrap().to_string();
     let sent = app.send_test(RECIPIENT, "hello webhooks").await.expect(202);
     let message_id = sent.data()["id"].as_str().unwrap().to_string();
@@ -57,8 +59,19 @@ async fn deliveries_are_signed_by_both_rules(backend: Backend) {
     }
     events.sort();
     assert_eq!(events, ["message.delivered", "message.sent"]);
-    // Test-mode events go to test-mode endpoints only.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Test-mode events go to test-mode endpoints only: both events were fanned out (the
+    // test endpoint has them), and the live endpoint has no delivery of either.
+    let live_deliveries = app
+        .get(
+            &format!(
+                "/v1/webhooks/{}/deliveries",
+                live_endpoint["id"].as_str().unwrap()
+            ),
+            &app.live_key,
+        )
+        .await
+        .expect(200);
+    assert_eq!(live_deliveries.data()["deliveries"], json!([]));
     assert!(live_receiver.received().is_empty());
     let mut metrics = app
         .client
@@ -81,14 +94,16 @@ async fn event_and_phone_filters(backend: Backend) {
     let delivered_only = WebhookReceiver::start().await;
     let other_phone = WebhookReceiver::start().await;
     let this_phone = WebhookReceiver::start().await;
-    app.subscribe(&app.test_key, &delivered_only, &["message.delivered"])
+    let delivered_endpoint = app
+        .subscribe(&app.test_key, &delivered_only, &["message.delivered"])
         .await;
-    app.create_webhook(
-        &app.test_key,
-        json!({ "url": other_phone.url, "events": ["message.sent", "message.delivered"],
-                "phone_numbers": ["+14155550199"] }),
-    )
-    .await;
+    let other_endpoint = app
+        .create_webhook(
+            &app.test_key,
+            json!({ "url": other_phone.url, "events": ["message.sent", "message.delivered"],
+                    "phone_numbers": ["+14155550199"] }),
+        )
+        .await;
     app.create_webhook(
         &app.test_key,
         json!({ "url": this_phone.url, "events": ["message.sent", "message.delivered"],
@@ -99,8 +114,26 @@ async fn event_and_phone_filters(backend: Backend) {
     this_phone.wait_for(2, Duration::from_secs(10)).await;
     let got = delivered_only.wait_for(1, Duration::from_secs(10)).await;
     assert_eq!(got[0].json()["event"], "message.delivered");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Both events were fanned out (this phone's endpoint has them): the filtered endpoints
+    // have exactly what they will ever get, one succeeded delivery and none.
+    let delivered_rows = wait_for_attempts(
+        &app,
+        &app.test_key,
+        delivered_endpoint["id"].as_str().unwrap(),
+        1,
+    )
+    .await;
+    assert_eq!(delivered_rows.len(), 1, "{delivered_rows:?}");
+    assert_eq!(delivered_rows[0]["state"], "succeeded");
     assert_eq!(delivered_only.received().len(), 1);
+    let other_rows = wait_for_attempts(
+        &app,
+        &app.test_key,
+        other_endpoint["id"].as_str().unwrap(),
+        0,
+    )
+    .await;
+    assert!(other_rows.is_empty(), "{other_rows:?}");
     assert!(other_phone.received().is_empty());
     for r in [delivered_only, other_phone, this_phone] {
         r.stop().await;
@@ -170,11 +203,7 @@ async fn inbound_messages_fire_message_received(backend: Backend) {
     assert_eq!(body["message"]["from_number"], RECIPIENT);
     assert_eq!(body["message"]["to_number"], SENDER);
     assert_eq!(body["message"]["content"], "hi there");
-    assert_eq!(
-        body["message"]["expires_at"],
-        Value::Null,
-        "nothing expires inbound"
-    );
+    assert_null(&body["message"], "expires_at"); // nothing expires inbound
     assert_eq!(body["message"]["test_mode"], false);
     receiver.stop().await;
 }

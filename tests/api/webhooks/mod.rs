@@ -41,6 +41,18 @@ async fn sent_hook(app: &TestApp, statuses: &[u16]) -> (WebhookReceiver, String)
     (receiver, endpoint["id"].as_str().unwrap().to_string())
 }
 
+/// A second endpoint for the test mode's `message.sent` that answers 500 to every attempt:
+/// once it has had `attempts` (the first and each retry of the schedule), a retry that another
+/// endpoint would make for the same event has had its time too. The proof that "nothing more
+/// came" waits for it instead of sleeping.
+async fn failing_control(app: &TestApp, attempts: usize) -> WebhookReceiver {
+    let receiver = WebhookReceiver::start().await;
+    receiver.answer(&vec![500; attempts]);
+    app.subscribe(&app.test_key, &receiver, &["message.sent"])
+        .await;
+    receiver
+}
+
 /// An app that retries webhooks after each delay of `retry_schedule`; http to loopback
 /// allowed (the receiver is local).
 async fn spawn_retrying(backend: Backend, retry_schedule: Vec<Duration>) -> TestApp {

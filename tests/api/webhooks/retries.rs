@@ -2,6 +2,8 @@
 //! restart, by hand, and after the message or the endpoint is gone.
 
 use super::*;
+use crate::helpers::typed;
+use smsgw::api::webhooks::DeliveryAttemptOut;
 
 async fn server_errors_are_retried_and_every_attempt_recorded(backend: Backend) {
     let app = spawn_insecure(backend).await;
@@ -19,7 +21,7 @@ async fn server_errors_are_retried_and_every_attempt_recorded(backend: Backend) 
     assert_eq!(rows[0]["attempt"], 3);
     assert_eq!(rows[0]["status_code"], 200);
     assert_eq!(rows[0]["state"], "succeeded");
-    assert_eq!(rows[0]["error"], Value::Null);
+    assert_eq!(typed::<DeliveryAttemptOut>(&rows[0]).error, None);
     assert_eq!(rows[1]["attempt"], 2);
     assert_eq!(rows[1]["status_code"], 503);
     assert_eq!(rows[1]["error"], "http_status");
@@ -62,14 +64,17 @@ async fn server_errors_are_retried_and_every_attempt_recorded(backend: Backend) 
 async fn client_errors_stop_at_once(backend: Backend) {
     let app = spawn_insecure(backend).await;
     let (receiver, id) = sent_hook(&app, &[410, 404]).await;
+    let control = failing_control(&app, 4).await;
     app.send_test(RECIPIENT, "gone").await.expect(202);
     let rows = wait_for_attempts(&app, &app.test_key, &id, 1).await;
     assert_eq!(rows[0]["status_code"], 410);
     assert_eq!(rows[0]["state"], "failed");
-    assert_eq!(rows[0]["next_attempt_at"], Value::Null);
-    // Longer than the whole retry schedule: nothing more arrives.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(typed::<DeliveryAttemptOut>(&rows[0]).next_attempt_at, None);
+    // The control endpoint had the whole retry schedule (4 attempts) for the same event:
+    // nothing more arrived here.
+    control.wait_for(4, Duration::from_secs(10)).await;
     assert_eq!(receiver.received().len(), 1);
+    control.stop().await;
     receiver.stop().await;
 }
 
@@ -80,7 +85,7 @@ async fn timeouts_are_retried(backend: Backend) {
     app.send_test(RECIPIENT, "slow").await.expect(202);
     let rows = wait_for_attempts(&app, &app.test_key, &id, 2).await;
     assert_eq!(rows[1]["error"], "timeout");
-    assert_eq!(rows[1]["status_code"], Value::Null);
+    assert_eq!(typed::<DeliveryAttemptOut>(&rows[1]).status_code, None);
     assert!(rows[1]["duration_ms"].as_i64().unwrap() >= 400);
     assert_eq!(rows[0]["state"], "succeeded");
     assert_eq!(rows[0]["status_code"], 200);
@@ -145,7 +150,8 @@ async fn manual_retry_of_a_waiting_delivery_sends_it_now(backend: Backend) {
     assert_eq!(rows[0]["attempt"], 2);
     assert_eq!(rows[0]["state"], "succeeded");
     assert_eq!(rows[0]["event_id"], rows[1]["event_id"]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The delivery is over (succeeded): no scheduled retry is left to send it again.
+    assert_eq!(rows.len(), 2, "{rows:?}");
     assert_eq!(receiver.received().len(), 2, "sent once more, not twice");
     receiver.stop().await;
 }
@@ -197,7 +203,7 @@ async fn a_message_removed_by_retention_ends_its_delivery(backend: Backend) {
     let rows = wait_for_attempts(&app, &app.test_key, &id, 2).await;
     assert_eq!(rows[0]["error"], "message_deleted", "{}", rows[0]);
     assert_eq!(rows[0]["state"], "failed");
-    assert_eq!(rows[0]["status_code"], Value::Null);
+    assert_eq!(typed::<DeliveryAttemptOut>(&rows[0]).status_code, None);
     assert_eq!(receiver.received().len(), 1);
     receiver.stop().await;
 }
@@ -205,13 +211,16 @@ async fn a_message_removed_by_retention_ends_its_delivery(backend: Backend) {
 async fn deleting_an_endpoint_stops_its_retries(backend: Backend) {
     let app = spawn_retrying(backend, vec![Duration::from_millis(500); 3]).await;
     let (receiver, id) = sent_hook(&app, &[500, 500, 500, 500]).await;
+    let control = failing_control(&app, 4).await;
     app.send_test(RECIPIENT, "doomed").await.expect(202);
     receiver.wait_for(1, Duration::from_secs(10)).await;
     app.delete(&format!("/v1/webhooks/{id}"), &app.test_key)
         .await
         .expect(200);
     let before = receiver.received().len();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The control endpoint, on the same schedule, had every retry of the same event.
+    control.wait_for(4, Duration::from_secs(10)).await;
+    control.stop().await;
     assert_eq!(
         receiver.received().len(),
         before,
