@@ -5,9 +5,11 @@
 pub mod actors;
 pub mod api;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod domain;
 pub mod error;
+pub mod live_events;
 pub mod loadtest;
 pub mod phone_sim;
 pub mod portal;

@@ -7,8 +7,8 @@ use uuid::Uuid;
 
 use super::*;
 use crate::actors::campaign::CampaignChange;
-use crate::actors::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnline, Resync};
 use crate::actors::webhook_endpoint;
+use crate::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnline, Resync};
 use crate::domain::ids::{CampaignId, EndpointId};
 use crate::store::cluster::{LeaseKind, Sweep};
 

@@ -6,7 +6,7 @@ use actix::prelude::*;
 use uuid::Uuid;
 
 use super::*;
-use crate::actors::cluster::PhoneChange;
+use crate::cluster::PhoneChange;
 
 impl Handler<Route> for Registry {
     type Result = Result<Option<Routed>, RouteError>;
@@ -183,7 +183,7 @@ impl Handler<Disconnected> for Registry {
             }
         }
         if went_offline && let Some(cluster) = self.deps.cluster.clone() {
-            cluster.tell(crate::actors::cluster::Notice::Offline {
+            cluster.tell(crate::cluster::Notice::Offline {
                 phone: msg.phone_id,
                 node: cluster.node(),
             });

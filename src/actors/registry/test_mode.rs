@@ -11,8 +11,8 @@ use uuid::Uuid;
 
 use super::{NOTICE_IDS, NumberKey, Registry};
 use crate::actors::Deps;
-use crate::actors::cluster::Notice;
 use crate::actors::phone::{self, Phone, PhoneIdentity};
+use crate::cluster::Notice;
 use crate::domain::status::MessageStatus;
 use crate::store::cluster::{LeaseKind, Sweep};
 use crate::store::messages::{self, Message};

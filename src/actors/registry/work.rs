@@ -9,10 +9,10 @@ use actix::prelude::*;
 
 use super::*;
 use crate::actors::campaign::{self, CampaignChange, CampaignChanges, Finished, Wake};
-use crate::actors::cluster::Notice;
 use crate::actors::webhook_endpoint::{
     self, Deliver, DeliveriesCreated, EndpointChanged, EndpointDeleted,
 };
+use crate::cluster::Notice;
 use crate::domain::ids::{CampaignId, EndpointId};
 use crate::store::cluster::LeaseKind;
 use crate::store::webhooks::PendingDelivery;
