@@ -10,10 +10,11 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod live_events;
-pub mod loadtest;
-pub mod phone_sim;
 pub mod portal;
 pub mod send;
 pub mod startup;
 pub mod store;
 pub mod telemetry;
+/// `smsgw phone-sim` and `smsgw loadtest`: clients of the server, only with the `tools` feature.
+#[cfg(feature = "tools")]
+pub mod tools;
