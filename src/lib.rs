@@ -4,6 +4,7 @@
 
 pub mod actors;
 pub mod api;
+pub mod change_router;
 pub mod clock;
 pub mod cluster;
 pub mod config;
@@ -11,7 +12,10 @@ pub mod domain;
 pub mod error;
 pub mod live_events;
 pub mod portal;
+pub mod secrets;
 pub mod send;
+pub mod server;
+pub mod single_node;
 pub mod startup;
 pub mod store;
 pub mod telemetry;

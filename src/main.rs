@@ -167,7 +167,9 @@ fn main() -> ExitCode {
             eprintln!("error: {err}");
             // Another node serves this SQLite file: a usage error, like a bad configuration.
             match err.downcast_ref::<smsgw::startup::StartupError>() {
-                Some(smsgw::startup::StartupError::AlreadyServing(_)) => ExitCode::from(2),
+                Some(smsgw::startup::StartupError::SingleNode(
+                    smsgw::single_node::SingleNodeError::AlreadyServing(_),
+                )) => ExitCode::from(2),
                 _ => ExitCode::FAILURE,
             }
         }
@@ -206,7 +208,7 @@ fn print_key_block(heading: &str, workspace: WorkspaceId, live_key: &str, test_k
 /// Refuses an administration command whose SQLite database file does not exist: run in the
 /// wrong folder, it would create an empty database there and answer as if nothing existed.
 fn require_database(settings: &Settings) -> Result<(), String> {
-    match smsgw::startup::sqlite_file(&settings.database.url) {
+    match smsgw::single_node::sqlite_file(&settings.database.url) {
         Some(file) if !std::path::Path::new(file).exists() => Err(format!(
             "no database at {file}: run this where `smsgw serve` runs, or name the database with --config or SMSGW_DATABASE__URL"
         )),
@@ -379,7 +381,7 @@ async fn run(command: Command, settings: Settings) -> Result<ExitCode, Box<dyn s
             let new = smsgw::domain::secrets::SecretBox::from_base64(&new_key)
                 .map_err(|e| format!("--new-key: {e}"))?;
             require_database(&settings)?;
-            let (current, source) = smsgw::startup::load_secrets_key(&settings)?;
+            let (current, source) = smsgw::secrets::load_secrets_key(&settings)?;
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;
             let report =
