@@ -3,11 +3,9 @@
 
 pub mod ai;
 pub mod campaign;
-pub mod cluster;
 pub mod daily_stats;
 pub mod device_link;
 pub mod link;
-pub mod live_events;
 pub mod phone;
 pub mod phone_session;
 pub mod registry;
@@ -32,8 +30,8 @@ pub struct Deps {
     pub settings: Arc<Settings>,
     pub webhooks: webhook_endpoint::WebhookDeps,
     /// The portal's live event streams (`GET /v1/events/stream`).
-    pub live: Arc<live_events::LiveEvents>,
+    pub live: Arc<crate::live_events::LiveEvents>,
     /// This node in a cluster (PostgreSQL); None for a single node on SQLite, which does no
     /// cluster work at all.
-    pub cluster: Option<cluster::Cluster>,
+    pub cluster: Option<crate::cluster::Cluster>,
 }

@@ -1,6 +1,6 @@
 //! Live events for the portal (docs/api.md, "Live events"): `GET /v1/events/stream`, a
 //! server-sent event stream of the key's workspace and mode. A `snapshot` of every phone on
-//! open, then `phone.status` and `message.status` as they happen (`actors::live_events`), and
+//! open, then `phone.status` and `message.status` as they happen (`live_events`), and
 //! a `:keepalive` comment after 15 s of silence. A stream ends within about a second of its
 //! key's revocation.
 
@@ -19,10 +19,10 @@ use utoipa::{PartialSchema, ToSchema};
 use uuid::Uuid;
 
 use super::{Answer, AppState, Caller, DocumentedRoute};
-use crate::actors::live_events::{self, EventName, LiveMessageStatus, PhoneStatusOut};
 use crate::actors::registry::{GetPhoneStates, PhoneState};
 use crate::clock::format_ms;
 use crate::error::ApiError;
+use crate::live_events::{self, EventName, LiveMessageStatus, PhoneStatusOut};
 use crate::store::phones;
 
 /// Longest silence on a stream before a `:keepalive` comment (proxies close idle connections).

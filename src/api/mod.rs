@@ -104,9 +104,9 @@ pub struct AppState {
     pub transports: Arc<crate::actors::registry::TransportRecipients>,
     /// The device API's transport state per phone (`actors::device_link`).
     pub device_links: crate::actors::device_link::DeviceLinks,
-    /// The portal's live event streams (`actors::live_events`); the server's own hub is set
+    /// The portal's live event streams (`live_events`); the server's own hub is set
     /// by `startup` after construction.
-    pub live: Arc<crate::actors::live_events::LiveEvents>,
+    pub live: Arc<crate::live_events::LiveEvents>,
     keys: RwLock<HashMap<String, CachedKey>>,
     generation: std::sync::Mutex<KnownGeneration>,
     /// Hashes of well-formed keys the database did not know, answered 401 without asking it
@@ -120,7 +120,7 @@ pub struct AppState {
     /// When `/metrics` last counted the stored messages by status.
     pub(crate) messages_counted_at: std::sync::Mutex<Option<Instant>>,
     /// This node in the cluster (PostgreSQL); None on SQLite.
-    pub cluster: Option<crate::actors::cluster::Cluster>,
+    pub cluster: Option<crate::cluster::Cluster>,
 }
 
 impl AppState {

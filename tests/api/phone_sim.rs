@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use awc::Client;
 use smsgw::config::TlsSettings;
-use smsgw::phone_sim::{SimEvent, SimOptions, run_phone};
+use smsgw::tools::phone_sim::{SimEvent, SimOptions, run_phone};
 use tokio::sync::mpsc;
 
 use crate::backend_tests;
@@ -142,7 +142,7 @@ async fn smsgate_simulator_sends_and_forwards_inbound(backend: Backend) {
         heartbeat_every: Duration::from_secs(5),
         ca_certs: Vec::new(),
     };
-    actix_web::rt::spawn(smsgw::phone_sim::smsgate::run_phone(
+    actix_web::rt::spawn(smsgw::tools::phone_sim::smsgate::run_phone(
         options,
         Some(tx),
         Some(commands_rx),
@@ -155,7 +155,7 @@ async fn smsgate_simulator_sends_and_forwards_inbound(backend: Backend) {
     assert_eq!(kinds, ["queued", "sending", "sent", "delivered"]);
     // An inbound SMS goes to the server as a signed webhook and is stored.
     commands
-        .send(smsgw::phone_sim::SimCommand::Receive {
+        .send(smsgw::tools::phone_sim::SimCommand::Receive {
             from: "+14155550177".into(),
             content: "hello from a customer".into(),
         })
@@ -186,7 +186,7 @@ async fn smsgate_simulator_sends_each_retry(backend: Backend) {
         heartbeat_every: Duration::from_secs(5),
         ca_certs: Vec::new(),
     };
-    actix_web::rt::spawn(smsgw::phone_sim::smsgate::run_phone(
+    actix_web::rt::spawn(smsgw::tools::phone_sim::smsgate::run_phone(
         options,
         Some(tx),
         None,

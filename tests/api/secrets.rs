@@ -67,7 +67,7 @@ async fn signing_keys_are_sealed_at_rest(backend: Backend) {
 
     // On SQLite the key was generated beside the database, readable by its owner only.
     if backend == Backend::Sqlite {
-        let path = smsgw::startup::default_key_file(&app.database_url);
+        let path = smsgw::secrets::default_key_file(&app.database_url);
         let meta = std::fs::metadata(&path).expect("key file beside the database");
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(

@@ -480,8 +480,8 @@ pub const CLOSE_TRY_AGAIN: u16 = 1013;
 /// Takes the lease of phone `device` for this node: at once when it is free; when another
 /// node holds it, that node is asked to let go (a `release` notice) and the lease is tried
 /// again until it expires at the latest. False when it could not be taken in that time.
-async fn claim(cluster: &crate::actors::cluster::Cluster, device: Uuid) -> bool {
-    use crate::actors::cluster::Notice;
+async fn claim(cluster: &crate::cluster::Cluster, device: Uuid) -> bool {
+    use crate::cluster::Notice;
     use crate::store::cluster::LeaseKind;
     let key = device.to_string();
     let deadline = std::time::Instant::now() + cluster.lease_ttl() * 2;

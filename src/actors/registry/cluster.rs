@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::*;
 use crate::actors::campaign::CampaignChange;
-use crate::actors::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnline, Resync};
+use crate::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnline, Resync};
 use crate::domain::ids::CampaignId;
 use crate::store::cluster::{LeaseKind, Sweep};
 

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::directory::Target;
 use super::*;
-use crate::actors::cluster::PhoneChange;
+use crate::cluster::PhoneChange;
 
 impl Handler<Route> for Registry {
     type Result = Result<Option<Routed>, RouteError>;
@@ -144,7 +144,7 @@ impl Handler<Disconnected> for Registry {
         if gone.went_offline
             && let Some(cluster) = self.deps.cluster.clone()
         {
-            cluster.tell(crate::actors::cluster::Notice::Offline {
+            cluster.tell(crate::cluster::Notice::Offline {
                 phone: msg.phone_id,
                 node: cluster.node(),
             });

@@ -248,7 +248,7 @@ impl Registry {
 
     /// Tells the portal's live event streams that a phone came online or went offline.
     fn publish_phone_status(&self, scope: Scope, phone_id: Uuid, online: bool, now_ms: i64) {
-        use super::live_events::{LiveEvent, PhoneStatusOut};
+        use crate::live_events::{LiveEvent, PhoneStatusOut};
         let status = PhoneStatusOut {
             id: phone_id,
             online,
@@ -321,7 +321,7 @@ impl Registry {
                     Some(addr) => addr.do_send(phone::Enqueue { messages }),
                     None if self.directory.contains(device) => {
                         for chunk in messages.chunks(NOTICE_IDS) {
-                            cluster.tell(super::cluster::Notice::Enqueue {
+                            cluster.tell(crate::cluster::Notice::Enqueue {
                                 phone: device,
                                 messages: Some(chunk.iter().map(|m| m.id).collect()),
                             });

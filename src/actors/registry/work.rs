@@ -7,7 +7,7 @@ use actix::prelude::*;
 
 use super::*;
 use crate::actors::campaign::{self, CampaignChange, CampaignChanges, Finished, Wake};
-use crate::actors::cluster::Notice;
+use crate::cluster::Notice;
 use crate::domain::ids::CampaignId;
 use crate::store::cluster::LeaseKind;
 

@@ -19,7 +19,7 @@ use super::{
     Reload, StopDeliveries, StopEndpoints, WebhookEndpoint,
 };
 use crate::actors::Deps;
-use crate::actors::cluster::{LeasesLost, Notice, Noticed};
+use crate::cluster::{LeasesLost, Notice, Noticed};
 use crate::domain::ids::EndpointId;
 use crate::store::cluster::LeaseKind;
 use crate::store::webhooks::{self, PendingDelivery};

@@ -62,7 +62,7 @@ impl SelfSigned {
     pub fn client(&self, protocols: &[&[u8]]) -> Client {
         smsgw::startup::install_crypto_provider();
         let config =
-            smsgw::phone_sim::tls::client_config(std::slice::from_ref(&self.der), protocols);
+            smsgw::tools::phone_sim::tls::client_config(std::slice::from_ref(&self.der), protocols);
         Client::builder()
             .connector(Connector::new().rustls_0_23(Arc::new(config)))
             .timeout(Duration::from_secs(30))

@@ -16,7 +16,7 @@ use super::{
 };
 use crate::domain::campaign::{CampaignStatus, RecipientStatus};
 use crate::domain::webhook_event::EventKind;
-use crate::phone_sim::SimCommand;
+use crate::tools::phone_sim::SimCommand;
 
 /// Events due per sent message, the one timed end to end first.
 const SEND_EVENTS: [EventKind; 2] = [EventKind::MessageDelivered, EventKind::MessageSent];

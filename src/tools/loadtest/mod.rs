@@ -125,8 +125,8 @@ pub struct LoadtestArgs {
     pub serve_ceiling: bool,
     /// How the simulated phones talk to the server: `websocket` (smsgw's protocol) or
     /// `smsgate` (the device API, as the SMSGate Android app speaks it).
-    #[arg(long, value_enum, default_value_t = crate::phone_sim::Protocol::Websocket)]
-    pub transport: crate::phone_sim::Protocol,
+    #[arg(long, value_enum, default_value_t = crate::tools::phone_sim::Protocol::Websocket)]
+    pub transport: crate::tools::phone_sim::Protocol,
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,

@@ -156,6 +156,29 @@ struct Inner {
 }
 
 impl Cluster {
+    /// This node's part in a cluster: every node on PostgreSQL joins, advertising
+    /// `cluster.advertise_address` or else `listening` (the address it listens on); a single
+    /// node on SQLite does no cluster work at all and has no `Cluster`.
+    pub async fn join_if_shared(
+        db: &DatabaseConnection,
+        settings: &crate::config::Settings,
+        listening: std::net::SocketAddr,
+    ) -> Result<Option<Cluster>, StoreError> {
+        if crate::store::is_sqlite(db) {
+            return Ok(None);
+        }
+        let advertised =
+            (settings.cluster.advertise_address.clone()).unwrap_or_else(|| listening.to_string());
+        let cluster = Cluster::join(
+            db.clone(),
+            &settings.database.url,
+            advertised,
+            settings.cluster.clone(),
+        )
+        .await?;
+        Ok(Some(cluster))
+    }
+
     /// Registers this node (a fresh id) in `cluster_nodes`.
     pub async fn join(
         db: DatabaseConnection,

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::LoadError;
 use crate::domain::phone_number::PhoneNumber;
-use crate::phone_sim::{Protocol, SimCommand, SimEvent, SimOptions, run_phone};
+use crate::tools::phone_sim::{Protocol, SimCommand, SimEvent, SimOptions, run_phone};
 
 /// One paired phone.
 pub struct Phone {
@@ -166,7 +166,7 @@ pub async fn start(
             token,
             fail_rate: 0.0,
             deliver_after,
-            heartbeat_every: crate::phone_sim::HEARTBEAT_EVERY,
+            heartbeat_every: crate::tools::phone_sim::HEARTBEAT_EVERY,
             ca_certs: Vec::new(),
         };
         sims.push((index, options, command_rx));
@@ -208,7 +208,7 @@ fn run_on_own_thread(
                             actix_web::rt::spawn(run_phone(options, Some(own_tx), Some(commands)));
                         }
                         Protocol::Smsgate => {
-                            actix_web::rt::spawn(crate::phone_sim::smsgate::run_phone(
+                            actix_web::rt::spawn(crate::tools::phone_sim::smsgate::run_phone(
                                 options,
                                 Some(own_tx),
                                 Some(commands),
