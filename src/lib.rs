@@ -23,3 +23,6 @@ pub mod telemetry;
 /// `smsgw phone-sim` and `smsgw loadtest`: clients of the server, only with the `tools` feature.
 #[cfg(feature = "tools")]
 pub mod tools;
+
+#[cfg(test)]
+mod layering;
