@@ -1,7 +1,9 @@
 //! The HTTP API: the shared state, the route list, and the small helpers every resource's
 //! handlers use. Authentication (the key cache, the failed-auth budget, the `Caller`) is
 //! `auth`; reading a JSON body is `body`; reading the query string is `query`; paging is
-//! `page`; finding the resource a path names in the caller's scope is `scoped`.
+//! `page`; finding the resource a path names in the caller's scope is `scoped`. The two
+//! SMSGate-compatible surfaces outside `/v1` (the client API and the Android app's device API)
+//! are `smsgate`.
 
 pub mod ai;
 pub mod api_keys;
@@ -15,7 +17,6 @@ mod envelope;
 pub mod events;
 mod idempotent;
 pub mod messages;
-pub mod mobile;
 pub mod numbers;
 pub mod openapi;
 pub mod ops;
@@ -27,9 +28,9 @@ mod query;
 pub mod routes;
 pub mod schemas;
 mod scoped;
+pub mod smsgate;
 pub mod stats;
 pub mod test_mode;
-pub mod thirdparty;
 pub mod webhooks;
 pub mod workspace;
 
@@ -200,8 +201,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     )
     .configure(ops::routes)
     .configure(openapi::routes)
-    .configure(mobile::routes)
-    .configure(thirdparty::routes);
+    .configure(smsgate::device::routes)
+    .configure(smsgate::client::routes);
 }
 
 /// Runs CPU-heavy request work (parsing or rendering thousands of items) on actix's blocking
