@@ -10,7 +10,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::envelope::envelope_of;
-use super::idempotent::{Created, create_once};
+use super::fields::parse_number;
+use super::idempotent::{Created, create_body, create_once};
 use super::page::{Positioned, page_out};
 use super::routes::DocumentedRoute;
 use super::schemas::{DeletedEnvelope, ErrorCode, deleted};
@@ -19,7 +20,6 @@ use super::{
 };
 use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted};
 use crate::actors::webhook_target::{self, SharedResolver, TargetError};
-use crate::api::messages::parse_number;
 use crate::clock::format_ms;
 use crate::domain::ids::EndpointId;
 use crate::domain::quota::Quota;
@@ -88,6 +88,7 @@ pub struct CreateWebhookIn {
     /// first endpoint's id in `data.id` (docs/api.md, "Idempotent creates").
     pub request_id: Option<String>,
 }
+create_body!(CreateWebhookIn => CreateWebhook, "endpoint");
 
 /// Body of `PATCH /v1/webhooks/{id}`; absent or null fields stay as they are.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -22,9 +22,9 @@ use wire::{
 };
 
 use super::idempotent::{Created, create_once};
-use super::messages::new_workspace_limit;
 use super::page::PageParams;
 use super::schemas::{DeletedEnvelope, deleted};
+use super::sending::new_workspace_limit;
 use super::{
     Answer, AppState, Caller, DocumentedRoute, JsonBody, PageRequest, QueryParams, parse_id,
 };
