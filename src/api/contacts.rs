@@ -307,7 +307,7 @@ async fn already_exists(state: &AppState, caller: &Caller, number: &str) -> ApiE
             what: "contact",
             id: id.as_uuid(),
         },
-        Ok(None) => ApiError::Internal("contact conflict without a contact".into()),
+        Ok(None) => ApiError::internal("contact conflict without a contact"),
         Err(err) => err.into(),
     }
 }

@@ -217,5 +217,5 @@ pub async fn off_worker<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     web::block(work)
         .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+        .map_err(|e| ApiError::internal_context("blocking task failed", e))?
 }

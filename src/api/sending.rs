@@ -73,7 +73,7 @@ pub fn send_error(err: SendError, recipient_field: impl Fn(usize) -> String) -> 
         },
         SendError::DraftNotPending(None) => ApiError::NotFound("draft"),
         SendError::Store(err) => err.into(),
-        SendError::Unavailable(why) => ApiError::Internal(why),
+        unavailable @ SendError::Unavailable(_) => ApiError::internal(unavailable),
     }
 }
 

@@ -96,8 +96,8 @@ async fn inbound(
             message_out(&message),
         )),
         // Without a phone there is no ref, so nothing can repeat.
-        InboundOutcome::Repeat => Err(ApiError::Internal(
-            "a test inbound message was taken for a repeat".into(),
+        InboundOutcome::Repeat => Err(ApiError::internal(
+            "a test inbound message was taken for a repeat",
         )),
     }
 }

@@ -246,7 +246,7 @@ fn new_signing_key(api: &WebhookApi, id: EndpointId) -> Result<(String, String),
     let sealed = api
         .secrets
         .seal(&clear, id.as_uuid().as_bytes())
-        .map_err(|e| ApiError::Internal(format!("signing key not sealed: {e}")))?;
+        .map_err(|e| ApiError::internal_context("signing key not sealed", e))?;
     Ok((clear, sealed))
 }
 

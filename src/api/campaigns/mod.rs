@@ -163,11 +163,9 @@ fn controlled(state: &AppState, outcome: CampaignOutcome) -> Result<Campaign, Ap
             quota: quota.quota,
             limit: quota.limit,
         }),
-        CampaignOutcome::Fed { .. } | CampaignOutcome::Deleted | CampaignOutcome::LeaseLost => {
-            Err(ApiError::Internal(
-                "the writer answered a control with another operation's outcome".into(),
-            ))
-        }
+        CampaignOutcome::Fed { .. } | CampaignOutcome::Deleted | CampaignOutcome::LeaseLost => Err(
+            ApiError::internal("the writer answered a control with another operation's outcome"),
+        ),
     }
 }
 
