@@ -187,9 +187,14 @@ pub enum ApiError {
     /// stopping): it must not take traffic.
     #[error("this node's leases are not renewed")]
     LeasesNotRenewed,
+    /// Anything the client cannot fix: the body says only "internal error"; the cause (and its
+    /// chain) is logged once, when the answer is rendered.
     #[error("internal error")]
-    Internal(String),
+    Internal(#[source] BoxError),
 }
+
+/// The cause an [`ApiError::Internal`] keeps: any error, or a plain message.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 impl ApiError {
     /// A validation error naming the offending field.
@@ -198,6 +203,21 @@ impl ApiError {
             field: field.into(),
             message: message.into(),
         }
+    }
+
+    /// A 500 keeping its cause: an error (its source chain is kept too) or a message (`&str`,
+    /// `String`) saying what went wrong.
+    pub fn internal(cause: impl Into<BoxError>) -> ApiError {
+        ApiError::Internal(cause.into())
+    }
+
+    /// A 500 whose cause is `cause` while doing `what` ("signing key not sealed"): the log
+    /// reads `what: cause: …`.
+    pub fn internal_context(what: &'static str, cause: impl Into<BoxError>) -> ApiError {
+        ApiError::internal(Context {
+            what,
+            cause: cause.into(),
+        })
     }
 
     /// The stable machine-readable code.
@@ -285,7 +305,7 @@ impl From<StoreError> for ApiError {
                 quota: quota.quota,
                 limit: quota.limit,
             },
-            other => ApiError::Internal(other.to_string()),
+            other => ApiError::internal(other),
         }
     }
 }
@@ -297,10 +317,10 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let message = match self {
-            ApiError::Internal(detail) => {
+            ApiError::Internal(cause) => {
                 // The cause goes to the log once, here; the body says nothing internal.
-                tracing::error!(error = %detail, "internal error");
-                "internal error".to_string()
+                tracing::error!(error = %cause_chain(cause.as_ref()), "internal error");
+                self.to_string()
             }
             other => other.to_string(),
         };
@@ -324,6 +344,31 @@ impl ResponseError for ApiError {
             "error_code": self.code(),
         }))
     }
+}
+
+/// What was being done when `cause` happened: the outer link of an internal error's chain.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}")]
+struct Context {
+    what: &'static str,
+    #[source]
+    cause: BoxError,
+}
+
+/// An error and its sources, outermost first, joined by `": "` (what the log shows of a 500).
+pub fn cause_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut chain = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        // A wrapper that prints its source (`#[error(transparent)]`, "…: {0}") would repeat it.
+        if !chain.ends_with(&text) {
+            chain.push_str(": ");
+            chain.push_str(&text);
+        }
+        source = cause.source();
+    }
+    chain
 }
 
 /// The success envelope around `data`.
@@ -448,6 +493,70 @@ mod tests {
             ErrorCode::for_status(StatusCode::BAD_GATEWAY),
             ErrorCode::InternalError
         );
+    }
+
+    /// A store failure behind a 500 keeps its whole chain for the log; the body says nothing
+    /// internal.
+    #[test]
+    fn an_internal_error_keeps_its_cause_and_answers_nothing_of_it() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("the pool is closed")]
+        struct PoolClosed;
+        #[derive(Debug, thiserror::Error)]
+        #[error("reading the phone")]
+        struct Reading(#[source] PoolClosed);
+
+        let err = ApiError::internal(Reading(PoolClosed));
+        assert_eq!(err.to_string(), "internal error");
+        let cause = std::error::Error::source(&err).map(ToString::to_string);
+        assert_eq!(cause.as_deref(), Some("reading the phone"));
+        if let ApiError::Internal(cause) = &err {
+            assert_eq!(
+                cause_chain(cause.as_ref()),
+                "reading the phone: the pool is closed"
+            );
+        }
+        assert_eq!(err.status_code(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = actix_web::body::to_bytes(err.error_response().into_body());
+        let body = futures_util::FutureExt::now_or_never(body).and_then(Result::ok);
+        let body: Option<Value> = body.and_then(|b| serde_json::from_slice(&b).ok());
+        assert_eq!(
+            body,
+            Some(json!({
+                "status": "error",
+                "message": "internal error",
+                "data": {},
+                "error_code": "internal_error",
+            }))
+        );
+    }
+
+    #[test]
+    fn a_context_leads_the_chain() {
+        let err = ApiError::internal_context("signing key not sealed", "bad key length");
+        let Some(cause) = std::error::Error::source(&err) else {
+            panic!("no cause kept");
+        };
+        assert_eq!(cause_chain(cause), "signing key not sealed: bad key length");
+    }
+
+    #[test]
+    fn a_message_is_a_cause_too() {
+        let err = ApiError::internal("the writer is gone");
+        let cause = std::error::Error::source(&err).map(ToString::to_string);
+        assert_eq!(cause.as_deref(), Some("the writer is gone"));
+    }
+
+    #[test]
+    fn a_transparent_wrapper_is_not_repeated() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("disk full")]
+        struct DiskFull;
+        #[derive(Debug, thiserror::Error)]
+        #[error(transparent)]
+        struct Store(#[from] DiskFull);
+
+        assert_eq!(cause_chain(&Store(DiskFull)), "disk full");
     }
 
     #[test]

@@ -10,8 +10,10 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::envelope::envelope_of;
-use super::messages::{message_out, parse_content, parse_number, send_error, sender};
+use super::fields::{parse_content, parse_number};
+use super::messages::message_out;
 use super::page::page_out;
+use super::sending::{send_error, sender};
 use super::{
     Answer, AppState, Caller, DocumentedRoute, JsonBody, OptionalJsonBody, PageRequest,
     QueryParams, parse_id, required,

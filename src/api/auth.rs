@@ -99,7 +99,7 @@ impl AppState {
             let mut known = self
                 .generation
                 .lock()
-                .map_err(|_| ApiError::Internal("key generation lock poisoned".into()))?;
+                .map_err(|_| ApiError::internal("key generation lock poisoned"))?;
             if known
                 .checked_at
                 .is_some_and(|at| at.elapsed() < KEY_GENERATION_CHECK)
@@ -113,7 +113,7 @@ impl AppState {
         let mut state = self
             .generation
             .lock()
-            .map_err(|_| ApiError::Internal("key generation lock poisoned".into()))?;
+            .map_err(|_| ApiError::internal("key generation lock poisoned"))?;
         match read {
             Ok(value) => {
                 // The generation only grows: a read that started before another and ends after
@@ -351,7 +351,7 @@ pub async fn authenticate(
         let state = req
             .app_data::<web::Data<AppState>>()
             .cloned()
-            .ok_or_else(|| ApiError::Internal("application state missing".into()))?;
+            .ok_or_else(|| ApiError::internal("application state missing"))?;
         let key = req
             .headers()
             .get("x-api-key")

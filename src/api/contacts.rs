@@ -12,8 +12,8 @@ use uuid::Uuid;
 
 use super::body::present;
 use super::envelope::envelope_of;
-use super::idempotent::{Created, create_once};
-use super::messages::parse_number;
+use super::fields::parse_number;
+use super::idempotent::{Created, create_body, create_once};
 use super::page::page_out;
 use super::schemas::{DeletedEnvelope, deleted};
 use super::{
@@ -85,6 +85,7 @@ pub struct ContactIn {
     /// `data.id` (docs/api.md, "Idempotent creates").
     pub request_id: Option<String>,
 }
+create_body!(ContactIn => CreateContact, "contact");
 
 /// What an import did, or with `dry_run` would do.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -306,7 +307,7 @@ async fn already_exists(state: &AppState, caller: &Caller, number: &str) -> ApiE
             what: "contact",
             id: id.as_uuid(),
         },
-        Ok(None) => ApiError::Internal("contact conflict without a contact".into()),
+        Ok(None) => ApiError::internal("contact conflict without a contact"),
         Err(err) => err.into(),
     }
 }

@@ -18,7 +18,8 @@ const WAIT_FOR_FIRST: Duration = Duration::from_secs(5);
 /// How often a waiting repeat looks again.
 const POLL_EVERY: Duration = Duration::from_millis(25);
 
-/// The body of a create that takes a `request_id`.
+/// The body of a create that takes a `request_id`. Each resource implements it beside its
+/// request type (with [`create_body!`]), so this module knows no resource.
 pub trait CreateBody {
     /// Which create it is (a key's operation).
     const OPERATION: Operation;
@@ -29,27 +30,23 @@ pub trait CreateBody {
     fn take_request_id(&mut self) -> Option<String>;
 }
 
-/// Declares the create bodies: each one's operation and what it creates.
-macro_rules! create_bodies {
-    ($($body:ty => $operation:ident, $what:literal;)*) => {
-        $(impl CreateBody for $body {
-            const OPERATION: Operation = Operation::$operation;
+/// Declares a create body whose `request_id: Option<String>` field is the key: the body type,
+/// its [`Operation`] variant and what it creates, e.g.
+/// `create_body!(ContactIn => CreateContact, "contact");`.
+macro_rules! create_body {
+    ($body:ty => $operation:ident, $what:literal) => {
+        impl $crate::api::idempotent::CreateBody for $body {
+            const OPERATION: $crate::store::idempotency::Operation =
+                $crate::store::idempotency::Operation::$operation;
             const WHAT: &'static str = $what;
 
             fn take_request_id(&mut self) -> Option<String> {
                 self.request_id.take()
             }
-        })*
+        }
     };
 }
-
-create_bodies! {
-    super::campaigns::CreateCampaignIn => CreateCampaign, "campaign";
-    super::contacts::ContactIn => CreateContact, "contact";
-    super::phones::CreatePhoneIn => CreatePhone, "phone";
-    super::webhooks::CreateWebhookIn => CreateWebhook, "endpoint";
-    super::messages::BulkSendIn => BulkSend, "bulk send";
-}
+pub(crate) use create_body;
 
 /// What a create answers: its response and the new resource's id.
 pub type Created = Result<(HttpResponse, Uuid), ApiError>;

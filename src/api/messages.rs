@@ -5,14 +5,15 @@ use std::collections::HashMap;
 
 use actix_web::http::StatusCode;
 use actix_web::web;
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::envelope::envelope_of;
-use super::idempotent::{Created, create_once};
+use super::fields::{parse_content, parse_device_id, parse_number, parse_timestamp};
+use super::idempotent::{Created, create_body, create_once};
 use super::page::page_out;
+use super::sending::{send_error, sender};
 use super::{
     Answer, AppState, Caller, DocumentedRoute, JsonBody, PageRequest, QueryParams, required,
 };
@@ -20,16 +21,13 @@ use crate::actors::registry::Cancel;
 use crate::clock::format_ms;
 use crate::domain::ids::PhoneId;
 use crate::domain::phone_number::PhoneNumber;
-use crate::domain::quota::CountQuota;
-use crate::domain::sms::{ContentError, SmsText};
 use crate::domain::status::MessageStatus;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::send::{
-    self, BulkSendRequest, MAX_BULK_RECIPIENTS, RecipientCount, RequestId, SendError, SendRequest,
-    Sender,
+    self, BulkSendRequest, MAX_BULK_RECIPIENTS, RecipientCount, RequestId, SendRequest,
 };
 use crate::store::messages::{self, ListFilter, Message, MessageEvent, Record};
-use crate::store::writer::{NewWorkspaceLimit, Transition};
+use crate::store::writer::Transition;
 
 /// Most ids of one batch-status call.
 pub const MAX_BATCH_STATUS_IDS: usize = 100;
@@ -104,6 +102,8 @@ pub struct BulkSendIn {
     /// first bulk send's first message id in `data.id` (docs/api.md, "Idempotent creates").
     pub request_id: Option<String>,
 }
+
+create_body!(BulkSendIn => BulkSend, "bulk send");
 
 /// Body of `POST /v1/messages/batch-status`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -195,127 +195,6 @@ pub struct BatchStatusOut {
     pub not_found: Vec<String>,
 }
 envelope_of!(BatchStatusEnvelope, BatchStatusOut, "Statuses of messages.");
-
-/// Parses a number field, naming it on failure.
-pub fn parse_number(text: &str, field: &str) -> Result<PhoneNumber, ApiError> {
-    PhoneNumber::parse(text).map_err(|_| ApiError::InvalidPhoneNumber {
-        field: field.to_string(),
-    })
-}
-
-/// Parses message content, naming the field on failure.
-pub fn parse_content(text: String, field: &str) -> Result<SmsText, ApiError> {
-    SmsText::parse(text).map_err(|err| match err {
-        ContentError::Empty => ApiError::validation(field, format!("{field} must not be empty")),
-        ContentError::TooLong { segments, encoding } => ApiError::ContentTooLong {
-            field: field.to_string(),
-            segments,
-            encoding: encoding.as_str(),
-        },
-    })
-}
-
-fn parse_device_id(text: Option<String>) -> Result<Option<Uuid>, ApiError> {
-    text.map(|t| {
-        Uuid::parse_str(&t)
-            .map_err(|_| ApiError::validation("device_id", "device_id must be a UUID"))
-    })
-    .transpose()
-}
-
-pub fn parse_timestamp(text: &str, field: &str) -> Result<DateTime<Utc>, ApiError> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|_| {
-            ApiError::validation(
-                field,
-                format!("{field} must be an ISO 8601 timestamp with an offset"),
-            )
-        })
-}
-
-/// The new-workspace limit for this caller, when it still applies (live mode only).
-pub fn new_workspace_limit(state: &AppState, caller: &Caller) -> Option<NewWorkspaceLimit> {
-    NewWorkspaceLimit::of(
-        &state.settings.limits,
-        caller.mode,
-        caller.workspace_created_at,
-    )
-}
-
-/// Who sends, for the send use case: the caller's scope and limit.
-pub fn sender(state: &AppState, caller: &Caller) -> Sender {
-    Sender {
-        scope: caller.scope(),
-        limit: new_workspace_limit(state, caller),
-    }
-}
-
-/// The error docs/api.md, Messages, names for a refused send; `recipient_field` names the
-/// request field of the `index`-th recipient given.
-pub fn send_error(err: SendError, recipient_field: impl Fn(usize) -> String) -> ApiError {
-    match err {
-        SendError::PremiumRate { index } => ApiError::PremiumRateBlocked {
-            field: recipient_field(index),
-        },
-        SendError::UnknownDevice => {
-            ApiError::validation("device_id", "device_id is not one of your phones")
-        }
-        SendError::NumberMismatch => ApiError::validation(
-            "device_id",
-            "device_id belongs to a phone with another number than from_number",
-        ),
-        SendError::NoDevice { number, pinned } => ApiError::NoDeviceAvailable {
-            field: if pinned { "device_id" } else { "from_number" },
-            number: number.into_string(),
-        },
-        SendError::OptedOut { index } => ApiError::RecipientOptedOut {
-            field: recipient_field(index),
-        },
-        SendError::AiRepliesOff => ApiError::AiRepliesOff {
-            field: recipient_field(0),
-        },
-        SendError::Duplicate(id) => ApiError::DuplicateRequest {
-            id: id.as_uuid(),
-            what: "message",
-        },
-        SendError::LimitReached {
-            limit,
-            window_ends_at,
-        } => ApiError::NewAccountLimit {
-            limit,
-            window_ends_at: format_ms(window_ends_at),
-        },
-        SendError::QuotaExceeded {
-            quota,
-            resets_at,
-            retry_after_secs,
-        } => quota_exceeded(quota, resets_at, retry_after_secs),
-        SendError::DraftNotPending(Some(status)) => ApiError::InvalidState {
-            message: format!("only a pending draft can be sent; this one is {status}"),
-            status: status.as_str().to_string(),
-        },
-        SendError::DraftNotPending(None) => ApiError::NotFound("draft"),
-        SendError::Store(err) => err.into(),
-        SendError::Unavailable(why) => ApiError::Internal(why),
-    }
-}
-
-/// The error of a message quota: a daily one (429, until `resets_at`) or a count (422).
-fn quota_exceeded(quota: CountQuota, resets_at: Option<i64>, retry_after_secs: u64) -> ApiError {
-    match resets_at {
-        Some(at) => ApiError::DailyQuotaExceeded {
-            quota: quota.quota,
-            limit: quota.limit,
-            resets_at: format_ms(at),
-            retry_after_secs,
-        },
-        None => ApiError::QuotaExceeded {
-            quota: quota.quota,
-            limit: quota.limit,
-        },
-    }
-}
 
 impl TryFrom<SendMessageIn> for SendRequest {
     type Error = ApiError;

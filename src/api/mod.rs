@@ -1,7 +1,9 @@
 //! The HTTP API: the shared state, the route list, and the small helpers every resource's
 //! handlers use. Authentication (the key cache, the failed-auth budget, the `Caller`) is
 //! `auth`; reading a JSON body is `body`; reading the query string is `query`; paging is
-//! `page`; finding the resource a path names in the caller's scope is `scoped`.
+//! `page`; finding the resource a path names in the caller's scope is `scoped`. The two
+//! SMSGate-compatible surfaces outside `/v1` (the client API and the Android app's device API)
+//! are `smsgate`.
 //!
 //! # A handler's toolbox
 //!
@@ -29,7 +31,7 @@
 //!   `#[utoipa::path]` names [`page::PageParams`] for `limit` and `cursor`.
 //! - **Creates with a `request_id`** (campaigns, contacts, phones, webhook endpoints, bulk
 //!   sends): `idempotent::create_once` runs the create function at most once per key; the body
-//!   type declares its operation once in `create_bodies!` (docs/api.md, "Idempotent creates").
+//!   type declares its operation beside itself with `create_body!` (docs/api.md, "Idempotent creates").
 //! - **CPU work over thousands of items** (a campaign's numbers and texts, a contacts
 //!   import): [`off_worker`], so the HTTP worker is not held.
 //! - **A resource whose module would mix jobs is a folder**: `campaigns` has its handlers in
@@ -46,9 +48,9 @@ pub mod contacts;
 pub mod conversations;
 mod envelope;
 pub mod events;
+mod fields;
 mod idempotent;
 pub mod messages;
-pub mod mobile;
 pub mod numbers;
 pub mod openapi;
 pub mod ops;
@@ -60,9 +62,10 @@ mod query;
 pub mod routes;
 pub mod schemas;
 mod scoped;
+mod sending;
+pub mod smsgate;
 pub mod stats;
 pub mod test_mode;
-pub mod thirdparty;
 pub mod webhooks;
 pub mod workspace;
 
@@ -237,8 +240,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     )
     .configure(ops::routes)
     .configure(openapi::routes)
-    .configure(mobile::routes)
-    .configure(thirdparty::routes);
+    .configure(smsgate::device::routes)
+    .configure(smsgate::client::routes);
 }
 
 /// Runs CPU-heavy request work (parsing or rendering thousands of items) on actix's blocking
@@ -251,5 +254,5 @@ pub async fn off_worker<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     web::block(work)
         .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+        .map_err(|e| ApiError::internal_context("blocking task failed", e))?
 }

@@ -155,7 +155,7 @@ async fn send_error<T: phone_session::SessionIo>(
     head.head_mut().set_connection_type(ConnectionType::Close);
     let body = actix_web::body::to_bytes(body)
         .await
-        .map_err(|_| ApiError::Internal("error body".into()))?;
+        .map_err(|_| ApiError::internal("error body"))?;
     framed
         .send((head, BodySize::Sized(body.len() as u64)).into())
         .await?;

@@ -11,7 +11,8 @@ use uuid::Uuid;
 
 use super::body::present;
 use super::envelope::envelope_of;
-use super::idempotent::{Created, create_once};
+use super::fields::parse_number;
+use super::idempotent::{Created, create_body, create_once};
 use super::page::page_out;
 use super::schemas::{DeletedEnvelope, deleted};
 use super::{
@@ -20,7 +21,6 @@ use super::{
 use crate::actors::registry::{
     GetPhoneStates, PaceChanged, Paired, PhoneState, TokenRotated, Unpaired,
 };
-use crate::api::messages::parse_number;
 use crate::clock::format_ms;
 use crate::domain::keys;
 use crate::domain::pace::Pace;
@@ -67,6 +67,7 @@ pub struct CreatePhoneIn {
     /// first phone's id in `data.id` (docs/api.md, "Idempotent creates").
     pub request_id: Option<String>,
 }
+create_body!(CreatePhoneIn => CreatePhone, "phone");
 
 /// A pace in a request body.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -9,8 +9,8 @@ use actix_web::{FromRequest, HttpRequest, web};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::messages::MessageEnvelope;
-use super::messages::{message_out, parse_content, parse_number};
+use super::fields::{parse_content, parse_number};
+use super::messages::{MessageEnvelope, message_out};
 use super::{Answer, AppState, Caller, DocumentedRoute, JsonBody, required};
 use crate::domain::status::Mode;
 use crate::error::{ApiError, ErrorCode, success};
@@ -96,8 +96,8 @@ async fn inbound(
             message_out(&message),
         )),
         // Without a phone there is no ref, so nothing can repeat.
-        InboundOutcome::Repeat => Err(ApiError::Internal(
-            "a test inbound message was taken for a repeat".into(),
+        InboundOutcome::Repeat => Err(ApiError::internal(
+            "a test inbound message was taken for a repeat",
         )),
     }
 }

@@ -11,7 +11,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::envelope::envelope_of;
-use super::idempotent::{Created, create_once};
+use super::fields::parse_number;
+use super::idempotent::{Created, create_body, create_once};
 use super::page::{Positioned, page_out};
 use super::routes::DocumentedRoute;
 use super::schemas::{DeletedEnvelope, ErrorCode, deleted};
@@ -19,7 +20,6 @@ use super::{
     Answer, AppState, Caller, JsonBody, PageRequest, QueryParams, missing, parse_id, required,
 };
 use crate::actors::webhook_endpoint::{EndpointChanged, EndpointDeleted, WebhookEndpoints};
-use crate::api::messages::parse_number;
 use crate::clock::format_ms;
 use crate::domain::ids::EndpointId;
 use crate::domain::quota::Quota;
@@ -91,6 +91,7 @@ pub struct CreateWebhookIn {
     /// first endpoint's id in `data.id` (docs/api.md, "Idempotent creates").
     pub request_id: Option<String>,
 }
+create_body!(CreateWebhookIn => CreateWebhook, "endpoint");
 
 /// Body of `PATCH /v1/webhooks/{id}`; absent or null fields stay as they are.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -248,7 +249,7 @@ fn new_signing_key(api: &WebhookApi, id: EndpointId) -> Result<(String, String),
     let sealed = api
         .secrets
         .seal(&clear, id.as_uuid().as_bytes())
-        .map_err(|e| ApiError::Internal(format!("signing key not sealed: {e}")))?;
+        .map_err(|e| ApiError::internal_context("signing key not sealed", e))?;
     Ok((clear, sealed))
 }
 

@@ -22,9 +22,9 @@ use wire::{
 pub use wire::{CampaignOut, CampaignRecipientOut, CreateCampaignIn};
 
 use super::idempotent::{Created, create_once};
-use super::messages::new_workspace_limit;
 use super::page::PageParams;
 use super::schemas::{DeletedEnvelope, deleted};
+use super::sending::new_workspace_limit;
 use super::{
     Answer, AppState, Caller, DocumentedRoute, JsonBody, PageRequest, QueryParams, parse_id,
 };
@@ -163,11 +163,9 @@ fn controlled(state: &AppState, outcome: CampaignOutcome) -> Result<Campaign, Ap
             quota: quota.quota,
             limit: quota.limit,
         }),
-        CampaignOutcome::Fed { .. } | CampaignOutcome::Deleted | CampaignOutcome::LeaseLost => {
-            Err(ApiError::Internal(
-                "the writer answered a control with another operation's outcome".into(),
-            ))
-        }
+        CampaignOutcome::Fed { .. } | CampaignOutcome::Deleted | CampaignOutcome::LeaseLost => Err(
+            ApiError::internal("the writer answered a control with another operation's outcome"),
+        ),
     }
 }
 

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::wire::{CreateCampaignIn, RecipientIn};
-use crate::api::messages::{parse_number, parse_timestamp};
+use crate::api::fields::{parse_number, parse_timestamp};
 use crate::api::{AppState, Caller, off_worker, required};
 use crate::domain::campaign::{RecipientStatus, RenderFailure, SkipReason};
 use crate::domain::phone_number::PhoneNumber;

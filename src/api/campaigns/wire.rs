@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::api::envelope::envelope_of;
+use crate::api::idempotent::create_body;
 use crate::api::page::{Positioned, page_out};
 use crate::clock::format_ms;
 use crate::domain::campaign::{CampaignStatus, RecipientStatus};
@@ -49,6 +50,7 @@ pub struct CreateCampaignIn {
     /// first campaign's id in `data.id` (docs/api.md, "Idempotent creates").
     pub request_id: Option<String>,
 }
+create_body!(CreateCampaignIn => CreateCampaign, "campaign");
 
 /// How many recipients of a campaign are in each state; they add up to `total`.
 #[derive(Serialize, Deserialize, ToSchema)]

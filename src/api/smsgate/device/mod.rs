@@ -21,11 +21,11 @@ use futures_util::future::LocalBoxFuture;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::AppState;
-use super::webhooks::WebhookApi;
 use crate::actors::device_link::{
     AppMessageId, FetchOrder, KEEPALIVE, KEEPALIVE_FRAME, NotPaired, Pending, STORE_WAIT,
 };
+use crate::api::AppState;
+use crate::api::webhooks::WebhookApi;
 use crate::clock::format_ms;
 use crate::domain::app_protocol::{AppEvent, AppMessageState};
 use crate::domain::keys;

@@ -5,7 +5,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, BoxError, cause_chain};
 use crate::store::StoreError;
 
 /// An error answered to a client of the SMSGate-compatible API.
@@ -70,9 +70,10 @@ impl ClientError {
         ClientError::new(StatusCode::SERVICE_UNAVAILABLE, message)
     }
 
-    /// 500; the cause goes to the log, the body says nothing internal.
-    pub fn internal(cause: impl std::fmt::Display) -> ClientError {
-        tracing::error!(error = %cause, "client API: internal error");
+    /// 500; the cause and its chain go to the log, the body says nothing internal.
+    pub fn internal(cause: impl Into<BoxError>) -> ClientError {
+        let cause: BoxError = cause.into();
+        tracing::error!(error = %cause_chain(cause.as_ref()), "client API: internal error");
         ClientError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
     }
 
