@@ -15,7 +15,7 @@ use secrecy::ExposeSecret;
 
 use crate::actors::Deps;
 use crate::actors::ai::{AiResponder, Received};
-use crate::actors::campaign::{CampaignChange, CampaignChanges};
+use crate::actors::campaign::{CampaignChange, CampaignChanges, Campaigns};
 use crate::actors::cluster::Cluster;
 use crate::actors::daily_stats::{Counted, DailyStats};
 use crate::actors::live_events::{LiveEvent, LiveEvents, LiveMessageStatus};
@@ -252,6 +252,8 @@ pub struct Application {
     pub initial_keys: Option<InitialKeys>,
     pub db: DatabaseConnection,
     pub registry: Addr<Registry>,
+    /// The campaigns' supervisor; stopped with the registry.
+    pub campaigns: Addr<Campaigns>,
     /// Held so the retention job lives as long as the server.
     _retention: Addr<Retention>,
     /// Phone sessions still running; a stop waits for their close frames.
@@ -358,8 +360,8 @@ impl Application {
                 .map_or_else(uuid::Uuid::new_v4, Cluster::node),
         );
         crate::telemetry::metrics_handle();
-        // The registry starts after the writer; the listener learns its address then.
-        let campaign_watch: Arc<std::sync::OnceLock<Addr<Registry>>> = Arc::default();
+        // The supervisors start after the writer; the listener learns their addresses then.
+        let campaign_watch: Arc<std::sync::OnceLock<Addr<Campaigns>>> = Arc::default();
         let ai_watch: Arc<std::sync::OnceLock<Addr<AiResponder>>> = Arc::default();
         let live = Arc::new(LiveEvents::default());
         let daily_stats = DailyStats::new(db.clone()).start();
@@ -411,9 +413,9 @@ impl Application {
                     }
                 }
                 if !of_campaigns.is_empty()
-                    && let Some(registry) = campaign_watch.get()
+                    && let Some(campaigns) = campaign_watch.get()
                 {
-                    registry.do_send(CampaignChanges(of_campaigns));
+                    campaigns.do_send(CampaignChanges(of_campaigns));
                 }
                 if !received.is_empty()
                     && let Some(ai) = ai_watch.get()
@@ -452,13 +454,21 @@ impl Application {
             let deps = deps.clone();
             move |_| Retention::new(deps.clone())
         });
-        let deps_for_ai = deps.clone();
+        let (deps_for_ai, deps_for_campaigns) = (deps.clone(), deps.clone());
         let registry = Registry::new(deps).start();
         fanout.attach(registry.clone());
-        let _ = campaign_watch.set(registry.clone());
+        let send_deps = crate::send::SendDeps {
+            writer: writer.clone(),
+            registry: registry.clone(),
+            clock: clock.clone(),
+            settings: settings.clone(),
+        };
+        let feeder = crate::send::campaign_feeder(send_deps.clone(), db.clone());
+        let campaigns = Campaigns::new(deps_for_campaigns, feeder).start();
+        let _ = campaign_watch.set(campaigns.clone());
         let ai = actix::Supervisor::start({
-            let (deps, registry) = (deps_for_ai, registry.clone());
-            move |_| AiResponder::new(deps.clone(), registry.clone())
+            let (deps, send) = (deps_for_ai, crate::send::auto_replies(send_deps));
+            move |_| AiResponder::new(deps.clone(), send.clone())
         });
         let _ = ai_watch.set(ai);
         let webhook_api = web::Data::new(api::webhooks::WebhookApi {
@@ -470,6 +480,7 @@ impl Application {
             db.clone(),
             writer,
             registry.clone(),
+            campaigns.clone(),
             settings.clone(),
             clock.clone(),
         );
@@ -486,6 +497,7 @@ impl Application {
             initial_keys,
             db,
             registry,
+            campaigns,
             _retention: retention,
             sessions,
             cluster,
@@ -516,6 +528,7 @@ impl Application {
         let signals = self.signals;
         let handle = self.server.handle();
         let registry = self.registry.clone();
+        let campaigns = self.campaigns.clone();
         let sessions = self.sessions.clone();
         let cluster = self.cluster.clone();
         actix_web::rt::spawn(async move {
@@ -528,6 +541,7 @@ impl Application {
             // No new connections from here on (phones told to go away would reconnect at once).
             handle.pause().await;
             let _ = registry.send(crate::actors::registry::Shutdown).await;
+            let _ = campaigns.send(crate::actors::campaign::StopAll).await;
             // Sessions are not connections the HTTP server waits for: let them send their
             // 1001 close frames (each waits at most 1 s for the phone's answer) first.
             if !sessions.ended_within(SESSIONS_CLOSE_WITHIN).await {

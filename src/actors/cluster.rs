@@ -136,6 +136,15 @@ struct Inner {
     /// Set by a graceful stop: no new lease is taken.
     stopping: AtomicBool,
     listeners: OnceLock<Listeners>,
+    /// Where the campaigns' notices and lost leases go (the `Campaigns` supervisor).
+    campaigns: OnceLock<CampaignListeners>,
+}
+
+/// Where the campaigns' events go (the `Campaigns` supervisor), set once it started.
+#[derive(Clone)]
+struct CampaignListeners {
+    noticed: Recipient<Noticed>,
+    lost: Recipient<LeasesLost>,
 }
 
 impl Cluster {
@@ -161,6 +170,7 @@ impl Cluster {
                 renewing: AtomicBool::new(true),
                 stopping: AtomicBool::new(false),
                 listeners: OnceLock::new(),
+                campaigns: OnceLock::new(),
             }),
         };
         // The sweeps nobody runs are taken at once (their node's lease rows exist from the
@@ -212,6 +222,44 @@ impl Cluster {
         }
         actix::spawn(self.clone().heartbeats());
         actix::spawn(self.clone().listen());
+    }
+
+    /// Delivers the notices of campaigns and their lost leases to the campaigns' supervisor.
+    pub fn start_campaigns(&self, noticed: Recipient<Noticed>, lost: Recipient<LeasesLost>) {
+        let _ = self
+            .inner
+            .campaigns
+            .set(CampaignListeners { noticed, lost });
+    }
+
+    /// Hands a notice to whoever acts on it: the campaigns' supervisor for a campaign's, the
+    /// registry for the others.
+    fn deliver_notice(&self, listeners: &Listeners, notice: Notice) {
+        match (&notice, self.inner.campaigns.get()) {
+            (Notice::Campaign { .. } | Notice::CampaignMessages { .. }, Some(campaigns)) => {
+                let _ = campaigns.noticed.try_send(Noticed(notice));
+            }
+            (Notice::Campaign { .. } | Notice::CampaignMessages { .. }, None) => {}
+            _ => {
+                let _ = listeners.noticed.try_send(Noticed(notice));
+            }
+        }
+    }
+
+    /// Hands lost leases to whoever acted on them: the campaigns' supervisor for campaigns,
+    /// the registry for the others.
+    fn deliver_lost(&self, listeners: &Listeners, lost: Vec<Lease>) {
+        let (campaigns, others): (Vec<Lease>, Vec<Lease>) = lost
+            .into_iter()
+            .partition(|lease| lease.kind == LeaseKind::Campaign);
+        if !campaigns.is_empty()
+            && let Some(listener) = self.inner.campaigns.get()
+        {
+            let _ = listener.lost.try_send(LeasesLost(campaigns));
+        }
+        if !others.is_empty() {
+            let _ = listeners.lost.try_send(LeasesLost(others));
+        }
     }
 
     /// Takes the lease of (`kind`, `key`) for this node, or None when another node holds it
@@ -455,7 +503,7 @@ impl Cluster {
                     self.hand_back_strays(strays).await;
                     if !lost.is_empty() {
                         tracing::warn!(count = lost.len(), "leases lost to other nodes");
-                        let _ = listeners.lost.try_send(LeasesLost(lost));
+                        self.deliver_lost(&listeners, lost);
                     }
                 }
                 failed => {
@@ -472,7 +520,7 @@ impl Cluster {
                                 count = lost.len(),
                                 "leases not renewed in time: this node stops acting on them"
                             );
-                            let _ = listeners.lost.try_send(LeasesLost(lost));
+                            self.deliver_lost(&listeners, lost);
                         }
                     }
                 }
@@ -514,7 +562,7 @@ impl Cluster {
                     Ok(Some(notification)) => {
                         match serde_json::from_str::<Notice>(notification.payload()) {
                             Ok(notice) => {
-                                let _ = listeners.noticed.try_send(Noticed(notice));
+                                self.deliver_notice(&listeners, notice);
                             }
                             Err(err) => {
                                 tracing::warn!(error = %err, payload = notification.payload(), "unknown cluster notice")

@@ -29,7 +29,7 @@ use crate::send::{
     Sender,
 };
 use crate::store::messages::{self, ListFilter, Message, MessageEvent, Record};
-use crate::store::writer::{NewWorkspaceLimit, Transition};
+use crate::store::writer::Transition;
 
 /// Most ids of one batch-status call.
 pub const MAX_BATCH_STATUS_IDS: usize = 100;
@@ -234,20 +234,12 @@ pub fn parse_timestamp(text: &str, field: &str) -> Result<DateTime<Utc>, ApiErro
         })
 }
 
-/// The new-workspace limit for this caller, when it still applies (live mode only).
-pub fn new_workspace_limit(state: &AppState, caller: &Caller) -> Option<NewWorkspaceLimit> {
-    NewWorkspaceLimit::of(
-        &state.settings.limits,
-        caller.mode,
-        caller.workspace_created_at,
-    )
-}
-
-/// Who sends, for the send use case: the caller's scope and limit.
-pub fn sender(state: &AppState, caller: &Caller) -> Sender {
+/// Who sends, for the send use case: the caller's scope and its workspace's age (the use
+/// case resolves the new-workspace limit from it).
+pub fn sender(caller: &Caller) -> Sender {
     Sender {
         scope: caller.scope(),
-        limit: new_workspace_limit(state, caller),
+        workspace_created_at: Some(caller.workspace_created_at),
     }
 }
 
@@ -391,7 +383,7 @@ async fn send(
     JsonBody(body): JsonBody<SendMessageIn>,
 ) -> Answer {
     let request = SendRequest::try_from(body)?;
-    let message = send::send(&state.send_deps(), sender(&state, &caller), request)
+    let message = send::send(&state.send_deps(), sender(&caller), request)
         .await
         .map_err(|err| send_error(err, |_| "to_number".into()))?;
     // docs/api.md, Messages: the reply reads `queued` even when a phone took the message at once.
@@ -427,7 +419,7 @@ async fn bulk_send(
 /// Queues a bulk send: the response and the first message's id.
 async fn queue_bulk(state: &AppState, caller: &Caller, body: BulkSendIn) -> Created {
     let request = BulkSendRequest::try_from(body)?;
-    let stored = send::send_bulk(&state.send_deps(), sender(state, caller), request)
+    let stored = send::send_bulk(&state.send_deps(), sender(caller), request)
         .await
         .map_err(|err| send_error(err, |i| format!("to_numbers[{i}]")))?;
     let message_ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();

@@ -6,10 +6,9 @@ use actix::prelude::*;
 use uuid::Uuid;
 
 use super::*;
-use crate::actors::campaign::CampaignChange;
 use crate::actors::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnline, Resync};
 use crate::actors::webhook_endpoint;
-use crate::domain::ids::{CampaignId, EndpointId};
+use crate::domain::ids::EndpointId;
 use crate::store::cluster::{LeaseKind, Sweep};
 
 impl Registry {
@@ -101,25 +100,8 @@ impl Handler<Noticed> for Registry {
             }
             Notice::Release { phone, node } if node == me => self.let_go(phone),
             Notice::Release { .. } => {}
-            Notice::Campaign { campaign } => {
-                if self.runs_campaign(campaign) {
-                    self.run_campaign(campaign, ctx);
-                }
-            }
-            Notice::CampaignMessages { campaign, changes } => {
-                if self.runs_campaign(campaign) {
-                    self.campaigns.changed(
-                        changes
-                            .into_iter()
-                            .map(|(message, status)| CampaignChange {
-                                campaign,
-                                message,
-                                status,
-                            })
-                            .collect(),
-                    );
-                }
-            }
+            // The campaigns' supervisor gets these (`Cluster::start_campaigns`).
+            Notice::Campaign { .. } | Notice::CampaignMessages { .. } => {}
             Notice::Simulate { messages } => self.load_simulated(ctx, messages),
             Notice::Endpoint { endpoint } => {
                 let (db, subscriptions) = (
@@ -234,14 +216,8 @@ impl Handler<LeasesLost> for Registry {
                 continue;
             }
             match lease.kind {
-                LeaseKind::Campaign => {
-                    let Ok(id) = lease.key.parse::<CampaignId>() else {
-                        continue;
-                    };
-                    tracing::warn!(campaign_id = %id, "campaign lease lost: its actor stops here");
-                    self.campaigns.finished(id);
-                    continue;
-                }
+                // The campaigns' supervisor gets these (`Cluster::start_campaigns`).
+                LeaseKind::Campaign => continue,
                 LeaseKind::WebhookEndpoint => {
                     let Ok(id) = lease.key.parse::<EndpointId>() else {
                         continue;

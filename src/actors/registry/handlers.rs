@@ -1,6 +1,6 @@
 //! The Registry's handlers of its own messages (declared in `mod.rs`): routing, phones
-//! connecting and going away, pairing changes, states, shutdown. Those of campaigns and webhook
-//! endpoints are in `work.rs`, those of the cluster in `cluster.rs`.
+//! connecting and going away, pairing changes, states, shutdown. Those of webhook endpoints
+//! are in `work.rs`, those of the cluster in `cluster.rs`.
 
 use actix::prelude::*;
 use uuid::Uuid;
@@ -362,7 +362,6 @@ impl Handler<Shutdown> for Registry {
         }
         self.by_number.clear();
         self.webhooks.stop_all();
-        self.campaigns.stop_all();
         ctx.stop();
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! Mailbox: queries `Route`, `GetPhoneStates`; commands `Enqueue`, `Cancel`, `Paired`,
 //! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`. Its handlers
-//! are in `handlers.rs` (its own messages), `work.rs` (the campaign and webhook messages it
+//! are in `handlers.rs` (its own messages), `work.rs` (the webhook messages it
 //! routes) and `cluster.rs` (the cluster's events); test mode's simulated phones are in
 //! `test_mode.rs`; when a phone was last heard from, and when that is stored, in `last_seen.rs`.
 
@@ -41,7 +41,7 @@ const NOTICE_IDS: usize = 64;
 /// the same node keeps it) before the node lets go of the phone's lease (cluster only).
 const OFFLINE_GRACE: Duration = Duration::from_secs(2);
 
-/// How often a cluster node looks for campaigns and webhook endpoints no node holds.
+/// How often a cluster node looks for webhook endpoints no node holds.
 const TAKE_OVER_EVERY: Duration = Duration::from_secs(2);
 
 /// How often queued messages are checked for expiry.
@@ -223,8 +223,6 @@ pub struct Registry {
     next_pick: HashMap<NumberKey, usize>,
     /// One supervised actor per webhook endpoint with work (see `webhook_endpoint`).
     pub(crate) webhooks: super::webhook_endpoint::EndpointActors,
-    /// One supervised actor per running, scheduled or paused campaign (see `campaign`).
-    pub(crate) campaigns: super::campaign::CampaignActors,
     /// In a cluster: phones online on other nodes, and the node holding each.
     remote_online: HashMap<Uuid, Uuid>,
     /// This actor's address (set when started), for the phones' [`phone::NotOwned`].
@@ -248,7 +246,6 @@ impl Registry {
             simulated: HashMap::new(),
             next_pick: HashMap::new(),
             webhooks: Default::default(),
-            campaigns: Default::default(),
             remote_online: HashMap::new(),
             me: None,
             live_nodes: None,
@@ -681,7 +678,6 @@ impl Actor for Registry {
         }
         self.rebuild(ctx);
         super::webhook_endpoint::EndpointActors::rebuild(ctx, self.deps.clone());
-        super::campaign::CampaignActors::rebuild(ctx, self.deps.clone());
         ctx.run_interval(EXPIRY_SWEEP_EVERY, |act, ctx| act.sweep_expired(ctx));
         ctx.run_interval(last_seen::FLUSH_EVERY, |act, _| act.store_last_seen(false));
         if self.deps.cluster.is_some() {

@@ -22,7 +22,7 @@ use wire::{
 };
 
 use super::idempotent::{Created, create_once};
-use super::messages::new_workspace_limit;
+use super::messages::sender;
 use super::page::PageParams;
 use super::schemas::{DeletedEnvelope, deleted};
 use super::{
@@ -105,7 +105,7 @@ async fn create_campaign(state: &AppState, caller: &Caller, body: CreateCampaign
     let op = CampaignOp::Create {
         campaign: new,
         launch,
-        limit: new_workspace_limit(state, caller),
+        limit: sender(caller).new_workspace_limit(&state.settings.limits),
         quotas: CampaignQuotas::of(&state.settings.quotas),
     };
     let campaign = controlled(state, state.writer.campaign(op).await?)?;
@@ -114,7 +114,7 @@ async fn create_campaign(state: &AppState, caller: &Caller, body: CreateCampaign
         crate::telemetry::count_campaign_recipients(status, n);
     }
     if launch {
-        state.registry.do_send(Wake { id: campaign.id });
+        state.campaigns.do_send(Wake { id: campaign.id });
     }
     let response = success(
         StatusCode::CREATED,
@@ -182,10 +182,10 @@ async fn control(
         scope: caller.scope(),
         id,
         control,
-        limit: new_workspace_limit(&state, &caller),
+        limit: sender(&caller).new_workspace_limit(&state.settings.limits),
     };
     let campaign = controlled(&state, state.writer.campaign(op).await?)?;
-    state.registry.do_send(Wake { id });
+    state.campaigns.do_send(Wake { id });
     let message = match campaign.status {
         CampaignStatus::Scheduled => "campaign scheduled",
         CampaignStatus::Running => "campaign running",

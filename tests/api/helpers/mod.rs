@@ -140,6 +140,7 @@ pub struct TestApp {
     pub client: Client,
     handle: actix_web::dev::ServerHandle,
     registry: actix::Addr<smsgw::actors::registry::Registry>,
+    campaigns: actix::Addr<smsgw::actors::campaign::Campaigns>,
     /// Name resolution of webhook targets: a fixed table, so no DNS query leaves the machine.
     pub resolver: Arc<StaticResolver>,
     _dir: Option<tempfile::TempDir>,
@@ -284,7 +285,7 @@ pub async fn spawn_app_with_resolver(
         .expect("an empty database gets keys");
     let address = format!("http://{}", app.address());
     let handle = app.handle();
-    let registry = app.registry.clone();
+    let (registry, campaigns) = (app.registry.clone(), app.campaigns.clone());
     actix_web::rt::spawn(app.run_until_stopped());
     TestApp {
         address,
@@ -296,6 +297,7 @@ pub async fn spawn_app_with_resolver(
         client: Client::builder().timeout(Duration::from_secs(30)).finish(),
         handle,
         registry,
+        campaigns,
         resolver,
         _dir: dir,
     }
@@ -318,7 +320,7 @@ impl TestApp {
     /// [`TestApp::restart`] with adjusted settings.
     pub async fn restart_with(mut self, configure: impl FnOnce(&mut Settings)) -> TestApp {
         self.handle.stop(false).await;
-        let _ = self.registry.send(smsgw::actors::registry::Shutdown).await;
+        self.stop_actors().await;
         configure(&mut self.settings);
         let app = Application::build_with(self.settings.clone(), hooks_for(&self.resolver))
             .await
@@ -327,6 +329,7 @@ impl TestApp {
         self.address = format!("http://{}", app.address());
         self.handle = app.handle();
         self.registry = app.registry.clone();
+        self.campaigns = app.campaigns.clone();
         actix_web::rt::spawn(app.run_until_stopped());
         self
     }
@@ -340,7 +343,7 @@ impl TestApp {
             .expect("peer node starts");
         assert!(app.initial_keys.is_none(), "a peer creates no workspace");
         let handle = app.handle();
-        let registry = app.registry.clone();
+        let (registry, campaigns) = (app.registry.clone(), app.campaigns.clone());
         let address = format!("http://{}", app.address());
         actix_web::rt::spawn(app.run_until_stopped());
         TestApp {
@@ -353,6 +356,7 @@ impl TestApp {
             client: Client::builder().timeout(Duration::from_secs(30)).finish(),
             handle,
             registry,
+            campaigns,
             resolver: self.resolver.clone(),
             _dir: None,
         }
@@ -376,7 +380,14 @@ impl TestApp {
     /// Stops this node as a graceful stop does: its registry hands its leases back and stops
     /// its actors, then the HTTP server stops.
     pub async fn stop_gracefully(&self) {
-        let _ = self.registry.send(smsgw::actors::registry::Shutdown).await;
+        self.stop_actors().await;
         self.handle.stop(true).await;
+    }
+
+    /// Stops the node's actors as a stop does: the registry (it hands the leases back) and
+    /// the campaigns' supervisor.
+    async fn stop_actors(&self) {
+        let _ = self.registry.send(smsgw::actors::registry::Shutdown).await;
+        let _ = self.campaigns.send(smsgw::actors::campaign::StopAll).await;
     }
 }
