@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use crate::actors::ai::{AutoReplies, AutoReply, AutoReplyRequest};
 use crate::actors::campaign::{Fed, FeedRequest, Feeder};
-use crate::actors::phone::{Handed, Phone, Release, Reserve, Ticket};
+use crate::actors::phone::{Phone, Reservation};
 use crate::actors::registry::{Enqueue, Registry, Route, RouteError};
 use crate::clock::SharedClock;
 use crate::config::{LimitSettings, Settings};
@@ -252,10 +252,7 @@ pub async fn send(
     // Fast path: an idle online phone with pace to spare takes the message in the accept's own
     // commit (stored as `sending`), and its frame leaves as soon as that commit is done.
     let reserved = match (&routing.phone, scheduled_for) {
-        (Some(phone), None) => match phone.send(Reserve).await {
-            Ok(Some(ticket)) => Some((phone.clone(), ticket)),
-            _ => None,
-        },
+        (Some(phone), None) => Reservation::take(phone).await,
         _ => None,
     };
     let request_id = request.request_id.map(RequestId::into_string);
@@ -427,7 +424,12 @@ async fn route(
 
 /// When a message that may start at `starts` (ms) expires: the configured TTL later.
 fn expires_at(deps: &SendDeps, starts: i64) -> i64 {
-    let ttl = i64::try_from(deps.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
+    expires_after(deps.settings.messages.ttl, starts)
+}
+
+/// `starts` (ms) plus `ttl`, saturating.
+fn expires_after(ttl: std::time::Duration, starts: i64) -> i64 {
+    let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
     starts.saturating_add(ttl)
 }
 
@@ -455,19 +457,19 @@ fn only(stored: Vec<Message>) -> Result<Message, SendError> {
 async fn accept_and_hand_over(
     deps: &SendDeps,
     accept: Accept,
-    reserved: Option<(Addr<Phone>, Ticket)>,
+    reserved: Option<Reservation>,
 ) -> Result<AcceptOutcome, SendError> {
     let (writer, registry) = (deps.writer.clone(), deps.registry.clone());
     let outcome = actix::spawn(async move {
         let outcome = writer.accept(accept).await;
         match (&outcome, reserved) {
-            (Ok(AcceptOutcome::Accepted(stored)), Some((phone, ticket))) => {
+            (Ok(AcceptOutcome::Accepted(stored)), Some(reserved)) => {
                 if let Some(message) = stored.first() {
-                    hand_to(&phone, ticket, message.clone(), &writer, &registry).await;
+                    hand_to(reserved, message.clone(), &writer, &registry).await;
                 }
             }
             (Ok(AcceptOutcome::Accepted(stored)), None) => enqueue(&registry, stored.clone()),
-            (_, Some((phone, ticket))) => phone.do_send(Release { ticket }),
+            (_, Some(reserved)) => reserved.release(),
             (_, None) => {}
         }
         outcome
@@ -482,24 +484,13 @@ async fn accept_and_hand_over(
 /// message goes back to `queued` and through the registry, which routes it again or fails it
 /// like any message of an unpaired phone (a frame already queued is deduped by the phone).
 async fn hand_to(
-    phone: &Addr<Phone>,
-    ticket: Ticket,
+    reserved: Reservation,
     message: Message,
     writer: &Writer,
     registry: &Addr<Registry>,
 ) {
     let id = message.id;
-    // The frame goes straight to the session (this task runs beside the caller, not on the
-    // busy actor thread). Should the phone's report overtake `Handed`, the report still moves
-    // the message (it is `sending` on this phone); `Handed` then only adds an entry that a
-    // later disconnect cannot move back.
-    let frame_queued = phone.connected() && ticket.send_frame(&message);
-    let handed = Handed {
-        ticket,
-        message,
-        frame_queued,
-    };
-    if phone.try_send(handed).is_ok() {
+    if reserved.hand(message).is_ok() {
         return;
     }
     let back = Transition::requeue(
@@ -667,4 +658,111 @@ pub fn auto_replies(deps: SendDeps) -> AutoReplies {
         let deps = deps.clone();
         Box::pin(async move { auto_reply(&deps, request).await })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::domain::ids::WorkspaceId;
+
+    fn number(text: &str) -> PhoneNumber {
+        PhoneNumber::parse(text).unwrap()
+    }
+
+    fn text() -> SmsText {
+        SmsText::parse("hello".into()).unwrap()
+    }
+
+    fn scope(mode: Mode) -> Scope {
+        Scope {
+            workspace_id: WorkspaceId::from(Uuid::from_u128(7)),
+            mode,
+        }
+    }
+
+    #[test]
+    fn a_request_id_holds_1_to_255_characters() {
+        assert_eq!(RequestId::parse(String::new()), Err(InvalidRequestId));
+        assert!(RequestId::parse("é".repeat(MAX_REQUEST_ID_CHARS)).is_ok());
+        assert_eq!(
+            RequestId::parse("a".repeat(MAX_REQUEST_ID_CHARS + 1)),
+            Err(InvalidRequestId)
+        );
+        assert_eq!(RequestId::parse("k1".into()).unwrap().into_string(), "k1");
+    }
+
+    #[test]
+    fn a_bulk_send_keeps_the_first_of_each_number_and_where_it_was() {
+        let (a, b) = (number("+14155550101"), number("+14155550102"));
+        let bulk = BulkSendRequest::new(
+            number("+14155550100"),
+            vec![a.clone(), b.clone(), a.clone(), b.clone()],
+            text(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(bulk.to_numbers, [a, b]);
+        assert_eq!(bulk.places, [0, 1]);
+    }
+
+    #[test]
+    fn a_bulk_send_has_1_to_500_recipients() {
+        let from = number("+14155550100");
+        assert!(BulkSendRequest::new(from.clone(), vec![], text(), None).is_err());
+        let many = vec![number("+14155550101"); MAX_BULK_RECIPIENTS + 1];
+        assert_eq!(
+            BulkSendRequest::new(from.clone(), many, text(), None).err(),
+            Some(RecipientCount)
+        );
+        let most = vec![number("+14155550101"); MAX_BULK_RECIPIENTS];
+        assert!(BulkSendRequest::new(from, most, text(), None).is_ok());
+    }
+
+    #[test]
+    fn the_new_workspace_limit_applies_to_live_senders_of_known_age() {
+        let limits = LimitSettings::default();
+        let live = Sender {
+            scope: scope(Mode::Live),
+            workspace_created_at: Some(1_000),
+        };
+        let limit = live.new_workspace_limit(&limits).unwrap();
+        assert_eq!(limit.max, limits.new_workspace_messages);
+        assert_eq!(limit.window_starts_at, 1_000);
+        let test = Sender {
+            scope: scope(Mode::Test),
+            ..live
+        };
+        assert!(test.new_workspace_limit(&limits).is_none());
+        let unknown = Sender {
+            workspace_created_at: None,
+            ..live
+        };
+        assert!(unknown.new_workspace_limit(&limits).is_none());
+    }
+
+    #[test]
+    fn a_message_expires_its_ttl_after_it_may_start() {
+        assert_eq!(expires_after(Duration::from_secs(60), 1_000), 61_000);
+        assert_eq!(expires_after(Duration::MAX, 1), i64::MAX);
+    }
+
+    #[test]
+    fn refusals_of_the_writer_become_send_errors() {
+        let from = number("+14155550100");
+        assert!(matches!(
+            accepted(AcceptOutcome::NoDevice, &from, true),
+            Err(SendError::NoDevice { pinned: true, .. })
+        ));
+        assert!(matches!(
+            accepted(AcceptOutcome::OptedOut { index: 3 }, &from, false),
+            Err(SendError::OptedOut { index: 3 })
+        ));
+        assert!(matches!(
+            accepted(AcceptOutcome::Accepted(vec![]), &from, false),
+            Ok(stored) if stored.is_empty()
+        ));
+        assert!(matches!(only(vec![]), Err(SendError::Unavailable(_))));
+    }
 }
