@@ -152,7 +152,17 @@ struct Inner {
     /// Set by a graceful stop: no new lease is taken.
     stopping: AtomicBool,
     listeners: OnceLock<Listeners>,
+    /// Where the endpoints' notices and lost leases go (the `WebhookEndpoints` supervisor).
     endpoints: OnceLock<EndpointListeners>,
+    /// Where the campaigns' notices and lost leases go (the `Campaigns` supervisor).
+    campaigns: OnceLock<CampaignListeners>,
+}
+
+/// Where the campaigns' events go (the `Campaigns` supervisor), set once it started.
+#[derive(Clone)]
+struct CampaignListeners {
+    noticed: Recipient<Noticed>,
+    lost: Recipient<LeasesLost>,
 }
 
 impl Cluster {
@@ -202,6 +212,7 @@ impl Cluster {
                 stopping: AtomicBool::new(false),
                 listeners: OnceLock::new(),
                 endpoints: OnceLock::new(),
+                campaigns: OnceLock::new(),
             }),
         };
         // The sweeps nobody runs are taken at once (their node's lease rows exist from the
@@ -267,12 +278,52 @@ impl Cluster {
         });
     }
 
-    /// Hands `lost` leases to those acting on them: the endpoint leases to the endpoints'
-    /// supervisor when it is routed, the rest (all, before it is) to the Registry.
-    fn tell_lost(&self, listeners: &Listeners, lost: Vec<Lease>) {
+    /// Delivers the notices of campaigns and their lost leases to the campaigns' supervisor.
+    pub fn start_campaigns(&self, noticed: Recipient<Noticed>, lost: Recipient<LeasesLost>) {
+        let _ = self
+            .inner
+            .campaigns
+            .set(CampaignListeners { noticed, lost });
+    }
+
+    /// Hands a notice to whoever acts on it: the campaigns' supervisor for a campaign's (none
+    /// before it started: its take-over scan finds the campaign), the endpoints' supervisor for
+    /// an endpoint's once it is routed, the Registry for the others.
+    fn deliver_notice(&self, listeners: &Listeners, notice: Notice) {
+        let campaign = matches!(
+            notice,
+            Notice::Campaign { .. } | Notice::CampaignMessages { .. }
+        );
+        if campaign {
+            if let Some(campaigns) = self.inner.campaigns.get() {
+                let _ = campaigns.noticed.try_send(Noticed(notice));
+            }
+            return;
+        }
+        match self.inner.endpoints.get() {
+            Some(endpoints) if notice.of_endpoints() => {
+                let _ = endpoints.noticed.try_send(Noticed(notice));
+            }
+            _ => {
+                let _ = listeners.noticed.try_send(Noticed(notice));
+            }
+        }
+    }
+
+    /// Hands lost leases to whoever acted on them: the campaigns' and endpoints' supervisors
+    /// for theirs (once they started), the Registry for the others.
+    fn deliver_lost(&self, listeners: &Listeners, lost: Vec<Lease>) {
+        let (campaigns, rest): (Vec<Lease>, Vec<Lease>) = lost
+            .into_iter()
+            .partition(|lease| lease.kind == LeaseKind::Campaign);
+        if !campaigns.is_empty()
+            && let Some(listener) = self.inner.campaigns.get()
+        {
+            let _ = listener.lost.try_send(LeasesLost(campaigns));
+        }
         let rest = match self.inner.endpoints.get() {
             Some(to) => {
-                let (endpoints, rest): (Vec<Lease>, Vec<Lease>) = lost
+                let (endpoints, rest): (Vec<Lease>, Vec<Lease>) = rest
                     .into_iter()
                     .partition(|lease| lease.kind == LeaseKind::WebhookEndpoint);
                 if !endpoints.is_empty() {
@@ -280,7 +331,7 @@ impl Cluster {
                 }
                 rest
             }
-            None => lost,
+            None => rest,
         };
         if !rest.is_empty() {
             let _ = listeners.lost.try_send(LeasesLost(rest));
@@ -528,7 +579,7 @@ impl Cluster {
                     self.hand_back_strays(strays).await;
                     if !lost.is_empty() {
                         tracing::warn!(count = lost.len(), "leases lost to other nodes");
-                        self.tell_lost(&listeners, lost);
+                        self.deliver_lost(&listeners, lost);
                     }
                 }
                 failed => {
@@ -545,7 +596,7 @@ impl Cluster {
                                 count = lost.len(),
                                 "leases not renewed in time: this node stops acting on them"
                             );
-                            self.tell_lost(&listeners, lost);
+                            self.deliver_lost(&listeners, lost);
                         }
                     }
                 }
@@ -586,14 +637,9 @@ impl Cluster {
                 match listener.try_recv().await {
                     Ok(Some(notification)) => {
                         match serde_json::from_str::<Notice>(notification.payload()) {
-                            Ok(notice) => match self.inner.endpoints.get() {
-                                Some(endpoints) if notice.of_endpoints() => {
-                                    let _ = endpoints.noticed.try_send(Noticed(notice));
-                                }
-                                _ => {
-                                    let _ = listeners.noticed.try_send(Noticed(notice));
-                                }
-                            },
+                            Ok(notice) => {
+                                self.deliver_notice(&listeners, notice);
+                            }
                             Err(err) => {
                                 tracing::warn!(error = %err, payload = notification.payload(), "unknown cluster notice")
                             }

@@ -1,6 +1,8 @@
-//! The send use case: one message, a bulk send, or an AI reply, from a typed request to stored
-//! and handed on. The `/v1` handlers, AI replies (drafts sent through the API and auto mode)
-//! and the compatibility APIs all call these functions; a handler only parses its body into a
+//! The send use case: one message, a bulk send, an AI reply, or a campaign's next recipients,
+//! from a typed request to stored and handed on. The `/v1` handlers, AI replies (drafts sent
+//! through the API and auto mode), campaigns and the compatibility APIs all call these
+//! functions (the actors through callbacks injected at start-up: [`campaign_feeder`],
+//! [`auto_replies`]); a handler only parses its body into a
 //! request (`TryFrom` at the edge), calls, and renders (docs/api.md, Messages).
 //!
 //! Layering: api → send → actors/store → domain. Nothing here knows HTTP: a refusal is a
@@ -11,13 +13,17 @@ use std::sync::Arc;
 
 use actix::Addr;
 use chrono::{DateTime, Utc};
+use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 
-use crate::actors::phone::{Handed, Phone, Release, Reserve, Ticket};
+use crate::actors::ai::{AutoReplies, AutoReply, AutoReplyRequest};
+use crate::actors::campaign::{Fed, FeedRequest, Feeder};
+use crate::actors::phone::{Phone, Reservation};
 use crate::actors::registry::{Enqueue, Registry, Route, RouteError};
 use crate::clock::SharedClock;
-use crate::config::Settings;
+use crate::config::{LimitSettings, Settings};
 use crate::domain::ai::DraftStatus;
+use crate::domain::campaign::RecipientStatus;
 use crate::domain::ids::{MessageId, PhoneId};
 use crate::domain::phone_number::PhoneNumber;
 use crate::domain::quota::CountQuota;
@@ -27,7 +33,8 @@ use crate::store::StoreError;
 use crate::store::messages::{ClientOptions, Message};
 use crate::store::scoped::Scope;
 use crate::store::writer::{
-    Accept, AcceptOutcome, DraftLink, NewMessage, NewWorkspaceLimit, Transition, Writer,
+    Accept, AcceptOutcome, CampaignOp, CampaignOutcome, Content, DraftLink, NewMessage,
+    NewWorkspaceLimit, Transition, Writer,
 };
 
 /// Most recipients of one bulk send.
@@ -44,11 +51,22 @@ pub struct SendDeps {
     pub settings: Arc<Settings>,
 }
 
-/// Who sends: the scope every write lands in and the new-workspace limit that applies to it.
+/// Who sends: the scope every write lands in, and when its workspace was created (ms since
+/// the epoch; None when unknown), from which the use case resolves the new-workspace limit.
 #[derive(Debug, Clone, Copy)]
 pub struct Sender {
     pub scope: Scope,
-    pub limit: Option<NewWorkspaceLimit>,
+    pub workspace_created_at: Option<i64>,
+}
+
+impl Sender {
+    /// The new-workspace limit that applies to this sender (docs/api.md, Messages): live mode
+    /// only, within the window after the workspace was created. Campaigns, whose launch counts
+    /// against the same limit, read it here too.
+    pub fn new_workspace_limit(&self, limits: &LimitSettings) -> Option<NewWorkspaceLimit> {
+        let created_at = self.workspace_created_at?;
+        NewWorkspaceLimit::of(limits, self.scope.mode, created_at)
+    }
 }
 
 /// An idempotency key, 1 to [`MAX_REQUEST_ID_CHARS`] characters, unique per workspace and mode.
@@ -222,16 +240,19 @@ pub async fn send(
     if request.to_number.is_premium_rate() {
         return Err(SendError::PremiumRate { index: 0 });
     }
-    let routing = route(deps, sender.scope, &request.from_number, request.device_id).await?;
+    let routing = route(
+        deps,
+        sender.scope,
+        request.from_number.as_str(),
+        request.device_id,
+    )
+    .await?;
     let now = deps.clock.now_ms();
     let scheduled_for = request.scheduled_for.map(|t| t.timestamp_millis());
     // Fast path: an idle online phone with pace to spare takes the message in the accept's own
     // commit (stored as `sending`), and its frame leaves as soon as that commit is done.
     let reserved = match (&routing.phone, scheduled_for) {
-        (Some(phone), None) => match phone.send(Reserve).await {
-            Ok(Some(ticket)) => Some((phone.clone(), ticket)),
-            _ => None,
-        },
+        (Some(phone), None) => Reservation::take(phone).await,
         _ => None,
     };
     let request_id = request.request_id.map(RequestId::into_string);
@@ -255,7 +276,7 @@ pub async fn send(
         request_id,
         messages: vec![new],
         device_available: routing.available,
-        limit: sender.limit,
+        limit: sender.new_workspace_limit(&deps.settings.limits),
         draft: None,
     };
     let outcome = accept_and_hand_over(deps, accept, reserved).await?;
@@ -281,7 +302,13 @@ pub async fn send_bulk(
     {
         return Err(SendError::PremiumRate { index: place(i) });
     }
-    let routing = route(deps, sender.scope, &request.from_number, request.device_id).await?;
+    let routing = route(
+        deps,
+        sender.scope,
+        request.from_number.as_str(),
+        request.device_id,
+    )
+    .await?;
     let expires_at = expires_at(deps, deps.clock.now_ms());
     let expires_at = request
         .expires_by
@@ -309,7 +336,7 @@ pub async fn send_bulk(
         request_id,
         messages,
         device_available: routing.available,
-        limit: sender.limit,
+        limit: sender.new_workspace_limit(&deps.settings.limits),
         draft: None,
     };
     let outcome = accept_and_hand_over(deps, accept, None).await?;
@@ -333,7 +360,7 @@ pub async fn reply(
     if request.to_number.is_premium_rate() {
         return Err(SendError::PremiumRate { index: 0 });
     }
-    let routing = route(deps, sender.scope, &request.from_number, None).await?;
+    let routing = route(deps, sender.scope, request.from_number.as_str(), None).await?;
     let now = deps.clock.now_ms();
     let new = NewMessage::outbound(
         QueueClass::Single,
@@ -348,7 +375,7 @@ pub async fn reply(
         request_id: None,
         messages: vec![new],
         device_available: routing.available,
-        limit: sender.limit,
+        limit: sender.new_workspace_limit(&deps.settings.limits),
         draft: Some(request.draft),
     };
     let outcome = accept_and_hand_over(deps, accept, None).await?;
@@ -370,7 +397,7 @@ struct Routing {
 async fn route(
     deps: &SendDeps,
     scope: Scope,
-    from_number: &PhoneNumber,
+    from_number: &str,
     device_id: Option<PhoneId>,
 ) -> Result<Routing, SendError> {
     let device_id = device_id.map(PhoneId::as_uuid);
@@ -378,7 +405,7 @@ async fn route(
         .registry
         .send(Route {
             scope,
-            from_number: from_number.as_str().to_string(),
+            from_number: from_number.to_string(),
             device_id,
         })
         .await
@@ -397,8 +424,21 @@ async fn route(
 
 /// When a message that may start at `starts` (ms) expires: the configured TTL later.
 fn expires_at(deps: &SendDeps, starts: i64) -> i64 {
-    let ttl = i64::try_from(deps.settings.messages.ttl.as_millis()).unwrap_or(i64::MAX);
+    expires_after(deps.settings.messages.ttl, starts)
+}
+
+/// `starts` (ms) plus `ttl`, saturating.
+fn expires_after(ttl: std::time::Duration, starts: i64) -> i64 {
+    let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
     starts.saturating_add(ttl)
+}
+
+/// Hands stored `queued` messages to their phones' queues (through the registry, which
+/// routes each to its phone's actor, on this node or its owner's).
+fn enqueue(registry: &Addr<Registry>, messages: Vec<Message>) {
+    if !messages.is_empty() {
+        registry.do_send(Enqueue { messages });
+    }
 }
 
 /// The one message of a single accept.
@@ -417,21 +457,19 @@ fn only(stored: Vec<Message>) -> Result<Message, SendError> {
 async fn accept_and_hand_over(
     deps: &SendDeps,
     accept: Accept,
-    reserved: Option<(Addr<Phone>, Ticket)>,
+    reserved: Option<Reservation>,
 ) -> Result<AcceptOutcome, SendError> {
     let (writer, registry) = (deps.writer.clone(), deps.registry.clone());
     let outcome = actix::spawn(async move {
         let outcome = writer.accept(accept).await;
         match (&outcome, reserved) {
-            (Ok(AcceptOutcome::Accepted(stored)), Some((phone, ticket))) => {
+            (Ok(AcceptOutcome::Accepted(stored)), Some(reserved)) => {
                 if let Some(message) = stored.first() {
-                    hand_to(&phone, ticket, message.clone(), &writer, &registry).await;
+                    hand_to(reserved, message.clone(), &writer, &registry).await;
                 }
             }
-            (Ok(AcceptOutcome::Accepted(stored)), None) => registry.do_send(Enqueue {
-                messages: stored.clone(),
-            }),
-            (_, Some((phone, ticket))) => phone.do_send(Release { ticket }),
+            (Ok(AcceptOutcome::Accepted(stored)), None) => enqueue(&registry, stored.clone()),
+            (_, Some(reserved)) => reserved.release(),
             (_, None) => {}
         }
         outcome
@@ -446,24 +484,13 @@ async fn accept_and_hand_over(
 /// message goes back to `queued` and through the registry, which routes it again or fails it
 /// like any message of an unpaired phone (a frame already queued is deduped by the phone).
 async fn hand_to(
-    phone: &Addr<Phone>,
-    ticket: Ticket,
+    reserved: Reservation,
     message: Message,
     writer: &Writer,
     registry: &Addr<Registry>,
 ) {
     let id = message.id;
-    // The frame goes straight to the session (this task runs beside the caller, not on the
-    // busy actor thread). Should the phone's report overtake `Handed`, the report still moves
-    // the message (it is `sending` on this phone); `Handed` then only adds an entry that a
-    // later disconnect cannot move back.
-    let frame_queued = phone.connected() && ticket.send_frame(&message);
-    let handed = Handed {
-        ticket,
-        message,
-        frame_queued,
-    };
-    if phone.try_send(handed).is_ok() {
+    if reserved.hand(message).is_ok() {
         return;
     }
     let back = Transition::requeue(
@@ -471,9 +498,7 @@ async fn hand_to(
         "the phone's actor stopped before the message was sent; queued again",
     );
     match writer.transition(back).await {
-        Ok(Some(queued)) => registry.do_send(Enqueue {
-            messages: vec![queued],
-        }),
+        Ok(Some(queued)) => enqueue(registry, vec![queued]),
         Ok(None) => {}
         Err(err) => {
             tracing::error!(message_id = %id, error = %err, "message not queued again; it is sent after the next restart")
@@ -514,5 +539,230 @@ fn accepted(
             retry_after_secs,
         }),
         AcceptOutcome::DraftNotPending(status) => Err(SendError::DraftNotPending(status)),
+    }
+}
+
+/// Queues up to `request.room` pending recipients of a running campaign as messages (one
+/// writer operation, which checks the campaign still runs, under its lease, and counts the
+/// message quotas) and hands them to their phone's queue. Routed, expiring and enqueued like
+/// every other send; the recipients' opt-outs are applied by the writer (docs/api.md,
+/// Campaigns).
+pub async fn feed_campaign(
+    deps: &SendDeps,
+    db: &DatabaseConnection,
+    request: FeedRequest,
+) -> Result<Fed, StoreError> {
+    let FeedRequest {
+        campaign,
+        room,
+        lease,
+    } = request;
+    let device_id = if campaign.scope.mode == Mode::Test {
+        None
+    } else {
+        match route(deps, campaign.scope, &campaign.from_number, None).await {
+            Ok(Routing {
+                device_id: Some(device_id),
+                available: true,
+                ..
+            }) => Some(device_id),
+            _ => return Ok(Fed::NoPhone),
+        }
+    };
+    let pending = crate::store::campaigns::pending(db, campaign.id, room as u64).await?;
+    if pending.is_empty() {
+        return Ok(Fed::Exhausted);
+    }
+    let expires_at = expires_at(deps, deps.clock.now_ms());
+    let messages = pending
+        .into_iter()
+        .map(|r| {
+            let content = Content {
+                content: r.content,
+                segments: r.segments,
+                encoding: r.encoding,
+            };
+            let message = NewMessage::outbound(
+                QueueClass::Campaign,
+                campaign.from_number.clone(),
+                r.to_number,
+                content,
+                expires_at,
+            )
+            .with_device(device_id, false)
+            .with_campaign(campaign.id);
+            (r.id, message)
+        })
+        .collect();
+    let op = CampaignOp::Feed {
+        id: campaign.id,
+        scope: campaign.scope,
+        messages,
+        lease,
+    };
+    match deps.writer.campaign(op).await? {
+        CampaignOutcome::Fed {
+            messages,
+            opted_out,
+            held,
+        } => {
+            crate::telemetry::count_campaign_recipients(
+                RecipientStatus::Canceled,
+                opted_out as u64,
+            );
+            let ids = messages.iter().map(|m| MessageId::from(m.id)).collect();
+            enqueue(&deps.registry, messages);
+            Ok(Fed::Queued { ids, held })
+        }
+        CampaignOutcome::LeaseLost => Ok(Fed::LeaseLost),
+        _ => Ok(Fed::Stopped),
+    }
+}
+
+/// The campaigns' [`Feeder`]: [`feed_campaign`] with these dependencies.
+pub fn campaign_feeder(deps: SendDeps, db: DatabaseConnection) -> Feeder {
+    Arc::new(move |request| {
+        let (deps, db) = (deps.clone(), db.clone());
+        Box::pin(async move { feed_campaign(&deps, &db, request).await })
+    })
+}
+
+/// Sends an AI reply of auto mode (docs/api.md, AI replies): [`reply`], its refusals sorted
+/// into what the AI actor does next.
+pub async fn auto_reply(
+    deps: &SendDeps,
+    request: AutoReplyRequest,
+) -> Result<AutoReply, StoreError> {
+    let sender = Sender {
+        scope: request.scope,
+        workspace_created_at: request.workspace_created_at,
+    };
+    let reply_request = ReplyRequest {
+        from_number: request.from_number,
+        to_number: request.to_number,
+        text: request.text,
+        draft: request.draft,
+    };
+    match reply(deps, sender, reply_request).await {
+        Ok(_) => Ok(AutoReply::Sent),
+        Err(SendError::OptedOut { .. } | SendError::AiRepliesOff) => Ok(AutoReply::Refused),
+        Err(SendError::Store(err)) => Err(err),
+        // No online phone, the new-workspace limit, a premium-rate sender: sent by hand.
+        Err(_) => Ok(AutoReply::Later),
+    }
+}
+
+/// The AI actor's [`AutoReplies`]: [`auto_reply`] with these dependencies.
+pub fn auto_replies(deps: SendDeps) -> AutoReplies {
+    Arc::new(move |request| {
+        let deps = deps.clone();
+        Box::pin(async move { auto_reply(&deps, request).await })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::domain::ids::WorkspaceId;
+
+    fn number(text: &str) -> PhoneNumber {
+        PhoneNumber::parse(text).unwrap()
+    }
+
+    fn text() -> SmsText {
+        SmsText::parse("hello".into()).unwrap()
+    }
+
+    fn scope(mode: Mode) -> Scope {
+        Scope {
+            workspace_id: WorkspaceId::from(Uuid::from_u128(7)),
+            mode,
+        }
+    }
+
+    #[test]
+    fn a_request_id_holds_1_to_255_characters() {
+        assert_eq!(RequestId::parse(String::new()), Err(InvalidRequestId));
+        assert!(RequestId::parse("é".repeat(MAX_REQUEST_ID_CHARS)).is_ok());
+        assert_eq!(
+            RequestId::parse("a".repeat(MAX_REQUEST_ID_CHARS + 1)),
+            Err(InvalidRequestId)
+        );
+        assert_eq!(RequestId::parse("k1".into()).unwrap().into_string(), "k1");
+    }
+
+    #[test]
+    fn a_bulk_send_keeps_the_first_of_each_number_and_where_it_was() {
+        let (a, b) = (number("+14155550101"), number("+14155550102"));
+        let bulk = BulkSendRequest::new(
+            number("+14155550100"),
+            vec![a.clone(), b.clone(), a.clone(), b.clone()],
+            text(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(bulk.to_numbers, [a, b]);
+        assert_eq!(bulk.places, [0, 1]);
+    }
+
+    #[test]
+    fn a_bulk_send_has_1_to_500_recipients() {
+        let from = number("+14155550100");
+        assert!(BulkSendRequest::new(from.clone(), vec![], text(), None).is_err());
+        let many = vec![number("+14155550101"); MAX_BULK_RECIPIENTS + 1];
+        assert_eq!(
+            BulkSendRequest::new(from.clone(), many, text(), None).err(),
+            Some(RecipientCount)
+        );
+        let most = vec![number("+14155550101"); MAX_BULK_RECIPIENTS];
+        assert!(BulkSendRequest::new(from, most, text(), None).is_ok());
+    }
+
+    #[test]
+    fn the_new_workspace_limit_applies_to_live_senders_of_known_age() {
+        let limits = LimitSettings::default();
+        let live = Sender {
+            scope: scope(Mode::Live),
+            workspace_created_at: Some(1_000),
+        };
+        let limit = live.new_workspace_limit(&limits).unwrap();
+        assert_eq!(limit.max, limits.new_workspace_messages);
+        assert_eq!(limit.window_starts_at, 1_000);
+        let test = Sender {
+            scope: scope(Mode::Test),
+            ..live
+        };
+        assert!(test.new_workspace_limit(&limits).is_none());
+        let unknown = Sender {
+            workspace_created_at: None,
+            ..live
+        };
+        assert!(unknown.new_workspace_limit(&limits).is_none());
+    }
+
+    #[test]
+    fn a_message_expires_its_ttl_after_it_may_start() {
+        assert_eq!(expires_after(Duration::from_secs(60), 1_000), 61_000);
+        assert_eq!(expires_after(Duration::MAX, 1), i64::MAX);
+    }
+
+    #[test]
+    fn refusals_of_the_writer_become_send_errors() {
+        let from = number("+14155550100");
+        assert!(matches!(
+            accepted(AcceptOutcome::NoDevice, &from, true),
+            Err(SendError::NoDevice { pinned: true, .. })
+        ));
+        assert!(matches!(
+            accepted(AcceptOutcome::OptedOut { index: 3 }, &from, false),
+            Err(SendError::OptedOut { index: 3 })
+        ));
+        assert!(matches!(
+            accepted(AcceptOutcome::Accepted(vec![]), &from, false),
+            Ok(stored) if stored.is_empty()
+        ));
+        assert!(matches!(only(vec![]), Err(SendError::Unavailable(_))));
     }
 }

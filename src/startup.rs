@@ -14,6 +14,7 @@ use sea_orm::DatabaseConnection;
 
 use crate::actors::Deps;
 use crate::actors::ai::AiResponder;
+use crate::actors::campaign::Campaigns;
 use crate::actors::daily_stats::DailyStats;
 use crate::actors::registry::Registry;
 use crate::actors::retention::Retention;
@@ -62,6 +63,8 @@ pub struct Application {
     pub registry: Addr<Registry>,
     /// The webhook endpoints' supervisor.
     pub webhooks: Addr<WebhookEndpoints>,
+    /// The campaigns' supervisor; stopped with the registry.
+    pub campaigns: Addr<Campaigns>,
     /// Held so the retention job lives as long as the server.
     _retention: Addr<Retention>,
     /// Phone sessions still running; a stop waits for their close frames.
@@ -157,6 +160,7 @@ impl Application {
             db.clone(),
             writer,
             actors.registry.clone(),
+            actors.campaigns.clone(),
             settings.clone(),
             clock.clone(),
         );
@@ -175,6 +179,7 @@ impl Application {
             db,
             registry: actors.registry,
             webhooks: actors.webhooks,
+            campaigns: actors.campaigns,
             _retention: actors.retention,
             sessions,
             cluster,
@@ -207,6 +212,7 @@ impl Application {
             self.server.handle(),
             self.registry.clone(),
             self.webhooks.clone(),
+            self.campaigns.clone(),
             self.sessions.clone(),
             self.cluster.clone(),
         ));
@@ -218,6 +224,7 @@ impl Application {
 struct Actors {
     registry: Addr<Registry>,
     webhooks: Addr<WebhookEndpoints>,
+    campaigns: Addr<Campaigns>,
     retention: Addr<Retention>,
 }
 
@@ -235,15 +242,25 @@ fn start_actors(deps: Deps, router: &ChangeRouter, fanout: &WebhookFanout) -> Ac
     let webhooks = WebhookEndpoints::new(deps.clone()).start();
     fanout.attach(webhooks.clone().recipient());
     let registry = Registry::new(deps.clone()).start();
-    router.attach_campaigns(registry.clone().recipient());
+    // Campaigns and AI replies send through the send use case (`crate::send`), injected.
+    let send_deps = crate::send::SendDeps {
+        writer: deps.writer.clone(),
+        registry: registry.clone(),
+        clock: deps.clock.clone(),
+        settings: deps.settings.clone(),
+    };
+    let feeder = crate::send::campaign_feeder(send_deps.clone(), deps.db.clone());
+    let campaigns = Campaigns::new(deps.clone(), feeder).start();
+    router.attach_campaigns(campaigns.clone().recipient());
     let ai = actix::Supervisor::start({
-        let registry = registry.clone();
-        move |_| AiResponder::new(deps.clone(), registry.clone())
+        let send = crate::send::auto_replies(send_deps);
+        move |_| AiResponder::new(deps.clone(), send.clone())
     });
     router.attach_ai(ai.recipient());
     Actors {
         registry,
         webhooks,
+        campaigns,
         retention,
     }
 }

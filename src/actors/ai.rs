@@ -6,26 +6,26 @@
 //! before the provider is asked.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use futures_util::future::LocalBoxFuture;
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::Deps;
-use super::registry::Registry;
 use crate::config::AiProvider;
 use crate::domain::ai::{AiMode, DraftStatus, fit_reply, match_rule};
 use crate::domain::keywords;
 use crate::domain::phone_number::PhoneNumber;
 use crate::domain::sms::SmsText;
 use crate::domain::status::{Direction, Mode};
-use crate::send::{self, ReplyRequest, SendDeps, SendError, Sender};
 use crate::store::ai::{self, AiSettings, NewDraft};
 use crate::store::messages::Message;
 use crate::store::scoped::Scope;
-use crate::store::writer::{DraftLink, NewWorkspaceLimit};
+use crate::store::writer::DraftLink;
 use crate::store::{contacts, workspaces};
 use crate::telemetry::AiDraftOutcome;
 
@@ -43,10 +43,32 @@ const DEFAULT_MODEL: &str = "gpt-4o-mini";
 #[rtype(result = "()")]
 pub struct Received(pub Vec<Message>);
 
+/// An auto-mode reply to send, its draft kept with it.
+#[derive(Debug, Clone)]
+pub struct AutoReplyRequest {
+    pub scope: Scope,
+    /// When the workspace was created (ms; None when unknown): the new-workspace limit counts
+    /// AI sends too (docs/api.md, Messages).
+    pub workspace_created_at: Option<i64>,
+    /// The number of yours the conversation is on.
+    pub from_number: PhoneNumber,
+    pub to_number: PhoneNumber,
+    pub text: SmsText,
+    pub draft: DraftLink,
+}
+
+/// Sends an auto-mode reply: the send use case (`send::auto_reply`), injected at start-up
+/// (the use case sits above the actors).
+pub type AutoReplies = Arc<
+    dyn Fn(AutoReplyRequest) -> LocalBoxFuture<'static, Result<AutoReply, crate::store::StoreError>>
+        + Send
+        + Sync,
+>;
+
 /// The AI reply actor.
 pub struct AiResponder {
     deps: Deps,
-    registry: Addr<Registry>,
+    send: AutoReplies,
     /// Messages to answer, oldest first, not started yet. Only [`MAX_CONCURRENT`] futures are
     /// spawned at a time: an actor polls every future it holds on each wake-up, so one future
     /// per waiting message made each wake-up cost the whole backlog, and a burst of inbound SMS
@@ -58,10 +80,11 @@ pub struct AiResponder {
 }
 
 impl AiResponder {
-    pub fn new(deps: Deps, registry: Addr<Registry>) -> AiResponder {
+    /// The responder; auto-mode replies go out through `send`.
+    pub fn new(deps: Deps, send: AutoReplies) -> AiResponder {
         AiResponder {
             deps,
-            registry,
+            send,
             waiting: VecDeque::new(),
             running: 0,
             client: None,
@@ -155,7 +178,7 @@ impl AiResponder {
             };
             let job = Job {
                 deps: self.deps.clone(),
-                registry: self.registry.clone(),
+                send: self.send.clone(),
                 client: self.client(),
                 message,
             };
@@ -169,7 +192,8 @@ impl AiResponder {
 }
 
 /// What became of an auto-mode reply.
-enum AutoReply {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutoReply {
     /// Queued, its draft stored as sent.
     Sent,
     /// Its recipient opted out or turned AI replies off: nothing is sent or stored.
@@ -181,7 +205,7 @@ enum AutoReply {
 /// One inbound message to answer.
 struct Job {
     deps: Deps,
-    registry: Addr<Registry>,
+    send: AutoReplies,
     client: awc::Client,
     message: Message,
 }
@@ -271,46 +295,24 @@ impl Job {
         ) else {
             return Ok(AutoReply::Later);
         };
-        let sender = Sender {
+        let request = AutoReplyRequest {
             scope: self.scope(),
-            limit: self.limit().await?,
-        };
-        let request = ReplyRequest {
+            workspace_created_at: self.workspace_created_at().await?,
             from_number,
             to_number,
             text,
             draft: DraftLink::New(Box::new(draft.clone())),
         };
-        let deps = SendDeps {
-            writer: self.deps.writer.clone(),
-            registry: self.registry.clone(),
-            clock: self.deps.clock.clone(),
-            settings: self.deps.settings.clone(),
-        };
-        match send::reply(&deps, sender, request).await {
-            Ok(_) => Ok(AutoReply::Sent),
-            Err(SendError::OptedOut { .. } | SendError::AiRepliesOff) => Ok(AutoReply::Refused),
-            Err(SendError::Store(err)) => Err(err),
-            // No online phone, the new-workspace limit, a premium-rate sender: sent by hand.
-            Err(_) => Ok(AutoReply::Later),
-        }
+        (self.send)(request).await
     }
 
-    /// The new-workspace limit of a live workspace (AI sends count, docs/api.md, Messages).
-    async fn limit(&self) -> Result<Option<NewWorkspaceLimit>, crate::store::StoreError> {
+    /// When the message's workspace was created (None: it is gone), for the new-workspace
+    /// limit of a live workspace (AI sends count, docs/api.md, Messages).
+    async fn workspace_created_at(&self) -> Result<Option<i64>, crate::store::StoreError> {
         if self.message.mode == Mode::Test {
             return Ok(None);
         }
-        let Some(created_at) =
-            workspaces::created_at(&self.deps.db, self.message.workspace_id).await?
-        else {
-            return Ok(None);
-        };
-        Ok(NewWorkspaceLimit::of(
-            &self.deps.settings.limits,
-            self.message.mode,
-            created_at,
-        ))
+        workspaces::created_at(&self.deps.db, self.message.workspace_id).await
     }
 
     /// Asks an OpenAI-compatible chat-completions server for a reply to the conversation.

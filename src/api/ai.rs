@@ -327,7 +327,7 @@ async fn send_draft(
         text,
         draft: DraftLink::Existing(id),
     };
-    let message = send::reply(&state.send_deps(), sender(&state, &caller), request)
+    let message = send::reply(&state.send_deps(), sender(&caller), request)
         .await
         .map_err(|err| send_error(err, |_| "to_number".into()))?;
     crate::telemetry::count_ai_draft(crate::telemetry::AiDraftOutcome::Sent);

@@ -270,7 +270,7 @@ async fn send(
     JsonBody(body): JsonBody<SendMessageIn>,
 ) -> Answer {
     let request = SendRequest::try_from(body)?;
-    let message = send::send(&state.send_deps(), sender(&state, &caller), request)
+    let message = send::send(&state.send_deps(), sender(&caller), request)
         .await
         .map_err(|err| send_error(err, |_| "to_number".into()))?;
     // docs/api.md, Messages: the reply reads `queued` even when a phone took the message at once.
@@ -306,7 +306,7 @@ async fn bulk_send(
 /// Queues a bulk send: the response and the first message's id.
 async fn queue_bulk(state: &AppState, caller: &Caller, body: BulkSendIn) -> Created {
     let request = BulkSendRequest::try_from(body)?;
-    let stored = send::send_bulk(&state.send_deps(), sender(state, caller), request)
+    let stored = send::send_bulk(&state.send_deps(), sender(caller), request)
         .await
         .map_err(|err| send_error(err, |i| format!("to_numbers[{i}]")))?;
     let message_ids: Vec<Uuid> = stored.iter().map(|m| m.id).collect();

@@ -99,6 +99,8 @@ pub struct AppState {
     pub db: DatabaseConnection,
     pub writer: Writer,
     pub registry: Addr<Registry>,
+    /// The campaigns' supervisor (`actors::campaign::Campaigns`).
+    pub campaigns: Addr<crate::actors::campaign::Campaigns>,
     pub settings: Arc<Settings>,
     pub clock: SharedClock,
     /// The phone sessions running (see `phone_session::LiveSessions`).
@@ -142,6 +144,7 @@ impl AppState {
         db: DatabaseConnection,
         writer: Writer,
         registry: Addr<Registry>,
+        campaigns: Addr<crate::actors::campaign::Campaigns>,
         settings: Arc<Settings>,
         clock: SharedClock,
     ) -> AppState {
@@ -160,6 +163,7 @@ impl AppState {
             db,
             writer,
             registry,
+            campaigns,
             settings,
             clock,
             sessions: Arc::default(),

@@ -3,27 +3,18 @@
 //! AI reply drafts) and the SMSGate client API go through here, so a refusal reads the same
 //! wherever it happens.
 
-use super::{AppState, Caller};
+use super::Caller;
 use crate::clock::format_ms;
 use crate::domain::quota::CountQuota;
 use crate::error::ApiError;
 use crate::send::{SendError, Sender};
-use crate::store::writer::NewWorkspaceLimit;
 
-/// The new-workspace limit for this caller, when it still applies (live mode only).
-pub fn new_workspace_limit(state: &AppState, caller: &Caller) -> Option<NewWorkspaceLimit> {
-    NewWorkspaceLimit::of(
-        &state.settings.limits,
-        caller.mode,
-        caller.workspace_created_at,
-    )
-}
-
-/// Who sends, for the send use case: the caller's scope and limit.
-pub fn sender(state: &AppState, caller: &Caller) -> Sender {
+/// Who sends, for the send use case: the caller's scope and its workspace's age (the use
+/// case resolves the new-workspace limit from it).
+pub fn sender(caller: &Caller) -> Sender {
     Sender {
         scope: caller.scope(),
-        limit: new_workspace_limit(state, caller),
+        workspace_created_at: Some(caller.workspace_created_at),
     }
 }
 

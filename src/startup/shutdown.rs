@@ -7,6 +7,7 @@ use std::time::Duration;
 use actix::Addr;
 use actix_web::dev::ServerHandle;
 
+use crate::actors::campaign::{Campaigns, StopAll};
 use crate::actors::phone_session::LiveSessions;
 use crate::actors::registry::{Registry, Shutdown};
 use crate::actors::webhook_endpoint::{StopEndpoints, WebhookEndpoints};
@@ -23,6 +24,7 @@ pub(super) async fn on_signal(
     handle: ServerHandle,
     registry: Addr<Registry>,
     webhooks: Addr<WebhookEndpoints>,
+    campaigns: Addr<Campaigns>,
     sessions: Arc<LiveSessions>,
     cluster: Option<Cluster>,
 ) {
@@ -36,6 +38,7 @@ pub(super) async fn on_signal(
     handle.pause().await;
     let _ = registry.send(Shutdown).await;
     let _ = webhooks.send(StopEndpoints).await;
+    let _ = campaigns.send(StopAll).await;
     // Sessions are not connections the HTTP server waits for: let them send their 1001 close
     // frames (each waits at most 1 s for the phone's answer) first.
     if !sessions.ended_within(SESSIONS_CLOSE_WITHIN).await {

@@ -32,6 +32,9 @@ use crate::store::writer::{Content, InboundOutcome, NewMessage, Transition};
 mod handlers;
 mod rebuild;
 mod reports;
+mod reservation;
+
+pub use reservation::{NotTaken, Reservation};
 
 /// Close code for a session whose phone was unpaired or whose token was rotated.
 pub const CLOSE_UNPAIRED: u16 = 4001;

@@ -6,9 +6,7 @@ use actix::prelude::*;
 use uuid::Uuid;
 
 use super::*;
-use crate::actors::campaign::CampaignChange;
 use crate::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnline, Resync};
-use crate::domain::ids::CampaignId;
 use crate::store::cluster::{LeaseKind, Sweep};
 
 impl Registry {
@@ -92,25 +90,8 @@ impl Handler<Noticed> for Registry {
             }
             Notice::Release { phone, node } if node == me => self.let_go(phone),
             Notice::Release { .. } => {}
-            Notice::Campaign { campaign } => {
-                if self.runs_campaign(campaign) {
-                    self.run_campaign(campaign, ctx);
-                }
-            }
-            Notice::CampaignMessages { campaign, changes } => {
-                if self.runs_campaign(campaign) {
-                    self.campaigns.changed(
-                        changes
-                            .into_iter()
-                            .map(|(message, status)| CampaignChange {
-                                campaign,
-                                message,
-                                status,
-                            })
-                            .collect(),
-                    );
-                }
-            }
+            // The campaigns' supervisor gets these (`Cluster::start_campaigns`).
+            Notice::Campaign { .. } | Notice::CampaignMessages { .. } => {}
             Notice::Simulate { messages } => self.load_simulated(ctx, messages),
             // The webhook endpoints' supervisor takes these (`Cluster::route_endpoints`).
             Notice::Endpoint { .. } | Notice::Deliveries { .. } => {}
@@ -194,16 +175,9 @@ impl Handler<LeasesLost> for Registry {
                 continue;
             }
             match lease.kind {
-                LeaseKind::Campaign => {
-                    let Ok(id) = lease.key.parse::<CampaignId>() else {
-                        continue;
-                    };
-                    tracing::warn!(campaign_id = %id, "campaign lease lost: its actor stops here");
-                    self.campaigns.finished(id);
-                    continue;
-                }
-                // The webhook endpoints' supervisor stops its own (`Cluster::route_endpoints`).
-                LeaseKind::WebhookEndpoint => continue,
+                // Their supervisors stop their own (`Cluster::start_campaigns`,
+                // `Cluster::route_endpoints`).
+                LeaseKind::Campaign | LeaseKind::WebhookEndpoint => continue,
                 LeaseKind::Phone | LeaseKind::Sweep => {}
             }
             if lease.kind == crate::store::cluster::LeaseKind::Phone

@@ -1,6 +1,6 @@
 //! The Registry's handlers of its own messages (declared in `mod.rs`): routing, phones
-//! connecting and going away, pairing changes, states, shutdown. Those of campaigns are in
-//! `work.rs`, those of the cluster in `cluster.rs`.
+//! connecting and going away, pairing changes, states, shutdown. Those of the cluster are
+//! in `cluster.rs`.
 
 use actix::prelude::*;
 use uuid::Uuid;
@@ -278,7 +278,6 @@ impl Handler<Shutdown> for Registry {
         for addr in self.directory.drain() {
             addr.do_send(phone::StopPhone);
         }
-        self.campaigns.stop_all();
         ctx.stop();
     }
 }

@@ -4,8 +4,8 @@
 //!
 //! Mailbox: queries `Route`, `GetPhoneStates`; commands `Enqueue`, `Cancel`, `Paired`,
 //! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`. Its handlers
-//! are in `handlers.rs` (its own messages), `work.rs` (the campaign messages it
-//! routes) and `cluster.rs` (the cluster's events); test mode's simulated phones are in
+//! are in `handlers.rs` (its own messages), `work.rs` (the live-node scan of a cluster)
+//! `cluster.rs` (the cluster's events); test mode's simulated phones are in
 //! `test_mode.rs`; when a phone was last heard from, and when that is stored, in `last_seen.rs`.
 //! The phone directory and its decisions (who takes a send, what connecting, disconnecting and
 //! pairing change) are a plain type, [`PhoneDirectory`] in `directory.rs`; the actor does the
@@ -46,7 +46,7 @@ const NOTICE_IDS: usize = 64;
 /// the same node keeps it) before the node lets go of the phone's lease (cluster only).
 const OFFLINE_GRACE: Duration = Duration::from_secs(2);
 
-/// How often a cluster node looks for campaigns no node holds.
+/// How often a cluster node reads which nodes are live.
 const TAKE_OVER_EVERY: Duration = Duration::from_secs(2);
 
 /// How often queued messages are checked for expiry.
@@ -212,8 +212,6 @@ pub struct Registry {
     deps: Deps,
     /// The paired phones, their transports and actors, and who takes a send.
     directory: PhoneDirectory<Addr<Phone>>,
-    /// One supervised actor per running, scheduled or paused campaign (see `campaign`).
-    pub(crate) campaigns: super::campaign::CampaignActors,
     /// This actor's address (set when started), for the phones' [`phone::NotOwned`].
     me: Option<Addr<Registry>>,
     /// Whether the simulated phones of test mode run on this node (see `test_mode`).
@@ -231,7 +229,6 @@ impl Registry {
         Registry {
             directory: PhoneDirectory::new(deps.settings.pace),
             deps,
-            campaigns: Default::default(),
             me: None,
             live_nodes: None,
             test_mode: match deps_cluster {
@@ -239,11 +236,6 @@ impl Registry {
                 false => TestModeHere::Yes,
             },
         }
-    }
-
-    /// What the actors share.
-    pub(crate) fn deps(&self) -> &Deps {
-        &self.deps
     }
 
     /// Tells the portal's live event streams that a phone came online or went offline.
@@ -576,7 +568,6 @@ impl Actor for Registry {
             cluster.start(ctx.address());
         }
         self.rebuild(ctx);
-        super::campaign::CampaignActors::rebuild(ctx, self.deps.clone());
         ctx.run_interval(EXPIRY_SWEEP_EVERY, |act, ctx| act.sweep_expired(ctx));
         ctx.run_interval(last_seen::FLUSH_EVERY, |act, _| act.store_last_seen(false));
         if self.deps.cluster.is_some() {

@@ -24,7 +24,7 @@ pub use wire::{CampaignOut, CampaignRecipientOut, CreateCampaignIn};
 use super::idempotent::{Created, create_once};
 use super::page::PageParams;
 use super::schemas::{DeletedEnvelope, deleted};
-use super::sending::new_workspace_limit;
+use super::sending::sender;
 use super::{
     Answer, AppState, Caller, DocumentedRoute, JsonBody, PageRequest, QueryParams, parse_id,
 };
@@ -105,7 +105,7 @@ async fn create_campaign(state: &AppState, caller: &Caller, body: CreateCampaign
     let op = CampaignOp::Create {
         campaign: new,
         launch,
-        limit: new_workspace_limit(state, caller),
+        limit: sender(caller).new_workspace_limit(&state.settings.limits),
         quotas: CampaignQuotas::of(&state.settings.quotas),
     };
     let campaign = controlled(state, state.writer.campaign(op).await?)?;
@@ -114,7 +114,7 @@ async fn create_campaign(state: &AppState, caller: &Caller, body: CreateCampaign
         crate::telemetry::count_campaign_recipients(status, n);
     }
     if launch {
-        state.registry.do_send(Wake { id: campaign.id });
+        state.campaigns.do_send(Wake { id: campaign.id });
     }
     let response = success(
         StatusCode::CREATED,
@@ -180,10 +180,10 @@ async fn control(
         scope: caller.scope(),
         id,
         control,
-        limit: new_workspace_limit(&state, &caller),
+        limit: sender(&caller).new_workspace_limit(&state.settings.limits),
     };
     let campaign = controlled(&state, state.writer.campaign(op).await?)?;
-    state.registry.do_send(Wake { id });
+    state.campaigns.do_send(Wake { id });
     let message = match campaign.status {
         CampaignStatus::Scheduled => "campaign scheduled",
         CampaignStatus::Running => "campaign running",

@@ -145,6 +145,7 @@ pub struct TestApp {
     handle: actix_web::dev::ServerHandle,
     registry: actix::Addr<smsgw::actors::registry::Registry>,
     webhooks: actix::Addr<smsgw::actors::webhook_endpoint::WebhookEndpoints>,
+    campaigns: actix::Addr<smsgw::actors::campaign::Campaigns>,
     /// Name resolution of webhook targets: a fixed table, so no DNS query leaves the machine.
     pub resolver: Arc<StaticResolver>,
     _dir: Option<tempfile::TempDir>,
@@ -289,8 +290,11 @@ pub async fn spawn_app_with_resolver(
         .expect("an empty database gets keys");
     let address = format!("http://{}", app.address());
     let handle = app.handle();
-    let registry = app.registry.clone();
-    let webhooks = app.webhooks.clone();
+    let (registry, webhooks, campaigns) = (
+        app.registry.clone(),
+        app.webhooks.clone(),
+        app.campaigns.clone(),
+    );
     actix_web::rt::spawn(app.run_until_stopped());
     TestApp {
         address,
@@ -303,6 +307,7 @@ pub async fn spawn_app_with_resolver(
         handle,
         registry,
         webhooks,
+        campaigns,
         resolver,
         _dir: dir,
     }
@@ -335,6 +340,7 @@ impl TestApp {
         self.handle = app.handle();
         self.registry = app.registry.clone();
         self.webhooks = app.webhooks.clone();
+        self.campaigns = app.campaigns.clone();
         actix_web::rt::spawn(app.run_until_stopped());
         self
     }
@@ -348,8 +354,11 @@ impl TestApp {
             .expect("peer node starts");
         assert!(app.initial_keys.is_none(), "a peer creates no workspace");
         let handle = app.handle();
-        let registry = app.registry.clone();
-        let webhooks = app.webhooks.clone();
+        let (registry, webhooks, campaigns) = (
+            app.registry.clone(),
+            app.webhooks.clone(),
+            app.campaigns.clone(),
+        );
         let address = format!("http://{}", app.address());
         actix_web::rt::spawn(app.run_until_stopped());
         TestApp {
@@ -363,6 +372,7 @@ impl TestApp {
             handle,
             registry,
             webhooks,
+            campaigns,
             resolver: self.resolver.clone(),
             _dir: None,
         }
@@ -391,12 +401,14 @@ impl TestApp {
     }
 
     /// Stops this node's actors as a shutdown does: the registry (it hands the node's leases
-    /// back) and the webhook endpoints' supervisor with its endpoint actors.
+    /// back), the webhook endpoints' supervisor with its endpoint actors, and the campaigns'
+    /// supervisor.
     async fn stop_actors(&self) {
         let _ = self.registry.send(smsgw::actors::registry::Shutdown).await;
         let _ = self
             .webhooks
             .send(smsgw::actors::webhook_endpoint::StopEndpoints)
             .await;
+        let _ = self.campaigns.send(smsgw::actors::campaign::StopAll).await;
     }
 }

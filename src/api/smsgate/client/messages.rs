@@ -303,7 +303,7 @@ async fn create(
         .map_err(|err| bad(err.to_string()))?
         .for_client(request_id, checked.options, checked.expires_by);
     let api_caller = caller.as_api_caller();
-    let sender = crate::api::sending::sender(&state, &api_caller);
+    let sender = crate::api::sending::sender(&api_caller);
     let stored = send::send_bulk(&state.send_deps(), sender, request)
         .await
         .map_err(send_error)?;
