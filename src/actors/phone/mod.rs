@@ -71,7 +71,7 @@ impl Ticket {
             to: message.to_number.clone(),
             content: message.content.clone(),
             segments: message.segments,
-            encoding: message.encoding.clone(),
+            encoding: message.encoding.as_str().to_string(),
             attempt: message.send_attempts,
         })
     }
@@ -207,7 +207,7 @@ impl From<&Message> for QueuedMessage {
             to: m.to_number.clone(),
             content: m.content.clone(),
             segments: m.segments,
-            encoding: m.encoding.clone(),
+            encoding: m.encoding,
             class: m.class,
             expires_at: m.expires_at,
             scheduled_for: m.scheduled_for,
@@ -367,7 +367,7 @@ impl Phone {
                         to: item.to.clone(),
                         content: item.content.clone(),
                         segments: item.segments,
-                        encoding: item.encoding.clone(),
+                        encoding: item.encoding.as_str().to_string(),
                         attempt,
                     };
                     if let Some(link) = &self.link {

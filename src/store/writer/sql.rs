@@ -161,10 +161,10 @@ pub(super) async fn apply_group(
         .await?
         .into_iter()
         .map(|row| {
-            let message = Message::from(row);
-            (message.id, message)
+            let message = Message::try_from(row)?;
+            Ok((message.id, message))
         })
-        .collect())
+        .collect::<Result<_, StoreError>>()?)
 }
 
 /// The phone of each move, as one value when they all share it, else
@@ -291,5 +291,6 @@ pub(super) async fn reroute(
         .await?
         .into_iter()
         .next()
-        .map(Message::from))
+        .map(Message::try_from)
+        .transpose()?)
 }
