@@ -23,7 +23,7 @@ use crate::domain::ids::{CampaignId, MessageId};
 use crate::domain::quota::Quota;
 use crate::domain::status::{MessageStatus, Mode, QueueClass};
 use crate::store::campaigns::{self, Campaign};
-use crate::store::cluster::{Lease, LeaseKind};
+use crate::store::cluster::{Lease, LeaseKey};
 use crate::store::writer::{CampaignOp, CampaignOutcome, Content, NewMessage};
 
 /// Most of a campaign's messages `queued` (not yet handed to a phone) at once. Feeding tops
@@ -427,7 +427,7 @@ impl CampaignActor {
         self.deps
             .cluster
             .as_ref()
-            .map(|cluster| cluster.fence(LeaseKind::Campaign, &self.id.to_string()))
+            .map(|cluster| cluster.fence(LeaseKey::Campaign(self.id)))
     }
 
     /// Another node owns the campaign now (its step was refused): act no more from now on,

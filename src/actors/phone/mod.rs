@@ -323,11 +323,11 @@ impl Phone {
         // the node's `test_mode` lease): refused once it moved on. Without the lease (lost
         // meanwhile) it carries fence 0, which no lease ever has.
         let lease = self.deps.cluster.as_ref().map(|cluster| {
-            use crate::store::cluster::{LeaseKind, Sweep};
-            match self.identity.device_id {
-                Some(device) => cluster.fence(LeaseKind::Phone, &device.to_string()),
-                None => cluster.fence(LeaseKind::Sweep, Sweep::TestMode.as_str()),
-            }
+            use crate::store::cluster::{LeaseKey, Sweep};
+            cluster.fence(match self.identity.device_id {
+                Some(device) => LeaseKey::Phone(device.into()),
+                None => LeaseKey::Sweep(Sweep::TestMode),
+            })
         });
         let transition = Transition::hand_over(id, self.identity.device_id).fenced(lease);
         let writer = self.deps.writer.clone();
@@ -482,12 +482,12 @@ pub const CLOSE_TRY_AGAIN: u16 = 1013;
 /// again until it expires at the latest. False when it could not be taken in that time.
 async fn claim(cluster: &crate::actors::cluster::Cluster, device: Uuid) -> bool {
     use crate::actors::cluster::Notice;
-    use crate::store::cluster::LeaseKind;
-    let key = device.to_string();
+    use crate::store::cluster::LeaseKey;
+    let key = LeaseKey::Phone(device.into());
     let deadline = std::time::Instant::now() + cluster.lease_ttl() * 2;
     let mut asked = None;
     loop {
-        if cluster.acquire(LeaseKind::Phone, &key).await.is_some() {
+        if cluster.acquire(key).await.is_some() {
             cluster
                 .notify(&Notice::Online {
                     phone: device,
@@ -496,7 +496,7 @@ async fn claim(cluster: &crate::actors::cluster::Cluster, device: Uuid) -> bool 
                 .await;
             return true;
         }
-        if let Some(holder) = cluster.holder(LeaseKind::Phone, &key).await
+        if let Some(holder) = cluster.holder(key).await
             && asked != Some(holder.node)
         {
             cluster

@@ -9,8 +9,7 @@ use super::*;
 use crate::actors::campaign::CampaignChange;
 use crate::actors::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnline, Resync};
 use crate::actors::webhook_endpoint;
-use crate::domain::ids::{CampaignId, EndpointId};
-use crate::store::cluster::{LeaseKind, Sweep};
+use crate::store::cluster::{LeaseKey, Sweep};
 
 impl Registry {
     /// Tells the other nodes about a change of a phone's record made here.
@@ -38,12 +37,7 @@ impl Registry {
             if let Some(addr) = addr {
                 let _ = addr.send(phone::StopPhone).await;
             }
-            cluster
-                .release(
-                    crate::store::cluster::LeaseKind::Phone,
-                    &phone_id.to_string(),
-                )
-                .await;
+            cluster.release(LeaseKey::Phone(phone_id.into())).await;
         });
     }
 
@@ -229,37 +223,24 @@ impl Handler<LeasesLost> for Registry {
     fn handle(&mut self, msg: LeasesLost, _: &mut Self::Context) {
         // Stop acting at once: the new owner rebuilds everything from the database.
         for lease in msg.0 {
-            if lease.kind == LeaseKind::Sweep && lease.key == Sweep::TestMode.as_str() {
-                self.stop_test_mode();
-                continue;
-            }
-            match lease.kind {
-                LeaseKind::Campaign => {
-                    let Ok(id) = lease.key.parse::<CampaignId>() else {
-                        continue;
-                    };
+            match lease.key {
+                LeaseKey::Sweep(Sweep::TestMode) => self.stop_test_mode(),
+                LeaseKey::Campaign(id) => {
                     tracing::warn!(campaign_id = %id, "campaign lease lost: its actor stops here");
                     self.campaigns.finished(id);
-                    continue;
                 }
-                LeaseKind::WebhookEndpoint => {
-                    let Ok(id) = lease.key.parse::<EndpointId>() else {
-                        continue;
-                    };
+                LeaseKey::WebhookEndpoint(id) => {
                     tracing::warn!(endpoint_id = %id, "endpoint lease lost: its actor stops here");
                     self.webhooks.stop(id);
-                    continue;
                 }
-                LeaseKind::Phone | LeaseKind::Sweep => {}
-            }
-            if lease.kind == crate::store::cluster::LeaseKind::Phone
-                && let Ok(phone_id) = lease.key.parse::<Uuid>()
-            {
-                tracing::warn!(phone_id = %phone_id, "phone lease lost: its actor stops here");
-                if let Some(entry) = self.phones.get_mut(&phone_id) {
-                    entry.session = None;
-                    if let Some(addr) = entry.addr.take() {
-                        addr.do_send(phone::StopPhone);
+                LeaseKey::Sweep(_) => {}
+                LeaseKey::Phone(phone_id) => {
+                    tracing::warn!(%phone_id, "phone lease lost: its actor stops here");
+                    if let Some(entry) = self.phones.get_mut(&phone_id.as_uuid()) {
+                        entry.session = None;
+                        if let Some(addr) = entry.addr.take() {
+                            addr.do_send(phone::StopPhone);
+                        }
                     }
                 }
             }

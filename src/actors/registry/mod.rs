@@ -374,10 +374,7 @@ impl Registry {
             None => Some(addr),
             Some(cluster) => {
                 let leased = cluster
-                    .lease(
-                        crate::store::cluster::LeaseKind::Phone,
-                        &phone_id.to_string(),
-                    )
+                    .lease(crate::store::cluster::LeaseKey::Phone(phone_id.into()))
                     .is_some();
                 (leased || entry.session.is_some()).then_some(addr)
             }
@@ -529,10 +526,9 @@ impl Registry {
         let test_mode_only = match &deps.cluster {
             None => Some(false),
             Some(cluster) => cluster
-                .lease(
-                    crate::store::cluster::LeaseKind::Sweep,
-                    crate::store::cluster::Sweep::TestMode.as_str(),
-                )
+                .lease(crate::store::cluster::LeaseKey::Sweep(
+                    crate::store::cluster::Sweep::TestMode,
+                ))
                 .map(|_| true),
         };
         if test_mode_only == Some(true) {
@@ -633,10 +629,9 @@ impl Registry {
                 // In a cluster one node at a time sweeps: the holder of the `expiry` lease.
                 if let Some(cluster) = &deps.cluster
                     && cluster
-                        .acquire(
-                            crate::store::cluster::LeaseKind::Sweep,
-                            crate::store::cluster::Sweep::Expiry.as_str(),
-                        )
+                        .acquire(crate::store::cluster::LeaseKey::Sweep(
+                            crate::store::cluster::Sweep::Expiry,
+                        ))
                         .await
                         .is_none()
                 {

@@ -14,7 +14,7 @@ use crate::actors::webhook_endpoint::{
     self, Deliver, DeliveriesCreated, EndpointChanged, EndpointDeleted,
 };
 use crate::domain::ids::{CampaignId, EndpointId};
-use crate::store::cluster::LeaseKind;
+use crate::store::cluster::{LeaseKey, LeaseKind};
 use crate::store::webhooks::PendingDelivery;
 
 /// Most message changes a `campaign_messages` notice carries (about 60 bytes each: the
@@ -65,8 +65,8 @@ impl Handler<Finished> for Registry {
     fn handle(&mut self, msg: Finished, _: &mut Self::Context) {
         self.campaigns.finished(msg.id);
         if let Some(cluster) = self.deps.cluster.clone() {
-            let key = msg.id.to_string();
-            actix::spawn(async move { cluster.release(LeaseKind::Campaign, &key).await });
+            let key = LeaseKey::Campaign(msg.id);
+            actix::spawn(async move { cluster.release(key).await });
         }
     }
 }
@@ -74,10 +74,10 @@ impl Handler<Finished> for Registry {
 impl Registry {
     /// Whether, in a cluster, this node runs the campaign (holds its lease).
     pub(super) fn runs_campaign(&self, campaign: CampaignId) -> bool {
-        self.deps.cluster.as_ref().is_some_and(|c| {
-            c.lease(LeaseKind::Campaign, &campaign.to_string())
-                .is_some()
-        })
+        self.deps
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.lease(LeaseKey::Campaign(campaign)).is_some())
     }
 
     /// Starts the campaign's actor if needed and makes it read the campaign again. In a
@@ -88,14 +88,14 @@ impl Registry {
             self.run_campaign(id, ctx);
             return;
         };
-        let key = id.to_string();
-        if cluster.lease(LeaseKind::Campaign, &key).is_some() {
+        let key = LeaseKey::Campaign(id);
+        if cluster.lease(key).is_some() {
             self.run_campaign(id, ctx);
             return;
         }
         ctx.spawn(
             async move {
-                let owned = cluster.acquire(LeaseKind::Campaign, &key).await.is_some();
+                let owned = cluster.acquire(key).await.is_some();
                 if !owned {
                     cluster.notify(&Notice::Campaign { campaign: id }).await;
                 }
@@ -176,8 +176,8 @@ impl Handler<EndpointDeleted> for Registry {
             cluster.tell(Notice::Endpoint {
                 endpoint: msg.endpoint_id,
             });
-            let (cluster, key) = (cluster.clone(), msg.endpoint_id.to_string());
-            actix::spawn(async move { cluster.release(LeaseKind::WebhookEndpoint, &key).await });
+            let (cluster, key) = (cluster.clone(), LeaseKey::WebhookEndpoint(msg.endpoint_id));
+            actix::spawn(async move { cluster.release(key).await });
         }
     }
 }
@@ -201,8 +201,8 @@ impl Registry {
             }
             return;
         };
-        let key = endpoint_id.to_string();
-        if cluster.lease(LeaseKind::WebhookEndpoint, &key).is_some() {
+        let key = LeaseKey::WebhookEndpoint(endpoint_id);
+        if cluster.lease(key).is_some() {
             let addr = self.webhooks.addr(&deps, endpoint_id);
             if let Some(deliveries) = deliveries {
                 addr.do_send(Deliver { deliveries });
@@ -220,10 +220,7 @@ impl Registry {
         };
         ctx.spawn(
             async move {
-                let owned = cluster
-                    .acquire(LeaseKind::WebhookEndpoint, &key)
-                    .await
-                    .is_some();
+                let owned = cluster.acquire(key).await.is_some();
                 if !owned {
                     for deliveries in named {
                         cluster
@@ -275,20 +272,15 @@ impl Registry {
                 let endpoint_leases = held(LeaseKind::WebhookEndpoint).await;
                 let mut taken = (Vec::new(), Vec::new());
                 for id in campaigns {
-                    let key = id.to_string();
-                    if !campaign_leases.contains(&key)
-                        && cluster.acquire(LeaseKind::Campaign, &key).await.is_some()
+                    let key = LeaseKey::Campaign(id);
+                    if !campaign_leases.contains(&key) && cluster.acquire(key).await.is_some()
                     {
                         taken.0.push(id);
                     }
                 }
                 for &id in &pending {
-                    let key = id.to_string();
-                    if !endpoint_leases.contains(&key)
-                        && cluster
-                            .acquire(LeaseKind::WebhookEndpoint, &key)
-                            .await
-                            .is_some()
+                    let key = LeaseKey::WebhookEndpoint(id);
+                    if !endpoint_leases.contains(&key) && cluster.acquire(key).await.is_some()
                     {
                         taken.1.push(id);
                     }
@@ -318,9 +310,7 @@ impl Registry {
                     };
                     for id in pending {
                         if !act.webhooks.running(id)
-                            && cluster
-                                .lease(LeaseKind::WebhookEndpoint, &id.to_string())
-                                .is_some()
+                            && cluster.lease(LeaseKey::WebhookEndpoint(id)).is_some()
                         {
                             tracing::info!(endpoint_id = %id, "endpoint held here without an actor: restarted");
                             act.webhooks.addr(&deps, id);

@@ -16,7 +16,7 @@ use crate::actors::Deps;
 use crate::actors::webhook_target;
 use crate::domain::ids::EndpointId;
 use crate::domain::webhook_event::{EventKind, WebhookFormat};
-use crate::store::cluster::LeaseKind;
+use crate::store::cluster::LeaseKey;
 use crate::store::scoped::Scope;
 use crate::store::settings;
 use crate::store::webhooks::{
@@ -228,15 +228,13 @@ impl WebhookEndpoint {
         // it still holds; once the lease is gone here, nothing more is sent.
         let lease = match &self.deps.cluster {
             None => None,
-            Some(cluster) => {
-                match cluster.lease(LeaseKind::WebhookEndpoint, &self.endpoint_id.to_string()) {
-                    Some(lease) => Some(lease),
-                    None => {
-                        self.ownership_lost();
-                        return;
-                    }
+            Some(cluster) => match cluster.lease(LeaseKey::WebhookEndpoint(self.endpoint_id)) {
+                Some(lease) => Some(lease),
+                None => {
+                    self.ownership_lost();
+                    return;
                 }
-            }
+            },
         };
         while self.in_flight < MAX_IN_FLIGHT && !self.waiting_for_budget {
             let Some((delivery, message)) = self.ready.pop_front() else {

@@ -156,7 +156,7 @@ pub(super) async fn apply_group(
 ) -> Result<HashMap<Uuid, Message>, StoreError> {
     let ids: Vec<Uuid> = group.iter().map(|t| t.id).collect();
     let ids = crate::store::id_list(&ids);
-    Ok(move_statement(group, &ids, now)
+    move_statement(group, &ids, now)
         .exec_with_returning(txn)
         .await?
         .into_iter()
@@ -164,7 +164,7 @@ pub(super) async fn apply_group(
             let message = Message::try_from(row)?;
             Ok((message.id, message))
         })
-        .collect::<Result<_, StoreError>>()?)
+        .collect()
 }
 
 /// The phone of each move, as one value when they all share it, else
@@ -280,7 +280,7 @@ pub(super) async fn reroute(
     r: &Reroute,
     now: i64,
 ) -> Result<Option<Message>, StoreError> {
-    Ok(messages::Entity::update_many()
+    messages::Entity::update_many()
         .col_expr(messages::Column::DeviceId, Expr::value(r.to_device))
         .col_expr(messages::Column::UpdatedAt, Expr::value(now))
         .filter(messages::Column::Id.eq(r.id))
@@ -292,5 +292,5 @@ pub(super) async fn reroute(
         .into_iter()
         .next()
         .map(Message::try_from)
-        .transpose()?)
+        .transpose()
 }
