@@ -162,7 +162,7 @@ mod tests {
             to_number: "+14155550100".into(),
             content: "hello".into(),
             segments: 1,
-            encoding: "gsm7".into(),
+            encoding: crate::domain::sms::Encoding::Gsm7,
             device_id: None,
             pinned: false,
             campaign_id: campaign,

@@ -19,7 +19,7 @@ use crate::config::ClusterSettings;
 use crate::domain::ids::{CampaignId, EndpointId, MessageId};
 use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
-use crate::store::cluster::{self as leases, Lease, LeaseKind, Sweep};
+use crate::store::cluster::{self as leases, Lease, LeaseKey, LeaseKind, Sweep};
 
 /// What nodes tell each other (small JSON on the `smsgw_cluster` channel; messages themselves
 /// are read from the database).
@@ -143,10 +143,10 @@ struct Inner {
     settings: ClusterSettings,
     /// Each lease this node holds, with when it was (last) taken: a renewal started before
     /// that cannot have covered it, so it is not counted lost by that renewal.
-    held: Mutex<HashMap<(LeaseKind, String), (Lease, Instant)>>,
+    held: Mutex<HashMap<LeaseKey, (Lease, Instant)>>,
     /// The leases being acquired now, with how many acquires of each run: one the database
     /// already gives this node while its acquire has not answered yet is not a stray.
-    acquiring: Mutex<HashMap<(LeaseKind, String), usize>>,
+    acquiring: Mutex<HashMap<LeaseKey, usize>>,
     /// The last renewal succeeded in time (readiness).
     renewing: AtomicBool,
     /// Set by a graceful stop: no new lease is taken.
@@ -218,7 +218,7 @@ impl Cluster {
         // The sweeps nobody runs are taken at once (their node's lease rows exist from the
         // start, so no later write of this node's grows the database during a request).
         for sweep in [Sweep::Expiry, Sweep::Retention, Sweep::TestMode] {
-            cluster.acquire(LeaseKind::Sweep, sweep.as_str()).await;
+            cluster.acquire(LeaseKey::Sweep(sweep)).await;
         }
         Ok(cluster)
     }
@@ -315,7 +315,7 @@ impl Cluster {
     fn deliver_lost(&self, listeners: &Listeners, lost: Vec<Lease>) {
         let (campaigns, rest): (Vec<Lease>, Vec<Lease>) = lost
             .into_iter()
-            .partition(|lease| lease.kind == LeaseKind::Campaign);
+            .partition(|lease| lease.key.kind() == LeaseKind::Campaign);
         if !campaigns.is_empty()
             && let Some(listener) = self.inner.campaigns.get()
         {
@@ -325,7 +325,7 @@ impl Cluster {
             Some(to) => {
                 let (endpoints, rest): (Vec<Lease>, Vec<Lease>) = rest
                     .into_iter()
-                    .partition(|lease| lease.kind == LeaseKind::WebhookEndpoint);
+                    .partition(|lease| lease.key.kind() == LeaseKind::WebhookEndpoint);
                 if !endpoints.is_empty() {
                     let _ = to.lost.try_send(LeasesLost(endpoints));
                 }
@@ -338,18 +338,16 @@ impl Cluster {
         }
     }
 
-    /// Takes the lease of (`kind`, `key`) for this node, or None when another node holds it
-    /// (or this node is stopping, or the database did not answer).
-    pub async fn acquire(&self, kind: LeaseKind, key: &str) -> Option<Lease> {
+    /// Takes the lease of `key` for this node, or None when another node holds it (or this
+    /// node is stopping, or the database did not answer).
+    pub async fn acquire(&self, key: LeaseKey) -> Option<Lease> {
         if self.inner.stopping.load(Ordering::Relaxed) {
             return None;
         }
-        let entry = (kind, key.to_string());
-        *self.acquiring().entry(entry.clone()).or_default() += 1;
+        *self.acquiring().entry(key).or_default() += 1;
         let taken = leases::acquire(
             &self.inner.db,
             self.inner.node,
-            kind,
             key,
             self.inner.settings.lease_ttl,
         )
@@ -357,39 +355,35 @@ impl Cluster {
         // Held before it stops being acquired, so a heartbeat always finds it in one of them.
         let lease = match taken {
             Ok(Some(lease)) => {
-                self.held()
-                    .insert(entry.clone(), (lease.clone(), Instant::now()));
+                self.held().insert(key, (lease.clone(), Instant::now()));
                 Some(lease)
             }
             Ok(None) => None,
             Err(err) => {
-                tracing::warn!(kind = kind.as_str(), key, error = %err, "lease not taken");
+                tracing::warn!(lease = %key, error = %err, "lease not taken");
                 None
             }
         };
         let mut acquiring = self.acquiring();
-        if let Some(count) = acquiring.get_mut(&entry) {
+        if let Some(count) = acquiring.get_mut(&key) {
             *count -= 1;
             if *count == 0 {
-                acquiring.remove(&entry);
+                acquiring.remove(&key);
             }
         }
         lease
     }
 
-    /// The lease this node holds on (`kind`, `key`), if any.
-    pub fn lease(&self, kind: LeaseKind, key: &str) -> Option<Lease> {
-        self.held()
-            .get(&(kind, key.to_string()))
-            .map(|(lease, _)| lease.clone())
+    /// The lease this node holds on `key`, if any.
+    pub fn lease(&self, key: LeaseKey) -> Option<Lease> {
+        self.held().get(&key).map(|(lease, _)| lease.clone())
     }
 
-    /// The lease a fenced write on (`kind`, `key`) carries: the one this node holds, or, once
-    /// it is lost here, one with fence 0, which no lease ever has, so the write is refused.
-    pub fn fence(&self, kind: LeaseKind, key: &str) -> Lease {
-        self.lease(kind, key).unwrap_or_else(|| Lease {
-            kind,
-            key: key.to_string(),
+    /// The lease a fenced write on `key` carries: the one this node holds, or, once it is lost
+    /// here, one with fence 0, which no lease ever has, so the write is refused.
+    pub fn fence(&self, key: LeaseKey) -> Lease {
+        self.lease(key).unwrap_or(Lease {
+            key,
             node: self.node(),
             fence: 0,
         })
@@ -400,25 +394,21 @@ impl Cluster {
     /// Until then the node would keep starting the actor it no longer owns.
     pub fn lost(&self, lease: &Lease) {
         let mut held = self.held();
-        let entry = (lease.kind, lease.key.clone());
         if held
-            .get(&entry)
+            .get(&lease.key)
             .is_some_and(|(ours, _)| ours.fence == lease.fence)
         {
-            held.remove(&entry);
+            held.remove(&lease.key);
         }
     }
 
-    /// Lets go of this node's lease on (`kind`, `key`).
-    pub async fn release(&self, kind: LeaseKind, key: &str) {
-        let lease = self
-            .held()
-            .remove(&(kind, key.to_string()))
-            .map(|(lease, _)| lease);
+    /// Lets go of this node's lease on `key`.
+    pub async fn release(&self, key: LeaseKey) {
+        let lease = self.held().remove(&key).map(|(lease, _)| lease);
         if let Some(lease) = lease
             && let Err(err) = leases::release(&self.inner.db, &lease).await
         {
-            tracing::warn!(kind = kind.as_str(), key, error = %err, "lease not released; it expires");
+            tracing::warn!(lease = %key, error = %err, "lease not released; it expires");
         }
     }
 
@@ -445,7 +435,7 @@ impl Cluster {
     pub async fn live_keys(
         &self,
         kind: LeaseKind,
-    ) -> Result<std::collections::HashSet<String>, StoreError> {
+    ) -> Result<std::collections::HashSet<LeaseKey>, StoreError> {
         Ok(leases::live(&self.inner.db, kind)
             .await?
             .into_iter()
@@ -453,12 +443,9 @@ impl Cluster {
             .collect())
     }
 
-    /// The live holder of (`kind`, `key`).
-    pub async fn holder(&self, kind: LeaseKind, key: &str) -> Option<Lease> {
-        leases::holder(&self.inner.db, kind, key)
-            .await
-            .ok()
-            .flatten()
+    /// The live holder of `key`.
+    pub async fn holder(&self, key: LeaseKey) -> Option<Lease> {
+        leases::holder(&self.inner.db, key).await.ok().flatten()
     }
 
     /// Tells every node (this one included) `notice`.
@@ -486,10 +473,10 @@ impl Cluster {
             Ok(count) => tracing::info!(leases = count, "handed the node's leases back"),
             Err(err) => tracing::warn!(error = %err, "leases not handed back; they expire"),
         }
-        for lease in held.into_iter().filter(|l| l.kind == LeaseKind::Phone) {
-            if let Ok(phone) = lease.key.parse() {
+        for lease in held {
+            if let LeaseKey::Phone(phone) = lease.key {
                 self.notify(&Notice::Offline {
-                    phone,
+                    phone: phone.as_uuid(),
                     node: self.inner.node,
                 })
                 .await;
@@ -497,7 +484,7 @@ impl Cluster {
         }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<(LeaseKind, String), (Lease, Instant)>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseKey, (Lease, Instant)>> {
         self.inner
             .held
             .lock()
@@ -505,7 +492,7 @@ impl Cluster {
     }
 
     /// Taken while [`Cluster::held`]'s guard is held, never the other way round.
-    fn acquiring(&self) -> std::sync::MutexGuard<'_, HashMap<(LeaseKind, String), usize>> {
+    fn acquiring(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseKey, usize>> {
         self.inner
             .acquiring
             .lock()
@@ -519,9 +506,9 @@ impl Cluster {
     /// database renewed them) or an acquire whose answer was lost leaves them.
     async fn hand_back_strays(&self, strays: Vec<Lease>) {
         for lease in strays {
-            tracing::warn!(kind = lease.kind.as_str(), key = %lease.key, "a lease this node does not act on is handed back");
+            tracing::warn!(lease = %lease.key, "a lease this node does not act on is handed back");
             if let Err(err) = leases::release(&self.inner.db, &lease).await {
-                tracing::warn!(kind = lease.kind.as_str(), key = %lease.key, error = %err, "stray lease not handed back; the next heartbeat tries again");
+                tracing::warn!(lease = %lease.key, error = %err, "stray lease not handed back; the next heartbeat tries again");
             }
         }
     }
@@ -562,16 +549,15 @@ impl Cluster {
                             .map(|(lease, _)| lease.clone())
                             .collect();
                         for lease in &lost {
-                            held.remove(&(lease.kind, lease.key.clone()));
+                            held.remove(&lease.key);
                         }
                         // Renewed, yet neither held nor being acquired here.
                         let acquiring = self.acquiring();
                         let strays: Vec<Lease> = renewed
                             .into_iter()
                             .filter(|lease| {
-                                let entry = (lease.kind, lease.key.clone());
-                                held.get(&entry).is_none_or(|(ours, _)| ours != lease)
-                                    && !acquiring.contains_key(&entry)
+                                held.get(&lease.key).is_none_or(|(ours, _)| ours != lease)
+                                    && !acquiring.contains_key(&lease.key)
                             })
                             .collect();
                         (lost, strays)
@@ -604,7 +590,10 @@ impl Cluster {
             if let Ok(online) = leases::live(&self.inner.db, LeaseKind::Phone).await {
                 let online = online
                     .into_iter()
-                    .filter_map(|l| Some((l.key.parse().ok()?, l.node)))
+                    .filter_map(|l| match l.key {
+                        LeaseKey::Phone(phone) => Some((phone.as_uuid(), l.node)),
+                        _ => None,
+                    })
                     .collect();
                 let _ = listeners.online.try_send(PhonesOnline(online));
             }

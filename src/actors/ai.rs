@@ -12,7 +12,6 @@ use std::time::Duration;
 use actix::prelude::*;
 use futures_util::future::LocalBoxFuture;
 use secrecy::ExposeSecret;
-use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::Deps;
@@ -316,7 +315,7 @@ impl Job {
     }
 
     /// Asks an OpenAI-compatible chat-completions server for a reply to the conversation.
-    async fn ask_openai(&self, settings: &AiSettings) -> Result<Option<String>, String> {
+    async fn ask_openai(&self, settings: &AiSettings) -> Result<Option<String>, ProviderError> {
         let config = &self.deps.settings.ai;
         let conversation = ai::conversation(
             &self.deps.db,
@@ -326,24 +325,33 @@ impl Job {
             CONVERSATION,
         )
         .await
-        .map_err(|e| format!("conversation not read: {e}"))?;
-        let mut messages = vec![json!({"role": "system", "content": settings.instructions})];
+        .map_err(ProviderError::Conversation)?;
+        let mut messages = vec![ChatMessage {
+            role: Role::System,
+            content: &settings.instructions,
+        }];
         for m in &conversation {
             let role = match m.direction {
-                Direction::Inbound => "user",
-                Direction::Outbound => "assistant",
+                Direction::Inbound => Role::User,
+                Direction::Outbound => Role::Assistant,
             };
-            messages.push(json!({"role": role, "content": m.content}));
+            messages.push(ChatMessage {
+                role,
+                content: &m.content,
+            });
         }
         if !conversation.iter().any(|m| m.id == self.message.id) {
-            messages.push(json!({"role": "user", "content": self.message.content}));
+            messages.push(ChatMessage {
+                role: Role::User,
+                content: &self.message.content,
+            });
         }
         let base = config.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
         let url = format!("{}/chat/completions", base.trim_end_matches('/'));
-        let body = json!({
-            "model": config.model.as_deref().unwrap_or(DEFAULT_MODEL),
-            "messages": messages,
-        });
+        let body = ChatRequest {
+            model: config.model.as_deref().unwrap_or(DEFAULT_MODEL),
+            messages,
+        };
         let mut request = self
             .client
             .post(&url)
@@ -355,18 +363,144 @@ impl Job {
         let mut response = request
             .send_json(&body)
             .await
-            .map_err(|e| format!("request failed: {e}"))?;
+            .map_err(|e| ProviderError::Request(e.to_string()))?;
         if !response.status().is_success() {
-            return Err(format!("HTTP {}", response.status().as_u16()));
+            return Err(ProviderError::Status(response.status().as_u16()));
         }
-        let answer: Value = response
+        let answer: ChatAnswer = response
             .json()
             .limit(1 << 20)
             .await
-            .map_err(|e| format!("answer is not JSON: {e}"))?;
-        let content = answer["choices"][0]["message"]["content"]
-            .as_str()
-            .ok_or("answer has no choices[0].message.content")?;
+            .map_err(|e| ProviderError::Answer(e.to_string()))?;
+        let content = answer.reply().ok_or(ProviderError::NoContent)?;
         Ok(Some(content.trim().to_string()))
+    }
+}
+
+/// Why the provider gave no reply; logged once, without the conversation's text.
+#[derive(Debug, thiserror::Error)]
+enum ProviderError {
+    #[error("conversation not read: {0}")]
+    Conversation(#[source] crate::store::StoreError),
+    /// The request did not reach the provider or its answer did not arrive (the client's
+    /// error, as text: it is neither `Send` nor `Sync`).
+    #[error("request failed: {0}")]
+    Request(String),
+    #[error("HTTP {0}")]
+    Status(u16),
+    /// The answer's body is not a chat completion (the client's error, as text).
+    #[error("answer is not JSON: {0}")]
+    Answer(String),
+    #[error("answer has no choices[0].message.content")]
+    NoContent,
+}
+
+/// The body of an OpenAI-compatible `POST /chat/completions`.
+#[derive(Debug, serde::Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: Vec<ChatMessage<'a>>,
+}
+
+/// One turn of the conversation sent to the provider.
+#[derive(Debug, serde::Serialize)]
+struct ChatMessage<'a> {
+    role: Role,
+    content: &'a str,
+}
+
+/// Who said a turn: the instructions, the person texting, or the gateway's replies.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+/// What the server answers, of which only the first choice's text is read; everything else
+/// (usage, ids, further choices' contents) is ignored.
+#[derive(Debug, serde::Deserialize)]
+struct ChatAnswer {
+    #[serde(default)]
+    choices: Vec<Choice>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Choice {
+    #[serde(default)]
+    message: Option<AnswerMessage>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct AnswerMessage {
+    #[serde(default)]
+    content: Option<String>,
+}
+
+impl ChatAnswer {
+    /// `choices[0].message.content`, when the answer has one.
+    fn reply(&self) -> Option<&str> {
+        self.choices.first()?.message.as_ref()?.content.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_the_chat_completions_body() {
+        let body = ChatRequest {
+            model: "gpt-4o-mini",
+            messages: vec![
+                ChatMessage {
+                    role: Role::System,
+                    content: "Be brief.",
+                },
+                ChatMessage {
+                    role: Role::User,
+                    content: "Open today?",
+                },
+                ChatMessage {
+                    role: Role::Assistant,
+                    content: "Yes.",
+                },
+            ],
+        };
+        assert_eq!(
+            serde_json::to_value(&body).ok(),
+            Some(serde_json::json!({
+                "model": "gpt-4o-mini",
+                "messages": [
+                    {"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": "Open today?"},
+                    {"role": "assistant", "content": "Yes."},
+                ],
+            }))
+        );
+    }
+
+    #[test]
+    fn only_the_first_choice_text_is_read() {
+        let answer: Option<ChatAnswer> = serde_json::from_str(
+            r#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":" Hi "}},{"message":{}}],"usage":{}}"#,
+        )
+        .ok();
+        assert_eq!(answer.as_ref().and_then(ChatAnswer::reply), Some(" Hi "));
+        for without in [
+            r#"{}"#,
+            r#"{"choices":[]}"#,
+            r#"{"choices":[{}]}"#,
+            r#"{"choices":[{"message":{"content":null}}]}"#,
+        ] {
+            let answer: Option<ChatAnswer> = serde_json::from_str(without).ok();
+            assert!(answer.is_some(), "{without}");
+            assert_eq!(
+                answer.as_ref().and_then(ChatAnswer::reply),
+                None,
+                "{without}"
+            );
+        }
     }
 }

@@ -71,10 +71,9 @@ async fn sweep(deps: &Deps) -> Result<SweepCounts, StoreError> {
     // In a cluster one node at a time sweeps: the holder of the `retention` sweep lease.
     if let Some(cluster) = &deps.cluster
         && cluster
-            .acquire(
-                crate::store::cluster::LeaseKind::Sweep,
-                crate::store::cluster::Sweep::Retention.as_str(),
-            )
+            .acquire(crate::store::cluster::LeaseKey::Sweep(
+                crate::store::cluster::Sweep::Retention,
+            ))
             .await
             .is_none()
     {

@@ -349,7 +349,7 @@ async fn get(
             sent_at: m.sent_at.map(format_ms),
             delivered_at: m.delivered_at.map(format_ms),
             failed_at: m.failed_at.map(format_ms),
-            failure_reason: m.failure_reason,
+            failure_reason: m.failure_reason.map(|r| r.as_str().to_string()),
         })
         .collect();
     Ok(success(

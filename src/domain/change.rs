@@ -60,6 +60,17 @@ impl FailureReason {
             FailureReason::Reported(error) => error,
         }
     }
+
+    /// The reason a stored `failure_reason` names: the server's own reasons by their names,
+    /// anything else a phone's words. A phone that reported exactly `expired` reads back as
+    /// [`FailureReason::Expired`], which stores and prints the same text.
+    pub fn from_stored(text: String) -> FailureReason {
+        match text.as_str() {
+            "phone_unpaired" => FailureReason::PhoneUnpaired,
+            "expired" => FailureReason::Expired,
+            _ => FailureReason::Reported(text),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -76,6 +87,25 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_reason_reads_back_as_it_was_written() {
+        for reason in [
+            FailureReason::PhoneUnpaired,
+            FailureReason::Expired,
+            FailureReason::Reported("no signal".into()),
+            FailureReason::Reported(String::new()),
+        ] {
+            assert_eq!(
+                FailureReason::from_stored(reason.as_str().to_string()),
+                reason
+            );
+        }
+        assert_eq!(
+            FailureReason::from_stored("expired".into()).as_str(),
+            "expired"
+        );
+    }
+
+    #[test]
     fn a_reported_error_is_stored_as_worded() {
         assert_eq!(FailureReason::PhoneUnpaired.as_str(), "phone_unpaired");
         assert_eq!(FailureReason::Expired.as_str(), "expired");
@@ -83,5 +113,14 @@ mod tests {
             FailureReason::Reported("RESULT_ERROR_NO_SERVICE".into()).as_str(),
             "RESULT_ERROR_NO_SERVICE"
         );
+    }
+
+    proptest::proptest! {
+        /// Whatever text is stored, reading it back stores and prints the same text.
+        #[test]
+        fn any_stored_text_reads_back_as_itself(text in ".*") {
+            let reason = FailureReason::from_stored(text.clone());
+            proptest::prop_assert_eq!(reason.as_str(), text.as_str());
+        }
     }
 }

@@ -80,7 +80,7 @@ pub struct QueuedMessage {
     pub to: String,
     pub content: String,
     pub segments: u32,
-    pub encoding: String,
+    pub encoding: crate::domain::sms::Encoding,
     pub class: QueueClass,
     /// Milliseconds since the epoch; a message due after it is not handed over.
     pub expires_at: i64,

@@ -109,15 +109,13 @@ pub fn body(
         },
         SmsGateEvent::SmsFailed => Payload {
             failed_at: at(message.failed_at),
-            reason: Some(
-                message
-                    .failure_reason
-                    .as_deref()
-                    .unwrap_or(match message.status {
-                        expired @ MessageStatus::Expired => expired.as_str(),
-                        _ => MessageStatus::Failed.as_str(),
-                    }),
-            ),
+            reason: Some(message.failure_reason.as_ref().map_or(
+                match message.status {
+                    expired @ MessageStatus::Expired => expired.as_str(),
+                    _ => MessageStatus::Failed.as_str(),
+                },
+                |reason| reason.as_str(),
+            )),
             ..outbound
         },
         _ => return None,

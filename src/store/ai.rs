@@ -53,9 +53,14 @@ pub struct Draft {
     pub updated_at: i64,
 }
 
-impl From<ai_drafts::Model> for Draft {
-    fn from(m: ai_drafts::Model) -> Self {
-        Draft {
+/// A row read as a [`Draft`]; a status outside its enum is a [`StoreError::CorruptRow`].
+impl TryFrom<ai_drafts::Model> for Draft {
+    type Error = StoreError;
+
+    fn try_from(m: ai_drafts::Model) -> Result<Draft, StoreError> {
+        let status = DraftStatus::parse(&m.status)
+            .ok_or_else(|| StoreError::corrupt("ai_drafts", "status", m.id, &m.status))?;
+        Ok(Draft {
             id: m.id,
             scope: Scope {
                 workspace_id: m.workspace_id.into(),
@@ -65,11 +70,11 @@ impl From<ai_drafts::Model> for Draft {
             from_number: m.from_number,
             to_number: m.to_number,
             content: m.content,
-            status: DraftStatus::parse(&m.status).unwrap_or(DraftStatus::Discarded),
+            status,
             sent_message_id: m.sent_message_id,
             created_at: m.created_at,
             updated_at: m.updated_at,
-        }
+        })
     }
 }
 
@@ -81,7 +86,9 @@ pub async fn settings(db: &DatabaseConnection, scope: Scope) -> Result<AiSetting
     Ok(match row {
         Some(row) => AiSettings {
             enabled: row.enabled,
-            mode: AiMode::parse(&row.mode).unwrap_or(AiMode::Draft),
+            mode: AiMode::parse(&row.mode).ok_or_else(|| {
+                StoreError::corrupt("ai_settings", "mode", row.workspace_id, &row.mode)
+            })?,
             instructions: row.instructions,
             rules: serde_json::from_str(&row.rules).unwrap_or_default(),
         },
@@ -132,9 +139,9 @@ pub async fn get<C: ConnectionTrait>(
     scope: Scope,
     id: Uuid,
 ) -> Result<Draft, StoreError> {
-    Ok(find_in_scope::<ai_drafts::Entity>(conn, scope, id)
+    find_in_scope::<ai_drafts::Entity>(conn, scope, id)
         .await?
-        .into())
+        .try_into()
 }
 
 /// Newest first by (created_at, id), optionally of one status.
@@ -215,7 +222,7 @@ pub async fn drafts_by_message(
             .all(db)
             .await?;
         for row in rows {
-            found.insert(row.message_id, Draft::from(row));
+            found.insert(row.message_id, Draft::try_from(row)?);
         }
     }
     Ok(found)

@@ -31,6 +31,7 @@ use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, Statement, Value};
 use uuid::Uuid;
 
 use super::StoreError;
+use crate::domain::ids::{CampaignId, EndpointId, PhoneId};
 
 /// The notification channel every node listens on.
 pub const CHANNEL: &str = "smsgw_cluster";
@@ -38,7 +39,7 @@ pub const CHANNEL: &str = "smsgw_cluster";
 /// Now on the database's clock, in milliseconds since the Unix epoch.
 const NOW_MS: &str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
 
-/// What a lease gives ownership of.
+/// What kind of thing a lease gives ownership of (the `kind` column of `leases`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumString)]
 #[strum(serialize_all = "snake_case")]
 pub enum LeaseKind {
@@ -53,13 +54,79 @@ pub enum LeaseKind {
 }
 
 impl LeaseKind {
+    /// The stored name.
     pub fn as_str(self) -> &'static str {
         self.into()
     }
 }
 
+/// The one thing a lease gives ownership of: its kind and which one, typed, so a campaign's
+/// id cannot name a phone's lease. Stored as the `kind` and `key` columns of `leases` (the
+/// key the id's UUID or the sweep's name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeaseKey {
+    /// A phone's actor.
+    Phone(PhoneId),
+    /// A campaign's actor.
+    Campaign(CampaignId),
+    /// A webhook endpoint's delivery actor.
+    WebhookEndpoint(EndpointId),
+    /// A periodic sweep.
+    Sweep(Sweep),
+}
+
+impl LeaseKey {
+    /// The `kind` column.
+    pub fn kind(self) -> LeaseKind {
+        match self {
+            LeaseKey::Phone(_) => LeaseKind::Phone,
+            LeaseKey::Campaign(_) => LeaseKind::Campaign,
+            LeaseKey::WebhookEndpoint(_) => LeaseKind::WebhookEndpoint,
+            LeaseKey::Sweep(_) => LeaseKind::Sweep,
+        }
+    }
+
+    /// The `key` column.
+    pub fn key(self) -> String {
+        match self {
+            LeaseKey::Phone(id) => id.to_string(),
+            LeaseKey::Campaign(id) => id.to_string(),
+            LeaseKey::WebhookEndpoint(id) => id.to_string(),
+            LeaseKey::Sweep(sweep) => sweep.as_str().to_string(),
+        }
+    }
+
+    /// The key a stored (`kind`, `key`) names; None for a kind or key this build does not
+    /// know (a newer node's).
+    pub fn parse(kind: &str, key: &str) -> Option<LeaseKey> {
+        Some(match kind.parse().ok()? {
+            LeaseKind::Phone => LeaseKey::Phone(key.parse().ok()?),
+            LeaseKind::Campaign => LeaseKey::Campaign(key.parse().ok()?),
+            LeaseKind::WebhookEndpoint => LeaseKey::WebhookEndpoint(key.parse().ok()?),
+            LeaseKind::Sweep => LeaseKey::Sweep(key.parse().ok()?),
+        })
+    }
+}
+
+impl std::fmt::Display for LeaseKey {
+    /// `kind/key`, for logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.kind().as_str(), self.key())
+    }
+}
+
 /// The periodic sweeps one node at a time runs (keys of [`LeaseKind::Sweep`] leases).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumIter)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
 #[strum(serialize_all = "snake_case")]
 pub enum Sweep {
     /// Queued messages past `expires_at`.
@@ -72,6 +139,7 @@ pub enum Sweep {
 }
 
 impl Sweep {
+    /// The stored name (the `key` of its lease).
     pub fn as_str(self) -> &'static str {
         self.into()
     }
@@ -81,8 +149,7 @@ impl Sweep {
 /// acts on the ownership carries it ([`holds`]) and is refused once the lease moved on.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Lease {
-    pub kind: LeaseKind,
-    pub key: String,
+    pub key: LeaseKey,
     pub node: Uuid,
     pub fence: i64,
 }
@@ -91,8 +158,8 @@ impl Lease {
     /// What names this ownership in a statement, as `kind, key, node_id, fence` values.
     fn identity(&self) -> [Value; 4] {
         [
-            self.kind.as_str().into(),
-            self.key.as_str().into(),
+            self.key.kind().as_str().into(),
+            self.key.key().into(),
             self.node.into(),
             self.fence.into(),
         ]
@@ -119,11 +186,10 @@ struct LeaseRow {
 }
 
 impl LeaseRow {
-    /// The lease, None for a kind this build does not know (a newer node's).
+    /// The lease, None for a kind or key this build does not know (a newer node's).
     fn into_lease(self) -> Option<Lease> {
         Some(Lease {
-            kind: self.kind.parse().ok()?,
-            key: self.key,
+            key: LeaseKey::parse(&self.kind, &self.key)?,
             node: self.node_id,
             fence: self.fence,
         })
@@ -182,15 +248,14 @@ pub async fn heartbeat<C: ConnectionTrait>(
     read_leases(db, &sql, vec![node.into(), ttl_ms(ttl).into()]).await
 }
 
-/// Takes the lease on (`kind`, `key`) for `node` until `ttl` from now, when it is free,
+/// Takes the lease on `key` for `node` until `ttl` from now, when it is free,
 /// expired or already `node`'s. A new ownership (first, after expiry, or taken from another
 /// node that let go) raises the fencing number; a node renewing its own keeps it. None: another
 /// node holds it.
 pub async fn acquire<C: ConnectionTrait>(
     db: &C,
     node: Uuid,
-    kind: LeaseKind,
-    key: &str,
+    key: LeaseKey,
     ttl: Duration,
 ) -> Result<Option<Lease>, StoreError> {
     let sql = format!(
@@ -204,8 +269,8 @@ pub async fn acquire<C: ConnectionTrait>(
          RETURNING kind, key, node_id, fence"
     );
     let values = vec![
-        kind.as_str().into(),
-        key.into(),
+        key.kind().as_str().into(),
+        key.key().into(),
         node.into(),
         ttl_ms(ttl).into(),
     ];
@@ -286,17 +351,16 @@ pub async fn still_held<C: ConnectionTrait>(
     Ok(held)
 }
 
-/// The live holder of (`kind`, `key`), if any.
+/// The live holder of `key`, if any.
 pub async fn holder<C: ConnectionTrait>(
     db: &C,
-    kind: LeaseKind,
-    key: &str,
+    key: LeaseKey,
 ) -> Result<Option<Lease>, StoreError> {
     let sql = format!(
         "SELECT kind, key, node_id, fence FROM leases \
          WHERE kind = $1 AND key = $2 AND expires_at > {NOW_MS}"
     );
-    let values = vec![kind.as_str().into(), key.into()];
+    let values = vec![key.kind().as_str().into(), key.key().into()];
     Ok(read_leases(db, &sql, values).await?.into_iter().next())
 }
 
@@ -346,4 +410,39 @@ pub async fn notify<C: ConnectionTrait>(db: &C, payload: &str) -> Result<(), Sto
     ))
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use strum::IntoEnumIterator;
+    use uuid::Uuid;
+
+    use super::*;
+
+    #[test]
+    fn a_key_reads_back_from_its_columns() {
+        let uuid = Uuid::now_v7();
+        let mut keys = vec![
+            LeaseKey::Phone(uuid.into()),
+            LeaseKey::Campaign(uuid.into()),
+            LeaseKey::WebhookEndpoint(uuid.into()),
+        ];
+        keys.extend(Sweep::iter().map(LeaseKey::Sweep));
+        for key in keys {
+            assert_eq!(LeaseKey::parse(key.kind().as_str(), &key.key()), Some(key));
+        }
+        assert_eq!(LeaseKey::Phone(uuid.into()).key(), uuid.to_string());
+        assert_eq!(LeaseKey::Sweep(Sweep::TestMode).key(), "test_mode");
+        assert_eq!(
+            LeaseKey::WebhookEndpoint(uuid.into()).kind().as_str(),
+            "webhook_endpoint"
+        );
+    }
+
+    #[test]
+    fn a_kind_or_key_of_a_newer_node_is_not_read() {
+        assert_eq!(LeaseKey::parse("shard", "1"), None);
+        assert_eq!(LeaseKey::parse("sweep", "compaction"), None);
+        assert_eq!(LeaseKey::parse("phone", "not-a-uuid"), None);
+    }
 }

@@ -224,7 +224,7 @@ pub async fn messages_with(
         .await?;
     let has_more = rows.len() as u64 > limit;
     rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok((rows.into_iter().map(Message::from).collect(), has_more))
+    Ok((super::map_rows(rows)?, has_more))
 }
 
 /// An AI draft as a conversation shows it beside the message it answers.

@@ -13,8 +13,9 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::scoped::Scope;
-use crate::domain::change::ChangeKind;
+use crate::domain::change::{ChangeKind, FailureReason};
 use crate::domain::ids::{CampaignId, WorkspaceId};
+use crate::domain::sms::Encoding;
 use crate::domain::status::{Direction, MessageStatus, Mode, QueueClass};
 
 /// A stored message.
@@ -30,7 +31,7 @@ pub struct Message {
     pub to_number: String,
     pub content: String,
     pub segments: u32,
-    pub encoding: String,
+    pub encoding: Encoding,
     pub device_id: Option<Uuid>,
     pub pinned: bool,
     pub campaign_id: Option<CampaignId>,
@@ -42,7 +43,7 @@ pub struct Message {
     pub sent_at: Option<i64>,
     pub delivered_at: Option<i64>,
     pub failed_at: Option<i64>,
-    pub failure_reason: Option<String>,
+    pub failure_reason: Option<FailureReason>,
     pub send_attempts: u32,
     /// Set on messages of the client API (docs/compat.md, Messages).
     pub client: Option<ClientOptions>,
@@ -68,20 +69,30 @@ impl Message {
     }
 }
 
-impl From<messages::Model> for Message {
-    fn from(m: messages::Model) -> Self {
-        Message {
+/// A row read as a [`Message`]; a direction, status or encoding outside its enum is a
+/// [`StoreError::CorruptRow`].
+impl TryFrom<messages::Model> for Message {
+    type Error = StoreError;
+
+    fn try_from(m: messages::Model) -> Result<Message, StoreError> {
+        let corrupt = |column, value: &str| StoreError::corrupt("messages", column, m.id, value);
+        let direction =
+            Direction::parse(&m.direction).ok_or_else(|| corrupt("direction", &m.direction))?;
+        let status = MessageStatus::parse(&m.status).ok_or_else(|| corrupt("status", &m.status))?;
+        let encoding =
+            Encoding::parse(&m.encoding).ok_or_else(|| corrupt("encoding", &m.encoding))?;
+        Ok(Message {
             id: m.id,
             workspace_id: m.workspace_id.into(),
             mode: Mode::from_test_flag(m.test_mode),
-            direction: Direction::parse(&m.direction).unwrap_or(Direction::Outbound),
-            status: MessageStatus::parse(&m.status).unwrap_or(MessageStatus::Failed),
+            direction,
+            status,
             class: QueueClass::from_i16(m.priority),
             from_number: m.from_number,
             to_number: m.to_number,
             content: m.content,
             segments: u32::try_from(m.segments).unwrap_or(0),
-            encoding: m.encoding,
+            encoding,
             device_id: m.device_id,
             pinned: m.pinned,
             campaign_id: m.campaign_id.map(CampaignId::from),
@@ -93,7 +104,7 @@ impl From<messages::Model> for Message {
             sent_at: m.sent_at,
             delivered_at: m.delivered_at,
             failed_at: m.failed_at,
-            failure_reason: m.failure_reason,
+            failure_reason: m.failure_reason.map(FailureReason::from_stored),
             send_attempts: u32::try_from(m.send_attempts).unwrap_or(0),
             client: m.group_id.map(|group_id| ClientOptions {
                 group_id,
@@ -104,7 +115,7 @@ impl From<messages::Model> for Message {
                     .unwrap_or(0),
                 with_delivery_report: m.with_delivery_report,
             }),
-        }
+        })
     }
 }
 
@@ -130,7 +141,7 @@ impl Message {
             to_number: &self.to_number,
             content: &self.content,
             segments: self.segments,
-            encoding: &self.encoding,
+            encoding: self.encoding,
             device_id: self.device_id,
             campaign_id: self.campaign_id.map(CampaignId::as_uuid),
             request_id: self.request_id.as_deref(),
@@ -140,7 +151,7 @@ impl Message {
             sent_at: self.sent_at.map(format_ms),
             delivered_at: self.delivered_at.map(format_ms),
             failed_at: self.failed_at.map(format_ms),
-            failure_reason: self.failure_reason.as_deref(),
+            failure_reason: self.failure_reason.as_ref().map(FailureReason::as_str),
             send_attempts: self.send_attempts,
             test_mode: self.mode.is_test(),
         }
@@ -161,8 +172,7 @@ pub struct Record<'a> {
     /// Empty once retention removed it.
     pub content: &'a str,
     pub segments: u32,
-    #[schema(value_type = crate::domain::sms::Encoding)]
-    pub encoding: &'a str,
+    pub encoding: Encoding,
     /// The phone that sends (or sent) it.
     pub device_id: Option<Uuid>,
     pub campaign_id: Option<Uuid>,
@@ -215,15 +225,16 @@ pub async fn get_with_events(
             detail: e.detail,
         })
         .collect();
-    Ok((message.into(), events))
+    Ok((message.try_into()?, events))
 }
 
 /// A message by id regardless of scope (internal use by actors).
 pub async fn get(db: &DatabaseConnection, id: Uuid) -> Result<Option<Message>, StoreError> {
-    Ok(messages::Entity::find_by_id(id)
+    messages::Entity::find_by_id(id)
         .one(db)
         .await?
-        .map(Message::from))
+        .map(Message::try_from)
+        .transpose()
 }
 
 /// Filters of the list operation.
@@ -560,4 +571,94 @@ pub async fn sent_in_test_mode(db: &DatabaseConnection) -> Result<Vec<Message>, 
         .filter(messages::Column::TestMode.eq(true))
         .filter(messages::Column::Direction.eq(Direction::Outbound.as_str()));
     super::rows_as(db, query).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> messages::Model {
+        messages::Model {
+            id: Uuid::now_v7(),
+            workspace_id: Uuid::now_v7(),
+            test_mode: false,
+            direction: "outbound".into(),
+            status: "failed".into(),
+            priority: QueueClass::Single.as_i16(),
+            from_number: "+15550100".into(),
+            to_number: "+15550101".into(),
+            content: "hi".into(),
+            segments: 1,
+            encoding: "UCS-2".into(),
+            device_id: None,
+            pinned: false,
+            campaign_id: None,
+            request_id: None,
+            inbound_ref: None,
+            scheduled_for: None,
+            expires_at: 2,
+            created_at: 1,
+            updated_at: 1,
+            sent_at: None,
+            delivered_at: None,
+            failed_at: Some(1),
+            failure_reason: Some("expired".into()),
+            send_attempts: 0,
+            content_removed_at: None,
+            group_id: None,
+            sim_number: None,
+            sms_priority: None,
+            with_delivery_report: false,
+        }
+    }
+
+    #[test]
+    fn a_row_reads_with_its_encoding_and_failure_reason_typed() {
+        let message = Message::try_from(row()).ok();
+        let message = message.as_ref();
+        assert_eq!(message.map(|m| m.encoding), Some(Encoding::Ucs2));
+        assert_eq!(
+            message.and_then(|m| m.failure_reason.clone()),
+            Some(FailureReason::Expired)
+        );
+        assert_eq!(message.map(|m| m.status), Some(MessageStatus::Failed));
+    }
+
+    #[test]
+    fn a_value_outside_its_enum_is_a_corrupt_row_not_a_guess() {
+        for (column, corrupt) in [
+            (
+                "status",
+                messages::Model {
+                    status: "lost".into(),
+                    ..row()
+                },
+            ),
+            (
+                "direction",
+                messages::Model {
+                    direction: "sideways".into(),
+                    ..row()
+                },
+            ),
+            (
+                "encoding",
+                messages::Model {
+                    encoding: "utf8".into(),
+                    ..row()
+                },
+            ),
+        ] {
+            match Message::try_from(corrupt) {
+                Err(StoreError::CorruptRow {
+                    table,
+                    column: which,
+                    ..
+                }) => {
+                    assert_eq!((table, which), ("messages", column));
+                }
+                other => panic!("{column}: {other:?}"),
+            }
+        }
+    }
 }

@@ -93,6 +93,40 @@ pub enum StoreError {
         workspace_id: crate::domain::ids::WorkspaceId,
         error: crate::domain::secrets::SecretsError,
     },
+    /// A stored row holds a value this build cannot read (a status outside its enum, say): the
+    /// row is reported, never read as a guess.
+    #[error("corrupt row: {table}.{column} of {row} holds {value:?}")]
+    CorruptRow {
+        table: &'static str,
+        column: &'static str,
+        /// The row's id.
+        row: String,
+        value: String,
+    },
+}
+
+impl StoreError {
+    /// [`StoreError::CorruptRow`]: `column` of the row `row` of `table` holds `value`.
+    pub(crate) fn corrupt(
+        table: &'static str,
+        column: &'static str,
+        row: impl std::fmt::Display,
+        value: impl Into<String>,
+    ) -> StoreError {
+        StoreError::CorruptRow {
+            table,
+            column,
+            row: row.to_string(),
+            value: value.into(),
+        }
+    }
+}
+
+/// A row type whose mapping cannot fail reads through [`rows_as`] like one whose can.
+impl From<std::convert::Infallible> for StoreError {
+    fn from(never: std::convert::Infallible) -> StoreError {
+        match never {}
+    }
 }
 
 impl From<DbErr> for StoreError {
@@ -272,12 +306,29 @@ pub async fn ping(db: &DatabaseConnection) -> bool {
     db.ping().await.is_ok()
 }
 
-/// The rows `query` selects, in its order, each as the store's type of the row.
-pub(crate) async fn rows_as<E: EntityTrait, T: From<E::Model>>(
+/// The rows `query` selects, in its order, each as the store's type of the row; a row that
+/// does not map ([`StoreError::CorruptRow`]) fails the read.
+pub(crate) async fn rows_as<E, T>(
     conn: &impl ConnectionTrait,
     query: Select<E>,
-) -> Result<Vec<T>, StoreError> {
-    Ok(query.all(conn).await?.into_iter().map(T::from).collect())
+) -> Result<Vec<T>, StoreError>
+where
+    E: EntityTrait,
+    T: TryFrom<E::Model>,
+    StoreError: From<T::Error>,
+{
+    map_rows(query.all(conn).await?)
+}
+
+/// Each of `rows` as the store's type of the row; the first that does not map fails them all.
+pub(crate) fn map_rows<M, T>(rows: Vec<M>) -> Result<Vec<T>, StoreError>
+where
+    T: TryFrom<M>,
+    StoreError: From<T::Error>,
+{
+    rows.into_iter()
+        .map(|row| T::try_from(row).map_err(StoreError::from))
+        .collect()
 }
 
 /// True for SQLite, whose single writer lock shapes how batches are sized.

@@ -11,13 +11,18 @@ use super::StoreError;
 /// One page of `select`, newest first by (`at`, `id`), strictly after `after`, each row as
 /// the list's record `R` (or as the row itself); fetches `limit + 1` rows to learn whether
 /// more follow. Every cursor-paged list pages this way.
-pub async fn newest_first<E: EntityTrait, R: From<E::Model>>(
+pub async fn newest_first<E, R>(
     db: &DatabaseConnection,
     select: Select<E>,
     (at, id): (E::Column, E::Column),
     after: Option<super::messages::Position>,
     limit: u64,
-) -> Result<(Vec<R>, bool), StoreError> {
+) -> Result<(Vec<R>, bool), StoreError>
+where
+    E: EntityTrait,
+    R: TryFrom<E::Model>,
+    StoreError: From<R::Error>,
+{
     let select = match after {
         Some(p) => select.filter(
             Condition::any().add(at.lt(p.created_at)).add(
@@ -37,5 +42,5 @@ pub async fn newest_first<E: EntityTrait, R: From<E::Model>>(
         .await?;
     let has_more = rows.len() as u64 > limit;
     rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok((rows.into_iter().map(R::from).collect(), has_more))
+    Ok((super::map_rows(rows)?, has_more))
 }

@@ -9,7 +9,7 @@ use futures_util::future::join_all;
 use sea_orm::Database;
 use serde_json::json;
 use smsgw::domain::protocol::PhoneFrame;
-use smsgw::store::cluster::{self, LeaseKind};
+use smsgw::store::cluster::{self, LeaseKey, LeaseKind, Sweep};
 use uuid::Uuid;
 
 use crate::helpers::{
@@ -34,20 +34,19 @@ fn leases_have_one_holder_and_fence_every_new_ownership() {
         cluster::register_node(&db, a, "127.0.0.1:1").await.unwrap();
         cluster::register_node(&db, b, "127.0.0.1:2").await.unwrap();
         let ttl = Duration::from_secs(5);
+        let p1 = LeaseKey::Phone(Uuid::new_v4().into());
 
-        let first = cluster::acquire(&db, a, LeaseKind::Phone, "p1", ttl)
+        let first = cluster::acquire(&db, a, p1, ttl)
             .await
             .unwrap()
             .expect("a free lease is taken");
         assert_eq!(first.fence, 1);
         assert_eq!(
-            cluster::acquire(&db, b, LeaseKind::Phone, "p1", ttl)
-                .await
-                .unwrap(),
+            cluster::acquire(&db, b, p1, ttl).await.unwrap(),
             None,
             "a live lease of another node is refused"
         );
-        let again = cluster::acquire(&db, a, LeaseKind::Phone, "p1", ttl)
+        let again = cluster::acquire(&db, a, p1, ttl)
             .await
             .unwrap()
             .expect("the holder renews");
@@ -59,7 +58,7 @@ fn leases_have_one_holder_and_fence_every_new_ownership() {
 
         cluster::release(&db, &first).await.unwrap();
         assert!(!cluster::holds(&db, &first).await.unwrap());
-        let taken = cluster::acquire(&db, b, LeaseKind::Phone, "p1", ttl)
+        let taken = cluster::acquire(&db, b, p1, ttl)
             .await
             .unwrap()
             .expect("a released lease is taken at once");
@@ -83,22 +82,21 @@ fn leases_have_one_holder_and_fence_every_new_ownership() {
         let short = cluster::acquire(
             &db,
             a,
-            LeaseKind::Sweep,
-            "expiry",
+            LeaseKey::Sweep(Sweep::Expiry),
             Duration::from_millis(50),
         )
         .await
         .unwrap()
         .expect("free");
         tokio::time::sleep(Duration::from_millis(120)).await;
-        let stolen = cluster::acquire(&db, b, LeaseKind::Sweep, "expiry", ttl)
+        let stolen = cluster::acquire(&db, b, LeaseKey::Sweep(Sweep::Expiry), ttl)
             .await
             .unwrap()
             .expect("an expired lease is taken");
         assert_eq!(stolen.fence, short.fence + 1);
 
         // A graceful stop hands every lease back at once.
-        cluster::acquire(&db, b, LeaseKind::Campaign, "c1", ttl)
+        cluster::acquire(&db, b, LeaseKey::Campaign(Uuid::new_v4().into()), ttl)
             .await
             .unwrap()
             .expect("free");
@@ -126,7 +124,8 @@ pub(crate) async fn two_nodes(
 /// The phone's lease holder, read from the database.
 async fn phone_holder(app: &TestApp, phone_id: &str) -> Option<Uuid> {
     let db = Database::connect(&app.database_url).await.expect("connect");
-    cluster::holder(&db, LeaseKind::Phone, phone_id)
+    let phone_id = phone_id.parse().expect("a phone id");
+    cluster::holder(&db, LeaseKey::Phone(phone_id))
         .await
         .unwrap()
         .map(|lease| lease.node)

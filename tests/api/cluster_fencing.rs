@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement};
 use serde_json::{Value, json};
-use smsgw::store::cluster::{self, LeaseKind};
+use smsgw::store::cluster::{self, LeaseKey, LeaseKind};
 use uuid::Uuid;
 
 use crate::helpers::{
@@ -51,7 +51,8 @@ async fn move_lease(db: &DatabaseConnection, kind: LeaseKind, key: &str, for_ms:
 }
 
 async fn holder(db: &DatabaseConnection, kind: LeaseKind, key: &str) -> Option<Uuid> {
-    cluster::holder(db, kind, key)
+    let key = LeaseKey::parse(kind.as_str(), key).expect("a lease key");
+    cluster::holder(db, key)
         .await
         .unwrap()
         .map(|lease| lease.node)
@@ -346,7 +347,8 @@ fn an_endpoint_whose_actor_stopped_under_a_lease_still_held_goes_on() {
             .await
             .expect(202);
         receiver.wait_for(1, Duration::from_secs(15)).await;
-        let before = cluster::holder(&db, LeaseKind::WebhookEndpoint, &endpoint)
+        let key = LeaseKey::parse(LeaseKind::WebhookEndpoint.as_str(), &endpoint).expect("an id");
+        let before = cluster::holder(&db, key)
             .await
             .unwrap()
             .expect("the node holds the endpoint");
@@ -367,7 +369,7 @@ fn an_endpoint_whose_actor_stopped_under_a_lease_still_held_goes_on() {
             "the node takes its endpoint's lease again",
             Duration::from_secs(4),
             || async {
-                cluster::holder(&db, LeaseKind::WebhookEndpoint, &endpoint)
+                cluster::holder(&db, key)
                     .await
                     .unwrap()
                     .is_some_and(|now| now.node == before.node && now.fence > before.fence)

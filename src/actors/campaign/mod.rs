@@ -25,7 +25,7 @@ use crate::domain::ids::{CampaignId, MessageId};
 use crate::domain::status::MessageStatus;
 use crate::store::StoreError;
 use crate::store::campaigns::{self, Campaign};
-use crate::store::cluster::{Lease, LeaseKind};
+use crate::store::cluster::{Lease, LeaseKey};
 use crate::store::writer::{CampaignOp, CampaignOutcome};
 
 mod step;
@@ -267,7 +267,7 @@ impl CampaignActor {
         self.deps
             .cluster
             .as_ref()
-            .map(|cluster| cluster.fence(LeaseKind::Campaign, &self.id.to_string()))
+            .map(|cluster| cluster.fence(LeaseKey::Campaign(self.id)))
     }
 
     /// Another node owns the campaign now (its step was refused): the step acts no more and

@@ -16,7 +16,7 @@ use super::{
 use crate::actors::Deps;
 use crate::cluster::{LeasesLost, Notice, Noticed};
 use crate::domain::ids::CampaignId;
-use crate::store::cluster::LeaseKind;
+use crate::store::cluster::{LeaseKey, LeaseKind};
 
 /// How often a cluster node looks for live campaigns no node holds.
 const TAKE_OVER_EVERY: Duration = Duration::from_secs(2);
@@ -48,10 +48,10 @@ impl Campaigns {
 
     /// Whether, in a cluster, this node runs the campaign (holds its lease).
     fn runs(&self, campaign: CampaignId) -> bool {
-        self.deps.cluster.as_ref().is_some_and(|c| {
-            c.lease(LeaseKind::Campaign, &campaign.to_string())
-                .is_some()
-        })
+        self.deps
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.lease(LeaseKey::Campaign(campaign)).is_some())
     }
 
     /// Starts the campaign's actor if needed and makes it read the campaign again. In a
@@ -62,14 +62,14 @@ impl Campaigns {
             self.run(id, ctx);
             return;
         };
-        let key = id.to_string();
-        if cluster.lease(LeaseKind::Campaign, &key).is_some() {
+        let key = LeaseKey::Campaign(id);
+        if cluster.lease(key).is_some() {
             self.run(id, ctx);
             return;
         }
         ctx.spawn(
             async move {
-                let owned = cluster.acquire(LeaseKind::Campaign, &key).await.is_some();
+                let owned = cluster.acquire(key).await.is_some();
                 if !owned {
                     cluster.notify(&Notice::Campaign { campaign: id }).await;
                 }
@@ -152,10 +152,8 @@ impl Campaigns {
                     .unwrap_or_default();
                 let mut taken = Vec::new();
                 for id in campaigns {
-                    let key = id.to_string();
-                    if !held.contains(&key)
-                        && cluster.acquire(LeaseKind::Campaign, &key).await.is_some()
-                    {
+                    let key = LeaseKey::Campaign(id);
+                    if !held.contains(&key) && cluster.acquire(key).await.is_some() {
                         taken.push(id);
                     }
                 }
@@ -231,8 +229,8 @@ impl Handler<Finished> for Campaigns {
     fn handle(&mut self, msg: Finished, _: &mut Self::Context) {
         self.drop_actor(msg.id);
         if let Some(cluster) = self.deps.cluster.clone() {
-            let key = msg.id.to_string();
-            actix::spawn(async move { cluster.release(LeaseKind::Campaign, &key).await });
+            let key = LeaseKey::Campaign(msg.id);
+            actix::spawn(async move { cluster.release(key).await });
         }
     }
 }
@@ -264,10 +262,7 @@ impl Handler<LeasesLost> for Campaigns {
 
     fn handle(&mut self, msg: LeasesLost, _: &mut Self::Context) {
         for lease in msg.0 {
-            if lease.kind != LeaseKind::Campaign {
-                continue;
-            }
-            let Ok(id) = lease.key.parse::<CampaignId>() else {
+            let LeaseKey::Campaign(id) = lease.key else {
                 continue;
             };
             tracing::warn!(campaign_id = %id, "campaign lease lost: its actor stops here");

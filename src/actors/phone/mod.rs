@@ -74,7 +74,7 @@ impl Ticket {
             to: message.to_number.clone(),
             content: message.content.clone(),
             segments: message.segments,
-            encoding: message.encoding.clone(),
+            encoding: message.encoding.as_str().to_string(),
             attempt: message.send_attempts,
         })
     }
@@ -210,7 +210,7 @@ impl From<&Message> for QueuedMessage {
             to: m.to_number.clone(),
             content: m.content.clone(),
             segments: m.segments,
-            encoding: m.encoding.clone(),
+            encoding: m.encoding,
             class: m.class,
             expires_at: m.expires_at,
             scheduled_for: m.scheduled_for,
@@ -326,11 +326,11 @@ impl Phone {
         // the node's `test_mode` lease): refused once it moved on. Without the lease (lost
         // meanwhile) it carries fence 0, which no lease ever has.
         let lease = self.deps.cluster.as_ref().map(|cluster| {
-            use crate::store::cluster::{LeaseKind, Sweep};
-            match self.identity.device_id {
-                Some(device) => cluster.fence(LeaseKind::Phone, &device.to_string()),
-                None => cluster.fence(LeaseKind::Sweep, Sweep::TestMode.as_str()),
-            }
+            use crate::store::cluster::{LeaseKey, Sweep};
+            cluster.fence(match self.identity.device_id {
+                Some(device) => LeaseKey::Phone(device.into()),
+                None => LeaseKey::Sweep(Sweep::TestMode),
+            })
         });
         let transition = Transition::hand_over(id, self.identity.device_id).fenced(lease);
         let writer = self.deps.writer.clone();
@@ -370,7 +370,7 @@ impl Phone {
                         to: item.to.clone(),
                         content: item.content.clone(),
                         segments: item.segments,
-                        encoding: item.encoding.clone(),
+                        encoding: item.encoding.as_str().to_string(),
                         attempt,
                     };
                     if let Some(link) = &self.link {
@@ -485,12 +485,12 @@ pub const CLOSE_TRY_AGAIN: u16 = 1013;
 /// again until it expires at the latest. False when it could not be taken in that time.
 async fn claim(cluster: &crate::cluster::Cluster, device: Uuid) -> bool {
     use crate::cluster::Notice;
-    use crate::store::cluster::LeaseKind;
-    let key = device.to_string();
+    use crate::store::cluster::LeaseKey;
+    let key = LeaseKey::Phone(device.into());
     let deadline = std::time::Instant::now() + cluster.lease_ttl() * 2;
     let mut asked = None;
     loop {
-        if cluster.acquire(LeaseKind::Phone, &key).await.is_some() {
+        if cluster.acquire(key).await.is_some() {
             cluster
                 .notify(&Notice::Online {
                     phone: device,
@@ -499,7 +499,7 @@ async fn claim(cluster: &crate::cluster::Cluster, device: Uuid) -> bool {
                 .await;
             return true;
         }
-        if let Some(holder) = cluster.holder(LeaseKind::Phone, &key).await
+        if let Some(holder) = cluster.holder(key).await
             && asked != Some(holder.node)
         {
             cluster

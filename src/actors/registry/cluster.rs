@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::*;
 use crate::cluster::{LeasesLost, Notice, Noticed, PhoneChange, PhonesOnline, Resync};
-use crate::store::cluster::{LeaseKind, Sweep};
+use crate::store::cluster::{LeaseKey, Sweep};
 
 impl Registry {
     /// Tells the other nodes about a change of a phone's record made here.
@@ -32,12 +32,7 @@ impl Registry {
             if let Some(addr) = addr {
                 let _ = addr.send(phone::StopPhone).await;
             }
-            cluster
-                .release(
-                    crate::store::cluster::LeaseKind::Phone,
-                    &phone_id.to_string(),
-                )
-                .await;
+            cluster.release(LeaseKey::Phone(phone_id.into())).await;
         });
     }
 
@@ -170,22 +165,16 @@ impl Handler<LeasesLost> for Registry {
     fn handle(&mut self, msg: LeasesLost, _: &mut Self::Context) {
         // Stop acting at once: the new owner rebuilds everything from the database.
         for lease in msg.0 {
-            if lease.kind == LeaseKind::Sweep && lease.key == Sweep::TestMode.as_str() {
-                self.stop_test_mode();
-                continue;
-            }
-            match lease.kind {
+            match lease.key {
+                LeaseKey::Sweep(Sweep::TestMode) => self.stop_test_mode(),
                 // Their supervisors stop their own (`Cluster::start_campaigns`,
                 // `Cluster::route_endpoints`).
-                LeaseKind::Campaign | LeaseKind::WebhookEndpoint => continue,
-                LeaseKind::Phone | LeaseKind::Sweep => {}
-            }
-            if lease.kind == crate::store::cluster::LeaseKind::Phone
-                && let Ok(phone_id) = lease.key.parse::<Uuid>()
-            {
-                tracing::warn!(phone_id = %phone_id, "phone lease lost: its actor stops here");
-                if let Some(addr) = self.directory.let_go(phone_id) {
-                    addr.do_send(phone::StopPhone);
+                LeaseKey::Campaign(_) | LeaseKey::WebhookEndpoint(_) | LeaseKey::Sweep(_) => {}
+                LeaseKey::Phone(phone_id) => {
+                    tracing::warn!(%phone_id, "phone lease lost: its actor stops here");
+                    if let Some(addr) = self.directory.let_go(phone_id.as_uuid()) {
+                        addr.do_send(phone::StopPhone);
+                    }
                 }
             }
         }

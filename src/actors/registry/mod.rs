@@ -286,10 +286,7 @@ impl Registry {
         self.directory.owned(phone_id, || match &self.deps.cluster {
             None => true,
             Some(cluster) => cluster
-                .lease(
-                    crate::store::cluster::LeaseKind::Phone,
-                    &phone_id.to_string(),
-                )
+                .lease(crate::store::cluster::LeaseKey::Phone(phone_id.into()))
                 .is_some(),
         })
     }
@@ -424,10 +421,9 @@ impl Registry {
         let test_mode_only = match &deps.cluster {
             None => Some(false),
             Some(cluster) => cluster
-                .lease(
-                    crate::store::cluster::LeaseKind::Sweep,
-                    crate::store::cluster::Sweep::TestMode.as_str(),
-                )
+                .lease(crate::store::cluster::LeaseKey::Sweep(
+                    crate::store::cluster::Sweep::TestMode,
+                ))
                 .map(|_| true),
         };
         if test_mode_only == Some(true) {
@@ -521,10 +517,9 @@ impl Registry {
                 // In a cluster one node at a time sweeps: the holder of the `expiry` lease.
                 if let Some(cluster) = &deps.cluster
                     && cluster
-                        .acquire(
-                            crate::store::cluster::LeaseKind::Sweep,
-                            crate::store::cluster::Sweep::Expiry.as_str(),
-                        )
+                        .acquire(crate::store::cluster::LeaseKey::Sweep(
+                            crate::store::cluster::Sweep::Expiry,
+                        ))
                         .await
                         .is_none()
                 {

@@ -15,7 +15,7 @@ use crate::actors::Deps;
 use crate::actors::phone::{self, Phone, PhoneIdentity};
 use crate::cluster::Notice;
 use crate::domain::status::MessageStatus;
-use crate::store::cluster::{LeaseKind, Sweep};
+use crate::store::cluster::{LeaseKey, Sweep};
 use crate::store::messages::{self, Message};
 use crate::store::scoped::Scope;
 use crate::store::writer::Transition;
@@ -188,7 +188,7 @@ impl Registry {
         ctx.spawn(
             async move {
                 cluster
-                    .acquire(LeaseKind::Sweep, Sweep::TestMode.as_str())
+                    .acquire(LeaseKey::Sweep(Sweep::TestMode))
                     .await
                     .is_some()
             }

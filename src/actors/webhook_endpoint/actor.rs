@@ -17,7 +17,7 @@ use crate::domain::ids::EndpointId;
 use crate::domain::webhook_event::{EventKind, WebhookFormat};
 use crate::outbound::body::subjects;
 use crate::outbound::target as webhook_target;
-use crate::store::cluster::LeaseKind;
+use crate::store::cluster::LeaseKey;
 use crate::store::scoped::Scope;
 use crate::store::settings;
 use crate::store::webhooks::{self, AttemptRecord, EndpointRecord, PendingDelivery, Recorded};
@@ -136,15 +136,13 @@ impl WebhookEndpoint {
         // it still holds; once the lease is gone here, nothing more is sent.
         let lease = match &self.deps.cluster {
             None => None,
-            Some(cluster) => {
-                match cluster.lease(LeaseKind::WebhookEndpoint, &self.endpoint_id.to_string()) {
-                    Some(lease) => Some(lease),
-                    None => {
-                        self.ownership_lost();
-                        return;
-                    }
+            Some(cluster) => match cluster.lease(LeaseKey::WebhookEndpoint(self.endpoint_id)) {
+                Some(lease) => Some(lease),
+                None => {
+                    self.ownership_lost();
+                    return;
                 }
-            }
+            },
         };
         while let Some(ready) = self.queue.next_ready() {
             let now = self.deps.clock.now_ms();

@@ -21,7 +21,7 @@ use super::{
 use crate::actors::Deps;
 use crate::cluster::{LeasesLost, Notice, Noticed};
 use crate::domain::ids::EndpointId;
-use crate::store::cluster::LeaseKind;
+use crate::store::cluster::{LeaseKey, LeaseKind};
 use crate::store::webhooks::{self, PendingDelivery};
 
 /// Most delivery ids one `deliveries` notice names (its payload stays far below PostgreSQL's
@@ -83,8 +83,8 @@ impl WebhookEndpoints {
             }
             return;
         };
-        let key = endpoint_id.to_string();
-        if cluster.lease(LeaseKind::WebhookEndpoint, &key).is_some() {
+        let key = LeaseKey::WebhookEndpoint(endpoint_id);
+        if cluster.lease(key).is_some() {
             let addr = self.actors.addr(&self.deps, endpoint_id);
             if let Some(deliveries) = deliveries {
                 addr.do_send(Deliver { deliveries });
@@ -102,10 +102,7 @@ impl WebhookEndpoints {
         };
         ctx.spawn(
             async move {
-                let owned = cluster
-                    .acquire(LeaseKind::WebhookEndpoint, &key)
-                    .await
-                    .is_some();
+                let owned = cluster.acquire(key).await.is_some();
                 if !owned {
                     for deliveries in named {
                         cluster
@@ -151,10 +148,10 @@ impl WebhookEndpoints {
                     .unwrap_or_default();
                 let mut taken = Vec::new();
                 for &id in &pending {
-                    let key = id.to_string();
+                    let key = LeaseKey::WebhookEndpoint(id);
                     if !leases.contains(&key)
                         && cluster
-                            .acquire(LeaseKind::WebhookEndpoint, &key)
+                            .acquire(key)
                             .await
                             .is_some()
                     {
@@ -178,7 +175,7 @@ impl WebhookEndpoints {
                     for id in pending {
                         if !act.actors.running(id)
                             && cluster
-                                .lease(LeaseKind::WebhookEndpoint, &id.to_string())
+                                .lease(LeaseKey::WebhookEndpoint(id))
                                 .is_some()
                         {
                             tracing::info!(endpoint_id = %id, "endpoint held here without an actor: restarted");
@@ -282,8 +279,8 @@ impl Handler<EndpointDeleted> for WebhookEndpoints {
             cluster.tell(Notice::Endpoint {
                 endpoint: msg.endpoint_id,
             });
-            let (cluster, key) = (cluster.clone(), msg.endpoint_id.to_string());
-            actix::spawn(async move { cluster.release(LeaseKind::WebhookEndpoint, &key).await });
+            let (cluster, key) = (cluster.clone(), LeaseKey::WebhookEndpoint(msg.endpoint_id));
+            actix::spawn(async move { cluster.release(key).await });
         }
     }
 }
@@ -327,10 +324,7 @@ impl Handler<LeasesLost> for WebhookEndpoints {
     /// rebuilds their queues from the database.
     fn handle(&mut self, msg: LeasesLost, _: &mut Self::Context) {
         for lease in msg.0 {
-            if lease.kind != LeaseKind::WebhookEndpoint {
-                continue;
-            }
-            let Ok(id) = lease.key.parse::<EndpointId>() else {
+            let LeaseKey::WebhookEndpoint(id) = lease.key else {
                 continue;
             };
             tracing::warn!(endpoint_id = %id, "endpoint lease lost: its actor stops here");

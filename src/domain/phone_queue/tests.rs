@@ -34,7 +34,7 @@ fn message(n: u128, class: QueueClass) -> QueuedMessage {
         to: "+15550100".into(),
         content: format!("message {n}"),
         segments: 1,
-        encoding: "gsm7".into(),
+        encoding: crate::domain::sms::Encoding::Gsm7,
         class,
         expires_at: NOW + 3_600_000,
         scheduled_for: None,

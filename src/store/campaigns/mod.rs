@@ -31,6 +31,7 @@ use super::scoped::find_in_scope;
 use crate::domain::campaign::{CampaignStatus, PauseReason, RecipientStatus, SkipReason};
 use crate::domain::ids::{CampaignId, MessageId};
 use crate::domain::quota::{CountQuota, Quota};
+use crate::domain::sms::Encoding;
 use crate::domain::status::{MessageStatus, Mode};
 
 /// A stored campaign (without its counts).
@@ -56,9 +57,14 @@ pub struct Campaign {
     pub paused_reason: Option<PauseReason>,
 }
 
-impl From<campaigns::Model> for Campaign {
-    fn from(m: campaigns::Model) -> Self {
-        Campaign {
+/// A row read as a [`Campaign`]; a status outside its enum is a [`StoreError::CorruptRow`].
+impl TryFrom<campaigns::Model> for Campaign {
+    type Error = StoreError;
+
+    fn try_from(m: campaigns::Model) -> Result<Campaign, StoreError> {
+        let status = CampaignStatus::parse(&m.status)
+            .ok_or_else(|| StoreError::corrupt("campaigns", "status", m.id, &m.status))?;
+        Ok(Campaign {
             id: m.id.into(),
             scope: Scope {
                 workspace_id: m.workspace_id.into(),
@@ -67,7 +73,7 @@ impl From<campaigns::Model> for Campaign {
             name: m.name,
             from_number: m.from_number,
             body: m.body,
-            status: CampaignStatus::parse(&m.status).unwrap_or(CampaignStatus::Canceled),
+            status,
             scheduled_for: m.scheduled_for,
             created_at: m.created_at,
             updated_at: m.updated_at,
@@ -78,7 +84,7 @@ impl From<campaigns::Model> for Campaign {
             skipped_opted_out: u32::try_from(m.skipped_opted_out).unwrap_or(0),
             skipped_premium_rate: u32::try_from(m.skipped_premium_rate).unwrap_or(0),
             paused_reason: m.paused_reason.and_then(|r| r.parse().ok()),
-        }
+        })
     }
 }
 
@@ -188,7 +194,7 @@ pub struct PendingRecipient {
     pub to_number: String,
     pub content: String,
     pub segments: u32,
-    pub encoding: String,
+    pub encoding: Encoding,
 }
 
 /// A campaign of this scope.
@@ -198,7 +204,7 @@ pub async fn get<C: ConnectionTrait>(
     id: CampaignId,
 ) -> Result<Campaign, StoreError> {
     let row = find_in_scope::<campaigns::Entity>(conn, scope, id.as_uuid()).await?;
-    Ok(row.into())
+    row.try_into()
 }
 
 /// A campaign by id regardless of scope (its actor).
@@ -206,8 +212,8 @@ pub async fn by_id<C: ConnectionTrait>(conn: &C, id: CampaignId) -> Result<Campa
     campaigns::Entity::find_by_id(id.as_uuid())
         .one(conn)
         .await?
-        .map(Campaign::from)
-        .ok_or(StoreError::NotFound)
+        .ok_or(StoreError::NotFound)?
+        .try_into()
 }
 
 /// Newest first by (created_at, id), optionally of one status.
@@ -362,14 +368,16 @@ pub async fn recipients(
     let out = rows
         .into_iter()
         .map(|r| {
-            let stored = RecipientStatus::parse(&r.status).unwrap_or(RecipientStatus::Failed);
+            let stored = RecipientStatus::parse(&r.status).ok_or_else(|| {
+                StoreError::corrupt("campaign_recipients", "status", r.id, &r.status)
+            })?;
             let (status, failure_reason) = match r.message_id.and_then(|id| live.get(&id)) {
                 Some((message, reason)) if stored == RecipientStatus::Queued => {
                     (RecipientStatus::of_message(*message), reason.clone())
                 }
                 _ => (stored, r.failure_reason),
             };
-            Recipient {
+            Ok(Recipient {
                 id: r.id,
                 position: i64::from(r.position),
                 to_number: r.to_number,
@@ -377,9 +385,9 @@ pub async fn recipients(
                 message_id: r.message_id,
                 skip_reason: r.skip_reason,
                 failure_reason,
-            }
+            })
         })
-        .collect();
+        .collect::<Result<_, StoreError>>()?;
     Ok((out, has_more))
 }
 
@@ -389,7 +397,7 @@ pub async fn pending<C: ConnectionTrait>(
     campaign_id: CampaignId,
     limit: u64,
 ) -> Result<Vec<PendingRecipient>, StoreError> {
-    Ok(campaign_recipients::Entity::find()
+    campaign_recipients::Entity::find()
         .filter(campaign_recipients::Column::CampaignId.eq(campaign_id))
         .filter(campaign_recipients::Column::Status.eq(RecipientStatus::Pending.as_str()))
         .order_by_asc(campaign_recipients::Column::Position)
@@ -397,14 +405,18 @@ pub async fn pending<C: ConnectionTrait>(
         .all(conn)
         .await?
         .into_iter()
-        .map(|r| PendingRecipient {
-            id: r.id,
-            to_number: r.to_number,
-            content: r.content,
-            segments: u32::try_from(r.segments).unwrap_or(0),
-            encoding: r.encoding,
+        .map(|r| {
+            Ok(PendingRecipient {
+                encoding: Encoding::parse(&r.encoding).ok_or_else(|| {
+                    StoreError::corrupt("campaign_recipients", "encoding", r.id, &r.encoding)
+                })?,
+                id: r.id,
+                to_number: r.to_number,
+                content: r.content,
+                segments: u32::try_from(r.segments).unwrap_or(0),
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// The message statuses that are not terminal (a campaign waits for its messages in them).

@@ -46,7 +46,7 @@ pub async fn messages_by_id(
             .all(db)
             .await?;
         for row in rows {
-            found.insert(row.id, Message::from(row));
+            found.insert(row.id, Message::try_from(row)?);
         }
     }
     Ok(found)

@@ -70,6 +70,7 @@ use super::scoped::Scope;
 use super::webhooks::{AttemptRecord, PendingDelivery, Recorded, Subscriptions};
 use crate::clock::SharedClock;
 use crate::domain::ids::CampaignId;
+use crate::domain::sms::Encoding;
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
 use task::{Request, Submitted};
 
@@ -84,7 +85,7 @@ pub struct NewMessage {
     pub to_number: String,
     pub content: String,
     pub segments: u32,
-    pub encoding: String,
+    pub encoding: Encoding,
     pub device_id: Option<Uuid>,
     pub pinned: bool,
     pub campaign_id: Option<CampaignId>,
@@ -101,14 +102,14 @@ pub struct NewMessage {
 pub struct Content {
     pub content: String,
     pub segments: u32,
-    pub encoding: String,
+    pub encoding: Encoding,
 }
 
 impl From<crate::domain::sms::SmsText> for Content {
     fn from(text: crate::domain::sms::SmsText) -> Content {
         Content {
             segments: text.segments(),
-            encoding: text.encoding().as_str().to_string(),
+            encoding: text.encoding(),
             content: text.into_string(),
         }
     }
@@ -121,7 +122,7 @@ impl Content {
         Content {
             content,
             segments: measure.segments,
-            encoding: measure.encoding.as_str().to_string(),
+            encoding: measure.encoding,
         }
     }
 }

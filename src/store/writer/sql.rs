@@ -156,15 +156,15 @@ pub(super) async fn apply_group(
 ) -> Result<HashMap<Uuid, Message>, StoreError> {
     let ids: Vec<Uuid> = group.iter().map(|t| t.id).collect();
     let ids = crate::store::id_list(&ids);
-    Ok(move_statement(group, &ids, now)
+    move_statement(group, &ids, now)
         .exec_with_returning(txn)
         .await?
         .into_iter()
         .map(|row| {
-            let message = Message::from(row);
-            (message.id, message)
+            let message = Message::try_from(row)?;
+            Ok((message.id, message))
         })
-        .collect())
+        .collect()
 }
 
 /// The phone of each move, as one value when they all share it, else
@@ -280,7 +280,7 @@ pub(super) async fn reroute(
     r: &Reroute,
     now: i64,
 ) -> Result<Option<Message>, StoreError> {
-    Ok(messages::Entity::update_many()
+    messages::Entity::update_many()
         .col_expr(messages::Column::DeviceId, Expr::value(r.to_device))
         .col_expr(messages::Column::UpdatedAt, Expr::value(now))
         .filter(messages::Column::Id.eq(r.id))
@@ -291,5 +291,6 @@ pub(super) async fn reroute(
         .await?
         .into_iter()
         .next()
-        .map(Message::from))
+        .map(Message::try_from)
+        .transpose()
 }

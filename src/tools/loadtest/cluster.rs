@@ -132,7 +132,10 @@ async fn endpoints_held_by(db: &DatabaseConnection, url: &str) -> Vec<EndpointId
         .unwrap_or_default()
         .into_iter()
         .filter(|lease| lease.node == victim)
-        .filter_map(|lease| lease.key.parse().ok())
+        .filter_map(|lease| match lease.key {
+            leases::LeaseKey::WebhookEndpoint(id) => Some(id),
+            _ => None,
+        })
         .collect()
 }
 

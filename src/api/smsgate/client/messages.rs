@@ -418,8 +418,9 @@ fn state_out(
             error: match m.status {
                 MessageStatus::Failed => Some(
                     m.failure_reason
-                        .clone()
-                        .unwrap_or_else(|| MessageStatus::Failed.as_str().into()),
+                        .as_ref()
+                        .map_or(MessageStatus::Failed.as_str(), FailureReason::as_str)
+                        .into(),
                 ),
                 MessageStatus::Expired => Some(FailureReason::Expired.as_str().into()),
                 _ => None,
