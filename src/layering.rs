@@ -34,7 +34,13 @@ const LAYERS: &[&[&str]] = &[
     &["error"],
     &["api"],
     &["portal"],
-    &["server", "startup", "change_router", "secrets", "single_node"],
+    &[
+        "server",
+        "startup",
+        "change_router",
+        "secrets",
+        "single_node",
+    ],
     &["tools", "loadtest", "phone_sim"],
     &["layering"],
 ];

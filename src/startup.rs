@@ -231,8 +231,8 @@ struct Actors {
 // ---- Actor start-up: every long-lived actor and supervisor of a node starts here, once, in
 // ---- this order (a later one may need an earlier one's address). One line each.
 
-/// Starts the node's actors once (never `from_registry()`: docs/architecture.md, "Actors") and
-/// attaches them to the change router and the webhook fan-out.
+/// Starts the node's actors once (never `from_registry()`: an `ArbiterService` is one per
+/// worker thread) and attaches them to the change router and the webhook fan-out.
 fn start_actors(deps: Deps, router: &ChangeRouter, fanout: &WebhookFanout) -> Actors {
     let retention = actix::Supervisor::start({
         let deps = deps.clone();
