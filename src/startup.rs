@@ -1,6 +1,6 @@
 //! Builds the application, wiring only (zero2prod's `Application::build`, then `port` and
 //! `run_until_stopped`): settings → database and migrations → secrets key → single-node lock →
-//! listener → cluster → writer → actors ([`start_actors`]) → HTTP server → first workspace.
+//! listener → cluster → writer → actors (`startup::actors`) → HTTP server → first workspace.
 //! Each step's work lives in its own module: `secrets`, `single_node`, `cluster`,
 //! `change_router`, `server::{http, tls, signals}`.
 
@@ -13,7 +13,6 @@ use actix_web::web;
 use sea_orm::DatabaseConnection;
 
 use crate::actors::Deps;
-use crate::actors::ai::AiResponder;
 use crate::actors::campaign::Campaigns;
 use crate::actors::daily_stats::DailyStats;
 use crate::actors::registry::Registry;
@@ -35,6 +34,7 @@ use crate::store;
 use crate::store::webhooks::Subscriptions;
 use crate::store::writer::{AttemptRecorder, MessageQuotas, Writer};
 
+mod actors;
 mod error;
 mod first_run;
 mod runtime;
@@ -117,7 +117,7 @@ impl Application {
         crate::telemetry::metrics_handle();
         let live = Arc::new(LiveEvents::default());
         // Day counts start before the writer: its change listener sends to them from the first
-        // commit on. Campaigns and the AI responder attach in `start_actors`.
+        // commit on. Campaigns and the AI responder attach in `actors::start`.
         let router = ChangeRouter::new(
             DailyStats::new(db.clone()).start().recipient(),
             live.clone(),
@@ -149,7 +149,7 @@ impl Application {
             live: live.clone(),
             cluster: cluster.clone(),
         };
-        let actors = start_actors(deps, &router, &fanout);
+        let actors = actors::start(deps, &router, &fanout);
         let webhook_api = web::Data::new(api::webhooks::WebhookApi {
             endpoints: actors.webhooks.clone(),
             resolver,
@@ -217,51 +217,6 @@ impl Application {
             self.cluster.clone(),
         ));
         self.server.await
-    }
-}
-
-/// The actors a running node holds on to.
-struct Actors {
-    registry: Addr<Registry>,
-    webhooks: Addr<WebhookEndpoints>,
-    campaigns: Addr<Campaigns>,
-    retention: Addr<Retention>,
-}
-
-// ---- Actor start-up: every long-lived actor and supervisor of a node starts here, once, in
-// ---- this order (a later one may need an earlier one's address). One line each.
-
-/// Starts the node's actors once (never `from_registry()`: an `ArbiterService` is one per
-/// worker thread) and attaches them to the change router and the webhook fan-out.
-fn start_actors(deps: Deps, router: &ChangeRouter, fanout: &WebhookFanout) -> Actors {
-    let retention = actix::Supervisor::start({
-        let deps = deps.clone();
-        move |_| Retention::new(deps.clone())
-    });
-    // Before the Registry: the cluster's endpoint notices reach it from the start.
-    let webhooks = WebhookEndpoints::new(deps.clone()).start();
-    fanout.attach(webhooks.clone().recipient());
-    let registry = Registry::new(deps.clone()).start();
-    // Campaigns and AI replies send through the send use case (`crate::send`), injected.
-    let send_deps = crate::send::SendDeps {
-        writer: deps.writer.clone(),
-        registry: registry.clone(),
-        clock: deps.clock.clone(),
-        settings: deps.settings.clone(),
-    };
-    let feeder = crate::send::campaign_feeder(send_deps.clone(), deps.db.clone());
-    let campaigns = Campaigns::new(deps.clone(), feeder).start();
-    router.attach_campaigns(campaigns.clone().recipient());
-    let ai = actix::Supervisor::start({
-        let send = crate::send::auto_replies(send_deps);
-        move |_| AiResponder::new(deps.clone(), send.clone())
-    });
-    router.attach_ai(ai.recipient());
-    Actors {
-        registry,
-        webhooks,
-        campaigns,
-        retention,
     }
 }
 
