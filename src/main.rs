@@ -52,7 +52,11 @@ enum Command {
         bind: Option<String>,
     },
     /// Run migrations and exit.
-    Migrate,
+    Migrate {
+        /// List the migrations this build would apply, oldest first, and apply none.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Workspace administration.
     Workspace {
         #[command(subcommand)]
@@ -268,7 +272,19 @@ async fn run(command: Command, settings: Settings) -> Result<ExitCode, Box<dyn s
             println!("listening on {scheme}://{}", app.address());
             app.run_until_stopped().await?;
         }
-        Command::Migrate => {
+        Command::Migrate { dry_run: true } => {
+            let db = store::connect(&settings.database.url, 2).await?;
+            let pending = store::pending_migrations(&db).await?;
+            if pending.is_empty() {
+                println!("no pending migrations: the schema is up to date");
+            } else {
+                println!("{} pending migration(s), none applied:", pending.len());
+                for name in pending {
+                    println!("  {name}");
+                }
+            }
+        }
+        Command::Migrate { dry_run: false } => {
             let db = store::connect(&settings.database.url, 2).await?;
             store::migrate(&db).await?;
             println!("migrations applied");

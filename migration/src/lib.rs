@@ -1,6 +1,8 @@
 //! Schema migrations of smsgw, applied in order by `smsgw migrate` and at `smsgw serve` start-up.
 
 pub use sea_orm_migration::prelude::*;
+/// The table of applied migrations, read by `smsgw migrate --dry-run` and the newer-schema check.
+pub use sea_orm_migration::seaql_migrations;
 
 mod ddl;
 

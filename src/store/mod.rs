@@ -103,6 +103,13 @@ pub enum StoreError {
         row: String,
         value: String,
     },
+    /// The database was migrated by a newer smsgw: its schema has migrations this build does
+    /// not know, so this build could misread it (docs/deploy.md, "Upgrades").
+    #[error(
+        "the database was migrated by a newer smsgw (migrations unknown to this build: {}); run that version or a newer one, or restore a backup taken before the upgrade",
+        .0.join(", ")
+    )]
+    NewerSchema(Vec<String>),
 }
 
 impl StoreError {
@@ -295,10 +302,47 @@ where
     op().await
 }
 
-/// Brings the schema up to date.
+/// Brings the schema up to date; refuses a database a newer build migrated
+/// ([`StoreError::NewerSchema`]) before changing anything.
 pub async fn migrate(db: &DatabaseConnection) -> Result<(), StoreError> {
+    pending_migrations(db).await?;
     Migrator::up(db, None).await?;
     Ok(())
+}
+
+/// The names of the migrations this build would apply, oldest first, without applying any
+/// (`smsgw migrate --dry-run`); [`StoreError::NewerSchema`] when the database holds
+/// migrations this build does not know. Reads only: a fresh database is left untouched.
+pub async fn pending_migrations(db: &DatabaseConnection) -> Result<Vec<String>, StoreError> {
+    use migration::seaql_migrations;
+    let known: Vec<String> = Migrator::migrations()
+        .iter()
+        .map(|m| m.name().to_string())
+        .collect();
+    let manager = migration::SchemaManager::new(db);
+    let applied: Vec<String> = if manager.has_table("seaql_migrations").await? {
+        seaql_migrations::Entity::find()
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|row| row.version)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut unknown: Vec<String> = applied
+        .iter()
+        .filter(|name| !known.contains(name))
+        .cloned()
+        .collect();
+    if !unknown.is_empty() {
+        unknown.sort();
+        return Err(StoreError::NewerSchema(unknown));
+    }
+    Ok(known
+        .into_iter()
+        .filter(|name| !applied.contains(name))
+        .collect())
 }
 
 /// Whether the database answers a trivial query (readiness).

@@ -33,4 +33,5 @@ mod secrets;
 mod thirdparty;
 mod thirdparty_webhooks;
 mod tls;
+mod upgrade;
 mod webhooks;

@@ -313,6 +313,48 @@ pub async fn spawn_app_with_resolver(
     }
 }
 
+/// Starts the app on a database that already holds a workspace (a fixture, say) whose keys
+/// the caller knows; `settings.database.url` names it.
+pub async fn spawn_on_existing(
+    settings: Settings,
+    live_key: &str,
+    test_key: &str,
+    workspace_id: Uuid,
+) -> TestApp {
+    smsgw::telemetry::init(smsgw::config::LogFormat::Human, "warn");
+    let resolver = Arc::new(StaticResolver::new());
+    let app = Application::build_with(settings.clone(), hooks_for(&resolver))
+        .await
+        .expect("application starts on the existing database");
+    assert!(
+        app.initial_keys.is_none(),
+        "a database with a workspace gets no new keys"
+    );
+    let address = format!("http://{}", app.address());
+    let handle = app.handle();
+    let (registry, webhooks, campaigns) = (
+        app.registry.clone(),
+        app.webhooks.clone(),
+        app.campaigns.clone(),
+    );
+    actix_web::rt::spawn(app.run_until_stopped());
+    TestApp {
+        address,
+        live_key: live_key.to_string(),
+        test_key: test_key.to_string(),
+        workspace_id,
+        database_url: settings.database.url.clone(),
+        settings,
+        client: Client::builder().timeout(Duration::from_secs(30)).finish(),
+        handle,
+        registry,
+        webhooks,
+        campaigns,
+        resolver,
+        _dir: None,
+    }
+}
+
 fn hooks_for(resolver: &Arc<StaticResolver>) -> Hooks {
     Hooks {
         clock: None,
