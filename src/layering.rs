@@ -40,6 +40,7 @@ const LAYERS: &[&[&str]] = &[
         "change_router",
         "secrets",
         "single_node",
+        "backup",
     ],
     &["tools", "loadtest", "phone_sim"],
     &["layering"],

@@ -4,6 +4,7 @@
 
 pub mod actors;
 pub mod api;
+pub mod backup;
 pub mod change_router;
 pub mod clock;
 pub mod cluster;

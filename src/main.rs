@@ -57,6 +57,20 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Write a consistent snapshot of the SQLite database to a new file, while the server runs
+    /// (docs/deploy.md, "Backups"); the secrets key is not in it.
+    Backup {
+        /// The file to write; it must not exist.
+        #[arg(long, value_name = "FILE")]
+        to: std::path::PathBuf,
+    },
+    /// Put a backup in place of the SQLite database (no server may be running on it); the
+    /// database it replaces is kept beside it.
+    Restore {
+        /// The backup `smsgw backup` wrote.
+        #[arg(long, value_name = "FILE")]
+        from: std::path::PathBuf,
+    },
     /// Workspace administration.
     Workspace {
         #[command(subcommand)]
@@ -283,6 +297,29 @@ async fn run(command: Command, settings: Settings) -> Result<ExitCode, Box<dyn s
                     println!("  {name}");
                 }
             }
+        }
+        Command::Backup { to } => {
+            let done = smsgw::backup::backup(&settings, &to).await?;
+            println!(
+                "backup written to {} ({} bytes)",
+                done.path.display(),
+                done.bytes
+            );
+            println!(
+                "The secrets key is not in the backup: keep {} with it. Without that key the webhook signing keys and client-API secrets in the backup cannot be read.",
+                smsgw::backup::key_location(&settings)
+            );
+        }
+        Command::Restore { from } => {
+            let done = smsgw::backup::restore(&settings, &from).await?;
+            println!("restored {} into {}", from.display(), done.database);
+            if let Some(aside) = done.replaced {
+                println!("the database it replaced is kept at {}", aside.display());
+            }
+            println!(
+                "Start the server with the secrets key the backup was taken with ({}); it migrates the backup if it is older.",
+                smsgw::backup::key_location(&settings)
+            );
         }
         Command::Migrate { dry_run: false } => {
             let db = store::connect(&settings.database.url, 2).await?;

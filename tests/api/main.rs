@@ -8,6 +8,7 @@ mod helpers;
 mod ai;
 mod api_keys;
 mod auth;
+mod backup;
 mod campaigns;
 mod cluster;
 mod cluster_failover;

@@ -128,6 +128,11 @@ impl WebhookReceiver {
         self.state.lock().unwrap().statuses.extend(statuses);
     }
 
+    /// Forgets the statuses scripted and not yet answered: 200 from now on.
+    pub fn clear_answers(&self) {
+        self.state.lock().unwrap().statuses.clear();
+    }
+
     /// Waits this long before answering the next requests, in order.
     pub fn delay(&self, delays: &[Duration]) {
         self.state.lock().unwrap().delays.extend(delays);
