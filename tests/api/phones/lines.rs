@@ -259,3 +259,47 @@ backend_tests!(
     two_lines_on_one_websocket_send_and_receive_on_their_slots,
     lines_are_validated_and_go_with_their_device,
 );
+
+/// Across nodes: a line added on node A while its device is connected to node B comes online
+/// there, is online on A too, and a send from its number accepted by A leaves on B's session
+/// from slot 2; it goes offline everywhere with its device.
+#[test]
+#[ignore = "needs SMSGW_TEST_DATABASE_URL (PostgreSQL)"]
+fn a_line_follows_its_device_across_nodes() {
+    crate::helpers::run_on_postgres(async {
+        let (a, b) = crate::cluster::two_nodes(|_| {}).await;
+        let (device_id, token) = a.pair_phone(SENDER).await;
+        let mut phone = b.connect_phone(&token).await;
+        a.wait_online(&device_id, true).await;
+        let line = add_line(&a, &device_id, LINE, 2).await;
+        let line_id = line["id"].as_str().unwrap().to_string();
+        b.wait_online(&line_id, true).await;
+        a.wait_online(&line_id, true).await;
+
+        let id = a
+            .send(&a.live_key, send_body(LINE, RECIPIENT, "across nodes"))
+            .await
+            .expect(202)
+            .data()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (sent, slot) = next_send(&mut phone).await;
+        assert_eq!((sent.to_string(), slot), (id.clone(), Some(2)));
+        phone
+            .report_acked(PhoneFrame::Delivered {
+                message_id: sent,
+                reference: Some("d1".into()),
+            })
+            .await;
+        let stored = a.wait_for_status(&a.live_key, &id, "delivered").await;
+        assert_eq!(stored["device_id"], line_id.as_str());
+        receive_on(&mut phone, "in-1", "to the second SIM on B", Some(2)).await;
+        let inbound = a.messages(&a.live_key, "direction=inbound").await;
+        assert_eq!(inbound[0]["to_number"], LINE, "{inbound:?}");
+
+        phone.close().await;
+        a.wait_online(&line_id, false).await;
+        b.wait_online(&line_id, false).await;
+    })
+}
