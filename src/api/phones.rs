@@ -133,8 +133,10 @@ envelope_of!(PhoneEnvelope, PhoneOut<'static>, "One phone.");
 pub struct PhoneWithTokenOut<'a> {
     #[serde(flatten)]
     pub phone: PhoneOut<'a>,
-    /// `dt_…`; the phone authenticates its WebSocket with it.
-    pub device_token: String,
+    /// `dt_…`; the phone authenticates its WebSocket with it. Absent for a SIM line, which
+    /// has no token (docs/api.md, Phones, "SIM lines").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_token: Option<String>,
 }
 envelope_of!(
     PhoneWithTokenEnvelope,
@@ -246,21 +248,21 @@ async fn create_phone(state: &AppState, caller: &Caller, body: CreatePhoneIn) ->
     state.registry.do_send(Paired {
         phone: phone.clone(),
     });
-    let response = match line {
-        Some(_) => success(
-            StatusCode::CREATED,
+    let (message, device_token) = match line {
+        Some(_) => (
             "SIM line added; it uses its device's token and connection",
-            phone_out(state, &phone, None),
+            None,
         ),
-        None => success(
-            StatusCode::CREATED,
+        None => (
             "phone paired; the device token is shown only now",
-            PhoneWithTokenOut {
-                phone: phone_out(state, &phone, None),
-                device_token: token,
-            },
+            Some(token),
         ),
     };
+    let out = PhoneWithTokenOut {
+        phone: phone_out(state, &phone, None),
+        device_token,
+    };
+    let response = success(StatusCode::CREATED, message, out);
     Ok((response, phone.id))
 }
 
@@ -462,7 +464,7 @@ async fn rotate_token(
     state.registry.do_send(TokenRotated { phone_id: id });
     let out = PhoneWithTokenOut {
         phone: phone_out(&state, &phone, None),
-        device_token: token,
+        device_token: Some(token),
     };
     Ok(success(
         StatusCode::OK,
