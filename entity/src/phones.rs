@@ -19,6 +19,10 @@ pub struct Model {
     pub pace_per_30_minutes: Option<i32>,
     pub created_at: i64,
     pub last_seen_at: Option<i64>,
+    /// A SIM line: the phone (device) whose token and connection carry it; None otherwise.
+    pub device_phone_id: Option<Uuid>,
+    /// A SIM line's slot, 1–3; None on a device.
+    pub sim_slot: Option<i16>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

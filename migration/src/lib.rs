@@ -23,6 +23,7 @@ mod m20261125_000201_create_idempotency_keys;
 mod m20261125_000202_create_daily_stats;
 mod m20261125_000210_create_cluster_tables;
 mod m20261127_000220_add_campaign_quota_columns;
+mod m20261128_000230_add_phone_lines;
 
 /// Every migration of the schema, oldest first.
 pub struct Migrator;
@@ -48,6 +49,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000202_create_daily_stats::Migration),
             Box::new(m20261125_000210_create_cluster_tables::Migration),
             Box::new(m20261127_000220_add_campaign_quota_columns::Migration),
+            Box::new(m20261128_000230_add_phone_lines::Migration),
         ]
     }
 }

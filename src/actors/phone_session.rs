@@ -10,7 +10,13 @@
 //! frames. The device API's transport (`actors::device_link`: server-sent events with REST
 //! fetch) provides the same link. The session reaches the registry through
 //! [`TransportRecipients`], never its address.
+//!
+//! A device's SIM lines share its session (docs/api.md, "Phones"): their `send` frames name
+//! their `sim_slot`, and the session remembers which slot each message left on, so a report on
+//! it reaches the line's actor (through the Registry, [`LineFrame`]) even when the phone does
+//! not repeat the slot; a `received` frame names the slot it arrived on.
 
+use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -26,8 +32,9 @@ use uuid::Uuid;
 
 use super::link::{LINK_CAPACITY, Link, Outgoing, next_session_id};
 use super::phone::{Phone, Report};
-use super::registry::{Connected, Disconnected, Seen, TransportRecipients};
-use crate::domain::protocol::{FrameErrorCode, PhoneFrame, ServerFrame};
+use super::registry::{Connected, Disconnected, LineFrame, Seen, TransportRecipients};
+use crate::domain::protocol::{FrameErrorCode, FrameSlot, PhoneFrame, ServerFrame};
+use crate::domain::sim_slot::SimSlot;
 
 /// How often a live session refreshes the phone's last_seen_at.
 const SEEN_EVERY: Duration = Duration::from_secs(5);
@@ -40,6 +47,10 @@ const READ_CHUNK_BYTES: usize = 4 * 1024;
 
 /// Frames the Phone actor queued that one socket write may carry.
 const FRAMES_PER_WRITE: usize = 64;
+
+/// Messages of SIM lines whose slot a session remembers until their final report; past it
+/// the memory starts over (a report naming its `sim_slot` still reaches its line).
+const MAX_LINE_SENDS: usize = 4096;
 
 /// How long the session waits for the phone's answer to its close frame.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
@@ -111,6 +122,7 @@ pub async fn run<T: SessionIo>(
             return;
         }
     };
+    let mut line_sends: HashMap<Uuid, SimSlot> = HashMap::new();
     let mut last_heard = tokio::time::Instant::now();
     let mut last_reported = last_heard;
     let check_every = (heartbeat_timeout / 4).max(Duration::from_millis(50));
@@ -130,10 +142,21 @@ pub async fn run<T: SessionIo>(
                         if std::str::from_utf8(&bytes).is_err() {
                             break Ending::Close(reason(CloseCode::Invalid, "text is not valid UTF-8"));
                         }
-                        match serde_json::from_slice::<PhoneFrame>(&bytes) {
-                            Ok(frame) => match frame.check_bounds() {
+                        match serde_json::from_slice::<PhoneFrame>(&bytes)
+                            .and_then(|frame| Ok((frame, FrameSlot::of(&bytes)?)))
+                        {
+                            Ok((frame, named)) => match frame.check_bounds() {
                                 Ok(()) => {
-                                    phone.do_send(Report { session_id, frame });
+                                    match slot_of(&frame, named, &mut line_sends) {
+                                        Some(sim_slot) => registry.line_frame.do_send(LineFrame {
+                                            device_id: phone_id,
+                                            sim_slot,
+                                            session_id,
+                                            frame,
+                                            done: None,
+                                        }),
+                                        None => phone.do_send(Report { session_id, frame }),
+                                    }
                                     None
                                 }
                                 Err(refusal) => Some(error_frame(format!("frame refused: {refusal}"))),
@@ -165,10 +188,18 @@ pub async fn run<T: SessionIo>(
                 let mut next = outgoing;
                 loop {
                     match next {
-                        Some(Outgoing::Frame(frame)) => match serde_json::to_string(&frame) {
-                            Ok(text) => batch.push(WsMessage::Text(text.into())),
-                            Err(err) => tracing::error!(error = %err, "server frame not serialized"),
-                        },
+                        Some(Outgoing::Frame(frame)) => {
+                            if let ServerFrame::Send { message_id, sim_slot: Some(slot), .. } = *frame {
+                                if line_sends.len() >= MAX_LINE_SENDS {
+                                    line_sends.clear();
+                                }
+                                line_sends.insert(message_id, slot);
+                            }
+                            match serde_json::to_string(&frame) {
+                                Ok(text) => batch.push(WsMessage::Text(text.into())),
+                                Err(err) => tracing::error!(error = %err, "server frame not serialized"),
+                            }
+                        }
                         Some(Outgoing::Withdrawn { .. }) => {}
                         Some(Outgoing::Close { code, reason: text }) => {
                             close = Some(reason(CloseCode::Other(code), &text));
@@ -215,6 +246,24 @@ pub async fn run<T: SessionIo>(
         Ending::Answer => socket.close(None).await,
         Ending::Gone => {}
     }
+}
+
+/// The SIM slot whose line a frame is about: the slot it names, else (for a report) the slot
+/// its message was sent from on this session; None for the device itself. A final report
+/// (`delivered`, `failed`) ends the memory of its message.
+fn slot_of(
+    frame: &PhoneFrame,
+    named: Option<SimSlot>,
+    line_sends: &mut HashMap<Uuid, SimSlot>,
+) -> Option<SimSlot> {
+    let remembered = match frame {
+        PhoneFrame::Sent { message_id, .. } => line_sends.get(message_id).copied(),
+        PhoneFrame::Delivered { message_id, .. } | PhoneFrame::Failed { message_id, .. } => {
+            line_sends.remove(message_id)
+        }
+        PhoneFrame::Received { .. } | PhoneFrame::Heartbeat { .. } => None,
+    };
+    named.or(remembered)
 }
 
 /// How a session ends.

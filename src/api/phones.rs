@@ -1,4 +1,5 @@
-//! Phones API: pairing, listing with live state, pace overrides, unpairing, token rotation.
+//! Phones API: pairing, listing with live state, pace overrides, unpairing, token rotation;
+//! SIM lines (docs/api.md, "Phones"): a phone added to another phone's device, with no token.
 
 use crate::api::page::PageParams;
 use std::collections::HashMap;
@@ -25,8 +26,10 @@ use crate::clock::format_ms;
 use crate::domain::keys;
 use crate::domain::pace::Pace;
 use crate::domain::quota::Quota;
+use crate::domain::sim_slot::SimSlot;
 use crate::error::{ApiError, ErrorCode, success};
-use crate::store::phones::{self, PhoneRecord};
+use crate::store::StoreError;
+use crate::store::phones::{self, Line, Pairing, PhoneRecord};
 
 /// Longest phone name.
 const MAX_NAME_CHARS: usize = 120;
@@ -47,11 +50,13 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
             InvalidPhoneNumber,
             QuotaExceeded,
             DuplicateRequest,
+            AlreadyExists,
         ]),
         DocumentedRoute::of::<__path_get>(|| web::to(get)),
         DocumentedRoute::of::<__path_update>(|| web::to(update)).errors(&[ValidationFailed]),
         DocumentedRoute::of::<__path_delete>(|| web::to(delete)),
-        DocumentedRoute::of::<__path_rotate_token>(|| web::to(rotate_token)),
+        DocumentedRoute::of::<__path_rotate_token>(|| web::to(rotate_token))
+            .errors(&[ValidationFailed]),
     ]
 }
 
@@ -63,6 +68,11 @@ pub struct CreatePhoneIn {
     pub phone_number: Option<String>,
     /// Up to 120 characters.
     pub name: Option<String>,
+    /// Adds a SIM line to the device of this phone (a phone created with a token, not a line);
+    /// requires `sim_slot`.
+    pub device_phone_id: Option<String>,
+    /// The line's SIM slot on the device, 1–3; requires `device_phone_id`.
+    pub sim_slot: Option<i64>,
     /// Idempotency key (1–255 characters): a repeat answers 409 `duplicate_request` with the
     /// first phone's id in `data.id` (docs/api.md, "Idempotent creates").
     pub request_id: Option<String>,
@@ -111,6 +121,10 @@ pub struct PhoneOut<'a> {
     pub created_at: String,
     #[schema(format = DateTime)]
     pub last_seen_at: Option<String>,
+    /// A SIM line's slot (1–3); null for a device.
+    pub sim_slot: Option<u8>,
+    /// A SIM line's device (the phone whose token and connection carry it); null for a device.
+    pub device_phone_id: Option<Uuid>,
 }
 envelope_of!(PhoneEnvelope, PhoneOut<'static>, "One phone.");
 
@@ -119,8 +133,10 @@ envelope_of!(PhoneEnvelope, PhoneOut<'static>, "One phone.");
 pub struct PhoneWithTokenOut<'a> {
     #[serde(flatten)]
     pub phone: PhoneOut<'a>,
-    /// `dt_…`; the phone authenticates its WebSocket with it.
-    pub device_token: String,
+    /// `dt_…`; the phone authenticates its WebSocket with it. Absent for a SIM line, which
+    /// has no token (docs/api.md, Phones, "SIM lines").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_token: Option<String>,
 }
 envelope_of!(
     PhoneWithTokenEnvelope,
@@ -147,6 +163,8 @@ fn phone_out<'a>(state: &AppState, p: &'a PhoneRecord, live: Option<PhoneState>)
         },
         created_at: format_ms(p.created_at),
         last_seen_at: PhoneState::last_seen(live.as_ref(), p.last_seen_at).map(format_ms),
+        sim_slot: p.line.map(|l| l.sim_slot.get()),
+        device_phone_id: p.line.map(|l| l.device_phone_id),
     }
 }
 
@@ -197,36 +215,118 @@ async fn create(
     create_once(&state, &caller, body, create_phone).await
 }
 
-/// Pairs a phone: the response and the new phone's id.
+/// Pairs a phone, or adds a SIM line to a device: the response and the new phone's id.
 async fn create_phone(state: &AppState, caller: &Caller, body: CreatePhoneIn) -> Created {
     let number_text = required(body.phone_number, "phone_number")?;
     let number = parse_number(&number_text, "phone_number")?;
     let name = validate_name(body.name)?;
+    let line = parse_line(state, caller, body.device_phone_id, body.sim_slot).await?;
     let token = keys::generate_device_token();
+    let pairing = match line {
+        Some(line) => Pairing::Line(line),
+        None => Pairing::Device {
+            token_hash: keys::hash_secret(&token),
+        },
+    };
     let now = state.clock.now_ms();
-    let phone = phones::create(
+    let created = phones::create(
         &state.db,
         caller.scope(),
         number.as_str(),
         name,
-        keys::hash_secret(&token),
+        pairing,
         state.settings.quotas.count(Quota::Phones),
         now,
     )
-    .await?;
+    .await;
+    let phone = match (created, line) {
+        (Err(StoreError::Conflict(_)), Some(line)) => {
+            return Err(slot_taken(state, line).await);
+        }
+        (created, _) => created?,
+    };
     state.registry.do_send(Paired {
         phone: phone.clone(),
     });
+    let (message, device_token) = match line {
+        Some(_) => (
+            "SIM line added; it uses its device's token and connection",
+            None,
+        ),
+        None => (
+            "phone paired; the device token is shown only now",
+            Some(token),
+        ),
+    };
     let out = PhoneWithTokenOut {
         phone: phone_out(state, &phone, None),
-        device_token: token,
+        device_token,
     };
-    let response = success(
-        StatusCode::CREATED,
-        "phone paired; the device token is shown only now",
-        out,
-    );
+    let response = success(StatusCode::CREATED, message, out);
     Ok((response, phone.id))
+}
+
+/// The SIM line a create asks for (docs/api.md, "Phones"): `device_phone_id` and `sim_slot`
+/// together, the slot 1–3, the device a phone of the caller's scope that is not a line itself.
+/// None when neither is given (a one-line device).
+async fn parse_line(
+    state: &AppState,
+    caller: &Caller,
+    device_phone_id: Option<String>,
+    sim_slot: Option<i64>,
+) -> Result<Option<Line>, ApiError> {
+    let (device, slot) = match (device_phone_id, sim_slot) {
+        (None, None) => return Ok(None),
+        (Some(_), None) => {
+            return Err(ApiError::validation(
+                "sim_slot",
+                "sim_slot is required with device_phone_id",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(ApiError::validation(
+                "device_phone_id",
+                "device_phone_id is required with sim_slot",
+            ));
+        }
+        (Some(device), Some(slot)) => (device, slot),
+    };
+    let sim_slot =
+        SimSlot::parse(slot).map_err(|e| ApiError::validation("sim_slot", e.to_string()))?;
+    let not_a_device = || {
+        ApiError::validation(
+            "device_phone_id",
+            "device_phone_id must be a phone of this workspace and mode that is not a SIM line",
+        )
+    };
+    let id = Uuid::parse_str(&device).map_err(|_| not_a_device())?;
+    let device = phones::get(&state.db, caller.scope(), id)
+        .await
+        .map_err(|_| not_a_device())?;
+    if device.line.is_some() {
+        return Err(not_a_device());
+    }
+    Ok(Some(Line {
+        device_phone_id: device.id,
+        sim_slot,
+    }))
+}
+
+/// The 409 for a slot a line of the device already has, naming that line in `data.id`.
+async fn slot_taken(state: &AppState, line: Line) -> ApiError {
+    match phones::lines_of(&state.db, line.device_phone_id).await {
+        Ok(lines) => match lines
+            .into_iter()
+            .find(|l| l.line.is_some_and(|l| l.sim_slot == line.sim_slot))
+        {
+            Some(existing) => ApiError::AlreadyExists {
+                what: "SIM line on this slot",
+                id: existing.id,
+            },
+            None => ApiError::internal("the slot was taken, then freed"),
+        },
+        Err(err) => ApiError::internal(err),
+    }
 }
 
 /// Lists phones with their live state, cursor paged.
@@ -314,7 +414,8 @@ async fn update(
     ))
 }
 
-/// Unpairs a phone: its session is closed, messages pinned to it fail.
+/// Unpairs a phone: its session is closed, messages pinned to it fail; a device's SIM lines go
+/// with it.
 #[utoipa::path(
     delete,
     path = "/v1/phones/{id}",
@@ -348,6 +449,13 @@ async fn rotate_token(
     path: web::Path<String>,
 ) -> Answer {
     let id = parse_id(&path, "phone")?;
+    let current: PhoneRecord = state.find_id(&caller, id).await?;
+    if current.line.is_some() {
+        return Err(ApiError::validation(
+            "id",
+            "a SIM line has no device token; rotate its device's token",
+        ));
+    }
     let token = keys::generate_device_token();
     let phone = phones::set_token(&state.db, caller.scope(), id, keys::hash_secret(&token))
         .await
@@ -356,7 +464,7 @@ async fn rotate_token(
     state.registry.do_send(TokenRotated { phone_id: id });
     let out = PhoneWithTokenOut {
         phone: phone_out(&state, &phone, None),
-        device_token: token,
+        device_token: Some(token),
     };
     Ok(success(
         StatusCode::OK,

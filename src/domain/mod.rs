@@ -17,6 +17,7 @@ pub mod protocol;
 pub mod quota;
 pub mod secrets;
 pub mod signing;
+pub mod sim_slot;
 pub mod sms;
 pub mod ssrf;
 pub mod status;

@@ -7,6 +7,8 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::sim_slot::SimSlot;
+
 /// The per-phone pace announced in `hello` and exposed by the phones API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PaceOut {
@@ -32,6 +34,10 @@ pub enum ServerFrame {
         segments: u32,
         encoding: String,
         attempt: u32,
+        /// The SIM slot to send from: present only for a SIM line's message (docs/api.md,
+        /// "Phones"); absent, the phone's default SIM.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sim_slot: Option<SimSlot>,
     },
     /// The report or inbound message the phone tagged with `ref` is stored.
     Ack {
@@ -98,6 +104,28 @@ pub enum PhoneFrame {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<f64>,
     },
+}
+
+/// The `sim_slot` a phone's frame may carry beside its fields (docs/api.md, "Phone WebSocket"):
+/// the SIM a `received` SMS arrived on, or the one a reported message was sent from. Read apart
+/// from [`PhoneFrame`], only from frames that name it, so a one-line phone's frames are read
+/// once.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct FrameSlot {
+    #[serde(default)]
+    pub sim_slot: Option<SimSlot>,
+}
+
+impl FrameSlot {
+    /// The slot a frame's JSON text names; None when it names none, an error when it names one
+    /// outside 1–3.
+    pub fn of(text: &[u8]) -> Result<Option<SimSlot>, serde_json::Error> {
+        const KEY: &[u8] = b"\"sim_slot\"";
+        if !text.windows(KEY.len()).any(|w| w == KEY) {
+            return Ok(None);
+        }
+        Ok(serde_json::from_slice::<FrameSlot>(text)?.sim_slot)
+    }
 }
 
 /// Longest sender a `received` frame may carry, in characters after trimming (an E.164 number
@@ -228,6 +256,26 @@ mod tests {
             reference: Some("r".repeat(129)),
         };
         assert_eq!(long_ref.check_bounds(), Err(FrameRefusal::Reference));
+    }
+
+    #[test]
+    fn a_frame_names_its_sim_slot_beside_its_fields() {
+        let slot = |text: &str| FrameSlot::of(text.as_bytes()).map_err(|_| ());
+        assert_eq!(slot(r#"{"type":"heartbeat"}"#), Ok(None));
+        assert_eq!(
+            slot(
+                r#"{"type":"sent","message_id":"00000000-0000-0000-0000-000000000000","sim_slot":2}"#
+            ),
+            Ok(SimSlot::parse(2).ok())
+        );
+        assert_eq!(slot(r#"{"type":"sent","sim_slot":null}"#), Ok(None));
+        assert!(slot(r#"{"type":"sent","sim_slot":4}"#).is_err());
+        // The frame itself still reads: the extra field is ignored.
+        let frame: PhoneFrame = serde_json::from_str(
+            r#"{"type":"received","ref":"r","from":"+1","content":"x","received_at":"2026-11-25T10:00:00Z","sim_slot":2}"#,
+        )
+        .unwrap();
+        assert!(matches!(frame, PhoneFrame::Received { .. }));
     }
 
     #[test]

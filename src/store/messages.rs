@@ -405,7 +405,7 @@ pub async fn queued_of_phone(
     device: Uuid,
     ids: &[Uuid],
 ) -> Result<Vec<Message>, StoreError> {
-    on_phone(db, device, ids, MessageStatus::Queued).await
+    on_phone(db, &[device], ids, MessageStatus::Queued).await
 }
 
 /// The ids of every live outbound message still `queued`, by phone: one read of the queued
@@ -437,7 +437,7 @@ pub async fn queued_live_by_phone(
 /// Those of `ids` on phone `device` in `status`, oldest first, in one query.
 async fn on_phone(
     db: &DatabaseConnection,
-    device: Uuid,
+    devices: &[Uuid],
     ids: &[Uuid],
     status: MessageStatus,
 ) -> Result<Vec<Message>, StoreError> {
@@ -446,7 +446,7 @@ async fn on_phone(
     }
     let query = messages::Entity::find()
         .filter(messages::Column::Id.is_in(super::id_list(ids)))
-        .filter(messages::Column::DeviceId.eq(device))
+        .filter(messages::Column::DeviceId.is_in(devices.iter().copied()))
         .filter(messages::Column::Status.eq(status.as_str()));
     oldest_first(db, query).await
 }
@@ -462,14 +462,14 @@ async fn oldest_first(
     super::rows_as(db, query).await
 }
 
-/// Those of `ids` still `sending` on phone `device`: what one device-API fetch serves, read
-/// in one query however many messages the phone's outbox holds.
+/// Those of `ids` still `sending` on one of `devices` (a device and its SIM lines): what one
+/// device-API fetch serves, read in one query however many messages the phone's outbox holds.
 pub async fn sending_on_phone(
     db: &DatabaseConnection,
-    device: Uuid,
+    devices: &[Uuid],
     ids: &[Uuid],
 ) -> Result<Vec<Message>, StoreError> {
-    on_phone(db, device, ids, MessageStatus::Sending).await
+    on_phone(db, devices, ids, MessageStatus::Sending).await
 }
 
 /// The timeline detail of a hand-over to `device` (None: the test-mode simulated phone).

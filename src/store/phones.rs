@@ -1,4 +1,5 @@
-//! Paired phones: pairing, listing, pace overrides, unpairing and device tokens.
+//! Paired phones: pairing, listing, pace overrides, unpairing and device tokens; SIM lines
+//! (docs/api.md, "Phones"), which are phones carried by another phone's token and connection.
 
 use entity::phones;
 use sea_orm::sea_query::Expr;
@@ -15,6 +16,7 @@ use super::scoped::find_in_scope;
 use crate::domain::ids::WorkspaceId;
 use crate::domain::pace::Pace;
 use crate::domain::quota::CountQuota;
+use crate::domain::sim_slot::SimSlot;
 use crate::domain::status::Mode;
 
 /// A paired phone.
@@ -29,6 +31,29 @@ pub struct PhoneRecord {
     pub pace: Option<Pace>,
     pub created_at: i64,
     pub last_seen_at: Option<i64>,
+    /// A SIM line: its device and slot; None for a device (one-line or not).
+    pub line: Option<Line>,
+}
+
+/// Where a SIM line lives: the phone whose device token and connection carry it, and the
+/// SIM slot it sends from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Line {
+    pub device_phone_id: Uuid,
+    pub sim_slot: SimSlot,
+}
+
+/// What a new phone is: a device, with the hash of its device token, or a SIM line of one.
+#[derive(Debug, Clone)]
+pub enum Pairing {
+    Device { token_hash: String },
+    Line(Line),
+}
+
+/// The `token_hash` stored for a line, which has no token: unique, not secret, and never a
+/// SHA-256 hex (it has a colon), so no presented token can match it.
+fn line_placeholder(id: Uuid) -> String {
+    format!("line:{id}")
 }
 
 impl PhoneRecord {
@@ -58,6 +83,15 @@ impl From<phones::Model> for PhoneRecord {
             pace,
             created_at: m.created_at,
             last_seen_at: m.last_seen_at,
+            line: match (m.device_phone_id, m.sim_slot) {
+                (Some(device_phone_id), Some(slot)) => {
+                    SimSlot::parse(i64::from(slot)).ok().map(|sim_slot| Line {
+                        device_phone_id,
+                        sim_slot,
+                    })
+                }
+                _ => None,
+            },
         }
     }
 }
@@ -72,20 +106,26 @@ fn pace_columns(pace: Option<Pace>) -> (Option<i32>, Option<i32>) {
     }
 }
 
-/// Pairs a new phone; the token hash is all that is kept of its device token.
-/// `QuotaExceeded` when the scope already has `quota` phones.
+/// Pairs a new phone; the token hash is all that is kept of a device's token, and a line gets
+/// a placeholder. `QuotaExceeded` when the scope already has `quota` phones (lines count);
+/// `Conflict` when the line's slot is taken on its device.
 #[tracing::instrument(skip_all)]
 pub async fn create(
     db: &DatabaseConnection,
     scope: Scope,
     phone_number: &str,
     name: Option<String>,
-    token_hash: String,
+    pairing: Pairing,
     quota: CountQuota,
     now_ms: i64,
 ) -> Result<PhoneRecord, StoreError> {
+    let id = Uuid::now_v7();
+    let (token_hash, line) = match pairing {
+        Pairing::Device { token_hash } => (token_hash, None),
+        Pairing::Line(line) => (line_placeholder(id), Some(line)),
+    };
     let row = phones::ActiveModel {
-        id: Set(Uuid::now_v7()),
+        id: Set(id),
         workspace_id: Set(scope.workspace_id.as_uuid()),
         test_mode: Set(scope.mode.is_test()),
         phone_number: Set(phone_number.to_string()),
@@ -95,6 +135,8 @@ pub async fn create(
         pace_per_30_minutes: Set(None),
         created_at: Set(now_ms),
         last_seen_at: Set(None),
+        device_phone_id: Set(line.map(|l| l.device_phone_id)),
+        sim_slot: Set(line.map(|l| i16::from(l.sim_slot.get()))),
     };
     Ok(super::quotas::insert_counted(db, scope, quota, row)
         .await?
@@ -162,12 +204,28 @@ pub async fn update(
     Ok(active.update(db).await?.into())
 }
 
-/// Unpairs a phone.
+/// Unpairs a phone, and the SIM lines of a device with it (one statement).
 pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
     let delete = phones::Entity::delete_many()
-        .filter(phones::Column::Id.eq(id))
+        .filter(
+            Condition::any()
+                .add(phones::Column::Id.eq(id))
+                .add(phones::Column::DevicePhoneId.eq(id)),
+        )
         .filter(scope.of::<phones::Entity>());
     super::delete_found(db, delete).await
+}
+
+/// The SIM lines of the device `device_phone_id`, by slot.
+pub async fn lines_of(
+    db: &DatabaseConnection,
+    device_phone_id: Uuid,
+) -> Result<Vec<PhoneRecord>, StoreError> {
+    use sea_orm::QueryOrder;
+    let query = phones::Entity::find()
+        .filter(phones::Column::DevicePhoneId.eq(device_phone_id))
+        .order_by_asc(phones::Column::SimSlot);
+    super::rows_as(db, query).await
 }
 
 /// Replaces the device token hash; the old token stops working at once.
@@ -184,13 +242,14 @@ pub async fn set_token(
     Ok(active.update(db).await?.into())
 }
 
-/// The phone a device token belongs to.
+/// The phone a device token belongs to; never a line (whose placeholder no hash equals).
 pub async fn find_by_token(
     db: &DatabaseConnection,
     token_hash: &str,
 ) -> Result<Option<PhoneRecord>, StoreError> {
     Ok(phones::Entity::find()
         .filter(phones::Column::TokenHash.eq(token_hash))
+        .filter(phones::Column::DevicePhoneId.is_null())
         .one(db)
         .await?
         .map(PhoneRecord::from))
@@ -242,7 +301,7 @@ pub async fn has_number(
 }
 
 /// The hash of a phone's current device token (the device API derives the phone's inbound
-/// secrets from it, so a token rotation changes them too).
+/// secrets from it, so a token rotation changes them too); None for a line, which has none.
 pub async fn token_hash_of(
     db: &DatabaseConnection,
     id: Uuid,
@@ -250,6 +309,7 @@ pub async fn token_hash_of(
     Ok(phones::Entity::find_by_id(id)
         .one(db)
         .await?
+        .filter(|m| m.device_phone_id.is_none())
         .map(|m| m.token_hash))
 }
 

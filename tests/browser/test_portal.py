@@ -227,15 +227,29 @@ def test_a_phone_paired_in_the_browser_turns_online_on_its_own(browser, server):
     # One phone, despite the double-click.
     status, envelope = server.api("GET", "/v1/phones", server.live_key, query={"limit": 100})
     assert [p["phone_number"] for p in envelope["data"]["phones"]].count(e164) == 1
+    device_id = next(p["id"] for p in envelope["data"]["phones"] if p["phone_number"] == e164)
+    # The phone's second SIM: a line, listed under its device, with no token to rotate.
+    _, line_e164 = unique_number()
+    status, created = server.api("POST", "/v1/phones", server.live_key, body={"phone_number": line_e164, "device_phone_id": device_id, "sim_slot": 2})
+    assert status == 201 and "device_token" not in created["data"], created
+    line_id = created["data"]["id"]
+    line_row = f'#phones-list li.phone.line[data-phone-id="{line_id}"]'
+    under_device = "const l = document.querySelector(arguments[0]); return !!l && !!l.previousElementSibling && l.previousElementSibling.dataset.phoneId === arguments[1];"
+    wait_for(lambda: browser.execute_script(under_device, line_row, device_id), timeout=15, what="the line listed under its device")
+    assert "SIM 2 of" in browser.find_element(By.CSS_SELECTOR, line_row).text
+    assert "New device token" not in browser.find_element(By.CSS_SELECTOR, line_row).text
     sim = subprocess.Popen([BIN, "phone-sim", "--server", server.base, "--token", token], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: panel.find_element(By.CSS_SELECTOR, '[data-pairing="state"]').text == "connected", timeout=15, what="the panel turning green")
         row = browser.find_element(By.CSS_SELECTOR, "#phones-list li.phone")
         wait_for(lambda: "online" in browser.find_element(By.ID, "phones-list").text, what="the row online")
+        # The line rides on its device's connection.
+        wait_for(lambda: "online" in browser.find_element(By.CSS_SELECTOR, line_row).text, what="the line online")
     finally:
         sim.terminate()
         sim.wait(10)
     wait_for(lambda: "offline" in browser.find_element(By.ID, "phones-list").text, timeout=15, what="the row offline again")
+    wait_for(lambda: "offline" in browser.find_element(By.CSS_SELECTOR, line_row).text, timeout=15, what="the line offline again")
     assert row is not None
 
 

@@ -44,6 +44,10 @@
 //!   the store) and counts only for the current send. Reports and inbound posts reach the
 //!   Phone actor as `ReportAndWait`, answered once the outcome is stored, so the HTTP answer
 //!   means stored.
+//! - **SIM lines** (docs/api.md, "Phones"): a device's lines hand over on its link; their
+//!   hand-overs carry the line's slot (served as the app's `simNumber`), and a report on one
+//!   (or an SMS posted with a line's `simNumber`) goes to the line's actor through the
+//!   Registry ([`LineFrame`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex as StdMutex};
@@ -63,9 +67,10 @@ pub use outbox::{AppMessageId, Handout};
 use super::link::{LINK_CAPACITY, Link, Outgoing, next_session_id};
 use super::phone::{Phone, ReportAndWait};
 use super::registry::{
-    ConnectIfIdle, Connected, Disconnected, NotAttached, Seen, TransportRecipients,
+    ConnectIfIdle, Connected, Disconnected, LineFrame, NotAttached, Seen, TransportRecipients,
 };
 use crate::domain::protocol::{PhoneFrame, ServerFrame};
+use crate::domain::sim_slot::SimSlot;
 use crate::store::phones::PhoneRecord;
 
 /// How long a phone without an open event stream stays online after its last fetch or report.
@@ -196,6 +201,9 @@ struct State {
     /// The app id of each send a fetch served here, until its final report or the detach: a
     /// report is checked against it without reading the message.
     named: HashMap<Uuid, AppMessageId>,
+    /// The slot of each SIM line's send handed over here, until its final report or the
+    /// detach: its reports go to the line.
+    line_sends: HashMap<Uuid, SimSlot>,
 }
 
 impl State {
@@ -229,6 +237,14 @@ enum Linked {
 }
 
 impl Linked {
+    /// The session id of this link when it is current; 0 (no session) otherwise.
+    fn session_id(&self) -> u64 {
+        match self {
+            Linked::Current(attached) => attached.session_id,
+            Linked::Elsewhere(_) => 0,
+        }
+    }
+
     fn phone(self) -> Addr<Phone> {
         match self {
             Linked::Current(attached) => attached.phone,
@@ -430,14 +446,26 @@ impl DeviceLink {
     }
 
     /// A state report from the phone: the message leaves the outbox, and a report that moves
-    /// it (`frame`, None for Pending/Processed, which it already is) goes to the Phone actor.
+    /// it (`frame`, None for Pending/Processed, which it already is) goes to the Phone actor:
+    /// the line's when the message is a SIM line's (a send handed over here, or `line` when
+    /// the caller read it from the store).
     pub async fn report(
         self: &Arc<Self>,
         message_id: Uuid,
         frame: Option<PhoneFrame>,
+        line: Option<SimSlot>,
     ) -> Result<Pending, NotPaired> {
-        let phone = {
+        let (phone, slot, session_id) = {
             let mut state = self.state.lock().await;
+            let final_report = matches!(
+                frame,
+                Some(PhoneFrame::Delivered { .. } | PhoneFrame::Failed { .. })
+            );
+            let slot = match final_report {
+                true => state.line_sends.remove(&message_id),
+                false => state.line_sends.get(&message_id).copied(),
+            }
+            .or(line);
             state.outbox.remove(message_id);
             if state.served.remove(&message_id) {
                 state.page_done();
@@ -450,29 +478,58 @@ impl DeviceLink {
                 state.named.remove(&message_id);
             }
             let linked = self.attach(&mut state, false).await?;
+            let session_id = linked.session_id();
             if let Linked::Current(_) = linked {
                 state.last_active = Some(tokio::time::Instant::now());
             }
-            linked.phone()
+            (linked.phone(), slot, session_id)
         };
         Ok(match frame {
-            Some(frame) => deliver(&phone, frame),
+            Some(frame) => self.deliver_on(&phone, slot, session_id, frame),
             None => Pending::done(),
         })
     }
 
-    /// An inbound SMS the phone posted (a `received` frame): handed to the Phone actor like a
-    /// WebSocket frame; resolves once it is stored (or was already).
-    pub async fn inbound(self: &Arc<Self>, frame: PhoneFrame) -> Result<Pending, NotPaired> {
-        let phone = {
+    /// An inbound SMS the phone posted (a `received` frame) on SIM slot `slot`: handed to the
+    /// Phone actor like a WebSocket frame (the line's of that slot, if the device has one);
+    /// resolves once it is stored (or was already).
+    pub async fn inbound(
+        self: &Arc<Self>,
+        frame: PhoneFrame,
+        slot: Option<SimSlot>,
+    ) -> Result<Pending, NotPaired> {
+        let (phone, session_id) = {
             let mut state = self.state.lock().await;
             let linked = self.attach(&mut state, false).await?;
+            let session_id = linked.session_id();
             if let Linked::Current(_) = linked {
                 state.last_active = Some(tokio::time::Instant::now());
             }
-            linked.phone()
+            (linked.phone(), session_id)
         };
-        Ok(deliver(&phone, frame))
+        Ok(self.deliver_on(&phone, slot, session_id, frame))
+    }
+
+    /// Hands a frame to the device's actor, or through the Registry to the line on `slot`.
+    fn deliver_on(
+        &self,
+        phone: &Addr<Phone>,
+        slot: Option<SimSlot>,
+        session_id: u64,
+        frame: PhoneFrame,
+    ) -> Pending {
+        let Some(sim_slot) = slot else {
+            return deliver(phone, frame);
+        };
+        let (done, wait) = oneshot::channel();
+        self.registry.line_frame.do_send(LineFrame {
+            device_id: self.phone_id,
+            sim_slot,
+            session_id,
+            frame,
+            done: Some(done),
+        });
+        Pending(Some(wait))
     }
 
     /// The Phone actor of this phone, with this link attached when it already is, when
@@ -530,9 +587,15 @@ impl DeviceLink {
                         Some(Outgoing::Frame(frame)) => {
                             // Acks are for WebSocket phones: reports and inbound posts here
                             // wait for their outcome instead (`ReportAndWait`).
-                            if let ServerFrame::Send { message_id, to, content, attempt, .. } = *frame {
+                            if let ServerFrame::Send { message_id, to, content, attempt, sim_slot, .. } = *frame {
                                 state.named.remove(&message_id);
                                 state.served.remove(&message_id);
+                                if let Some(slot) = sim_slot {
+                                    if state.line_sends.len() >= MAX_NAMED {
+                                        state.line_sends.clear();
+                                    }
+                                    state.line_sends.insert(message_id, slot);
+                                }
                                 state.outbox.push(Handout {
                                     message_id,
                                     to,
@@ -540,6 +603,7 @@ impl DeviceLink {
                                     attempt,
                                     handed_at: Utc::now(),
                                     app_id: None,
+                                    sim_slot,
                                 });
                                 state.hint();
                             }
@@ -613,6 +677,7 @@ impl DeviceLink {
             state.served.clear();
             state.streams.clear();
             state.named.clear();
+            state.line_sends.clear();
             state.hinted = None;
         }
     }

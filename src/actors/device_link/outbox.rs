@@ -7,6 +7,8 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use crate::domain::sim_slot::SimSlot;
+
 /// The id a message goes by in the app for one send: the smsgw message id for its first send
 /// (so the app, the API and the webhooks speak of one id), `<message id>-<n>` for the n-th send
 /// after n - 1 failures the phone reported. The app keeps every id it has seen and answers a
@@ -74,6 +76,8 @@ pub struct Handout {
     pub handed_at: DateTime<Utc>,
     /// The id an earlier fetch served this send under (the link's `named` record); None until then.
     pub app_id: Option<AppMessageId>,
+    /// The SIM slot of the line that sent it (the app's `simNumber`); None for the device's own.
+    pub sim_slot: Option<SimSlot>,
 }
 
 /// The hand-overs of one phone not yet reported, in hand-over order, each message at most once.
@@ -166,6 +170,7 @@ mod tests {
 
     fn handout(message_id: Uuid) -> Handout {
         Handout {
+            sim_slot: None,
             message_id,
             to: "+14155550100".into(),
             content: "hi".into(),

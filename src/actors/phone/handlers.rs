@@ -34,6 +34,7 @@ impl Handler<Reserve> for Phone {
         Some(Ticket {
             link: link.clone(),
             at: now,
+            sim_slot: self.identity.sim_slot,
         })
     }
 }
@@ -77,13 +78,17 @@ impl Handler<Attach> for Phone {
 
     fn handle(&mut self, msg: Attach, ctx: &mut Self::Context) {
         if let Some(old) = self.link.replace(msg.link) {
-            old.close(
+            self.close_link(
+                old,
                 crate::domain::protocol::CLOSE_REPLACED,
                 "replaced by a newer session",
             );
             self.requeue_in_flight(ctx, "phone reconnected before reporting; sent again");
         }
-        if let (Some(device), Some(link)) = (self.identity.device_id, &self.link) {
+        // A SIM line shares its device's session, which its device greeted.
+        if let (Some(device), Some(link), None) =
+            (self.identity.device_id, &self.link, self.identity.sim_slot)
+        {
             let pace = self.pace.unwrap_or_default();
             link.send(ServerFrame::Hello {
                 device_id: device,
@@ -196,7 +201,7 @@ impl Handler<Unpair> for Phone {
 
     fn handle(&mut self, msg: Unpair, ctx: &mut Self::Context) {
         if let Some(link) = self.link.take() {
-            link.close(CLOSE_UNPAIRED, "phone unpaired or token rotated");
+            self.close_link(link, CLOSE_UNPAIRED, "phone unpaired or token rotated");
         }
         if !msg.stop {
             self.requeue_in_flight(ctx, "phone token rotated before reporting; queued again");
@@ -233,7 +238,7 @@ impl Handler<StopPhone> for Phone {
 
     fn handle(&mut self, _: StopPhone, ctx: &mut Self::Context) {
         if let Some(link) = self.link.take() {
-            link.close(CLOSE_GOING_AWAY, "server is stopping");
+            self.close_link(link, CLOSE_GOING_AWAY, "server is stopping");
         }
         // Nothing is lost: the queue is rebuilt from the database at the next start.
         self.queue.drain_all();

@@ -23,6 +23,7 @@ use crate::clock::from_ms;
 use crate::domain::pace::{Pace, PaceLog, THIRTY_MINUTE_WINDOW};
 use crate::domain::phone_queue::{DepthGauge, PhoneQueue, QueuedMessage};
 use crate::domain::protocol::{FrameErrorCode, PaceOut, PhoneFrame, ServerFrame};
+use crate::domain::sim_slot::SimSlot;
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
 use crate::domain::status_report::{self, ReportDecision, ReportedMessage, StatusReport};
 use crate::store::messages::{self, Message};
@@ -63,6 +64,8 @@ pub struct Ticket {
     link: Link,
     /// The pace log entry of the reserved send.
     at: chrono::DateTime<chrono::Utc>,
+    /// The SIM slot of the reserving phone, when it is a SIM line.
+    sim_slot: Option<SimSlot>,
 }
 
 impl Ticket {
@@ -76,6 +79,7 @@ impl Ticket {
             segments: message.segments,
             encoding: message.encoding.as_str().to_string(),
             attempt: message.send_attempts,
+            sim_slot: self.sim_slot,
         })
     }
 }
@@ -201,6 +205,8 @@ pub struct PhoneIdentity {
     pub device_id: Option<Uuid>,
     pub scope: Scope,
     pub number: String,
+    /// A SIM line's slot: its send frames name it, and it sends no `hello` (its device does).
+    pub sim_slot: Option<SimSlot>,
 }
 
 impl From<&Message> for QueuedMessage {
@@ -372,6 +378,7 @@ impl Phone {
                         segments: item.segments,
                         encoding: item.encoding.as_str().to_string(),
                         attempt,
+                        sim_slot: self.identity.sim_slot,
                     };
                     if let Some(link) = &self.link {
                         link.send(frame);
@@ -403,6 +410,15 @@ impl Phone {
     fn give_back_pace(&mut self, id: Uuid) {
         if let Some(at) = self.paced_at.remove(&id) {
             self.log.unrecord(at);
+        }
+    }
+
+    /// Asks the transport of `link` to close, unless this phone is a SIM line: the line only
+    /// lets go of its device's transport, which its device's actor closes when it must
+    /// (deleting a line leaves its device connected).
+    fn close_link(&self, link: Link, code: u16, reason: &str) {
+        if self.identity.sim_slot.is_none() {
+            link.close(code, reason);
         }
     }
 

@@ -60,7 +60,7 @@ impl Phone {
                     Ok(None) => {
                         tracing::warn!(phone_id = %device, "the phone's lease stays with another node; closing its session here");
                         if let Some(link) = act.link.take() {
-                            link.close(CLOSE_TRY_AGAIN, "the phone is owned by another node; reconnect");
+                            act.close_link(link, CLOSE_TRY_AGAIN, "the phone is owned by another node; reconnect");
                         }
                         act.queue.drain_all();
                         act.stopping = true;

@@ -50,7 +50,8 @@ impl Registry {
                             Ok(Some(record)) => {
                                 // Known here already, its transport may be connected: only
                                 // the record changes.
-                                act.directory.record_changed(record);
+                                act.directory.record_changed(record.clone());
+                                act.attach_line(&record);
                                 if change == PhoneChange::PaceChanged
                                     && let Some(addr) = act.directory.actor(phone_id)
                                 {

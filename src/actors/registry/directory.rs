@@ -3,7 +3,9 @@
 //! phones, and the decisions made from that: which phone takes a send ([`Target`]; round robin
 //! over the online phones sharing a sending number), what a transport connecting or closing
 //! changes, what pairing, unpairing and a token rotation change, and which last-seen times are
-//! due for writing (docs/api.md, Phones).
+//! due for writing (docs/api.md, Phones). A SIM line is a phone of its own here (own actor,
+//! own number); the directory also knows the lines of each device, which the Registry
+//! connects, disconnects and unpairs with their device.
 //!
 //! No I/O and no actix: the Registry holds one, starts the actors it asks for, sends the
 //! messages and does the writes. The actor handle is a type parameter ([`PhoneHandle`]), so the
@@ -15,6 +17,7 @@ use uuid::Uuid;
 
 use super::last_seen::{self, LastSeen};
 use crate::domain::pace::Pace;
+use crate::domain::sim_slot::SimSlot;
 use crate::domain::status::Mode;
 use crate::store::phones::PhoneRecord;
 use crate::store::scoped::Scope;
@@ -135,6 +138,8 @@ pub struct PhoneDirectory<A> {
     phones: HashMap<Uuid, Entry<A>>,
     /// The phones of each sending number, in pairing order.
     by_number: HashMap<NumberKey, Vec<Uuid>>,
+    /// The SIM lines of each device that has any, in pairing order.
+    lines: HashMap<Uuid, Vec<Uuid>>,
     /// Round-robin position per number, to spread sends over phones sharing it.
     next_pick: HashMap<NumberKey, usize>,
     /// Test mode's simulated phone of each number it sent from.
@@ -151,6 +156,7 @@ impl<A: PhoneHandle> PhoneDirectory<A> {
         PhoneDirectory {
             phones: HashMap::new(),
             by_number: HashMap::new(),
+            lines: HashMap::new(),
             next_pick: HashMap::new(),
             simulated: HashMap::new(),
             remote_online: HashMap::new(),
@@ -181,6 +187,12 @@ impl<A: PhoneHandle> PhoneDirectory<A> {
         if !ids.contains(&record.id) {
             ids.push(record.id);
         }
+        if let Some(line) = record.line {
+            let lines = self.lines.entry(line.device_phone_id).or_default();
+            if !lines.contains(&record.id) {
+                lines.push(record.id);
+            }
+        }
         let last_seen = LastSeen::loaded(record.last_seen_at);
         self.phones.insert(
             record.id,
@@ -200,6 +212,20 @@ impl<A: PhoneHandle> PhoneDirectory<A> {
             Some(entry) => entry.record = record,
             None => self.insert(record),
         }
+    }
+
+    /// The SIM lines of a device (none for a one-line device or a line), in pairing order.
+    pub fn lines_of(&self, device: Uuid) -> Vec<Uuid> {
+        self.lines.get(&device).cloned().unwrap_or_default()
+    }
+
+    /// The line of `device` on SIM slot `slot`, if it has one.
+    pub fn line_on(&self, device: Uuid, slot: SimSlot) -> Option<Uuid> {
+        self.lines.get(&device)?.iter().copied().find(|id| {
+            self.record(*id)
+                .and_then(|r| r.line)
+                .is_some_and(|line| line.sim_slot == slot)
+        })
     }
 
     /// The phone's record.
@@ -402,6 +428,14 @@ impl<A: PhoneHandle> PhoneDirectory<A> {
         if let Some(ids) = self.by_number.get_mut(&NumberKey::new(scope, number)) {
             ids.retain(|id| *id != phone_id);
         }
+        if let Some(line) = entry.record.line
+            && let Some(lines) = self.lines.get_mut(&line.device_phone_id)
+        {
+            lines.retain(|id| *id != phone_id);
+            if lines.is_empty() {
+                self.lines.remove(&line.device_phone_id);
+            }
+        }
         let reroute_to = self.alternatives(scope, number, phone_id);
         Some(Removed {
             actor: entry.actor,
@@ -511,6 +545,7 @@ impl<A: PhoneHandle> PhoneDirectory<A> {
         let mut actors: Vec<A> = self.phones.drain().filter_map(|(_, e)| e.actor).collect();
         actors.extend(self.drain_simulated());
         self.by_number.clear();
+        self.lines.clear();
         actors
     }
 }

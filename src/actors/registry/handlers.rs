@@ -72,24 +72,50 @@ impl Handler<Connected> for Registry {
 }
 
 impl Registry {
+    /// A transport connected for a device: the device and each of its SIM lines go online on
+    /// the same link. The device's actor, which the transport reports to.
     fn connected(&mut self, msg: Connected) -> Option<Addr<Phone>> {
-        let addr = self.phone_addr(msg.phone_id)?;
+        let addr = self.connect_one(msg.phone_id, msg.link.clone())?;
+        for line in self.directory.lines_of(msg.phone_id) {
+            self.connect_one(line, msg.link.clone());
+        }
+        self.links.insert(msg.phone_id, msg.link);
+        Some(addr)
+    }
+
+    /// One phone (a device or a line) connected on `link`.
+    fn connect_one(&mut self, phone_id: Uuid, link: Link) -> Option<Addr<Phone>> {
+        let addr = self.phone_addr(phone_id)?;
         let now = self.deps.clock.now_ms();
-        let connection = self
-            .directory
-            .connected(msg.phone_id, msg.link.session_id, now)?;
-        addr.do_send(phone::Attach { link: msg.link });
+        let connection = self.directory.connected(phone_id, link.session_id, now)?;
+        addr.do_send(phone::Attach { link });
         if connection.came_online {
-            self.publish_phone_status(connection.scope, msg.phone_id, true, now);
+            self.publish_phone_status(connection.scope, phone_id, true, now);
         }
         // Stored at once, so the client API and the other nodes see a connected phone as seen.
         self.write_last_seen(
             connection
                 .seen
-                .map(|at| vec![(msg.phone_id, at)])
+                .map(|at| vec![(phone_id, at)])
                 .unwrap_or_default(),
         );
         Some(addr)
+    }
+
+    /// A SIM line was paired (here or on another node): when its device's transport is
+    /// connected here, the line goes online on it at once.
+    pub(super) fn attach_line(&mut self, record: &PhoneRecord) {
+        let Some(line) = record.line else { return };
+        // Attached already (a changed record of a connected line): a second Attach of the same
+        // link would close it as replaced.
+        if self.directory.connected_here(record.id)
+            || !self.directory.connected_here(line.device_phone_id)
+        {
+            return;
+        }
+        if let Some(link) = self.links.get(&line.device_phone_id).cloned() {
+            self.connect_one(record.id, link);
+        }
     }
 }
 
@@ -121,45 +147,53 @@ impl Handler<Disconnected> for Registry {
     type Result = ();
 
     fn handle(&mut self, msg: Disconnected, ctx: &mut Self::Context) {
+        if self
+            .links
+            .get(&msg.phone_id)
+            .is_some_and(|link| link.session_id == msg.session_id)
+        {
+            self.links.remove(&msg.phone_id);
+        }
+        // A device's SIM lines were connected on the same session: they go with it.
+        for line in self.directory.lines_of(msg.phone_id) {
+            self.disconnect_one(line, msg.session_id, ctx);
+        }
+        self.disconnect_one(msg.phone_id, msg.session_id, ctx);
+    }
+}
+
+impl Registry {
+    /// Session `session_id` of one phone (a device or a line) closed.
+    fn disconnect_one(&mut self, phone_id: Uuid, session_id: u64, ctx: &mut Context<Self>) {
         let now = self.deps.clock.now_ms();
-        let Some(gone) = self
-            .directory
-            .disconnected(msg.phone_id, msg.session_id, now)
-        else {
+        let Some(gone) = self.directory.disconnected(phone_id, session_id, now) else {
             return;
         };
         if let Some(addr) = &gone.actor {
-            addr.do_send(phone::Detach {
-                session_id: msg.session_id,
-            });
+            addr.do_send(phone::Detach { session_id });
         }
         if gone.went_offline {
-            self.publish_phone_status(gone.scope, msg.phone_id, false, now);
+            self.publish_phone_status(gone.scope, phone_id, false, now);
         }
         if let Some(addr) = gone.actor
             && !gone.reroute_to.is_empty()
         {
-            self.reroute_from(ctx, addr, msg.phone_id, gone.reroute_to, false);
+            self.reroute_from(ctx, addr, phone_id, gone.reroute_to, false);
         }
         if gone.went_offline
             && let Some(cluster) = self.deps.cluster.clone()
         {
             cluster.tell(crate::cluster::Notice::Offline {
-                phone: msg.phone_id,
+                phone: phone_id,
                 node: cluster.node(),
             });
-            let phone_id = msg.phone_id;
             ctx.run_later(OFFLINE_GRACE, move |act, _| {
                 if act.directory.contains(phone_id) && !act.directory.connected_here(phone_id) {
                     act.let_go(phone_id);
                 }
             });
         }
-        self.write_last_seen(
-            gone.seen
-                .map(|at| vec![(msg.phone_id, at)])
-                .unwrap_or_default(),
-        );
+        self.write_last_seen(gone.seen.map(|at| vec![(phone_id, at)]).unwrap_or_default());
     }
 }
 
@@ -168,7 +202,8 @@ impl Handler<Paired> for Registry {
 
     fn handle(&mut self, msg: Paired, _: &mut Self::Context) {
         self.announce(msg.phone.id, PhoneChange::Paired);
-        self.directory.insert(msg.phone);
+        self.directory.insert(msg.phone.clone());
+        self.attach_line(&msg.phone);
     }
 }
 
@@ -199,7 +234,12 @@ impl Registry {
     /// Forgets an unpaired phone: its actor (if it runs here) reroutes or fails its queue. Without
     /// an actor, the node where it was unpaired (`origin`) fails its queued messages, unless
     /// another node has it online (that node's actor does).
+    /// A device's SIM lines were deleted with it: each is unpaired first.
     pub(super) fn unpaired(&mut self, phone_id: Uuid, origin: bool, ctx: &mut Context<Self>) {
+        for line in self.directory.lines_of(phone_id) {
+            self.unpaired(line, origin, ctx);
+        }
+        self.links.remove(&phone_id);
         let Some(removed) = self.directory.unpaired(phone_id) else {
             return;
         };
@@ -243,7 +283,14 @@ impl Handler<TokenRotated> for Registry {
 }
 
 impl Registry {
+    /// The device's transport closes, and with it its SIM lines'.
     pub(super) fn token_rotated(&mut self, phone_id: Uuid) {
+        for line in self.directory.lines_of(phone_id) {
+            if let Some(addr) = self.directory.token_rotated(line) {
+                addr.do_send(phone::Unpair { stop: false });
+            }
+        }
+        self.links.remove(&phone_id);
         if let Some(addr) = self.directory.token_rotated(phone_id) {
             addr.do_send(phone::Unpair { stop: false });
         }
@@ -288,5 +335,31 @@ impl Handler<Seen> for Registry {
     fn handle(&mut self, msg: Seen, _: &mut Self::Context) {
         let now = self.deps.clock.now_ms();
         self.directory.seen(msg.phone_id, now);
+    }
+}
+
+impl Handler<LineFrame> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: LineFrame, _: &mut Self::Context) {
+        let phone_id = self
+            .directory
+            .line_on(msg.device_id, msg.sim_slot)
+            .unwrap_or(msg.device_id);
+        // Unknown (unpaired meanwhile): a waiting transport hears nothing stored and the phone
+        // retries, as for any unpaired phone.
+        let Some(addr) = self.phone_addr(phone_id) else {
+            return;
+        };
+        match msg.done {
+            Some(done) => addr.do_send(phone::ReportAndWait {
+                frame: msg.frame,
+                done,
+            }),
+            None => addr.do_send(phone::Report {
+                session_id: msg.session_id,
+                frame: msg.frame,
+            }),
+        }
     }
 }

@@ -3,7 +3,13 @@
 //! expires messages nobody handed over in time.
 //!
 //! Mailbox: queries `Route`, `GetPhoneStates`; commands `Enqueue`, `Cancel`, `Paired`,
-//! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`. Its handlers
+//! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`, `LineFrame`.
+//!
+//! SIM lines (docs/api.md, "Phones") are phones with their own actor, queue and pace whose
+//! transport is their device's: a device's connection connects its lines on the same [`Link`]
+//! (a line's frames carry its slot), its close disconnects them, and unpairing or rotating the
+//! token of a device does the same to its lines. A transport hands the frames it knows to be a
+//! line's (by slot) to the Registry as [`LineFrame`]s. Its handlers
 //! are in `handlers.rs` (its own messages), `work.rs` (the live-node scan of a cluster)
 //! `cluster.rs` (the cluster's events); test mode's simulated phones are in
 //! `test_mode.rs`; when a phone was last heard from, and when that is stored, in `last_seen.rs`.
@@ -21,6 +27,8 @@ use super::Deps;
 use super::link::Link;
 use super::phone::{self, Phone, PhoneIdentity};
 use crate::domain::pace::Pace;
+use crate::domain::protocol::PhoneFrame;
+use crate::domain::sim_slot::SimSlot;
 use crate::domain::status::Mode;
 use crate::store::messages::{self, Message};
 use crate::store::phones::{self, PhoneRecord};
@@ -126,6 +134,20 @@ pub struct Disconnected {
     pub session_id: u64,
 }
 
+/// A frame a device's transport received about its SIM line on `sim_slot`: a report on a
+/// message sent from that slot, or an SMS received on it. The Registry hands it to the line's
+/// Phone actor (the device's own when the device has no line on that slot). With `done`, it is
+/// answered once stored, as a `phone::ReportAndWait`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct LineFrame {
+    pub device_id: Uuid,
+    pub sim_slot: SimSlot,
+    pub session_id: u64,
+    pub frame: PhoneFrame,
+    pub done: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
 /// The registry's messages a phone's transport sends (a WebSocket session, the device API's
 /// link), as recipients: a transport reaches the registry only through these, never its
 /// address, so the transports and the registry do not import each other.
@@ -134,6 +156,7 @@ pub struct TransportRecipients {
     pub connect_if_idle: Recipient<ConnectIfIdle>,
     pub disconnected: Recipient<Disconnected>,
     pub seen: Recipient<Seen>,
+    pub line_frame: Recipient<LineFrame>,
 }
 
 impl TransportRecipients {
@@ -144,6 +167,7 @@ impl TransportRecipients {
             connect_if_idle: registry.clone().recipient(),
             disconnected: registry.clone().recipient(),
             seen: registry.clone().recipient(),
+            line_frame: registry.clone().recipient(),
         }
     }
 }
@@ -212,6 +236,9 @@ pub struct Registry {
     deps: Deps,
     /// The paired phones, their transports and actors, and who takes a send.
     directory: PhoneDirectory<Addr<Phone>>,
+    /// The current transport of each device connected here, for the SIM lines added to it
+    /// while it is connected.
+    links: HashMap<Uuid, Link>,
     /// This actor's address (set when started), for the phones' [`phone::NotOwned`].
     me: Option<Addr<Registry>>,
     /// Whether the simulated phones of test mode run on this node (see `test_mode`).
@@ -228,6 +255,7 @@ impl Registry {
         let deps_cluster = deps.cluster.is_some();
         Registry {
             directory: PhoneDirectory::new(deps.settings.pace),
+            links: HashMap::new(),
             deps,
             me: None,
             live_nodes: None,
@@ -262,6 +290,7 @@ impl Registry {
             device_id: Some(record.id),
             scope: record.scope(),
             number: record.phone_number.clone(),
+            sim_slot: record.line.map(|l| l.sim_slot),
         };
         let deps = self.deps.clone();
         let owner = self

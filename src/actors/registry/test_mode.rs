@@ -82,6 +82,7 @@ impl Registry {
             device_id: None,
             scope,
             number: number.to_string(),
+            sim_slot: None,
         };
         let addr = Phone::new(self.deps.clone(), identity, None).start();
         let link = crate::actors::simulator::attach(

@@ -1262,6 +1262,31 @@
     empty: 'No phone paired yet: pair one above.',
   });
 
+  // SIM lines are listed under their device (when both are shown), in slot order.
+  function groupLines() {
+    const list = $('#phones-list');
+    const lines = [...list.querySelectorAll('li.phone.line')];
+    lines.sort((a, b) => Number(a.dataset.slot) - Number(b.dataset.slot));
+    for (const line of lines) {
+      const device = list.querySelector(`li.phone[data-phone-id="${line.dataset.devicePhoneId}"]`);
+      if (!device) continue;
+      let after = device;
+      while (after.nextElementSibling && after.nextElementSibling.dataset.devicePhoneId === line.dataset.devicePhoneId && after.nextElementSibling !== line) {
+        after = after.nextElementSibling;
+      }
+      if (after.nextElementSibling !== line) after.after(line);
+    }
+  }
+  for (const name of ['append', 'refresh', 'update']) {
+    const original = phones[name].bind(phones);
+    phones[name] = (...args) => {
+      const result = original(...args);
+      if (result && typeof result.then === 'function') return result.then((value) => { groupLines(); return value; });
+      groupLines();
+      return result;
+    };
+  }
+
   // The phone being paired (its id), whose panel turns green when it connects.
   let pairingId = null;
 
@@ -1377,9 +1402,16 @@
       pager.update(result.envelope.data);
       loadPhoneChoices();
     });
+    // A SIM line (docs/api.md, Phones, "SIM lines") rides on its device: no token of its own.
+    const device = phone.device_phone_id ? phoneList.find((p) => p.id === phone.device_phone_id) : null;
     const row = h(
       'li',
-      { class: 'row phone', 'data-phone-id': phone.id },
+      {
+        class: phone.device_phone_id ? 'row phone line' : 'row phone',
+        'data-phone-id': phone.id,
+        'data-device-phone-id': phone.device_phone_id || '',
+        'data-slot': phone.sim_slot || '',
+      },
       h(
         'div',
         { class: 'meta' },
@@ -1390,7 +1422,14 @@
         phone.pace ? ` · pace ${phone.pace.per_minute}/min, ${phone.pace.per_30_minutes}/30 min` : '',
         phone.online ? ' · connected now' : phone.last_seen_at ? ` · last seen ${when(phone.last_seen_at)}` : ' · never connected',
       ),
-      h('p', { class: 'note' }, 'device_id ', h('code', {}, phone.id), ` · paired ${when(phone.created_at)}`),
+      h(
+        'p',
+        { class: 'note' },
+        phone.device_phone_id ? `SIM ${phone.sim_slot} of ${device ? device.phone_number : 'its device'} · ` : '',
+        'device_id ',
+        h('code', {}, phone.id),
+        ` · paired ${when(phone.created_at)}`,
+      ),
       h(
         'div',
         { class: 'actions' },
@@ -1398,7 +1437,7 @@
           edit.hidden = !edit.hidden;
           row.classList.toggle('editing', !edit.hidden);
         }),
-        button('New device token', async () => {
+        phone.device_phone_id ? '' : button('New device token', async () => {
           if (!confirm(`Rotate the token of ${phone.phone_number}? The phone is disconnected until it uses the new one.`)) return;
           const result = await api('POST', `/v1/phones/${enc(phone.id)}/rotate-token`);
           if (!result.ok) return fail(result.envelope);

@@ -19,6 +19,7 @@ use crate::helpers::{
 mod events;
 mod inbound;
 mod limits;
+mod lines;
 mod registration;
 mod sending;
 

@@ -13,5 +13,6 @@ use crate::helpers::{
     spawn_paced, timeline,
 };
 
+mod lines;
 mod queue;
 mod sessions;

@@ -55,7 +55,66 @@ fn record(n: u128, scope: Scope, number: &str) -> PhoneRecord {
         pace: None,
         created_at: NOW,
         last_seen_at: None,
+        line: None,
     }
+}
+
+/// Phone `n`, a SIM line of phone `device` on `slot`.
+fn line(n: u128, device: u128, slot: i64, number: &str) -> PhoneRecord {
+    PhoneRecord {
+        line: Some(crate::store::phones::Line {
+            device_phone_id: id(device),
+            sim_slot: SimSlot::parse(slot).unwrap(),
+        }),
+        ..record(n, live(), number)
+    }
+}
+
+#[test]
+fn a_device_knows_its_lines_by_slot_until_they_are_unpaired() {
+    let mut directory = directory();
+    directory.insert(record(0, live(), "+14155550100"));
+    directory.insert(line(1, 0, 2, "+14155550101"));
+    directory.insert(line(2, 0, 3, "+14155550102"));
+    // Read again (a record changed on another node): listed once.
+    directory.insert(line(1, 0, 2, "+14155550101"));
+    assert_eq!(directory.lines_of(id(0)), vec![id(1), id(2)]);
+    assert!(directory.lines_of(id(1)).is_empty(), "a line has no lines");
+    let slot = |n| SimSlot::parse(n).unwrap();
+    assert_eq!(directory.line_on(id(0), slot(2)), Some(id(1)));
+    assert_eq!(directory.line_on(id(0), slot(3)), Some(id(2)));
+    assert_eq!(
+        directory.line_on(id(0), slot(1)),
+        None,
+        "the device's own SIM"
+    );
+    assert!(directory.unpaired(id(1)).is_some());
+    assert_eq!(directory.lines_of(id(0)), vec![id(2)]);
+    assert_eq!(directory.line_on(id(0), slot(2)), None);
+    assert!(directory.unpaired(id(2)).is_some());
+    assert!(directory.lines_of(id(0)).is_empty());
+}
+
+#[test]
+fn a_line_sends_from_its_own_number_while_connected() {
+    let mut directory = directory();
+    directory.insert(record(0, live(), "+14155550100"));
+    directory.insert(line(1, 0, 2, "+14155550101"));
+    directory.started(id(1), actor(1));
+    // The Registry connects a device's lines on the device's session.
+    directory.connected(id(0), 7, NOW);
+    directory.connected(id(1), 7, NOW);
+    assert_eq!(
+        directory.route(live(), "+14155550101", None),
+        Ok(Some(Target::Here(id(1))))
+    );
+    assert_eq!(
+        directory.route(live(), "+14155550100", None),
+        Ok(Some(Target::Here(id(0))))
+    );
+    let gone = directory.disconnected(id(1), 7, NOW).unwrap();
+    assert!(gone.went_offline);
+    assert_eq!(directory.route(live(), "+14155550101", None), Ok(None));
 }
 
 fn directory() -> PhoneDirectory<FakeActor> {

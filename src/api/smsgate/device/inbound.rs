@@ -112,6 +112,10 @@ struct PayloadIn {
     message: String,
     sender: String,
     received_at: Option<chrono::DateTime<chrono::FixedOffset>>,
+    /// The SIM the SMS arrived on: stored on the device's SIM line of that slot, if any
+    /// (docs/api.md, "Phones").
+    #[serde(default)]
+    sim_number: Option<i64>,
 }
 
 /// `POST /mobile/v1/inbound/{phone_id}/{secret}`.
@@ -186,7 +190,11 @@ pub async fn receive(
             FrameRefusal::Reference => "id must have 1 to 128 characters",
         })
     })?;
-    let pending = state.device_links.of(phone_id).inbound(frame).await?;
+    // A slot the device has no line on (or none at all) is the device's own SIM.
+    let slot = payload
+        .sim_number
+        .and_then(|n| crate::domain::sim_slot::SimSlot::parse(n).ok());
+    let pending = state.device_links.of(phone_id).inbound(frame, slot).await?;
     if !Pending::all_within(vec![pending], STORE_WAIT).await {
         return Err(MobileError::new(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -30,6 +30,7 @@ use crate::clock::format_ms;
 use crate::domain::app_protocol::{AppEvent, AppMessageState};
 use crate::domain::keys;
 use crate::domain::protocol::PhoneFrame;
+use crate::domain::sim_slot::SimSlot;
 use crate::error::ApiError;
 use crate::store::messages;
 use crate::store::phones::{self, PhoneRecord};
@@ -417,9 +418,19 @@ async fn fetch(
     let link = state.device_links.of(phone.id);
     let handouts = link.fetch(order).await?;
     let ids: Vec<Uuid> = handouts.iter().map(|h| h.message_id).collect();
+    // The device's SIM lines hand over on its link too (their hand-overs name their slot).
+    let mut devices = vec![phone.id];
+    if handouts.iter().any(|h| h.sim_slot.is_some()) {
+        devices.extend(
+            phones::lines_of(&state.db, phone.id)
+                .await?
+                .iter()
+                .map(|l| l.id),
+        );
+    }
     // One that left `sending` meanwhile is not served.
     let mut stored: HashMap<Uuid, messages::Message> =
-        messages::sending_on_phone(&state.db, phone.id, &ids)
+        messages::sending_on_phone(&state.db, &devices, &ids)
             .await?
             .into_iter()
             .map(|m| (m.id, m))
@@ -451,8 +462,12 @@ async fn fetch(
                 text: handout.content,
             },
             phone_numbers: [handout.to],
-            // The client API's options (docs/compat.md, Messages); `/v1` messages have none.
-            sim_number: message.client.as_ref().and_then(|c| c.sim_number),
+            // A SIM line's slot (docs/api.md, "Phones"), else the client API's option
+            // (docs/compat.md, Messages); `/v1` messages of a device have none.
+            sim_number: handout
+                .sim_slot
+                .map(|slot| slot.get())
+                .or_else(|| message.client.as_ref().and_then(|c| c.sim_number)),
             with_delivery_report: message
                 .client
                 .as_ref()
@@ -535,14 +550,15 @@ async fn report(
         };
         // Only a report on this phone's current send of the message counts: a late or
         // repeated report of an earlier send must neither fail the retry nor stop serving it.
-        let current = match link.current_send(message_id).await {
-            Some(current) => current == app_id,
-            None => is_current_send(&state, phone.id, app_id).await?,
+        let line = match link.current_send(message_id).await {
+            Some(current) if current == app_id => None,
+            Some(_) => continue,
+            None => match is_current_send(&state, phone.id, app_id).await? {
+                Some(line) => line,
+                None => continue,
+            },
         };
-        if !current {
-            continue;
-        }
-        pending.push(link.report(message_id, frame).await?);
+        pending.push(link.report(message_id, frame, line).await?);
     }
     if !Pending::all_within(pending, STORE_WAIT).await {
         return Err(MobileError::new(
@@ -553,26 +569,32 @@ async fn report(
     Ok(HttpResponse::NoContent().finish())
 }
 
-/// Whether `app_id` names the current send of a message handed to this phone, read from the
-/// store (for a send no fetch on this server named): the app id counts the failures the message
-/// was retried after, which only a message handed over more than once can have.
+/// Whether `app_id` names the current send of a message handed to this phone or one of its
+/// SIM lines, read from the store (for a send no fetch on this server named): the app id counts
+/// the failures the message was retried after, which only a message handed over more than once
+/// can have. Some(the line's slot, None for the device itself) when it does.
 async fn is_current_send(
     state: &AppState,
     phone_id: Uuid,
     app_id: AppMessageId,
-) -> Result<bool, MobileError> {
+) -> Result<Option<Option<SimSlot>>, MobileError> {
     let Some(message) = messages::get(&state.db, app_id.message_id).await? else {
-        return Ok(false);
+        return Ok(None);
     };
-    if message.device_id != Some(phone_id) {
-        return Ok(false);
-    }
+    let line = match message.device_id {
+        Some(device) if device == phone_id => None,
+        Some(other) => match phones::by_id(&state.db, other).await?.and_then(|p| p.line) {
+            Some(line) if line.device_phone_id == phone_id => Some(line.sim_slot),
+            _ => return Ok(None),
+        },
+        None => return Ok(None),
+    };
     let failures = if message.send_attempts > 1 {
         messages::failed_attempts(&state.db, message.id).await?
     } else {
         0
     };
-    Ok(AppMessageId::after_failures(message.id, failures) == app_id)
+    Ok((AppMessageId::after_failures(message.id, failures) == app_id).then_some(line))
 }
 
 /// `GET /settings`: only the webhook signing key the app signs inbound posts with; never the
