@@ -1383,6 +1383,8 @@
       h('label', {}, 'Name ', h('input', { name: 'name', value: phone.name || '' })),
       h('label', {}, 'Per minute ', h('input', { name: 'per_minute', type: 'number', min: 1, value: phone.pace?.per_minute })),
       h('label', {}, 'Per 30 minutes ', h('input', { name: 'per_30_minutes', type: 'number', min: 1, value: phone.pace?.per_30_minutes })),
+      h('label', {}, 'Per day ', h('input', { name: 'per_day', type: 'number', min: 1, placeholder: 'no cap', value: phone.pace?.per_day ?? '' })),
+      h('label', {}, 'Jitter (s) ', h('input', { name: 'jitter_seconds', type: 'number', min: 0, max: 3600, value: phone.pace?.jitter_seconds ?? 0 })),
       h('button', { type: 'submit' }, 'Save'),
       button('Server default pace', async () => {
         const result = await api('PATCH', `/v1/phones/${enc(phone.id)}`, { body: { pace: null } });
@@ -1395,7 +1397,12 @@
       rowError.hidden = true;
       const body = {
         name: value(edit, 'name') || null,
-        pace: { per_minute: Number(value(edit, 'per_minute')), per_30_minutes: Number(value(edit, 'per_30_minutes')) },
+        pace: {
+          per_minute: Number(value(edit, 'per_minute')),
+          per_30_minutes: Number(value(edit, 'per_30_minutes')),
+          per_day: value(edit, 'per_day') ? Number(value(edit, 'per_day')) : null,
+          jitter_seconds: Number(value(edit, 'jitter_seconds') || 0),
+        },
       };
       const result = await api('PATCH', `/v1/phones/${enc(phone.id)}`, { body });
       if (!result.ok) return fail(result.envelope);
@@ -1419,7 +1426,11 @@
         ' ',
         h('strong', {}, phone.name || 'phone'),
         ` · ${phone.phone_number}`,
-        phone.pace ? ` · pace ${phone.pace.per_minute}/min, ${phone.pace.per_30_minutes}/30 min` : '',
+        phone.pace
+          ? ` · pace ${phone.pace.per_minute}/min, ${phone.pace.per_30_minutes}/30 min` +
+            (phone.pace.per_day ? `, ${phone.pace.per_day}/day` : '') +
+            (phone.pace.jitter_seconds ? `, jitter ≤ ${phone.pace.jitter_seconds} s` : '')
+          : '',
         phone.online ? ' · connected now' : phone.last_seen_at ? ` · last seen ${when(phone.last_seen_at)}` : ' · never connected',
       ),
       h(
@@ -1852,7 +1863,8 @@
   };
 
   // What the open section reads again on each tick (lists keep their filter, open timelines
-  // and edits; phones are polled only while the event stream is down).
+  // and edits). The phones list too: the event stream brings status at once, but a phone or SIM
+  // line added elsewhere (the API, another tab) only shows up with a read of the list.
   const REFRESHERS = {
     home: loadHome,
     conversations: async () => {
@@ -1863,7 +1875,6 @@
     campaigns: () => campaigns.refresh(),
     contacts: () => contacts.refresh(),
     phones: async () => {
-      if (live.connected) return;
       await phones.refresh();
       const paired = phones.items.get(pairingId);
       if (paired) setPairingState(paired.online);
