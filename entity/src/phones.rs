@@ -17,6 +17,10 @@ pub struct Model {
     pub pace_per_minute: Option<i32>,
     #[sea_orm(column_name = "pace_per_30_minutes")]
     pub pace_per_30_minutes: Option<i32>,
+    /// The override's cap per 24 hours; None: no daily cap (read only with the override).
+    pub pace_per_day: Option<i32>,
+    /// The override's jitter in seconds; None: 0 (read only with the override).
+    pub jitter_seconds: Option<i32>,
     pub created_at: i64,
     pub last_seen_at: Option<i64>,
     /// A SIM line: the phone (device) whose token and connection carry it; None otherwise.

@@ -79,13 +79,40 @@ pub struct CreatePhoneIn {
 }
 create_body!(CreatePhoneIn => CreatePhone, "phone");
 
-/// A pace in a request body.
+/// A pace in a request body (docs/api.md, "Phones"): both windows are required; `per_day`
+/// and `jitter_seconds` left out keep the phone's current values.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct PaceIn {
     #[schema(required = true, nullable = false)]
     pub per_minute: Option<u32>,
     #[schema(required = true, nullable = false)]
     pub per_30_minutes: Option<u32>,
+    /// 1–100000 sends in any 24 hours; null: no daily cap; left out: unchanged.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u32>, required = false)]
+    pub per_day: Option<Option<u32>>,
+    /// 0–3600: each send waits a further random 0..N s; left out: unchanged.
+    #[schema(required = false, nullable = false)]
+    pub jitter_seconds: Option<u32>,
+}
+
+impl PaceIn {
+    /// The pace this body asks for; `current` (the phone's pace now) fills in what it leaves
+    /// out. Errors name the field (`pace.per_day`, …).
+    fn parse(self, current: Pace) -> Result<Pace, ApiError> {
+        let per_minute = self.per_minute.ok_or_else(|| {
+            ApiError::validation("pace.per_minute", "pace.per_minute is required")
+        })?;
+        let per_30 = self.per_30_minutes.ok_or_else(|| {
+            ApiError::validation("pace.per_30_minutes", "pace.per_30_minutes is required")
+        })?;
+        Pace::new(per_minute, per_30)
+            .and_then(|pace| pace.with_per_day(self.per_day.unwrap_or(current.per_day)))
+            .and_then(|pace| {
+                pace.with_jitter_seconds(self.jitter_seconds.unwrap_or(current.jitter_seconds))
+            })
+            .map_err(|e| ApiError::validation(e.field, e.to_string()))
+    }
 }
 
 /// Body of `PATCH /v1/phones/{id}`; `pace: null` returns to the server default.
@@ -101,11 +128,26 @@ pub struct UpdatePhoneIn {
     pub pace: Option<Option<PaceIn>>,
 }
 
-/// A phone's sending pace: both sliding windows must allow a send.
+/// A phone's sending pace: every sliding window must allow a send, then the jitter waits.
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct PaceOut {
     pub per_minute: u32,
     pub per_30_minutes: u32,
+    /// At most this many sends in any 24 hours; null: no daily cap.
+    pub per_day: Option<u32>,
+    /// Each send waits a further random 0..N seconds (0: none).
+    pub jitter_seconds: u32,
+}
+
+impl From<Pace> for PaceOut {
+    fn from(pace: Pace) -> Self {
+        PaceOut {
+            per_minute: pace.per_minute,
+            per_30_minutes: pace.per_30_minutes,
+            per_day: pace.per_day,
+            jitter_seconds: pace.jitter_seconds,
+        }
+    }
 }
 
 /// A paired phone; its `id` is the `device_id` of docs/api.md, Phones.
@@ -157,10 +199,7 @@ fn phone_out<'a>(state: &AppState, p: &'a PhoneRecord, live: Option<PhoneState>)
         phone_number: &p.phone_number,
         name: p.name.as_deref(),
         online: live.is_some_and(|s| s.online),
-        pace: PaceOut {
-            per_minute: pace.per_minute,
-            per_30_minutes: pace.per_30_minutes,
-        },
+        pace: PaceOut::from(pace),
         created_at: format_ms(p.created_at),
         last_seen_at: PhoneState::last_seen(live.as_ref(), p.last_seen_at).map(format_ms),
         sim_slot: p.line.map(|l| l.sim_slot.get()),
@@ -387,15 +426,10 @@ async fn update(
         None => None,
         Some(None) => Some(None),
         Some(Some(p)) => {
-            let per_minute = p.per_minute.ok_or_else(|| {
-                ApiError::validation("pace.per_minute", "pace.per_minute is required")
-            })?;
-            let per_30 = p.per_30_minutes.ok_or_else(|| {
-                ApiError::validation("pace.per_30_minutes", "pace.per_30_minutes is required")
-            })?;
-            let pace = Pace::new(per_minute, per_30)
-                .map_err(|e| ApiError::validation(e.field, e.to_string()))?;
-            Some(Some(pace))
+            let current = phones::get(&state.db, caller.scope(), id)
+                .await
+                .map_err(missing("phone"))?;
+            Some(Some(p.parse(current.pace.unwrap_or(state.settings.pace))?))
         }
     };
     let phone = phones::update(&state.db, caller.scope(), id, name, pace)

@@ -358,6 +358,29 @@ mod tests {
     }
 
     #[test]
+    fn the_pace_takes_a_daily_cap_and_jitter() {
+        jailed(|jail| {
+            let s = Settings::load(None).unwrap();
+            assert_eq!((s.pace.per_day, s.pace.jitter_seconds), (None, 0));
+            jail.create_file(DEFAULT_FILE, "[pace]\nper_day = 500\njitter_seconds = 20\n")
+                .unwrap();
+            let s = Settings::load(None).unwrap();
+            assert_eq!((s.pace.per_day, s.pace.jitter_seconds), (Some(500), 20));
+            assert_eq!(s.pace.per_minute, Pace::DEFAULT.per_minute);
+        });
+        jailed(|jail| {
+            jail.set_env("SMSGW_PACE__PER_DAY", "0");
+            let err = load_err(None);
+            assert!(err.contains("pace.per_day"), "{err}");
+        });
+        jailed(|jail| {
+            jail.set_env("SMSGW_PACE__JITTER_SECONDS", "3601");
+            let err = load_err(None);
+            assert!(err.contains("pace.jitter_seconds"), "{err}");
+        });
+    }
+
+    #[test]
     fn environment_variables_outside_the_section_key_form_are_ignored() {
         jailed(|jail| {
             jail.set_env("SMSGW_TEST_DATABASE_URL", "postgres://nowhere/x");

@@ -533,11 +533,14 @@ pub async fn failed_attempts_of(
         .collect())
 }
 
-/// Times at which this phone was handed messages since `since_ms`: its pace log after a restart.
+/// Times at which this phone was handed messages since `since_ms`, the most recent `limit` of
+/// them (ascending): its pace log after a restart. Each chunk of messages reads at most
+/// `limit` times, so the answer stays bounded whatever the phone did before.
 pub async fn handoffs_since(
     db: &DatabaseConnection,
     device_id: Uuid,
     since_ms: i64,
+    limit: usize,
 ) -> Result<Vec<i64>, StoreError> {
     let ids: Vec<Uuid> = messages::Entity::find()
         .select_only()
@@ -555,11 +558,18 @@ pub async fn handoffs_since(
             .filter(message_events::Column::MessageId.is_in(chunk.iter().copied()))
             .filter(message_events::Column::Kind.eq(MessageStatus::Sending.as_str()))
             .filter(message_events::Column::At.gte(since_ms))
+            .order_by_desc(message_events::Column::At)
+            .limit(u64::try_from(limit).unwrap_or(u64::MAX))
             .into_tuple()
             .all(db)
             .await?;
         times.extend(at);
+        if times.len() > limit {
+            times.sort_unstable();
+            times.drain(..times.len() - limit);
+        }
     }
+    times.sort_unstable();
     Ok(times)
 }
 

@@ -68,12 +68,7 @@ impl PhoneRecord {
 
 impl From<phones::Model> for PhoneRecord {
     fn from(m: phones::Model) -> Self {
-        let pace = match (m.pace_per_minute, m.pace_per_30_minutes) {
-            (Some(a), Some(b)) => {
-                Pace::new(u32::try_from(a).unwrap_or(1), u32::try_from(b).unwrap_or(1)).ok()
-            }
-            _ => None,
-        };
+        let pace = pace_of(&m);
         PhoneRecord {
             id: m.id,
             workspace_id: m.workspace_id.into(),
@@ -96,14 +91,26 @@ impl From<phones::Model> for PhoneRecord {
     }
 }
 
-fn pace_columns(pace: Option<Pace>) -> (Option<i32>, Option<i32>) {
-    match pace {
-        Some(p) => (
-            Some(i32::try_from(p.per_minute).unwrap_or(i32::MAX)),
-            Some(i32::try_from(p.per_30_minutes).unwrap_or(i32::MAX)),
-        ),
-        None => (None, None),
-    }
+/// The phone's pace override: set when both window columns are; its daily cap and jitter
+/// ride along (null: none, 0). A stored value the rules refuse drops the override.
+fn pace_of(m: &phones::Model) -> Option<Pace> {
+    let (Some(per_minute), Some(per_30)) = (m.pace_per_minute, m.pace_per_30_minutes) else {
+        return None;
+    };
+    let count = |value: i32| u32::try_from(value).unwrap_or(0);
+    Pace::new(count(per_minute), count(per_30))
+        .and_then(|pace| pace.with_per_day(m.pace_per_day.map(count)))
+        .and_then(|pace| pace.with_jitter_seconds(m.jitter_seconds.map_or(0, count)))
+        .ok()
+}
+
+/// Writes a pace override (None: clears it) into its four columns.
+fn set_pace_columns(active: &mut phones::ActiveModel, pace: Option<Pace>) {
+    let column = |value: u32| Some(i32::try_from(value).unwrap_or(i32::MAX));
+    active.pace_per_minute = Set(pace.and_then(|p| column(p.per_minute)));
+    active.pace_per_30_minutes = Set(pace.and_then(|p| column(p.per_30_minutes)));
+    active.pace_per_day = Set(pace.and_then(|p| p.per_day).and_then(column));
+    active.jitter_seconds = Set(pace.and_then(|p| column(p.jitter_seconds)));
 }
 
 /// Pairs a new phone; the token hash is all that is kept of a device's token, and a line gets
@@ -133,6 +140,8 @@ pub async fn create(
         token_hash: Set(token_hash),
         pace_per_minute: Set(None),
         pace_per_30_minutes: Set(None),
+        pace_per_day: Set(None),
+        jitter_seconds: Set(None),
         created_at: Set(now_ms),
         last_seen_at: Set(None),
         device_phone_id: Set(line.map(|l| l.device_phone_id)),
@@ -197,9 +206,7 @@ pub async fn update(
         active.name = Set(name);
     }
     if let Some(pace) = pace {
-        let (a, b) = pace_columns(pace);
-        active.pace_per_minute = Set(a);
-        active.pace_per_30_minutes = Set(b);
+        set_pace_columns(&mut active, pace);
     }
     Ok(active.update(db).await?.into())
 }

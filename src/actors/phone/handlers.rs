@@ -26,6 +26,10 @@ impl Handler<Reserve> for Phone {
         if !self.ready || self.queue.ready_len(QueueClass::Single) > 0 {
             return None;
         }
+        // With jitter every send waits a random extra moment: it goes through the queue.
+        if pace.jitter_seconds > 0 {
+            return None;
+        }
         let now = self.deps.clock.now();
         if self.log.next_allowed(pace, now).is_some() {
             return None;
@@ -187,12 +191,33 @@ impl Handler<SetPace> for Phone {
     type Result = ();
 
     fn handle(&mut self, msg: SetPace, ctx: &mut Self::Context) {
+        let had_pace = self.pace.is_some();
         self.pace = msg.pace;
+        self.jitter.clear();
         if let Some(handle) = self.wake.take() {
             ctx.cancel_future(handle);
             self.wake_at = None;
         }
+        if let Some(pace) = self.pace {
+            if self.log.covers(pace) && had_pace {
+                self.log.keep_for(pace);
+            } else {
+                // A daily cap set or raised (or a pace where there was none): the log needs
+                // more history than it kept; nothing is sent until it is read back.
+                self.widen_log(pace, had_pace, ctx);
+                return;
+            }
+        }
         self.dispatch(ctx);
+    }
+}
+
+impl Handler<GetNextSendAt> for Phone {
+    type Result = Option<chrono::DateTime<chrono::Utc>>;
+
+    fn handle(&mut self, _: GetNextSendAt, _: &mut Self::Context) -> Self::Result {
+        let now = self.deps.clock.now();
+        crate::domain::pace::next_send_at(self.pace, &self.log, &self.jitter, now)
     }
 }
 

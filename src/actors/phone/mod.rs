@@ -2,9 +2,10 @@
 //! queue, its exact pace windows and the link to its current transport.
 //!
 //! Mailbox: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`, `StopPhone`,
-//! `HandBack`; the immediate hand-over `Reserve` → `Handed` or `Release`; the events `Report`
-//! (a frame from the phone) and `ReportAndWait` (one whose transport waits until it is stored). The actor never holds a database connection while it waits: every
-//! write is a future spawned on its context.
+//! `HandBack`; the query `GetNextSendAt`; the immediate hand-over `Reserve` → `Handed` or
+//! `Release`; the events `Report` (a frame from the phone) and `ReportAndWait` (one whose
+//! transport waits until it is stored). The actor never holds a database connection while it
+//! waits: every write is a future spawned on its context.
 //!
 //! Its decisions are plain types it holds: the queue (`domain::phone_queue`), the pace log
 //! (`domain::pace`) and the outcome of a status report (`domain::status_report`). This file
@@ -20,7 +21,7 @@ use uuid::Uuid;
 use super::Deps;
 use super::link::Link;
 use crate::clock::from_ms;
-use crate::domain::pace::{Pace, PaceLog, THIRTY_MINUTE_WINDOW};
+use crate::domain::pace::{Jitter, Pace, PaceLog, THIRTY_MINUTE_WINDOW};
 use crate::domain::phone_queue::{DepthGauge, PhoneQueue, QueuedMessage};
 use crate::domain::protocol::{FrameErrorCode, PaceOut, PhoneFrame, ServerFrame};
 use crate::domain::sim_slot::SimSlot;
@@ -150,6 +151,14 @@ pub struct SetPace {
     pub pace: Option<Pace>,
 }
 
+/// When could this phone next hand a message over, as far as its pace goes: `None` now (or
+/// no pace), otherwise the earliest instant all its windows allow a send (and a jitter wait
+/// already drawn has passed): `domain::pace::next_send_at`. Its queue, transport and
+/// readiness are not considered.
+#[derive(Message)]
+#[rtype(result = "Option<chrono::DateTime<chrono::Utc>>")]
+pub struct GetNextSendAt;
+
 /// The phone was unpaired or its token rotated: close the session; with `stop`, also fail
 /// the queue and stop.
 #[derive(Message)]
@@ -231,6 +240,8 @@ pub struct Phone {
     identity: PhoneIdentity,
     pace: Option<Pace>,
     log: PaceLog,
+    /// The jitter wait of the next hand-over.
+    jitter: Jitter,
     /// Waiting and handed-over messages, and the queue-depth gauge.
     queue: PhoneQueue<QueueGauge>,
     /// When each hand-over still being recorded took its pace slot.
@@ -255,7 +266,8 @@ impl Phone {
             deps,
             identity,
             pace,
-            log: PaceLog::new(),
+            log: pace.map_or_else(PaceLog::new, PaceLog::for_pace),
+            jitter: Jitter::new(),
             queue: PhoneQueue::new(QueueGauge),
             paced_at: HashMap::new(),
             handovers: VecDeque::new(),
@@ -284,12 +296,18 @@ impl Phone {
         self.queue.release_due(now_ms);
         let mut next_wake: Option<i64> = self.queue.next_due();
         while self.link.is_some() && self.queue.has_ready() {
-            if let Some(pace) = self.pace
-                && let Some(at) = self.log.next_allowed(pace, now)
-            {
-                let at = at.timestamp_millis() + 1;
-                next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
-                break;
+            if let Some(pace) = self.pace {
+                // The windows first, at the actual send time; then the jitter wait, drawn
+                // once the windows allow the next message, so it only ever delays a send.
+                let wait = self
+                    .log
+                    .next_allowed(pace, now)
+                    .or_else(|| self.jitter.hold(pace, now, draw_jitter));
+                if let Some(at) = wait {
+                    let at = at.timestamp_millis() + 1;
+                    next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+                    break;
+                }
             }
             // An expired message is dropped here: the expiry sweep moves it to `expired` and
             // fires message.failed.
@@ -299,8 +317,13 @@ impl Phone {
             if self.pace.is_some() {
                 self.log.record(now);
                 self.paced_at.insert(id, now);
+                self.jitter.clear();
             }
             self.hand_over(id, ctx);
+        }
+        if !self.queue.has_ready() {
+            // Nothing waits: the next message draws its own jitter when it comes.
+            self.jitter.clear();
         }
         self.schedule_wake(next_wake, ctx);
     }
@@ -491,6 +514,13 @@ impl Phone {
         self.queue.retry_first(item, now);
         self.dispatch(ctx);
     }
+}
+
+/// A jitter wait, uniform in `0..=max` at millisecond resolution.
+fn draw_jitter(max: chrono::TimeDelta) -> chrono::TimeDelta {
+    let max_ms = u64::try_from(max.num_milliseconds()).unwrap_or(0);
+    let ms = rand::random_range(0..=max_ms);
+    chrono::TimeDelta::milliseconds(i64::try_from(ms).unwrap_or(0))
 }
 
 /// WebSocket close code "try again later": the phone reconnects (another node owns it now).

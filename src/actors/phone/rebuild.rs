@@ -16,7 +16,11 @@ impl Phone {
         let db = self.deps.db.clone();
         let writer = self.deps.writer.clone();
         let cluster = self.deps.cluster.clone();
-        let since = (self.deps.clock.now() - THIRTY_MINUTE_WINDOW).timestamp_millis();
+        // A pace log covers the last 30 minutes, or 24 hours with a daily cap (bounded: no
+        // more sends than the deepest window counts).
+        let pace = self.pace.unwrap_or_default();
+        let since = (self.deps.clock.now() - PaceLog::horizon(pace)).timestamp_millis();
+        let limit = pace.history_len();
         ctx.wait(
             async move {
                 // In a cluster the phone is first claimed (its lease), then its queue is
@@ -43,7 +47,7 @@ impl Phone {
                         }
                     }
                 }
-                let times = messages::handoffs_since(&db, device, since).await?;
+                let times = messages::handoffs_since(&db, device, since, limit).await?;
                 Ok::<_, crate::store::StoreError>(Some((times, taken)))
             }
             .into_actor(self)
@@ -51,7 +55,7 @@ impl Phone {
                 match result {
                     Ok(Some((times, taken))) => {
                         let now = act.deps.clock.now();
-                        act.log = PaceLog::from_sends(times.into_iter().map(from_ms), now);
+                        act.log = PaceLog::from_sends(times.into_iter().map(from_ms), pace, now);
                         let now_ms = now.timestamp_millis();
                         for message in &taken {
                             act.queue.enqueue(QueuedMessage::from(message), now_ms);
@@ -77,6 +81,52 @@ impl Phone {
                 act.ready = true;
                 act.dispatch(ctx);
             }),
+        );
+    }
+
+    /// Gives the pace log the history `pace` needs and it did not keep (a daily cap was set or
+    /// raised): the older sends are read back from the database; the log's own last 30
+    /// minutes stay as they are (they include hand-overs still being written). Without a
+    /// pace before (`had_pace` false) the log recorded nothing: all of it is read back.
+    /// Nothing is handed over until the log is complete.
+    pub(super) fn widen_log(&mut self, pace: Pace, had_pace: bool, ctx: &mut Context<Self>) {
+        let Some(device) = self.identity.device_id else {
+            self.log = PaceLog::for_pace(pace);
+            self.dispatch(ctx);
+            return;
+        };
+        self.ready = false;
+        let db = self.deps.db.clone();
+        let since = (self.deps.clock.now() - PaceLog::horizon(pace)).timestamp_millis();
+        let limit = pace.history_len();
+        ctx.wait(
+            async move { messages::handoffs_since(&db, device, since, limit).await }
+                .into_actor(self)
+                .map(move |result, act, ctx| {
+                    let now = act.deps.clock.now();
+                    let pace = act.pace.unwrap_or(pace);
+                    // The live log holds every send after this instant; the database, the
+                    // ones before.
+                    let live_from = if had_pace {
+                        now - THIRTY_MINUTE_WINDOW
+                    } else {
+                        chrono::DateTime::<chrono::Utc>::MAX_UTC
+                    };
+                    match result {
+                        Ok(times) => {
+                            let older = times.into_iter().map(from_ms).filter(|t| *t <= live_from);
+                            let live: Vec<_> = act.log.sends().filter(|t| *t > live_from).collect();
+                            act.log = PaceLog::from_sends(older.chain(live), pace, now);
+                        }
+                        Err(err) => {
+                            // Only the last 30 minutes count until the next rebuild.
+                            tracing::error!(error = %err, "pace log not widened for the daily cap");
+                            act.log.keep_for(pace);
+                        }
+                    }
+                    act.ready = true;
+                    act.dispatch(ctx);
+                }),
         );
     }
 

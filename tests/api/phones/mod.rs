@@ -14,5 +14,6 @@ use crate::helpers::{
 };
 
 mod lines;
+mod pace;
 mod queue;
 mod sessions;

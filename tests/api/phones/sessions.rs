@@ -20,7 +20,7 @@ async fn pairing_and_token_rules(backend: Backend) {
     assert_eq!(data["online"], false);
     assert_eq!(
         data["pace"],
-        json!({ "per_minute": 6, "per_30_minutes": 25 })
+        json!({ "per_minute": 6, "per_30_minutes": 25, "per_day": null, "jitter_seconds": 0 })
     );
     let got = app
         .get(&format!("/v1/phones/{id}"), &app.live_key)
