@@ -147,6 +147,11 @@ struct Inner {
     /// The leases being acquired now, with how many acquires of each run: one the database
     /// already gives this node while its acquire has not answered yet is not a stray.
     acquiring: Mutex<HashMap<LeaseKey, usize>>,
+    /// Phone leases dropped because renewals failed for too long (the database away): not
+    /// held (every fenced write on them is refused), but the phones' sessions stay open and
+    /// the leases are taken again once the database answers (docs/deploy.md, "Bad days").
+    /// Released ones leave; one another node took meanwhile is lost then.
+    suspended: Mutex<HashMap<LeaseKey, Lease>>,
     /// The last renewal succeeded in time (readiness).
     renewing: AtomicBool,
     /// Set by a graceful stop: no new lease is taken.
@@ -208,6 +213,7 @@ impl Cluster {
                 settings,
                 held: Mutex::new(HashMap::new()),
                 acquiring: Mutex::new(HashMap::new()),
+                suspended: Mutex::new(HashMap::new()),
                 renewing: AtomicBool::new(true),
                 stopping: AtomicBool::new(false),
                 listeners: OnceLock::new(),
@@ -374,6 +380,13 @@ impl Cluster {
         lease
     }
 
+    /// Whether the lease on `key` is suspended: renewals failed while the database was away,
+    /// and it is taken again once it answers. Work on it waits (a fenced write now would be
+    /// refused as if the lease had moved on).
+    pub fn is_suspended(&self, key: LeaseKey) -> bool {
+        self.suspended().contains_key(&key)
+    }
+
     /// The lease this node holds on `key`, if any.
     pub fn lease(&self, key: LeaseKey) -> Option<Lease> {
         self.held().get(&key).map(|(lease, _)| lease.clone())
@@ -404,6 +417,7 @@ impl Cluster {
 
     /// Lets go of this node's lease on `key`.
     pub async fn release(&self, key: LeaseKey) {
+        self.suspended().remove(&key);
         let lease = self.held().remove(&key).map(|(lease, _)| lease);
         if let Some(lease) = lease
             && let Err(err) = leases::release(&self.inner.db, &lease).await
@@ -484,6 +498,44 @@ impl Cluster {
         }
     }
 
+    fn suspended(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseKey, Lease>> {
+        self.inner
+            .suspended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes again the phone leases suspended while the database was away: a phone still
+    /// connected here keeps its session; one whose lease another node took meanwhile is lost
+    /// (its actor stops and the session closes, so the phone reconnects to its new owner).
+    async fn resume_suspended(&self, listeners: &Listeners) {
+        let suspended: Vec<LeaseKey> = self.suspended().keys().copied().collect();
+        if suspended.is_empty() {
+            return;
+        }
+        let mut lost = Vec::new();
+        for key in suspended {
+            let Some(lease) = self.suspended().get(&key).cloned() else {
+                continue; // released meanwhile
+            };
+            match self.acquire(key).await {
+                Some(_) if self.suspended().remove(&key).is_none() => {
+                    // Released while it was being taken again: let go of it once more.
+                    self.release(key).await;
+                }
+                Some(_) => {}
+                None => {
+                    self.suspended().remove(&key);
+                    lost.push(lease);
+                }
+            }
+        }
+        tracing::info!(lost = lost.len(), "suspended phone leases taken again");
+        if !lost.is_empty() {
+            self.deliver_lost(listeners, lost);
+        }
+    }
+
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseKey, (Lease, Instant)>> {
         self.inner
             .held
@@ -538,6 +590,7 @@ impl Cluster {
             match renewal {
                 Ok(Ok(renewed)) => {
                     last_ok = sent;
+                    self.resume_suspended(&listeners).await;
                     self.inner.renewing.store(true, Ordering::Relaxed);
                     let (lost, strays) = {
                         let mut held = self.held();
@@ -576,7 +629,19 @@ impl Cluster {
                     tracing::error!(%error, "lease renewal failed");
                     if sent.duration_since(last_ok) >= deadline {
                         self.inner.renewing.store(false, Ordering::Relaxed);
-                        let lost: Vec<Lease> = self.held().drain().map(|(_, (l, _))| l).collect();
+                        let (phones, lost): (Vec<Lease>, Vec<Lease>) = self
+                            .held()
+                            .drain()
+                            .map(|(_, (l, _))| l)
+                            .partition(|l| matches!(l.key, LeaseKey::Phone(_)));
+                        if !phones.is_empty() {
+                            tracing::error!(
+                                count = phones.len(),
+                                "phone leases not renewed in time: suspended, their sessions stay open"
+                            );
+                            self.suspended()
+                                .extend(phones.into_iter().map(|l| (l.key, l)));
+                        }
                         if !lost.is_empty() {
                             tracing::error!(
                                 count = lost.len(),

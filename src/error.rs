@@ -55,6 +55,10 @@ pub enum ErrorCode {
     InternalError,
     /// `GET /ready` only: the database does not answer (docs/api.md "Operations").
     NotReady,
+    /// The database cannot be reached for the moment: nothing was changed; retry.
+    DatabaseUnavailable,
+    /// The database's storage is full (`database.max_size`, or the disk): nothing was changed.
+    StorageFull,
 }
 
 impl ErrorCode {
@@ -106,7 +110,10 @@ impl ErrorCode {
             ErrorCode::NewAccountLimit | ErrorCode::DailyQuotaExceeded | ErrorCode::RateLimited => {
                 StatusCode::TOO_MANY_REQUESTS
             }
-            ErrorCode::NoDeviceAvailable | ErrorCode::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::NoDeviceAvailable
+            | ErrorCode::NotReady
+            | ErrorCode::DatabaseUnavailable
+            | ErrorCode::StorageFull => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -187,11 +194,20 @@ pub enum ApiError {
     /// stopping): it must not take traffic.
     #[error("this node's leases are not renewed")]
     LeasesNotRenewed,
+    /// The database cannot be reached: nothing was changed (docs/api.md, "Errors").
+    #[error("the database is unavailable for the moment; nothing was changed, retry shortly")]
+    DatabaseUnavailable,
+    /// The database's storage is full: nothing was changed (docs/api.md, "Errors").
+    #[error("the server's storage is full; nothing was changed, retry once space is freed")]
+    StorageFull,
     /// Anything the client cannot fix: the body says only "internal error"; the cause (and its
     /// chain) is logged once, when the answer is rendered.
     #[error("internal error")]
     Internal(#[source] BoxError),
 }
+
+/// The `Retry-After` of a `database_unavailable` answer: a short outage is expected to pass.
+const DATABASE_RETRY_AFTER_SECS: u64 = 5;
 
 /// The cause an [`ApiError::Internal`] keeps: any error, or a plain message.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -254,6 +270,8 @@ impl ApiError {
             ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
             ApiError::BadRequest(_) => ErrorCode::BadRequest,
             ApiError::NotReady | ApiError::LeasesNotRenewed => ErrorCode::NotReady,
+            ApiError::DatabaseUnavailable => ErrorCode::DatabaseUnavailable,
+            ApiError::StorageFull => ErrorCode::StorageFull,
             ApiError::Internal(_) => ErrorCode::InternalError,
         }
     }
@@ -301,6 +319,14 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::NotFound => ApiError::NotFound("resource"),
+            StoreError::Unavailable(cause) => {
+                tracing::warn!(%cause, "database unavailable");
+                ApiError::DatabaseUnavailable
+            }
+            StoreError::StorageFull(cause) => {
+                tracing::warn!(%cause, "database storage full");
+                ApiError::StorageFull
+            }
             StoreError::QuotaExceeded(quota) => ApiError::QuotaExceeded {
                 quota: quota.quota,
                 limit: quota.limit,
@@ -331,6 +357,12 @@ impl ResponseError for ApiError {
         } = self
         {
             response.insert_header((header::RETRY_AFTER, HeaderValue::from(*retry_after_secs)));
+        }
+        if let ApiError::DatabaseUnavailable = self {
+            response.insert_header((
+                header::RETRY_AFTER,
+                HeaderValue::from(DATABASE_RETRY_AFTER_SECS),
+            ));
         }
         if let ApiError::RequestTimeout { .. } = self {
             // The rest of the body may still be on its way: the connection cannot carry

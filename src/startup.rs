@@ -96,7 +96,13 @@ impl Application {
         let tls = settings.server.tls.as_ref().map(tls::load).transpose()?;
         crate::domain::phone_number::warm_up();
         let settings = Arc::new(settings);
-        let db = store::connect(&settings.database.url, settings.database.max_connections).await?;
+        let db_options = store::DbOptions {
+            url: settings.database.url.clone(),
+            max_connections: settings.database.max_connections,
+            acquire_timeout: settings.database.acquire_timeout,
+            max_size: settings.database.max_size,
+        };
+        let db = store::connect_with(&db_options).await?;
         store::migrate(&db).await?;
         let secrets = Arc::new(crate::secrets::unlock(&db, &settings).await?);
         // SQLite runs one node: taken once the configuration and the secrets key proved usable,
@@ -126,7 +132,7 @@ impl Application {
         let fanout = Arc::new(WebhookFanout::new(subscriptions.clone()));
         let quotas = MessageQuotas::of(&settings.quotas);
         let writer = Writer::connect(
-            &settings.database.url,
+            &db_options,
             clock.clone(),
             router.listener(),
             Some(fanout.clone()),

@@ -15,7 +15,8 @@ use std::time::Duration;
 pub use known::{known_keys, unknown_variable_warnings};
 pub use load::{ConfigError, DEFAULT_FILE};
 use values::{
-    address_ranges, duration, durations, lenient_opt_secret, lenient_opt_string, lenient_string,
+    address_ranges, byte_size, duration, durations, lenient_opt_secret, lenient_opt_string,
+    lenient_string,
 };
 
 use crate::domain::network::AddressRange;
@@ -101,6 +102,15 @@ pub struct DatabaseSettings {
     pub url: String,
     /// Connections in the pool (readers; writes go through the single group-commit writer).
     pub max_connections: u32,
+    /// Longest wait for a connection of the pool (or a new one) before a request answers 503
+    /// `database_unavailable` (docs/api.md, "Errors"): bounds what an outage costs a request.
+    #[serde(deserialize_with = "duration")]
+    pub acquire_timeout: Duration,
+    /// SQLite only: the most the database file may grow to, in bytes (`"2GB"`, `"500MiB"` or
+    /// a number); writes past it answer 503 `storage_full` and change nothing. None: the disk
+    /// is the limit (docs/deploy.md, "Bad days").
+    #[serde(deserialize_with = "byte_size")]
+    pub max_size: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -267,6 +277,8 @@ impl Default for DatabaseSettings {
         DatabaseSettings {
             url: "sqlite://smsgw.db?mode=rwc".into(),
             max_connections: 8,
+            acquire_timeout: Duration::from_secs(5),
+            max_size: None,
         }
     }
 }

@@ -320,7 +320,9 @@ mod tests {
                 // One connection: the schema changes going down and up are then read by the
                 // connection that made them (from a pool, a connection still holding an older
                 // snapshot once reported the dropped column as a duplicate).
-                let db = crate::store::open(&url, 1, false).await.unwrap();
+                let db = crate::store::open(&crate::store::DbOptions::new(&url), 1, false)
+                    .await
+                    .unwrap();
                 crate::store::migrate(&db).await.unwrap();
                 let all = Migrator::migrations();
                 let mine = all

@@ -110,6 +110,14 @@ pub enum StoreError {
         .0.join(", ")
     )]
     NewerSchema(Vec<String>),
+    /// The database cannot be reached (PostgreSQL down, its connections cut, no connection in
+    /// time): nothing was written; worth retrying once it is back (docs/api.md, "Errors").
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+    /// SQLite's file reached `database.max_size` or the disk is full (`SQLITE_FULL`; on
+    /// PostgreSQL, "disk full"): nothing was written (docs/deploy.md, "Bad days").
+    #[error("the database's storage is full: {0}")]
+    StorageFull(String),
 }
 
 impl StoreError {
@@ -138,22 +146,121 @@ impl From<std::convert::Infallible> for StoreError {
 
 impl From<DbErr> for StoreError {
     fn from(err: DbErr) -> Self {
-        match err.sql_err() {
-            Some(SqlErr::UniqueConstraintViolation(detail)) => StoreError::Conflict(detail),
-            _ if err.to_string().contains("database is locked") => {
-                StoreError::Busy(err.to_string())
-            }
-            _ => StoreError::Db(err),
+        if let Some(SqlErr::UniqueConstraintViolation(detail)) = err.sql_err() {
+            return StoreError::Conflict(detail);
         }
+        let text = err.to_string();
+        if text.contains("database is locked") {
+            StoreError::Busy(text)
+        } else if is_storage_full(&err) {
+            StoreError::StorageFull(text)
+        } else if is_unavailable(&err) {
+            StoreError::Unavailable(text)
+        } else {
+            StoreError::Db(err)
+        }
+    }
+}
+
+/// The sqlx error under a SeaORM one, when there is one.
+fn sqlx_error(err: &DbErr) -> Option<&sea_orm::sqlx::Error> {
+    match err {
+        DbErr::Conn(sea_orm::RuntimeErr::SqlxError(e))
+        | DbErr::Exec(sea_orm::RuntimeErr::SqlxError(e))
+        | DbErr::Query(sea_orm::RuntimeErr::SqlxError(e)) => Some(e.as_ref()),
+        _ => None,
+    }
+}
+
+/// SQLite's `SQLITE_FULL` (13: the file reached `max_page_count`, or the disk is full) and
+/// PostgreSQL's `disk_full` (53100).
+fn is_storage_full(err: &DbErr) -> bool {
+    match sqlx_error(err) {
+        Some(sea_orm::sqlx::Error::Database(db)) => {
+            matches!(db.code().as_deref(), Some("13") | Some("53100"))
+        }
+        _ => false,
+    }
+}
+
+/// The database cannot be reached: no connection in time, a connection refused, reset or
+/// closed under a query, or PostgreSQL shutting down (57P01..57P03) or out of connections.
+fn is_unavailable(err: &DbErr) -> bool {
+    use sea_orm::sqlx::Error as Sqlx;
+    if let DbErr::ConnectionAcquire(_) = err {
+        return true;
+    }
+    match sqlx_error(err) {
+        Some(Sqlx::Io(_) | Sqlx::PoolTimedOut | Sqlx::PoolClosed | Sqlx::WorkerCrashed) => true,
+        Some(Sqlx::Tls(_)) => true,
+        Some(Sqlx::Database(db)) => matches!(
+            db.code().as_deref(),
+            Some(
+                "57P01"
+                    | "57P02"
+                    | "57P03"
+                    | "53300"
+                    | "08000"
+                    | "08003"
+                    | "08006"
+                    | "08001"
+                    | "08004"
+            )
+        ),
+        Some(Sqlx::Protocol(text)) => text.contains("connection") || text.contains("closed"),
+        _ => false,
     }
 }
 
 /// How long a SQLite connection waits for the write lock before giving up.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How a process opens its database: the `[database]` settings (docs/api.md, "Configuration").
+#[derive(Debug, Clone)]
+pub struct DbOptions {
+    pub url: String,
+    /// Connections of the read pool (at least 2).
+    pub max_connections: u32,
+    /// Longest wait for a connection before a query fails as [`StoreError::Unavailable`].
+    pub acquire_timeout: Duration,
+    /// SQLite: the most the file may grow to, in bytes ([`StoreError::StorageFull`] past it).
+    pub max_size: Option<u64>,
+}
+
+impl DbOptions {
+    /// `url` with the defaults the CLI's one-off commands use.
+    pub fn new(url: &str) -> DbOptions {
+        DbOptions {
+            url: url.to_string(),
+            max_connections: 2,
+            acquire_timeout: Duration::from_secs(30),
+            max_size: None,
+        }
+    }
+
+    /// SQLite's `max_page_count` for `max_size`: smsgw's files have sqlx's page size, 4096
+    /// bytes, which no setting changes. Rounded up; never 0.
+    fn max_page_count(&self) -> Option<u64> {
+        self.max_size
+            .map(|bytes| bytes.div_ceil(SQLITE_PAGE_SIZE).max(1))
+    }
+}
+
+/// The page size sqlx gives every SQLite file it creates.
+const SQLITE_PAGE_SIZE: u64 = 4096;
+
 /// Opens the database with the settings each backend needs: WAL and a busy timeout on SQLite.
 pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnection, StoreError> {
-    open(url, max_connections.max(2), false).await
+    connect_with(&DbOptions {
+        max_connections,
+        ..DbOptions::new(url)
+    })
+    .await
+}
+
+/// Opens the server's read pool with all of `options`.
+pub async fn connect_with(options: &DbOptions) -> Result<DatabaseConnection, StoreError> {
+    open(options, options.max_connections.max(2), false).await
 }
 
 /// Opens the one connection the group-commit writer keeps for itself ([`writer::Writer::connect`]
@@ -164,13 +271,13 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
 /// last transaction, and its own statement cache: each batch began with cold pages and statements
 /// to prepare again. One connection keeps both warm (docs/performance.md, "The writer's own
 /// connection").
-async fn connect_writer(url: &str) -> Result<DatabaseConnection, StoreError> {
-    open(url, 1, true).await
+async fn connect_writer(options: &DbOptions) -> Result<DatabaseConnection, StoreError> {
+    open(options, 1, true).await
 }
 
 /// Starts the WAL checkpoints beside the writer's connection (SQLite; see [`checkpoints`]).
 async fn start_checkpoints(url: &str) -> Result<(), StoreError> {
-    let checkpointer = open(url, 1, false).await?;
+    let checkpointer = open(&DbOptions::new(url), 1, false).await?;
     actix_web::rt::spawn(checkpoints(checkpointer));
     Ok(())
 }
@@ -197,14 +304,20 @@ async fn checkpoints(db: DatabaseConnection) {
 
 /// A pool of `connections`; `writer` marks the writer's own connection, which on SQLite never
 /// checkpoints inside a commit (see [`checkpoints`]).
-async fn open(url: &str, connections: u32, writer: bool) -> Result<DatabaseConnection, StoreError> {
+async fn open(
+    db_options: &DbOptions,
+    connections: u32,
+    writer: bool,
+) -> Result<DatabaseConnection, StoreError> {
     sqlite_memory::configure();
+    let url = db_options.url.as_str();
+    let max_page_count = db_options.max_page_count();
     let mut options = ConnectOptions::new(url.to_string());
     options
         .max_connections(connections)
         .min_connections(1)
-        .connect_timeout(Duration::from_secs(10))
-        .acquire_timeout(Duration::from_secs(30))
+        .connect_timeout(db_options.acquire_timeout.min(Duration::from_secs(10)))
+        .acquire_timeout(db_options.acquire_timeout)
         .sqlx_logging(false)
         // sqlx pings a pooled connection before every acquire (a round trip to its worker
         // thread on SQLite, to the server on PostgreSQL). A SQLite connection is a local file
@@ -216,6 +329,13 @@ async fn open(url: &str, connections: u32, writer: bool) -> Result<DatabaseConne
             // the busy timeout cannot wait for, so a connection opened while another process
             // writes would fail with "database is locked". WAL is set once below and persists
             // in the file.
+            let opts = match max_page_count {
+                // Per connection, not stored in the file: every connection of the process
+                // (the writer's too) gets it. A write that would grow the file past it fails
+                // with SQLITE_FULL and changes nothing.
+                Some(pages) => opts.pragma("max_page_count", pages.to_string()),
+                None => opts,
+            };
             opts
                 // NORMAL in WAL mode is durable against process crashes (the OS still holds the
                 // log); FULL would also survive power loss at several times the commit cost.

@@ -23,6 +23,7 @@ mod messages;
 mod mobile;
 mod openapi;
 mod ops;
+mod outage;
 mod phone_queue;
 mod phone_sim;
 mod phones;

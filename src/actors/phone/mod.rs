@@ -354,22 +354,38 @@ impl Phone {
         // In a cluster the hand-over carries the phone's lease (a simulated phone of test mode:
         // the node's `test_mode` lease): refused once it moved on. Without the lease (lost
         // meanwhile) it carries fence 0, which no lease ever has.
+        // A lease suspended while the database was away (docs/deploy.md, "Bad days") is not
+        // lost: the hand-over waits and is tried again, as when the write fails.
+        let mut suspended = false;
         let lease = self.deps.cluster.as_ref().map(|cluster| {
             use crate::store::cluster::{LeaseKey, Sweep};
-            cluster.fence(match self.identity.device_id {
+            let key = match self.identity.device_id {
                 Some(device) => LeaseKey::Phone(device.into()),
                 None => LeaseKey::Sweep(Sweep::TestMode),
-            })
+            };
+            suspended = cluster.is_suspended(key);
+            cluster.fence(key)
         });
         let transition = Transition::hand_over(id, self.identity.device_id).fenced(lease);
         let writer = self.deps.writer.clone();
         ctx.spawn(
-            async move { writer.transition(transition).await }
+            async move {
+                if suspended {
+                    return Err(crate::store::StoreError::Unavailable(
+                        "the phone's lease is suspended until the database answers".into(),
+                    ));
+                }
+                writer.transition(transition).await
+            }
                 .into_actor(self)
                 .map(move |result, act, ctx| {
                     let outcome = match result {
                         Ok(Some(row)) => HandoverOutcome::Recorded(row.send_attempts),
                         Ok(None) => HandoverOutcome::Refused,
+                        Err(err @ crate::store::StoreError::Unavailable(_)) => {
+                            tracing::warn!(message_id = %id, error = %err, "hand-over waits for the database");
+                            HandoverOutcome::Failed
+                        }
                         Err(err) => {
                             tracing::error!(message_id = %id, error = %err, "hand-over not recorded");
                             HandoverOutcome::Failed

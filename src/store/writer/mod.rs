@@ -261,13 +261,13 @@ impl Writer {
     /// thread of its own that shares one CPU with its connection (see `task::start`), on
     /// PostgreSQL as a task of the current runtime.
     pub async fn connect(
-        url: &str,
+        options: &crate::store::DbOptions,
         clock: SharedClock,
         listener: ChangeListener,
         hook: Option<SharedCommitHook>,
         quotas: MessageQuotas,
     ) -> Result<Writer, StoreError> {
-        let tx = task::start(url, clock, listener, hook, quotas).await?;
+        let tx = task::start(options, clock, listener, hook, quotas).await?;
         Ok(Writer { tx })
     }
 

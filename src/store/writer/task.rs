@@ -185,20 +185,21 @@ impl Request for NewDraft {
 /// write path (SQLite)"). The scheduler moves the other threads off that CPU. On PostgreSQL the writer is a task of the
 /// current runtime (its connection is a socket of that runtime).
 pub(super) async fn start(
-    url: &str,
+    options: &crate::store::DbOptions,
     clock: SharedClock,
     listener: ChangeListener,
     hook: Option<SharedCommitHook>,
     quotas: MessageQuotas,
 ) -> Result<mpsc::Sender<Job>, StoreError> {
+    let url = options.url.as_str();
     if !sea_orm::DbBackend::Sqlite.is_prefix_of(url) {
-        let db = crate::store::connect_writer(url).await?;
+        let db = crate::store::connect_writer(options).await?;
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         tokio::spawn(WriterTask::new(db, clock, listener, hook, quotas).run(rx));
         return Ok(tx);
     }
     let (ready, opened) = oneshot::channel();
-    let url_owned = url.to_string();
+    let options_owned = options.clone();
     std::thread::Builder::new()
         .name("smsgw-writer".into())
         .spawn(move || {
@@ -216,7 +217,7 @@ pub(super) async fn start(
                 }
             };
             runtime.block_on(async move {
-                let db = match crate::store::connect_writer(&url_owned).await {
+                let db = match crate::store::connect_writer(&options_owned).await {
                     Ok(db) => db,
                     Err(err) => {
                         let _ = ready.send(Err(err));

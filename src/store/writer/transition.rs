@@ -381,7 +381,7 @@ mod tests {
                 sink.extend(changes.into_iter().map(|c| (c.message.id, c.kind.as_str())));
             });
             let writer = Writer::connect(
-                &url,
+                &crate::store::DbOptions::new(&url),
                 Arc::new(SystemClock),
                 listener,
                 None,

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 mod api;
+pub mod db_proxy;
 mod fake_phone;
 mod tls;
 mod webhook_receiver;
