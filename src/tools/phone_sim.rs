@@ -406,6 +406,9 @@ impl Memory {
 pub enum SimCommand {
     /// An SMS "arrives" on the phone and is forwarded as a `received` frame.
     Receive { from: String, content: String },
+    /// The phone drops its connection (as when it changes networks) and connects again after
+    /// its first backoff.
+    Reconnect,
 }
 
 /// Runs one simulated phone until its token is refused. Events go to `events` when given;
@@ -482,7 +485,10 @@ pub async fn run_phone(
                     alive = send(&mut framed, &tagged).await;
                 }
                 Some(command) = next_command(&mut commands) => {
-                    let SimCommand::Receive { from, content } = command;
+                    let SimCommand::Receive { from, content } = command else {
+                        let _ = framed.send(WsMessage::Close(None)).await;
+                        break;
+                    };
                     let frame = memory.tag(PhoneFrame::Received {
                         reference: String::new(),
                         from,

@@ -366,3 +366,43 @@ backend_tests!(
     campaign_scenario_completes_the_campaign,
     inbound_scenario_stores_every_forwarded_sms,
 );
+
+/// The soak scenario samples the started server once a minute: memory, file descriptors,
+/// database size, queue and latency, and loses nothing meanwhile (a one-minute run; the
+/// hour-long ones are in BENCHMARKS.md).
+#[test]
+fn soak_scenario_samples_each_minute_and_loses_nothing() {
+    crate::helpers::run(async {
+        let (stdout, report) = loadtest_ok(&[
+            "--scenario",
+            "soak",
+            "--duration",
+            "62",
+            "--rate",
+            "2",
+            "--phones",
+            "2",
+            "--no-ceiling",
+            "--drain-timeout",
+            "30",
+        ])
+        .await;
+        assert_eq!(report["scenario"], "soak");
+        assert_eq!(report["lost"], 0, "{report}");
+        assert_eq!(report["duplicates"], 0);
+        let samples = report["soak"]["samples"].as_array().expect("samples");
+        assert_eq!(samples.len(), 1, "{report}");
+        let sample = &samples[0];
+        assert_eq!(sample["minute"], 1);
+        assert!(assert_number(sample, "/rss_mb") > 1.0);
+        assert!(assert_number(sample, "/open_fds") > 3.0);
+        assert!(assert_number(sample, "/database_mb") > 0.0);
+        assert_eq!(
+            assert_number(sample, "/queued"),
+            assert_number(sample, "/queued").floor()
+        );
+        assert!(assert_number(sample, "/sends") >= 100.0, "{sample}");
+        assert!(assert_number(&report, "/accepted") >= 100.0);
+        assert!(stdout.contains("slopes per hour"), "{stdout}");
+    });
+}

@@ -12,6 +12,7 @@ mod receiver;
 mod report;
 mod scenarios;
 mod server;
+mod soak;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -47,6 +48,9 @@ pub enum Scenario {
     Webhooks,
     /// N nodes on one PostgreSQL database, sends across nodes, one node killed halfway.
     Cluster,
+    /// A steady moderate load for --duration, sampled each minute (RSS, file descriptors,
+    /// database size, queue, latency) with their slopes after a warm-up.
+    Soak,
 }
 
 impl Scenario {
@@ -58,6 +62,7 @@ impl Scenario {
             Scenario::Inbound => "inbound",
             Scenario::Webhooks => "webhooks",
             Scenario::Cluster => "cluster",
+            Scenario::Soak => "soak",
         }
     }
 
@@ -88,6 +93,9 @@ pub struct LoadtestArgs {
     /// Stop after this many requests instead of after --duration.
     #[arg(long)]
     pub count: Option<u64>,
+    /// Soak scenario: single sends per second.
+    #[arg(long, default_value_t = 5)]
+    pub rate: u64,
     /// Campaign scenario: recipients of the campaign.
     #[arg(long, default_value_t = 10_000)]
     pub recipients: usize,
@@ -238,9 +246,15 @@ async fn execute(args: &LoadtestArgs) -> Result<Report, LoadError> {
         None => {
             let database = args.database.clone();
             let chosen = args.workers;
-            actix_web::rt::task::spawn_blocking(move || Target::start(database.as_deref(), chosen))
-                .await
-                .map_err(|e| LoadError::Setup(format!("starting the server: {e}")))??
+            let env = match args.scenario {
+                Scenario::Soak => soak::server_env(),
+                _ => Vec::new(),
+            };
+            actix_web::rt::task::spawn_blocking(move || {
+                Target::start(database.as_deref(), chosen, &env)
+            })
+            .await
+            .map_err(|e| LoadError::Setup(format!("starting the server: {e}")))??
         }
     };
     let run = Run {
@@ -257,6 +271,7 @@ async fn execute(args: &LoadtestArgs) -> Result<Report, LoadError> {
         Scenario::Fleet => scenarios::fleet(run).await,
         Scenario::Campaign => scenarios::campaign(run).await,
         Scenario::Inbound => scenarios::inbound(run).await,
+        Scenario::Soak => soak::soak(run).await,
         // Started above, before any single target.
         Scenario::Cluster => cluster::cluster_scenario(args).await,
     }
@@ -579,6 +594,7 @@ fn base_report(run: &Run<'_>, phones: usize) -> Report {
         webhook_after_kill_ms: None,
         webhook_redeliveries: None,
         webhook_in_flight_at_kill: None,
+        soak: None,
         machine: Machine::detect(),
         notes: Vec::new(),
     }

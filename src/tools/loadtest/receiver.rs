@@ -37,6 +37,9 @@ pub struct Inbox {
     pub bad_signatures: u64,
     /// Requests that reached the hanging endpoint.
     pub hanging_hits: u64,
+    /// Requests that reached the flaky endpoint, and those it answered 500.
+    pub flaky_hits: u64,
+    pub flaky_failures: u64,
 }
 
 /// A running receiver; stopped when dropped.
@@ -143,7 +146,21 @@ async fn hanging(inbox: web::Data<Arc<Mutex<Inbox>>>) -> HttpResponse {
     HttpResponse::Ok().finish()
 }
 
-/// Starts the receiver on 127.0.0.1:0: `/healthy` and `/hanging`.
+/// Answers 500 to every fourth request and 200 to the rest: an endpoint that fails a share
+/// of attempts (the soak scenario), so retries run all along.
+async fn flaky(inbox: web::Data<Arc<Mutex<Inbox>>>) -> HttpResponse {
+    let Ok(mut inbox) = inbox.lock() else {
+        return HttpResponse::InternalServerError().finish();
+    };
+    inbox.flaky_hits += 1;
+    if inbox.flaky_hits % 4 == 0 {
+        inbox.flaky_failures += 1;
+        return HttpResponse::InternalServerError().finish();
+    }
+    HttpResponse::Ok().finish()
+}
+
+/// Starts the receiver on 127.0.0.1:0: `/healthy`, `/hanging` and `/flaky`.
 pub fn start() -> Result<Receiver, LoadError> {
     let inbox = Arc::new(Mutex::new(Inbox::default()));
     let data = web::Data::new(inbox.clone());
@@ -152,6 +169,7 @@ pub fn start() -> Result<Receiver, LoadError> {
             .app_data(data.clone())
             .route("/healthy", web::post().to(healthy))
             .route("/hanging", web::post().to(hanging))
+            .route("/flaky", web::post().to(flaky))
     })
     .workers(1)
     .max_connections(100_000)

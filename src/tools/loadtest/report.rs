@@ -121,6 +121,9 @@ pub struct Report {
     /// Cluster scenario: the bound of `webhook_redeliveries`: events of the killed node's
     /// endpoints the receiver had at the kill while their delivery was still pending.
     pub webhook_in_flight_at_kill: Option<u64>,
+    /// Soak scenario: the minute samples and their slopes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soak: Option<super::soak::Soak>,
     pub machine: Machine,
     pub notes: Vec<String>,
 }
@@ -258,6 +261,9 @@ impl Report {
         line("pace violations", self.pace_violations.to_string());
         line("lost", self.lost.to_string());
         line("duplicates", self.duplicates.to_string());
+        if let Some(soak) = &self.soak {
+            out.push_str(&soak.text());
+        }
         for note in &self.notes {
             out.push_str(&format!("note: {note}\n"));
         }

@@ -14,6 +14,8 @@ pub struct Target {
     pub url: String,
     pub api_key: String,
     pub pid: Option<u32>,
+    /// The started server's database URL (None for a server the caller runs).
+    pub database_url: Option<String>,
     child: Option<Child>,
     /// Temporary directory of the started server's database, removed with it.
     dir: Option<PathBuf>,
@@ -61,15 +63,21 @@ impl Target {
             url: url.trim_end_matches('/').to_string(),
             api_key,
             pid,
+            database_url: None,
             child: None,
             dir: None,
         }
     }
 
     /// Starts `smsgw serve` (this same binary) on a fresh database and waits for its live key
-    /// and address. `database` overrides the temporary SQLite file (it must be empty).
-    pub fn start(database: Option<&str>, workers: Option<usize>) -> Result<Target, LoadError> {
-        Target::start_node(database, workers, &[], true)
+    /// and address. `database` overrides the temporary SQLite file (it must be empty);
+    /// `extra_env` adds configuration (the soak scenario's retention).
+    pub fn start(
+        database: Option<&str>,
+        workers: Option<usize>,
+        extra_env: &[(String, String)],
+    ) -> Result<Target, LoadError> {
+        Target::start_node(database, workers, extra_env, true)
     }
 
     /// [`Target::start`] with extra environment configuration; `first` when this start creates
@@ -116,6 +124,7 @@ impl Target {
             url: String::new(),
             api_key: String::new(),
             pid: Some(pid),
+            database_url: Some(url.clone()),
             child: Some(child),
             dir: Some(dir),
         };
@@ -197,4 +206,9 @@ pub fn threads_cpu_time(pid: u32) -> Option<std::time::Duration> {
         nanos = nanos.saturating_add(stat.split_whitespace().next()?.parse().ok()?);
     }
     Some(std::time::Duration::from_nanos(nanos))
+}
+
+/// Open file descriptors of a process, from /proc (Linux only; None elsewhere).
+pub fn open_fds(pid: u32) -> Option<u64> {
+    Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64)
 }

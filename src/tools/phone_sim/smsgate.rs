@@ -159,7 +159,9 @@ pub async fn run_phone(
                     }
                 }
                 Some(command) = next_command(&mut commands) => {
-                    let SimCommand::Receive { from, content } = command;
+                    let SimCommand::Receive { from, content } = command else {
+                        break; // Reconnect: the event stream is dropped and opened again.
+                    };
                     inbound_seq += 1;
                     let reference = format!("sim-{}-{inbound_seq}", Uuid::now_v7());
                     emit(SimEvent::Forwarded { reference: reference.clone() });
