@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use entity::{message_events, phone_daily_delivery_times, phone_daily_failures, phone_daily_stats};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
-    ColumnTrait, DatabaseConnection, EntityTrait, IdenStatic, QueryFilter, QueryOrder, QuerySelect,
+    ColumnTrait, DatabaseConnection, EntityTrait, TransactionTrait, IdenStatic, QueryFilter, QueryOrder, QuerySelect,
     Set,
 };
 use uuid::Uuid;
@@ -129,12 +129,17 @@ fn adding<C: IdenStatic + Copy + sea_orm::sea_query::IntoIden>(
     on_conflict
 }
 
-/// Adds figures to their phones' days (rows created at zero when missing).
+/// Adds figures to their phones' days (rows created at zero when missing), in one
+/// transaction: a failed write adds nothing, so trying it again counts nothing twice.
 #[tracing::instrument(skip_all, fields(rows = figures.len()))]
 pub async fn add(
     db: &DatabaseConnection,
     figures: &[(Uuid, i32, LineDay)],
 ) -> Result<(), StoreError> {
+    if figures.is_empty() {
+        return Ok(());
+    }
+    let txn = db.begin().await?;
     use phone_daily_delivery_times as times;
     use phone_daily_failures as failures;
     use phone_daily_stats as stats;
@@ -160,7 +165,7 @@ pub async fn add(
     for chunk in counts.chunks(ROWS_PER_STATEMENT) {
         stats::Entity::insert_many(chunk.to_vec())
             .on_conflict(on_counts.clone())
-            .exec(db)
+            .exec(&txn)
             .await?;
     }
     let reasons: Vec<failures::ActiveModel> = figures
@@ -186,7 +191,7 @@ pub async fn add(
     for chunk in reasons.chunks(ROWS_PER_STATEMENT) {
         failures::Entity::insert_many(chunk.to_vec())
             .on_conflict(on_reasons.clone())
-            .exec(db)
+            .exec(&txn)
             .await?;
     }
     let buckets: Vec<times::ActiveModel> = figures
@@ -212,9 +217,10 @@ pub async fn add(
     for chunk in buckets.chunks(ROWS_PER_STATEMENT) {
         times::Entity::insert_many(chunk.to_vec())
             .on_conflict(on_buckets.clone())
-            .exec(db)
+            .exec(&txn)
             .await?;
     }
+    txn.commit().await?;
     Ok(())
 }
 
