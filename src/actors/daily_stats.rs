@@ -52,9 +52,14 @@ pub struct LineCounted {
 pub enum LineEvent {
     Sent,
     /// Delivered at `at` (ms): its time to deliver runs from its latest hand-over.
-    Delivered { message_id: Uuid, at: i64 },
+    Delivered {
+        message_id: Uuid,
+        at: i64,
+    },
     /// Failed after all attempts, or expired, for `reason` when one is known.
-    Failed { reason: Option<String> },
+    Failed {
+        reason: Option<String>,
+    },
 }
 
 impl Counted {

@@ -20,8 +20,10 @@ use crate::store::stats::day_of;
 
 /// The phone stats operation (route registry, see `super::documented_routes`).
 pub fn documented_routes() -> Vec<DocumentedRoute> {
-    vec![DocumentedRoute::of::<__path_phone_stats>(|| web::to(phone_stats))
-        .errors(&[ErrorCode::ValidationFailed])]
+    vec![
+        DocumentedRoute::of::<__path_phone_stats>(|| web::to(phone_stats))
+            .errors(&[ErrorCode::ValidationFailed]),
+    ]
 }
 
 /// Messages failed for one reason.

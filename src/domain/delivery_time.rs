@@ -60,10 +60,7 @@ impl DeliveryTimes {
     /// Counts `n` deliveries in `bucket` (clamped to the buckets that exist).
     pub fn add(&mut self, bucket: i32, n: u64) {
         if n > 0 {
-            *self
-                .counts
-                .entry(bucket.clamp(0, LAST_BUCKET))
-                .or_default() += n;
+            *self.counts.entry(bucket.clamp(0, LAST_BUCKET)).or_default() += n;
         }
     }
 

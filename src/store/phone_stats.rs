@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use entity::{message_events, phone_daily_delivery_times, phone_daily_failures, phone_daily_stats};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
-    ColumnTrait, DatabaseConnection, EntityTrait, TransactionTrait, IdenStatic, QueryFilter, QueryOrder, QuerySelect,
-    Set,
+    ColumnTrait, DatabaseConnection, EntityTrait, IdenStatic, QueryFilter, QueryOrder, QuerySelect,
+    Set, TransactionTrait,
 };
 use uuid::Uuid;
 
@@ -82,8 +82,7 @@ pub async fn handed_over_at(
             .column_as(message_events::Column::At.max(), "at")
             .filter(message_events::Column::MessageId.is_in(chunk.iter().copied()))
             .filter(
-                message_events::Column::Kind
-                    .eq(ChangeKind::Moved(MessageStatus::Sending).as_str()),
+                message_events::Column::Kind.eq(ChangeKind::Moved(MessageStatus::Sending).as_str()),
             )
             .group_by(message_events::Column::MessageId)
             .into_tuple()
