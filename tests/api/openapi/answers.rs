@@ -669,9 +669,11 @@ async fn phone_stats_answer_as_documented(backend: Backend) {
         };
         phone.report_acked(frame).await;
     }
-    crate::helpers::eventually("both counted", std::time::Duration::from_secs(10), async || {
-        app.get(&path, &app.live_key).await.data()["totals"]["failed"] == 1
-    })
+    crate::helpers::eventually(
+        "both counted",
+        std::time::Duration::from_secs(10),
+        async || app.get(&path, &app.live_key).await.data()["totals"]["failed"] == 1,
+    )
     .await;
     let figures = api.get(template, &path, live).await;
     assert_eq!(figures.status, 200);
@@ -682,7 +684,11 @@ async fn phone_stats_answer_as_documented(backend: Backend) {
     let refused = api.get(template, &format!("{path}?days=91"), live).await;
     assert_eq!(refused.code(), "validation_failed");
     let unknown = api
-        .get(template, &format!("/v1/phones/{}/stats", Uuid::new_v4()), live)
+        .get(
+            template,
+            &format!("/v1/phones/{}/stats", Uuid::new_v4()),
+            live,
+        )
         .await;
     assert_eq!(unknown.code(), "not_found");
 }

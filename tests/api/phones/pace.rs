@@ -150,10 +150,10 @@ fn per_day_holds_when_a_phone_moves_to_another_node() {
         for i in 0..3 {
             ids.push(a.send_live(&format!("daily {i}")).await);
         }
-        for n in 0..2 {
+        for id in &ids[..2] {
             let (message_id, ..) = on_a.expect_send().await;
-            assert_eq!(message_id.to_string(), ids[n]);
-            a.wait_for_status(&a.live_key, &ids[n], "sending").await;
+            assert_eq!(&message_id.to_string(), id);
+            a.wait_for_status(&a.live_key, id, "sending").await;
         }
         assert_held(&mut on_a, "the day's two are spent").await;
         age_hand_overs_by_two_hours(&a).await;
