@@ -322,3 +322,99 @@ async fn write_lines(
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::domain::ids::WorkspaceId;
+    use crate::domain::status::{Direction, Mode, QueueClass};
+    use crate::store::messages::Message;
+
+    const DAY_MS: i64 = 24 * 3600 * 1000;
+
+    fn moved(status: MessageStatus, device: Option<Uuid>, reason: Option<FailureReason>) -> Change {
+        Change {
+            kind: ChangeKind::Moved(status),
+            message: Message {
+                id: Uuid::now_v7(),
+                workspace_id: WorkspaceId::from(Uuid::now_v7()),
+                mode: Mode::Live,
+                direction: Direction::Outbound,
+                status,
+                class: QueueClass::Single,
+                from_number: "+14155550100".into(),
+                to_number: "+14155550123".into(),
+                content: "hello".into(),
+                segments: 1,
+                encoding: crate::domain::sms::Encoding::Gsm7,
+                device_id: device,
+                pinned: false,
+                campaign_id: None,
+                request_id: None,
+                scheduled_for: None,
+                expires_at: 0,
+                created_at: 0,
+                updated_at: 3 * DAY_MS + 5,
+                sent_at: None,
+                delivered_at: None,
+                failed_at: None,
+                failure_reason: reason,
+                send_attempts: 1,
+                client: None,
+            },
+        }
+    }
+
+    /// Each change counts for the phone its message is assigned to, on the change's UTC day;
+    /// nothing counts without a phone, for a hand-over, or for the phone's own unpairing.
+    #[test]
+    fn changes_count_for_their_phone() {
+        let phone = Uuid::now_v7();
+        let delivered = moved(MessageStatus::Delivered, Some(phone), None);
+        let delivered_id = delivered.message.id;
+        let changes = vec![
+            moved(MessageStatus::Sending, Some(phone), None),
+            moved(MessageStatus::Sent, Some(phone), None),
+            delivered,
+            moved(
+                MessageStatus::Failed,
+                Some(phone),
+                Some(FailureReason::Reported("RESULT_ERROR_NO_SERVICE".into())),
+            ),
+            moved(
+                MessageStatus::Expired,
+                Some(phone),
+                Some(FailureReason::Expired),
+            ),
+            moved(
+                MessageStatus::Failed,
+                Some(phone),
+                Some(FailureReason::PhoneUnpaired),
+            ),
+            moved(MessageStatus::Expired, None, Some(FailureReason::Expired)),
+        ];
+        let counted = Counted::of(&changes);
+        let on = |event| LineCounted {
+            phone_id: phone,
+            day: 3,
+            event,
+        };
+        assert_eq!(
+            counted.lines,
+            vec![
+                on(LineEvent::Sent),
+                on(LineEvent::Delivered {
+                    message_id: delivered_id,
+                    at: 3 * DAY_MS + 5,
+                }),
+                on(LineEvent::Failed {
+                    reason: Some("RESULT_ERROR_NO_SERVICE".into()),
+                }),
+                on(LineEvent::Failed {
+                    reason: Some(FailureReason::Expired.as_str().into()),
+                }),
+            ]
+        );
+    }
+}
