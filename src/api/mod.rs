@@ -56,6 +56,7 @@ pub mod openapi;
 pub mod ops;
 pub mod origin;
 pub mod page;
+pub mod phone_stats;
 pub mod phone_ws;
 pub mod phones;
 mod query;
@@ -220,6 +221,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
     let mut all = Vec::new();
     all.extend(messages::documented_routes());
     all.extend(phones::documented_routes());
+    all.extend(phone_stats::documented_routes());
     all.extend(contacts::documented_routes());
     all.extend(campaigns::documented_routes());
     all.extend(ai::documented_routes());

@@ -85,7 +85,23 @@ pub struct OverviewOut {
 }
 envelope_of!(OverviewEnvelope, OverviewOut, "The workspace at a glance.");
 
-fn date_of(day: i32) -> String {
+/// The `days` query parameter of a figures-per-day route: 1 to 90, 7 when left out; anything
+/// else is 422 naming `days`.
+pub(super) fn days_of(query: &QueryParams) -> Result<i32, ApiError> {
+    match query.get("days") {
+        None => Ok(DEFAULT_DAYS),
+        Some(text) => match text.parse::<i32>() {
+            Ok(n) if (1..=MAX_DAYS).contains(&n) => Ok(n),
+            _ => Err(ApiError::validation(
+                "days",
+                "days must be an integer from 1 to 90",
+            )),
+        },
+    }
+}
+
+/// `YYYY-MM-DD` of a UTC day.
+pub(super) fn date_of(day: i32) -> String {
     let start = DateTime::<Utc>::UNIX_EPOCH + Days::days(i64::from(day));
     start.format("%Y-%m-%d").to_string()
 }
@@ -100,18 +116,7 @@ fn date_of(day: i32) -> String {
 )]
 #[tracing::instrument(skip_all, fields(workspace_id = %caller.workspace_id))]
 async fn daily(state: web::Data<AppState>, caller: Caller, query: QueryParams) -> Answer {
-    let days = match query.get("days") {
-        None => DEFAULT_DAYS,
-        Some(text) => match text.parse::<i32>() {
-            Ok(n) if (1..=MAX_DAYS).contains(&n) => n,
-            _ => {
-                return Err(ApiError::validation(
-                    "days",
-                    "days must be an integer from 1 to 90",
-                ));
-            }
-        },
-    };
+    let days = days_of(&query)?;
     let today = day_of(state.clock.now_ms());
     let first = today - days + 1;
     let stored = stats::days(&state.db, caller.scope(), first, today).await?;

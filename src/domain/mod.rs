@@ -5,6 +5,7 @@ pub mod app_protocol;
 pub mod campaign;
 pub mod change;
 pub mod client_settings;
+pub mod delivery_time;
 pub mod ids;
 pub mod keys;
 pub mod keywords;

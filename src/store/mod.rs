@@ -40,6 +40,7 @@ pub mod conversations;
 pub mod idempotency;
 pub mod messages;
 mod paging;
+pub mod phone_stats;
 pub mod phones;
 pub mod quotas;
 pub mod retention;

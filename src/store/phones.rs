@@ -211,8 +211,11 @@ pub async fn update(
     Ok(active.update(db).await?.into())
 }
 
-/// Unpairs a phone, and the SIM lines of a device with it (one statement).
+/// Unpairs a phone, and the SIM lines of a device with it (one statement), then forgets their
+/// daily figures (`store::phone_stats`).
 pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
+    // Read before they go: the lines' figures go with them (docs/api.md, "Phone stats").
+    let lines = lines_of(db, id).await?;
     let delete = phones::Entity::delete_many()
         .filter(
             Condition::any()
@@ -220,7 +223,10 @@ pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(
                 .add(phones::Column::DevicePhoneId.eq(id)),
         )
         .filter(scope.of::<phones::Entity>());
-    super::delete_found(db, delete).await
+    super::delete_found(db, delete).await?;
+    let mut gone = vec![id];
+    gone.extend(lines.iter().map(|line| line.id));
+    super::phone_stats::forget(db, &gone).await
 }
 
 /// The SIM lines of the device `device_phone_id`, by slot.

@@ -253,6 +253,35 @@ def test_a_phone_paired_in_the_browser_turns_online_on_its_own(browser, server):
     assert row is not None
 
 
+def test_each_phone_row_shows_its_last_7_days_of_delivery(browser, server):
+    _, e164 = unique_number()
+    status, created = server.api("POST", "/v1/phones", server.live_key, body={"phone_number": e164, "name": "Stats"})
+    assert status == 201, created
+    phone_id, token = created["data"]["id"], created["data"]["device_token"]
+    sim = subprocess.Popen([BIN, "phone-sim", "--server", server.base, "--token", token, "--deliver-after-ms", "50"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def online():
+            _, phone = server.api("GET", f"/v1/phones/{phone_id}", server.live_key)
+            return phone["data"]["online"]
+        wait_for(online, timeout=15, what="the simulated phone online")
+        _, to = unique_number()
+        status, sent = server.api("POST", "/v1/messages/send", server.live_key, body={"from_number": e164, "to_number": to, "content": "counted"})
+        assert status == 202, sent
+
+        def counted():
+            _, stats = server.api("GET", f"/v1/phones/{phone_id}/stats", server.live_key, query={"days": 7})
+            return stats["data"]["totals"]["delivered"] == 1
+        wait_for(counted, timeout=15, what="the delivery counted")
+    finally:
+        sim.terminate()
+        sim.wait(10)
+    sign_in(browser, server, server.live_key, page="phones")
+    row = f'#phones-list li.phone[data-phone-id="{phone_id}"] [data-line-stats]'
+    text = wait_for(lambda: "1 delivered" in browser.find_element(By.CSS_SELECTOR, row).text and browser.find_element(By.CSS_SELECTOR, row).text, timeout=15, what="the row's figures")
+    assert "1 sent, 1 delivered, 0 failed" in text, text
+    assert "100% delivered" in text and "to deliver" in text, text
+
+
 def test_reply_from_a_conversation(browser, server):
     typed, customer = unique_number()
     status, envelope = server.api("POST", "/v1/test/inbound", server.test_key, {"from_number": customer, "to_number": "+14155550100", "content": "Can I move my appointment to Friday?"})

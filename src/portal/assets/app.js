@@ -1371,6 +1371,41 @@
     });
   }
 
+  // Delivery by line (docs/api.md, "Phone stats"): each phone's last 7 days, fetched at most
+  // once a minute per phone however often the list redraws, and filled in when they come.
+  const lineStats = new Map(); // phone id → { at, data, pending }
+  const LINE_STATS_FRESH_MS = 60_000;
+
+  function shortDuration(seconds) {
+    if (seconds < 60) return `${seconds < 10 ? seconds.toFixed(1) : Math.round(seconds)} s`;
+    if (seconds < 3600) return `${Math.round(seconds / 60)} min`;
+    return `${(seconds / 3600).toFixed(1)} h`;
+  }
+
+  function showLineStats(target, data) {
+    const t = data.totals;
+    const parts = [`last 7 days: ${t.sent} sent, ${t.delivered} delivered, ${t.failed} failed`];
+    if (t.delivery_rate != null) parts.push(`${Math.round(t.delivery_rate * 100)}% delivered`);
+    if (t.median_seconds_to_deliver != null) parts.push(`median ${shortDuration(t.median_seconds_to_deliver)} to deliver`);
+    target.textContent = parts.join(' · ');
+    target.title = t.failed_by_reason.map((r) => `${r.reason}: ${r.count}`).join('\n');
+  }
+
+  function fillLineStats(phoneId, target) {
+    const known = lineStats.get(phoneId);
+    if (known && known.data) showLineStats(target, known.data);
+    if (known && (known.pending || Date.now() - known.at < LINE_STATS_FRESH_MS)) return;
+    const entry = { at: Date.now(), data: known && known.data, pending: true };
+    lineStats.set(phoneId, entry);
+    api('GET', `/v1/phones/${enc(phoneId)}/stats`, { query: { days: 7 } }).then((result) => {
+      entry.pending = false;
+      if (!result.ok) return;
+      entry.data = result.envelope.data;
+      const row = $('#phones-list').querySelector(`li.phone[data-phone-id="${phoneId}"] [data-line-stats]`);
+      if (row) showLineStats(row, entry.data);
+    });
+  }
+
   function phoneRow(phone, pager) {
     const rowError = h('p', { class: 'error', role: 'alert', hidden: true });
     const fail = (envelope) => {
@@ -1409,6 +1444,8 @@
       pager.update(result.envelope.data);
       loadPhoneChoices();
     });
+    const lineStatsNote = h('p', { class: 'note', 'data-line-stats': '' }, 'last 7 days: …');
+    fillLineStats(phone.id, lineStatsNote);
     // A SIM line (docs/api.md, Phones, "SIM lines") rides on its device: no token of its own.
     const device = phone.device_phone_id ? phoneList.find((p) => p.id === phone.device_phone_id) : null;
     const row = h(
@@ -1441,6 +1478,7 @@
         h('code', {}, phone.id),
         ` · paired ${when(phone.created_at)}`,
       ),
+      lineStatsNote,
       h(
         'div',
         { class: 'actions' },

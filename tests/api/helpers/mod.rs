@@ -273,6 +273,65 @@ pub async fn spawn_app_with_resolver(
     resolver: Arc<StaticResolver>,
     configure: impl FnOnce(&mut Settings),
 ) -> TestApp {
+    spawn_app_with_hooks(backend, resolver, None, configure).await
+}
+
+/// A wall clock the test moves (`smsgw::clock::Clock`): the system clock plus an offset, so
+/// stored times can cross a UTC midnight without waiting for one. Timers still run on tokio
+/// time; only timestamps move.
+#[derive(Debug, Default)]
+pub struct TestClock {
+    offset_ms: std::sync::atomic::AtomicI64,
+}
+
+impl TestClock {
+    /// From now on the clock reads `at_ms` (and runs on from there).
+    pub fn set_ms(&self, at_ms: i64) {
+        let system = chrono::Utc::now().timestamp_millis();
+        self.offset_ms
+            .store(at_ms - system, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Moves the clock `by` forward.
+    pub fn advance(&self, by: Duration) {
+        self.offset_ms.fetch_add(
+            i64::try_from(by.as_millis()).unwrap(),
+            std::sync::atomic::Ordering::SeqCst,
+        );
+    }
+}
+
+impl smsgw::clock::Clock for TestClock {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now()
+            + chrono::Duration::milliseconds(
+                self.offset_ms.load(std::sync::atomic::Ordering::SeqCst),
+            )
+    }
+}
+
+/// [`spawn_app_with`] on the clock `clock`.
+pub async fn spawn_app_with_clock(
+    backend: Backend,
+    clock: Arc<TestClock>,
+    configure: impl FnOnce(&mut Settings),
+) -> TestApp {
+    spawn_app_with_hooks(
+        backend,
+        Arc::new(StaticResolver::new()),
+        Some(clock),
+        configure,
+    )
+    .await
+}
+
+/// Starts the app with these hooks (a resolver, and a clock when given).
+async fn spawn_app_with_hooks(
+    backend: Backend,
+    resolver: Arc<StaticResolver>,
+    clock: Option<Arc<TestClock>>,
+    configure: impl FnOnce(&mut Settings),
+) -> TestApp {
     smsgw::telemetry::init(smsgw::config::LogFormat::Human, "warn");
     let (url, dir) = fresh_database(backend).await;
     let mut settings = test_settings();
@@ -282,7 +341,11 @@ pub async fn spawn_app_with_resolver(
         settings.secrets.key = Some(POSTGRES_SECRETS_KEY.into());
     }
     configure(&mut settings);
-    let app = Application::build_with(settings.clone(), hooks_for(&resolver))
+    let mut hooks = hooks_for(&resolver);
+    if let Some(clock) = clock {
+        hooks.clock = Some(clock);
+    }
+    let app = Application::build_with(settings.clone(), hooks)
         .await
         .expect("application starts");
     let keys = app

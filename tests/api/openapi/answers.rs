@@ -642,6 +642,57 @@ async fn portal_answer_as_documented(backend: Backend) {
     assert_eq!(repeated.code(), "duplicate_request");
 }
 
+/// Phone stats: a phone's figures with a delivery and a failure (every field filled), an empty
+/// day, a refused `days` and an unknown phone.
+async fn phone_stats_answer_as_documented(backend: Backend) {
+    use smsgw::domain::protocol::PhoneFrame;
+    let app = spawn_app_with(backend, |s| s.messages.max_send_attempts = 1).await;
+    let doc = fetch_document(&app).await;
+    let api = Documented::new(&app, &doc);
+    let live = Some(app.live_key.as_str());
+    let (phone_id, mut phone) = app.online_phone(SENDER).await;
+    let path = format!("/v1/phones/{phone_id}/stats");
+    let template = "/v1/phones/{id}/stats";
+    for failure in [None, Some("RESULT_ERROR_NO_SERVICE")] {
+        let id: Uuid = app.send_live("counted").await.parse().unwrap();
+        assert_eq!(phone.expect_send().await.0, id);
+        let frame = match failure {
+            None => PhoneFrame::Delivered {
+                message_id: id,
+                reference: Some(format!("d-{id}")),
+            },
+            Some(error) => PhoneFrame::Failed {
+                message_id: id,
+                error: error.into(),
+                reference: Some(format!("f-{id}")),
+            },
+        };
+        phone.report_acked(frame).await;
+    }
+    crate::helpers::eventually(
+        "both counted",
+        std::time::Duration::from_secs(10),
+        async || app.get(&path, &app.live_key).await.data()["totals"]["failed"] == 1,
+    )
+    .await;
+    let figures = api.get(template, &path, live).await;
+    assert_eq!(figures.status, 200);
+    let totals = &figures.data()["totals"];
+    assert_eq!(totals["delivered"], 1);
+    assert!(totals["median_seconds_to_deliver"].is_number(), "{totals}");
+    assert_eq!(totals["failed_by_reason"][0]["count"], 1);
+    let refused = api.get(template, &format!("{path}?days=91"), live).await;
+    assert_eq!(refused.code(), "validation_failed");
+    let unknown = api
+        .get(
+            template,
+            &format!("/v1/phones/{}/stats", Uuid::new_v4()),
+            live,
+        )
+        .await;
+    assert_eq!(unknown.code(), "not_found");
+}
+
 /// A rate-limited answer is the documented 429 with its Retry-After header.
 async fn rate_limited_answer_is_documented(backend: Backend) {
     let app = spawn_app_with(backend, |s| s.limits.api_per_second = 1).await;
@@ -674,4 +725,5 @@ backend_tests!(
     campaigns_answer_as_documented,
     ai_answer_as_documented,
     portal_answer_as_documented,
+    phone_stats_answer_as_documented,
 );

@@ -17,3 +17,4 @@ mod lines;
 mod pace;
 mod queue;
 mod sessions;
+mod stats;
