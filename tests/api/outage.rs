@@ -270,3 +270,72 @@ fn a_postgres_outage_answers_503_keeps_phones_and_resumes() {
         assert_eq!(stored.len(), 2);
     });
 }
+
+#[test]
+#[ignore = "needs SMSGW_TEST_DATABASE_URL (PostgreSQL)"]
+fn a_phone_that_moved_during_an_outage_stays_with_its_new_node() {
+    run_on_postgres(async {
+        let b = spawn_app_with(Backend::Postgres, |s| {
+            s.database.acquire_timeout = Duration::from_secs(2);
+        })
+        .await;
+        let proxy = DbProxy::start(host_port(&b.database_url)).await;
+        let a = b
+            .spawn_peer_with(|s| s.database.url = proxy.url_through(&s.database.url))
+            .await;
+        let key = b.live_key.clone();
+        let (phone_id, token) = b.pair_phone(SENDER).await;
+        let on_a = a.connect_phone(&token).await;
+        a.wait_online(&phone_id, true).await;
+
+        // Node A loses its database; the phone gives up on A and lands on B, which takes the
+        // lease once A's has expired.
+        proxy.cut();
+        on_a.close().await;
+        let mut on_b = b.connect_phone(&token).await;
+        eventually("B holds the phone", Duration::from_secs(20), async || {
+            b.send(&key, send_body(SENDER, CUSTOMER, "via B during the outage"))
+                .await
+                .status
+                == 202
+        })
+        .await;
+
+        // A comes back: the lease it suspended is B's now, so A lets go of the phone, and
+        // sends through either node reach the phone on B, each once.
+        proxy.restore();
+        eventually("A takes sends again", Duration::from_secs(10), async || {
+            a.send(&key, send_body(SENDER, CUSTOMER, "via A after the outage"))
+                .await
+                .status
+                == 202
+        })
+        .await;
+        let mut got = std::collections::HashMap::<String, u32>::new();
+        while got.len() < 2 {
+            match on_b.next_frame_within(Duration::from_secs(20)).await {
+                Some(ServerFrame::Send { message_id, .. }) => {
+                    *got.entry(message_id.to_string()).or_default() += 1;
+                }
+                Some(_) => {}
+                None => panic!("the phone on B got {got:?}, then nothing"),
+            }
+        }
+        assert_eq!(
+            on_b.next_frame_within(Duration::from_secs(2)).await,
+            None,
+            "nothing handed twice: {got:?}"
+        );
+        let stored = b
+            .all_pages(&key, "/v1/messages?direction=outbound", "messages")
+            .await;
+        assert_eq!(stored.len(), 2, "{stored:?}");
+        for message in &stored {
+            assert_eq!(
+                got.get(message["id"].as_str().unwrap()),
+                Some(&1),
+                "each stored send reached the phone on B once"
+            );
+        }
+    });
+}

@@ -455,7 +455,15 @@ impl TestApp {
     /// `smsgw serve` behind a load balancer would be (PostgreSQL; docs/architecture.md,
     /// "Cluster"). The keys are this app's.
     pub async fn spawn_peer(&self) -> TestApp {
-        let app = Application::build_with(self.settings.clone(), hooks_for(&self.resolver))
+        self.spawn_peer_with(|_| {}).await
+    }
+
+    /// [`TestApp::spawn_peer`] after `configure` adjusts the peer's settings (its database URL
+    /// through a proxy, say).
+    pub async fn spawn_peer_with(&self, configure: impl FnOnce(&mut Settings)) -> TestApp {
+        let mut settings = self.settings.clone();
+        configure(&mut settings);
+        let app = Application::build_with(settings.clone(), hooks_for(&self.resolver))
             .await
             .expect("peer node starts");
         assert!(app.initial_keys.is_none(), "a peer creates no workspace");
@@ -473,7 +481,7 @@ impl TestApp {
             test_key: self.test_key.clone(),
             workspace_id: self.workspace_id,
             database_url: self.database_url.clone(),
-            settings: self.settings.clone(),
+            settings,
             client: Client::builder().timeout(Duration::from_secs(30)).finish(),
             handle,
             registry,
