@@ -125,24 +125,9 @@ async fn modes_and_workspaces_are_isolated(backend: Backend) {
     assert_eq!(live_list.data()["messages"].as_array().unwrap().len(), 0);
 
     // A second workspace created by the CLI while the server runs works at once, and sees nothing.
+    let other = crate::helpers::create_workspace_with_cli(&app, "other").await;
+    let (other_test_key, workspace_id) = (other.test_key, other.id);
     let db_env = [("SMSGW_DATABASE__URL", app.database_url.as_str())];
-    let output = run_cli(&["workspace", "create", "--name", "other"], &db_env).await;
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let other_test_key = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("test key: "))
-        .expect("test key line")
-        .to_string();
-    let workspace_id = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("workspace: "))
-        .expect("workspace line")
-        .to_string();
     app.get(&format!("/v1/messages/{id}"), &other_test_key)
         .await
         .expect_error(404, "not_found");

@@ -134,6 +134,48 @@ macro_rules! backend_tests {
     };
 }
 
+/// The keys and workspace a [`TestApp`] signs in with.
+struct Keys {
+    live_key: String,
+    test_key: String,
+    workspace_id: Uuid,
+}
+
+impl TestApp {
+    /// Runs the built `app` in the background and keeps what a test talks to it with.
+    fn started(
+        app: Application,
+        keys: Keys,
+        settings: Settings,
+        resolver: Arc<StaticResolver>,
+        dir: Option<tempfile::TempDir>,
+    ) -> TestApp {
+        let address = format!("http://{}", app.address());
+        let handle = app.handle();
+        let (registry, webhooks, campaigns) = (
+            app.registry.clone(),
+            app.webhooks.clone(),
+            app.campaigns.clone(),
+        );
+        actix_web::rt::spawn(app.run_until_stopped());
+        TestApp {
+            address,
+            live_key: keys.live_key,
+            test_key: keys.test_key,
+            workspace_id: keys.workspace_id,
+            database_url: settings.database.url.clone(),
+            settings,
+            client: Client::builder().timeout(Duration::from_secs(30)).finish(),
+            handle,
+            registry,
+            webhooks,
+            campaigns,
+            resolver,
+            _dir: dir,
+        }
+    }
+}
+
 /// A running server and what a test needs to talk to it.
 pub struct TestApp {
     pub address: String,
@@ -247,6 +289,37 @@ pub async fn run_cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Outpu
     .expect("cli runs")
 }
 
+/// A workspace `smsgw workspace create` made, as it printed it.
+pub struct CliWorkspace {
+    pub id: String,
+    pub live_key: String,
+    pub test_key: String,
+}
+
+/// Creates a workspace named `name` with the CLI on the app's database (while it runs).
+pub async fn create_workspace_with_cli(app: &TestApp, name: &str) -> CliWorkspace {
+    let db_env = [("SMSGW_DATABASE__URL", app.database_url.as_str())];
+    let output = run_cli(&["workspace", "create", "--name", name], &db_env).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let field = |prefix: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("a {prefix:?} line in {stdout}"))
+            .to_string()
+    };
+    CliWorkspace {
+        id: field("workspace: "),
+        live_key: field("live key: "),
+        test_key: field("test key: "),
+    }
+}
+
 /// Starts the app on a fresh database with [`test_settings`].
 pub async fn spawn_app(backend: Backend) -> TestApp {
     spawn_app_with(backend, |_| {}).await
@@ -352,29 +425,12 @@ async fn spawn_app_with_hooks(
         .initial_keys
         .clone()
         .expect("an empty database gets keys");
-    let address = format!("http://{}", app.address());
-    let handle = app.handle();
-    let (registry, webhooks, campaigns) = (
-        app.registry.clone(),
-        app.webhooks.clone(),
-        app.campaigns.clone(),
-    );
-    actix_web::rt::spawn(app.run_until_stopped());
-    TestApp {
-        address,
+    let keys = Keys {
         live_key: keys.live_key,
         test_key: keys.test_key,
         workspace_id: keys.workspace_id.as_uuid(),
-        database_url: url,
-        settings,
-        client: Client::builder().timeout(Duration::from_secs(30)).finish(),
-        handle,
-        registry,
-        webhooks,
-        campaigns,
-        resolver,
-        _dir: dir,
-    }
+    };
+    TestApp::started(app, keys, settings, resolver, dir)
 }
 
 /// Starts the app on a database that already holds a workspace (a fixture, say) whose keys
@@ -394,29 +450,12 @@ pub async fn spawn_on_existing(
         app.initial_keys.is_none(),
         "a database with a workspace gets no new keys"
     );
-    let address = format!("http://{}", app.address());
-    let handle = app.handle();
-    let (registry, webhooks, campaigns) = (
-        app.registry.clone(),
-        app.webhooks.clone(),
-        app.campaigns.clone(),
-    );
-    actix_web::rt::spawn(app.run_until_stopped());
-    TestApp {
-        address,
+    let keys = Keys {
         live_key: live_key.to_string(),
         test_key: test_key.to_string(),
         workspace_id,
-        database_url: settings.database.url.clone(),
-        settings,
-        client: Client::builder().timeout(Duration::from_secs(30)).finish(),
-        handle,
-        registry,
-        webhooks,
-        campaigns,
-        resolver,
-        _dir: None,
-    }
+    };
+    TestApp::started(app, keys, settings, resolver, None)
 }
 
 fn hooks_for(resolver: &Arc<StaticResolver>) -> Hooks {
@@ -467,29 +506,12 @@ impl TestApp {
             .await
             .expect("peer node starts");
         assert!(app.initial_keys.is_none(), "a peer creates no workspace");
-        let handle = app.handle();
-        let (registry, webhooks, campaigns) = (
-            app.registry.clone(),
-            app.webhooks.clone(),
-            app.campaigns.clone(),
-        );
-        let address = format!("http://{}", app.address());
-        actix_web::rt::spawn(app.run_until_stopped());
-        TestApp {
-            address,
+        let keys = Keys {
             live_key: self.live_key.clone(),
             test_key: self.test_key.clone(),
             workspace_id: self.workspace_id,
-            database_url: self.database_url.clone(),
-            settings,
-            client: Client::builder().timeout(Duration::from_secs(30)).finish(),
-            handle,
-            registry,
-            webhooks,
-            campaigns,
-            resolver: self.resolver.clone(),
-            _dir: None,
-        }
+        };
+        TestApp::started(app, keys, settings, self.resolver.clone(), None)
     }
 
     /// This node's id in the cluster, as `GET /ready` reports it.

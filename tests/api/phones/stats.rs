@@ -6,7 +6,7 @@
 use sea_orm::ConnectionTrait;
 
 use super::*;
-use crate::helpers::{TestClock, eventually, run_cli, spawn_app_with_clock};
+use crate::helpers::{TestClock, eventually, spawn_app_with_clock};
 
 /// The number of the device's second SIM.
 const LINE: &str = "+14155550101";
@@ -212,19 +212,9 @@ async fn a_lines_sends_count_in_its_own_stats(backend: Backend) {
     ] {
         app.get(&path, key).await.expect_error(404, "not_found");
     }
-    let db_env = [("SMSGW_DATABASE__URL", app.database_url.as_str())];
-    let output = run_cli(&["workspace", "create", "--name", "other"], &db_env).await;
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let other_live_key = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("live key: "))
-        .expect("live key line")
-        .to_string();
+    let other_live_key = crate::helpers::create_workspace_with_cli(&app, "other")
+        .await
+        .live_key;
     app.get(&format!("/v1/phones/{line_id}/stats"), &other_live_key)
         .await
         .expect_error(404, "not_found");
