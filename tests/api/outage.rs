@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::json;
-use smsgw::domain::protocol::ServerFrame;
+use smsgw::domain::protocol::{PhoneFrame, ServerFrame};
 
 use crate::helpers::db_proxy::{DbProxy, host_port};
 use crate::helpers::{
@@ -212,6 +212,15 @@ fn a_postgres_outage_answers_503_keeps_phones_and_resumes() {
             .expect_error(503, "database_unavailable");
         assert_eq!(app.fetch("/ready", &[]).await.status, 503);
         assert_eq!(app.fetch("/health", &[]).await.status, 200);
+        // An SMS the phone forwards during the outage: stored (and acked) once it is over.
+        phone
+            .send(&PhoneFrame::Received {
+                reference: "during".into(),
+                from: CUSTOMER.into(),
+                content: "received during the cut".into(),
+                received_at: chrono::Utc::now(),
+            })
+            .await;
         // The outage lasts 20 s, past the leases' time to live: the phone's session stays up
         // all along (the frames after it arrive on this same connection).
         let outage = Duration::from_secs(20);
@@ -248,13 +257,15 @@ fn a_postgres_outage_answers_503_keeps_phones_and_resumes() {
         // The message acknowledged before the cut reaches the phone; the one refused during
         // it was never stored.
         let mut handed = Vec::new();
-        while handed.len() < 2 {
-            match phone.next_frame_within(Duration::from_secs(20)).await {
+        let mut acked = false;
+        while handed.len() < 2 || !acked {
+            match phone.next_frame_within(Duration::from_secs(40)).await {
                 Some(ServerFrame::Send {
                     message_id,
                     content,
                     ..
                 }) => handed.push((message_id.to_string(), content)),
+                Some(ServerFrame::Ack { reference }) if reference == "during" => acked = true,
                 Some(_) => {}
                 None => panic!("the phone got {handed:?}, then nothing"),
             }
@@ -268,6 +279,11 @@ fn a_postgres_outage_answers_503_keeps_phones_and_resumes() {
             "the refused send is not stored"
         );
         assert_eq!(stored.len(), 2);
+        let received = app
+            .all_pages(&key, "/v1/messages?direction=inbound", "messages")
+            .await;
+        assert_eq!(received.len(), 1, "{received:?}");
+        assert_eq!(received[0]["content"], "received during the cut");
     });
 }
 

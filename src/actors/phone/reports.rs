@@ -26,6 +26,20 @@ impl Phone {
         done: Option<Done>,
         ctx: &mut Context<Self>,
     ) {
+        self.status_report_try(message_id, report, reference, done, 0, ctx);
+    }
+
+    /// [`Phone::status_report`], the `tries`-th time.
+    fn status_report_try(
+        &mut self,
+        message_id: Uuid,
+        report: StatusReport,
+        reference: Option<String>,
+        done: Option<Done>,
+        tries: u32,
+        ctx: &mut Context<Self>,
+    ) {
+        let again = report.clone();
         let deps = self.deps.clone();
         let device = self.identity.device_id;
         let max_attempts = self.deps.settings.messages.max_send_attempts;
@@ -103,10 +117,26 @@ impl Phone {
                     );
                     answer(done);
                 }
-                Err(err) => {
-                    // Not acked: the phone re-sends the report after reconnecting.
-                    tracing::error!(message_id = %message_id, error = %err, "report not stored");
-                }
+                Err(err) => match retry_after(&err, done.is_some(), tries) {
+                    // The database is away and the session stays: written once it is back.
+                    Some(wait) => {
+                        ctx.run_later(wait, move |act, ctx| {
+                            act.status_report_try(
+                                message_id,
+                                again,
+                                reference,
+                                None,
+                                tries + 1,
+                                ctx,
+                            )
+                        });
+                    }
+                    // Not acked: the phone re-sends the report (after reconnecting, or the
+                    // device API's caller at once).
+                    None => {
+                        tracing::error!(message_id = %message_id, error = %err, "report not stored")
+                    }
+                },
             }),
         );
     }
@@ -119,6 +149,20 @@ impl Phone {
         done: Option<Done>,
         ctx: &mut Context<Self>,
     ) {
+        self.inbound_try(reference, from, content, done, 0, ctx);
+    }
+
+    /// [`Phone::inbound`], the `tries`-th time.
+    fn inbound_try(
+        &mut self,
+        reference: String,
+        from: String,
+        content: String,
+        done: Option<Done>,
+        tries: u32,
+        ctx: &mut Context<Self>,
+    ) {
+        let again = (from.clone(), content.clone());
         let Some(device) = self.identity.device_id else {
             return;
         };
@@ -136,15 +180,51 @@ impl Phone {
         ctx.spawn(
             async move { writer.inbound(new, scope).await }
                 .into_actor(self)
-                .map(move |result, act, _| match result {
+                .map(move |result, act, ctx| match result {
                     Ok(InboundOutcome::Stored(_)) | Ok(InboundOutcome::Repeat) => {
                         act.ack(Some(reference));
                         answer(done);
                     }
-                    Err(err) => {
-                        tracing::error!(error = %err, "inbound message not stored; the phone will re-send it");
-                    }
+                    Err(err) => match retry_after(&err, done.is_some(), tries) {
+                        Some(wait) => {
+                            ctx.run_later(wait, move |act, ctx| {
+                                let (from, content) = again;
+                                act.inbound_try(reference, from, content, None, tries + 1, ctx)
+                            });
+                        }
+                        None => tracing::error!(
+                            error = %err,
+                            "inbound message not stored; the phone will re-send it"
+                        ),
+                    },
                 }),
         );
     }
+}
+
+/// When a frame whose write failed is written again: only while the database is unavailable
+/// (docs/deploy.md, "Bad days"), since the phone's session stays open and the phone would
+/// re-send the frame only after reconnecting; backing off from 1 s to 30 s, for about ten
+/// minutes, after which the phone's own re-send after its next reconnect is left to do it. A
+/// device-API report (`answered`: an HTTP caller waits) is answered with the error instead:
+/// the app retries it itself.
+fn retry_after(
+    err: &crate::store::StoreError,
+    answered: bool,
+    tries: u32,
+) -> Option<std::time::Duration> {
+    const GIVE_UP_AFTER: u32 = 25;
+    if answered
+        || tries >= GIVE_UP_AFTER
+        || !matches!(err, crate::store::StoreError::Unavailable(_))
+    {
+        return None;
+    }
+    if tries == 0 {
+        tracing::warn!(error = %err, "a phone's frame waits for the database");
+    }
+    Some(
+        std::time::Duration::from_secs(1u64 << tries.min(5))
+            .min(std::time::Duration::from_secs(30)),
+    )
 }
