@@ -245,7 +245,16 @@ pub async fn heartbeat<C: ConnectionTrait>(
          WHERE node_id = $1 AND expires_at > {NOW_MS} \
          RETURNING kind, key, node_id, fence"
     );
-    read_leases(db, &sql, vec![node.into(), ttl_ms(ttl).into()]).await
+    // The renewal locks every lease row of the node, while a fenced write of the writer holds
+    // some of them `FOR SHARE` and may then want another: PostgreSQL breaks such a cycle by
+    // failing one side (40P01). The renewal is the one worth repeating at once.
+    let mut tries = 0;
+    loop {
+        match read_leases(db, &sql, vec![node.into(), ttl_ms(ttl).into()]).await {
+            Err(err) if tries < 3 && super::is_deadlock(&err) => tries += 1,
+            other => return other,
+        }
+    }
 }
 
 /// Takes the lease on `key` for `node` until `ttl` from now, when it is free,

@@ -173,6 +173,17 @@ fn sqlx_error(err: &DbErr) -> Option<&sea_orm::sqlx::Error> {
     }
 }
 
+/// PostgreSQL broke a lock cycle by failing this statement (40P01): worth repeating.
+pub(crate) fn is_deadlock(err: &StoreError) -> bool {
+    match err {
+        StoreError::Db(db) => matches!(
+            sqlx_error(db),
+            Some(sea_orm::sqlx::Error::Database(e)) if e.code().as_deref() == Some("40P01")
+        ),
+        _ => false,
+    }
+}
+
 /// SQLite's `SQLITE_FULL` (13: the file reached `max_page_count`, or the disk is full) and
 /// PostgreSQL's `disk_full` (53100).
 fn is_storage_full(err: &DbErr) -> bool {
