@@ -41,6 +41,7 @@ pub mod idempotency;
 pub mod messages;
 mod paging;
 pub mod phones;
+pub mod pools;
 pub mod quotas;
 pub mod retention;
 pub mod scoped;

@@ -213,14 +213,26 @@ pub async fn update(
 
 /// Unpairs a phone, and the SIM lines of a device with it (one statement).
 pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
+    let txn = super::begin_write(db).await?;
+    let gone = Condition::any()
+        .add(phones::Column::Id.eq(id))
+        .add(phones::Column::DevicePhoneId.eq(id));
+    // A deleted phone (and each of its SIM lines) leaves its pools (docs/api.md, "Pools").
+    let ids: Vec<Uuid> = phones::Entity::find()
+        .filter(gone.clone())
+        .filter(scope.of::<phones::Entity>())
+        .all(&txn)
+        .await?
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    super::pools::forget_phones(&txn, &ids).await?;
     let delete = phones::Entity::delete_many()
-        .filter(
-            Condition::any()
-                .add(phones::Column::Id.eq(id))
-                .add(phones::Column::DevicePhoneId.eq(id)),
-        )
+        .filter(gone)
         .filter(scope.of::<phones::Entity>());
-    super::delete_found(db, delete).await
+    super::delete_found(&txn, delete).await?;
+    txn.commit().await?;
+    Ok(())
 }
 
 /// The SIM lines of the device `device_phone_id`, by slot.

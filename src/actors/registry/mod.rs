@@ -393,6 +393,7 @@ impl Registry {
                         id,
                         from_device,
                         to_device: target,
+                        to_number: None,
                         detail: format!(
                             "phone {from_device} went away; rerouted to phone {target}"
                         ),
