@@ -58,6 +58,7 @@ pub mod origin;
 pub mod page;
 pub mod phone_ws;
 pub mod phones;
+pub mod pools;
 mod query;
 pub mod routes;
 pub mod schemas;
@@ -220,6 +221,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
     let mut all = Vec::new();
     all.extend(messages::documented_routes());
     all.extend(phones::documented_routes());
+    all.extend(pools::documented_routes());
     all.extend(contacts::documented_routes());
     all.extend(campaigns::documented_routes());
     all.extend(ai::documented_routes());

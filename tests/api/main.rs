@@ -26,6 +26,7 @@ mod ops;
 mod phone_queue;
 mod phone_sim;
 mod phones;
+mod pools;
 mod portal;
 mod portal_api;
 mod quotas;
