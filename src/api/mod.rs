@@ -137,6 +137,7 @@ impl AppState {
             registry: self.registry.clone(),
             clock: self.clock.clone(),
             settings: self.settings.clone(),
+            db: self.db.clone(),
         }
     }
 

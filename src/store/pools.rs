@@ -4,8 +4,7 @@
 //!
 //! A pool's name is unique per scope by a unique index: two creates racing on one name make
 //! one `Conflict`. The sticky rows of sends and reroutes are written by the writer in the
-//! message's own transaction ([`stick`]); an inbound SMS updates them afterwards
-//! ([`stick_inbound`]).
+//! message's own transaction ([`stick`]), an inbound SMS's too ([`inbound_sticky`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -13,7 +12,6 @@ use entity::{phones, pool_phones, pool_recipients, pools};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
-    TransactionTrait,
 };
 use uuid::Uuid;
 
@@ -362,31 +360,36 @@ pub(crate) async fn stick(
     Ok(())
 }
 
-/// An SMS from `from_number` reached the line `phone_id`: in every pool of that line, the
-/// recipient sticks to it (docs/api.md, "Pools").
-pub async fn stick_inbound(
-    db: &DatabaseConnection,
-    phone_id: Uuid,
-    from_number: &str,
-    now: i64,
-) -> Result<(), StoreError> {
-    let pools = pool_phones::Entity::find()
-        .filter(pool_phones::Column::PhoneId.eq(phone_id))
-        .all(db)
-        .await?;
-    if pools.is_empty() {
-        return Ok(());
+/// The sticky rows of SMS received: each `(line, sender)` sticks the sender to the line in
+/// every pool of that line (docs/api.md, "Pools"). One query for the batch.
+pub(crate) async fn inbound_sticky(
+    txn: &impl ConnectionTrait,
+    received: &[(Uuid, String)],
+) -> Result<Vec<Sticky>, StoreError> {
+    if received.is_empty() {
+        return Ok(Vec::new());
     }
-    let rows: Vec<Sticky> = pools
-        .into_iter()
-        .map(|p| Sticky {
-            pool_id: p.pool_id,
-            to_number: from_number.to_string(),
-            phone_id,
+    let mut pools_of: HashMap<Uuid, Vec<Uuid>> = HashMap::new();
+    let lines: HashSet<Uuid> = received.iter().map(|(line, _)| *line).collect();
+    for row in pool_phones::Entity::find()
+        .filter(pool_phones::Column::PhoneId.is_in(lines))
+        .all(txn)
+        .await?
+    {
+        pools_of.entry(row.phone_id).or_default().push(row.pool_id);
+    }
+    Ok(received
+        .iter()
+        .flat_map(|(line, from)| {
+            pools_of
+                .get(line)
+                .into_iter()
+                .flatten()
+                .map(move |pool_id| Sticky {
+                    pool_id: *pool_id,
+                    to_number: from.clone(),
+                    phone_id: *line,
+                })
         })
-        .collect();
-    let txn = db.begin().await?;
-    stick(&txn, &rows, now).await?;
-    txn.commit().await?;
-    Ok(())
+        .collect())
 }

@@ -159,6 +159,23 @@ pub struct SetPace {
 #[rtype(result = "Option<chrono::DateTime<chrono::Utc>>")]
 pub struct GetNextSendAt;
 
+/// How loaded this phone is, for the choice of a line in a sender pool
+/// (`domain::pool_choice`): [`GetNextSendAt`] and what waits in its queue.
+#[derive(Message)]
+#[rtype(result = "LineLoad")]
+pub struct GetLineLoad;
+
+/// The answer to [`GetLineLoad`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineLoad {
+    /// When its pace next allows a send (ms since the epoch); None: at once.
+    pub next_send_at: Option<i64>,
+    /// Messages waiting (not handed over).
+    pub queued: u32,
+    /// Its steady spacing between sends under its pace (ms; 0: no pace).
+    pub spacing_ms: i64,
+}
+
 /// The phone was unpaired or its token rotated: close the session; with `stop`, also fail
 /// the queue and stop.
 #[derive(Message)]

@@ -39,11 +39,13 @@ mod cluster;
 mod directory;
 mod handlers;
 mod last_seen;
+mod pools;
 mod test_mode;
 mod work;
 
 use directory::{NumberKey, PhoneDirectory, PhoneHandle};
 pub use directory::{PhoneState, RouteError};
+pub use pools::{ChooseLines, PoolPick};
 use test_mode::TestModeHere;
 
 /// Most ids one notice names (its payload stays far below PostgreSQL's 8,000 bytes); more go
@@ -247,6 +249,9 @@ pub struct Registry {
     /// leaving this set may have died between a commit and its notice: see
     /// [`Registry::nodes_seen`].
     live_nodes: Option<HashSet<Uuid>>,
+    /// Where each sender pool's round robin stands (`domain::pool_choice`); lost on a restart,
+    /// which only changes who takes the next tie.
+    pool_turns: HashMap<Uuid, usize>,
 }
 
 impl Registry {
@@ -259,6 +264,7 @@ impl Registry {
             deps,
             me: None,
             live_nodes: None,
+            pool_turns: HashMap::new(),
             test_mode: match deps_cluster {
                 true => TestModeHere::No,
                 false => TestModeHere::Yes,

@@ -40,19 +40,29 @@ pub(super) async fn insert_rows(
             .await?;
     }
     let mut sticky = Vec::new();
+    let mut inbound = Vec::new();
     let mut now = 0;
     for row in rows {
-        if let (Set(Some(pool_id)), Set(Some(phone_id)), Set(to_number), Set(at)) =
-            (&row.pool_id, &row.device_id, &row.to_number, &row.created_at)
-        {
-            now = Ord::max(now, *at);
-            sticky.push(pools::Sticky {
+        let (Set(Some(phone_id)), Set(at)) = (&row.device_id, &row.created_at) else {
+            continue;
+        };
+        now = Ord::max(now, *at);
+        match (&row.pool_id, &row.direction, &row.from_number, &row.to_number) {
+            (Set(Some(pool_id)), _, _, Set(to_number)) => sticky.push(pools::Sticky {
                 pool_id: *pool_id,
                 to_number: to_number.clone(),
                 phone_id: *phone_id,
-            });
+            }),
+            // An SMS that reached a line: its sender sticks to it in the line's pools.
+            (_, Set(direction), Set(from_number), _)
+                if direction == Direction::Inbound.as_str() =>
+            {
+                inbound.push((*phone_id, from_number.clone()));
+            }
+            _ => {}
         }
     }
+    sticky.extend(pools::inbound_sticky(txn, &inbound).await?);
     if !sticky.is_empty() {
         pools::stick(txn, &sticky, now).await?;
     }
