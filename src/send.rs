@@ -512,6 +512,7 @@ async fn lanes(
         pool_id: pool.id,
         lines: pool.phone_ids.clone(),
         sticky: numbers.iter().map(|n| sticky.get(n).copied()).collect(),
+        must_send: false,
     };
     let picks = deps
         .registry

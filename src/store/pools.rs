@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use entity::{phones, pool_phones, pool_recipients, pools};
+use entity::{messages, phones, pool_phones, pool_recipients, pools};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
@@ -16,9 +16,9 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::StoreError;
-use super::messages::Position;
+use super::messages::{Message, Position};
 use super::scoped::{Scope, find_in_scope};
-use crate::domain::status::Mode;
+use crate::domain::status::{MessageStatus, Mode};
 
 /// Most phones in one pool (docs/api.md, "Pools").
 pub const MAX_POOL_PHONES: usize = 100;
@@ -392,4 +392,43 @@ pub(crate) async fn inbound_sticky(
                 })
         })
         .collect())
+}
+
+/// Up to `limit` lines that have queued pooled messages waiting (the failover sweep's
+/// candidates, docs/api.md "Pools").
+pub async fn lines_with_pooled_queue(
+    db: &DatabaseConnection,
+    limit: u64,
+) -> Result<Vec<Uuid>, StoreError> {
+    use sea_orm::QuerySelect;
+    let rows: Vec<Option<Uuid>> = messages::Entity::find()
+        .select_only()
+        .column(messages::Column::DeviceId)
+        .distinct()
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
+        .filter(messages::Column::PoolId.is_not_null())
+        .filter(messages::Column::Pinned.eq(false))
+        .filter(messages::Column::DeviceId.is_not_null())
+        .limit(limit)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows.into_iter().flatten().collect())
+}
+
+/// Up to `limit` queued pooled messages waiting on the line `phone_id`, oldest first.
+pub async fn pooled_waiting_on(
+    db: &DatabaseConnection,
+    phone_id: Uuid,
+    limit: u64,
+) -> Result<Vec<Message>, StoreError> {
+    use sea_orm::QuerySelect;
+    let query = messages::Entity::find()
+        .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
+        .filter(messages::Column::PoolId.is_not_null())
+        .filter(messages::Column::Pinned.eq(false))
+        .filter(messages::Column::DeviceId.eq(phone_id))
+        .order_by_asc(messages::Column::CreatedAt)
+        .limit(limit);
+    super::rows_as(db, query).await
 }

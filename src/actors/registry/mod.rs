@@ -45,7 +45,7 @@ mod work;
 
 use directory::{NumberKey, PhoneDirectory, PhoneHandle};
 pub use directory::{PhoneState, RouteError};
-pub use pools::{ChooseLines, PoolPick};
+pub use pools::{ChooseLines, DrainLine, PoolPick};
 use test_mode::TestModeHere;
 
 /// Most ids one notice names (its payload stays far below PostgreSQL's 8,000 bytes); more go
@@ -600,6 +600,7 @@ impl Actor for Registry {
         }
         self.rebuild(ctx);
         ctx.run_interval(EXPIRY_SWEEP_EVERY, |act, ctx| act.sweep_expired(ctx));
+        ctx.run_interval(pools::FAILOVER_SWEEP_EVERY, |act, ctx| act.sweep_pools(ctx));
         ctx.run_interval(last_seen::FLUSH_EVERY, |act, _| act.store_last_seen(false));
         if self.deps.cluster.is_some() {
             ctx.run_interval(TAKE_OVER_EVERY, |act, ctx| {

@@ -10,6 +10,7 @@ use crate::backend_tests;
 use crate::helpers::{Backend, TestApp, spawn_app};
 
 mod crud;
+mod failover;
 mod sending;
 
 /// `POST /v1/pools` with these phones, as the live key; the answer's data.
