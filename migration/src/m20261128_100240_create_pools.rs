@@ -7,7 +7,9 @@
 
 use crate::ddl::{add_columns, drop_columns, drop_tables, index, unique_index};
 use sea_orm_migration::prelude::*;
-use sea_orm_migration::schema::{big_integer, boolean, integer, string, string_len, uuid, uuid_null};
+use sea_orm_migration::schema::{
+    big_integer, boolean, integer, string, string_len, uuid, uuid_null,
+};
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;

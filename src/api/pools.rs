@@ -171,7 +171,11 @@ async fn create(
     let phone_ids = parse_phone_ids(&state, scope, ids).await?;
     let now = state.clock.now_ms();
     match pools::create(&state.db, scope, name.clone(), phone_ids, now).await {
-        Ok(pool) => Ok(success(StatusCode::CREATED, "pool created", pool_out(&pool))),
+        Ok(pool) => Ok(success(
+            StatusCode::CREATED,
+            "pool created",
+            pool_out(&pool),
+        )),
         Err(StoreError::Conflict(_)) => Err(name_taken(&state, scope, &name).await),
         Err(err) => Err(err.into()),
     }

@@ -83,13 +83,11 @@ impl PoolChoice {
     fn soonest(&mut self) -> Option<usize> {
         let n = self.candidates.len();
         let now = self.now;
-        let place = (0..n)
-            .map(|k| (self.next + k) % n)
-            .min_by_key(|&i| {
-                let c = &self.candidates[i];
-                // Out of its daily cap: only when no line can send.
-                (!c.can_send(now), c.leaves_at(now), c.queued)
-            })?;
+        let place = (0..n).map(|k| (self.next + k) % n).min_by_key(|&i| {
+            let c = &self.candidates[i];
+            // Out of its daily cap: only when no line can send.
+            (!c.can_send(now), c.leaves_at(now), c.queued)
+        })?;
         self.next = (place + 1) % n;
         Some(place)
     }
@@ -162,17 +160,26 @@ mod tests {
     #[test]
     fn a_sticky_line_keeps_its_recipient_while_it_can_send() {
         let mut choice = PoolChoice::new(vec![line(1, 0, 0), line(2, NOW + 60_000, 5)], 0, NOW);
-        assert_eq!(choice.choose(Some(Uuid::from_u128(2))), Some(Uuid::from_u128(2)));
+        assert_eq!(
+            choice.choose(Some(Uuid::from_u128(2))),
+            Some(Uuid::from_u128(2))
+        );
         // Out of its daily cap: the recipient goes elsewhere.
         let mut capped = PoolChoice::new(
             vec![line(1, 0, 0), line(2, NOW + DAILY_CAP_WAIT_MS + 1, 0)],
             0,
             NOW,
         );
-        assert_eq!(capped.choose(Some(Uuid::from_u128(2))), Some(Uuid::from_u128(1)));
+        assert_eq!(
+            capped.choose(Some(Uuid::from_u128(2))),
+            Some(Uuid::from_u128(1))
+        );
         // Offline (not a candidate): elsewhere too.
         let mut gone = PoolChoice::new(vec![line(1, 0, 0)], 0, NOW);
-        assert_eq!(gone.choose(Some(Uuid::from_u128(9))), Some(Uuid::from_u128(1)));
+        assert_eq!(
+            gone.choose(Some(Uuid::from_u128(9))),
+            Some(Uuid::from_u128(1))
+        );
     }
 
     #[test]

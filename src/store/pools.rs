@@ -154,7 +154,11 @@ async fn phones_of(
 }
 
 /// The pool `id` of `scope`.
-pub async fn get(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<PoolRecord, StoreError> {
+pub async fn get(
+    db: &DatabaseConnection,
+    scope: Scope,
+    id: Uuid,
+) -> Result<PoolRecord, StoreError> {
     let row = find_in_scope::<pools::Entity>(db, scope, id).await?;
     let mut phones = phones_of(db, &[row.id]).await?;
     let ids = phones.remove(&row.id).unwrap_or_default();
@@ -332,12 +336,14 @@ pub(crate) async fn stick(
     }
     let mut rows: Vec<pool_recipients::ActiveModel> = last
         .into_iter()
-        .map(|((pool_id, to_number), phone_id)| pool_recipients::ActiveModel {
-            pool_id: Set(pool_id),
-            to_number: Set(to_number.to_string()),
-            phone_id: Set(phone_id),
-            updated_at: Set(now),
-        })
+        .map(
+            |((pool_id, to_number), phone_id)| pool_recipients::ActiveModel {
+                pool_id: Set(pool_id),
+                to_number: Set(to_number.to_string()),
+                phone_id: Set(phone_id),
+                updated_at: Set(now),
+            },
+        )
         .collect();
     while !rows.is_empty() {
         let rest = rows.split_off(rows.len().min(256));

@@ -235,8 +235,15 @@ impl Handler<GetLineLoad> for Phone {
         });
         MessageResult(LineLoad {
             next_send_at: next.map(|t| t.timestamp_millis()),
-            queued: u32::try_from(self.queue.depth().ready.iter().map(|(_, n)| n).sum::<usize>())
-                .unwrap_or(u32::MAX),
+            queued: u32::try_from(
+                self.queue
+                    .depth()
+                    .ready
+                    .iter()
+                    .map(|(_, n)| n)
+                    .sum::<usize>(),
+            )
+            .unwrap_or(u32::MAX),
             spacing_ms,
         })
     }

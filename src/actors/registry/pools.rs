@@ -91,8 +91,8 @@ impl Registry {
     /// out of its daily cap.
     fn consider_lines(&mut self, ctx: &mut Context<Self>, lines: Vec<Uuid>) {
         let now = self.deps.clock.now_ms();
-        let after = i64::try_from(self.deps.settings.pools.failover_after.as_millis())
-            .unwrap_or(i64::MAX);
+        let after =
+            i64::try_from(self.deps.settings.pools.failover_after.as_millis()).unwrap_or(i64::MAX);
         let states = self.directory.states(lines.iter().copied());
         for line in lines {
             if self.directory.is_online(line) {
@@ -101,7 +101,8 @@ impl Registry {
                         move |load, act, ctx| {
                             let now = act.deps.clock.now_ms();
                             let capped = load.ok().and_then(|l| l.next_send_at).is_some_and(|at| {
-                                at.saturating_sub(now) > crate::domain::pool_choice::DAILY_CAP_WAIT_MS
+                                at.saturating_sub(now)
+                                    > crate::domain::pool_choice::DAILY_CAP_WAIT_MS
                             });
                             if capped {
                                 act.drain_line(ctx, line, DrainReason::DailyCap);
@@ -246,7 +247,9 @@ impl Handler<ChooseLines> for Registry {
         let loads: Vec<_> = online
             .iter()
             .map(|id| match self.directory.connected_here(*id) && !test {
-                true => self.phone_addr(*id).map(|addr| addr.send(phone::GetLineLoad)),
+                true => self
+                    .phone_addr(*id)
+                    .map(|addr| addr.send(phone::GetLineLoad)),
                 false => None,
             })
             .collect();

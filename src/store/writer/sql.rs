@@ -47,7 +47,12 @@ pub(super) async fn insert_rows(
             continue;
         };
         now = Ord::max(now, *at);
-        match (&row.pool_id, &row.direction, &row.from_number, &row.to_number) {
+        match (
+            &row.pool_id,
+            &row.direction,
+            &row.from_number,
+            &row.to_number,
+        ) {
             (Set(Some(pool_id)), _, _, Set(to_number)) => sticky.push(pools::Sticky {
                 pool_id: *pool_id,
                 to_number: to_number.clone(),

@@ -62,7 +62,9 @@ async fn a_pool_is_created_listed_changed_and_deleted(backend: Backend) {
     let read = app.get(&format!("/v1/pools/{id}"), &app.live_key).await;
     assert_eq!(read.expect(200).data()["phone_ids"], json!([]));
     let other_id = other["id"].as_str().unwrap();
-    let read = app.get(&format!("/v1/pools/{other_id}"), &app.live_key).await;
+    let read = app
+        .get(&format!("/v1/pools/{other_id}"), &app.live_key)
+        .await;
     assert_eq!(read.expect(200).data()["phone_ids"], json!([a]));
 
     app.delete(&format!("/v1/pools/{id}"), &app.live_key)
@@ -143,11 +145,20 @@ async fn bad_pools_are_refused_by_field_and_change_nothing(backend: Backend) {
         (json!({ "name": "p" }), "phone_ids"),
         (json!({ "name": "p", "phone_ids": [] }), "phone_ids"),
         (json!({ "name": "p", "phone_ids": too_many }), "phone_ids"),
-        (json!({ "name": "p", "phone_ids": [a, "nope"] }), "phone_ids[1]"),
-        (json!({ "name": "p", "phone_ids": [a, unknown] }), "phone_ids[1]"),
+        (
+            json!({ "name": "p", "phone_ids": [a, "nope"] }),
+            "phone_ids[1]",
+        ),
+        (
+            json!({ "name": "p", "phone_ids": [a, unknown] }),
+            "phone_ids[1]",
+        ),
         (json!({ "name": "p", "phone_ids": [a, a] }), "phone_ids[1]"),
         // Another mode's phone.
-        (json!({ "name": "p", "phone_ids": [test_phone] }), "phone_ids[0]"),
+        (
+            json!({ "name": "p", "phone_ids": [test_phone] }),
+            "phone_ids[0]",
+        ),
     ];
     for (body, field) in cases {
         let reply = app
@@ -157,7 +168,11 @@ async fn bad_pools_are_refused_by_field_and_change_nothing(backend: Backend) {
         assert_eq!(reply.data()["field"], field, "{body}");
     }
     // Another workspace's phone is unknown here as well: checked above with a random id.
-    assert!(app.all_pages(&app.live_key, "/v1/pools", "pools").await.is_empty());
+    assert!(
+        app.all_pages(&app.live_key, "/v1/pools", "pools")
+            .await
+            .is_empty()
+    );
 
     let pool = create_pool(&app, "p", &[&a]).await;
     let id = pool["id"].as_str().unwrap();

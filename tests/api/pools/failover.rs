@@ -20,7 +20,12 @@ fn paced_failover(s: &mut smsgw::config::Settings) {
 /// Sends `content` to `to` from the pool "fleet"; the message's id and number.
 async fn send_pooled(app: &TestApp, to: &str, content: &str) -> (String, String) {
     let body = json!({ "from_pool": "fleet", "to_number": to, "content": content });
-    let sent = app.send(&app.live_key, body).await.expect(202).data().clone();
+    let sent = app
+        .send(&app.live_key, body)
+        .await
+        .expect(202)
+        .data()
+        .clone();
     (
         sent["id"].as_str().unwrap().to_string(),
         sent["from_number"].as_str().unwrap().to_string(),
@@ -30,12 +35,19 @@ async fn send_pooled(app: &TestApp, to: &str, content: &str) -> (String, String)
 /// Waits until the message left line A for B or C with a `rerouted` entry naming both.
 async fn wait_rerouted(app: &TestApp, id: &str) -> Value {
     let mut last = Value::Null;
-    eventually("the message moves to another line", Duration::from_secs(10), async || {
-        last = app.message(&app.live_key, id).await;
-        last["from_number"] != A
-    })
+    eventually(
+        "the message moves to another line",
+        Duration::from_secs(10),
+        async || {
+            last = app.message(&app.live_key, id).await;
+            last["from_number"] != A
+        },
+    )
     .await;
-    assert!(last["from_number"] == B || last["from_number"] == C, "{last}");
+    assert!(
+        last["from_number"] == B || last["from_number"] == C,
+        "{last}"
+    );
     assert!(timeline(&last).contains(&"rerouted"), "{last}");
     let entry = last["events"]
         .as_array()
@@ -45,7 +57,10 @@ async fn wait_rerouted(app: &TestApp, id: &str) -> Value {
         .unwrap();
     let detail = entry["detail"].as_str().unwrap();
     assert!(detail.contains(A), "{detail}");
-    assert!(detail.contains(last["from_number"].as_str().unwrap()), "{detail}");
+    assert!(
+        detail.contains(last["from_number"].as_str().unwrap()),
+        "{detail}"
+    );
     last
 }
 
@@ -86,7 +101,11 @@ async fn an_offline_line_hands_its_pooled_queue_to_the_others(backend: Backend) 
     // Each line sends what it was given (one at once under its pace).
     let mut frames = 0;
     for phone in [&mut phone_b, &mut phone_c] {
-        while phone.next_frame_within(Duration::from_millis(500)).await.is_some() {
+        while phone
+            .next_frame_within(Duration::from_millis(500))
+            .await
+            .is_some()
+        {
             frames += 1;
         }
     }
@@ -121,7 +140,12 @@ async fn failover_survives_a_restart(backend: Backend) {
     app.wait_online(&b, true).await;
     let moved = wait_rerouted(&app, &second).await;
     assert_eq!(moved["from_number"], B);
-    assert!(phone_b.next_frame_within(Duration::from_secs(5)).await.is_some());
+    assert!(
+        phone_b
+            .next_frame_within(Duration::from_secs(5))
+            .await
+            .is_some()
+    );
 }
 
 backend_tests!(

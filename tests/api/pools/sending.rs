@@ -36,7 +36,12 @@ async fn six_sends_spread_over_three_lines_at_once(backend: Backend) {
         // By id and by name alike.
         let from_pool = if i % 2 == 0 { pool_id } else { "fleet" };
         let body = json!({ "from_pool": from_pool, "to_number": recipient(i), "content": "hi" });
-        let sent = app.send(&app.live_key, body).await.expect(202).data().clone();
+        let sent = app
+            .send(&app.live_key, body)
+            .await
+            .expect(202)
+            .data()
+            .clone();
         assert_eq!(sent["pool_id"], pool_id);
         let line = LINES
             .iter()
@@ -45,7 +50,11 @@ async fn six_sends_spread_over_three_lines_at_once(backend: Backend) {
         assert_eq!(sent["device_id"], ids[line], "the chosen line is named");
         *by_number.entry(LINES[line].to_string()).or_default() += 1;
     }
-    assert_eq!(by_number.len(), 3, "every line takes a share: {by_number:?}");
+    assert_eq!(
+        by_number.len(),
+        3,
+        "every line takes a share: {by_number:?}"
+    );
     assert!(by_number.values().all(|&n| n == 2), "{by_number:?}");
     for phone in &mut phones {
         for _ in 0..2 {
@@ -59,7 +68,12 @@ async fn six_sends_spread_over_three_lines_at_once(backend: Backend) {
         "to_numbers": [recipient(7), recipient(8), recipient(9)],
         "content": "bulk",
     });
-    let bulk = app.bulk_send(&app.live_key, body).await.expect(202).data().clone();
+    let bulk = app
+        .bulk_send(&app.live_key, body)
+        .await
+        .expect(202)
+        .data()
+        .clone();
     let mut numbers = Vec::new();
     for id in bulk["message_ids"].as_array().unwrap() {
         let m = app.message(&app.live_key, id.as_str().unwrap()).await;
@@ -78,16 +92,31 @@ async fn a_recipient_sticks_to_the_line_that_answered(backend: Backend) {
     phones[2].receive("in-1", &customer, "hello?").await;
     for _ in 0..3 {
         let body = json!({ "from_pool": "fleet", "to_number": customer, "content": "answer" });
-        let sent = app.send(&app.live_key, body).await.expect(202).data().clone();
+        let sent = app
+            .send(&app.live_key, body)
+            .await
+            .expect(202)
+            .data()
+            .clone();
         assert_eq!(sent["from_number"], LINES[2], "the line it texted answers");
         assert_eq!(sent["device_id"], ids[2]);
     }
     // A new recipient sticks to the line that first sent to it.
     let other = recipient(2);
     let body = json!({ "from_pool": "fleet", "to_number": other, "content": "first" });
-    let first = app.send(&app.live_key, body.clone()).await.expect(202).data().clone();
+    let first = app
+        .send(&app.live_key, body.clone())
+        .await
+        .expect(202)
+        .data()
+        .clone();
     for _ in 0..2 {
-        let again = app.send(&app.live_key, body.clone()).await.expect(202).data().clone();
+        let again = app
+            .send(&app.live_key, body.clone())
+            .await
+            .expect(202)
+            .data()
+            .clone();
         assert_eq!(again["from_number"], first["from_number"]);
     }
 }
@@ -97,13 +126,22 @@ async fn sends_name_one_sender_and_a_pool_without_online_lines_is_503(backend: B
     let (a, _) = app.pair_phone(LINES[0]).await;
     let pool = create_pool(&app, "offline", &[&a]).await;
     let cases = [
-        (json!({ "to_number": RECIPIENT_1, "content": "x" }), "from_number"),
+        (
+            json!({ "to_number": RECIPIENT_1, "content": "x" }),
+            "from_number",
+        ),
         (
             json!({ "from_number": LINES[0], "from_pool": "offline", "to_number": RECIPIENT_1, "content": "x" }),
             "from_pool",
         ),
-        (json!({ "from_pool": "nope", "to_number": RECIPIENT_1, "content": "x" }), "from_pool"),
-        (json!({ "from_pool": "", "to_number": RECIPIENT_1, "content": "x" }), "from_pool"),
+        (
+            json!({ "from_pool": "nope", "to_number": RECIPIENT_1, "content": "x" }),
+            "from_pool",
+        ),
+        (
+            json!({ "from_pool": "", "to_number": RECIPIENT_1, "content": "x" }),
+            "from_pool",
+        ),
         (
             json!({ "from_pool": "offline", "device_id": a, "to_number": RECIPIENT_1, "content": "x" }),
             "device_id",
@@ -137,7 +175,10 @@ async fn sends_name_one_sender_and_a_pool_without_online_lines_is_503(backend: B
     app.bulk_send(&app.live_key, body)
         .await
         .expect_error(503, "no_device_available");
-    assert!(app.messages(&app.live_key, "").await.is_empty(), "nothing stored");
+    assert!(
+        app.messages(&app.live_key, "").await.is_empty(),
+        "nothing stored"
+    );
 }
 
 const RECIPIENT_1: &str = "+14155550201";

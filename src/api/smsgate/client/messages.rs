@@ -299,9 +299,14 @@ async fn create(
         .map(|p| PhoneId::from(p.id));
     let request_id = RequestId::parse(format!("{REQUEST_ID_PREFIX}{}", checked.id))
         .map_err(|err| bad(err.to_string()))?;
-    let request = BulkSendRequest::new(crate::send::SendFrom::Number(from), checked.numbers, checked.text, pinned)
-        .map_err(|err| bad(err.to_string()))?
-        .for_client(request_id, checked.options, checked.expires_by);
+    let request = BulkSendRequest::new(
+        crate::send::SendFrom::Number(from),
+        checked.numbers,
+        checked.text,
+        pinned,
+    )
+    .map_err(|err| bad(err.to_string()))?
+    .for_client(request_id, checked.options, checked.expires_by);
     let api_caller = caller.as_api_caller();
     let sender = crate::api::sending::sender(&api_caller);
     let stored = send::send_bulk(&state.send_deps(), sender, request)
