@@ -676,7 +676,7 @@ pub async fn feed_campaign(
         room,
         lease,
     } = request;
-    let device_id = if campaign.scope.mode == Mode::Test {
+    let device_id = if campaign.scope.mode == Mode::Test || campaign.pool_id.is_some() {
         None
     } else {
         match route(deps, campaign.scope, &campaign.from_number, None).await {
@@ -692,23 +692,51 @@ pub async fn feed_campaign(
     if pending.is_empty() {
         return Ok(Fed::Exhausted);
     }
+    // A pool campaign spreads its recipients over the pool's lines by the send's own choice
+    // (docs/api.md, "Pools"); without a line online it waits like a campaign without a phone.
+    let pool_lanes = match campaign.pool_id {
+        None => None,
+        Some(pool_id) => {
+            let to: Vec<PhoneNumber> = pending
+                .iter()
+                .filter_map(|r| PhoneNumber::parse(&r.to_number).ok())
+                .collect();
+            if to.len() != pending.len() {
+                return Err(StoreError::corrupt(
+                    "campaign_recipients",
+                    "to_number",
+                    campaign.id.as_uuid(),
+                    "not E.164",
+                ));
+            }
+            let from = SendFrom::Pool(PoolKey::Id(pool_id));
+            match lanes(deps, campaign.scope, &from, None, &to).await {
+                Ok(lanes) => Some(lanes),
+                Err(SendError::Store(err)) => return Err(err),
+                Err(_) => return Ok(Fed::NoPhone),
+            }
+        }
+    };
     let expires_at = expires_at(deps, deps.clock.now_ms());
     let messages = pending
         .into_iter()
-        .map(|r| {
+        .enumerate()
+        .map(|(i, r)| {
             let content = Content {
                 content: r.content,
                 segments: r.segments,
                 encoding: r.encoding,
             };
+            let lane = pool_lanes.as_ref().and_then(|lanes| lanes.get(i));
             let message = NewMessage::outbound(
                 QueueClass::Campaign,
-                campaign.from_number.clone(),
+                lane.map_or_else(|| campaign.from_number.clone(), |l| l.from_number.clone()),
                 r.to_number,
                 content,
                 expires_at,
             )
-            .with_device(device_id, false)
+            .with_device(lane.map_or(device_id, |l| l.routing.device_id), false)
+            .with_pool(lane.and_then(|l| l.pool_id))
             .with_campaign(campaign.id);
             (r.id, message)
         })

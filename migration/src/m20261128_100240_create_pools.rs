@@ -3,7 +3,8 @@
 //! pool's lines in the order given (a phone may be in several pools); `pool_recipients` is the
 //! sticky choice, the line of a pool a recipient last exchanged SMS with, kept apart from
 //! messages so it outlives their retention (docs/api.md, "Retention"). `messages.pool_id`
-//! names the pool a message was sent through: only those may move to another line.
+//! names the pool a message was sent through: only those may move to another line;
+//! `campaigns.pool_id` the pool a campaign sends from (its `from_number` is then empty).
 
 use crate::ddl::{add_columns, drop_columns, drop_tables, index, unique_index};
 use sea_orm_migration::prelude::*;
@@ -75,10 +76,12 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
-        add_columns(manager, Messages::Table, [uuid_null(Messages::PoolId)]).await
+        add_columns(manager, Messages::Table, [uuid_null(Messages::PoolId)]).await?;
+        add_columns(manager, Campaigns::Table, [uuid_null(Campaigns::PoolId)]).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        drop_columns(manager, Campaigns::Table, [Campaigns::PoolId]).await?;
         drop_columns(manager, Messages::Table, [Messages::PoolId]).await?;
         drop_tables(
             manager,
@@ -121,6 +124,12 @@ enum PoolRecipients {
 
 #[derive(DeriveIden)]
 enum Messages {
+    Table,
+    PoolId,
+}
+
+#[derive(DeriveIden)]
+enum Campaigns {
     Table,
     PoolId,
 }

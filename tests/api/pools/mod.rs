@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::backend_tests;
 use crate::helpers::{Backend, TestApp, spawn_app};
 
+mod campaigns;
 mod crud;
 mod failover;
 mod sending;
