@@ -77,11 +77,25 @@ impl MigrationTrait for Migration {
             )
             .await?;
         add_columns(manager, Messages::Table, [uuid_null(Messages::PoolId)]).await?;
+        // The failover sweep reads the pooled messages still queued, by line, every second:
+        // a partial index holds only those rows, so it costs nothing without pools. The same
+        // statement on SQLite and PostgreSQL (sea-query's index builder has no WHERE).
+        manager
+            .get_connection()
+            .execute_unprepared(
+                "CREATE INDEX idx_messages_pooled_queued ON messages (device_id, created_at) \
+                 WHERE status = 'queued' AND pool_id IS NOT NULL",
+            )
+            .await?;
         add_columns(manager, Campaigns::Table, [uuid_null(Campaigns::PoolId)]).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         drop_columns(manager, Campaigns::Table, [Campaigns::PoolId]).await?;
+        manager
+            .get_connection()
+            .execute_unprepared("DROP INDEX idx_messages_pooled_queued")
+            .await?;
         drop_columns(manager, Messages::Table, [Messages::PoolId]).await?;
         drop_tables(
             manager,
