@@ -295,16 +295,21 @@ async fn pool_of_all_phones(run: &Run<'_>, count: usize) -> Result<String, LoadE
     let pace = json!({ "pace": { "per_minute": per_minute, "per_30_minutes": per_minute.saturating_mul(30) } });
     for id in &ids {
         let path = format!("/v1/phones/{id}");
-        let (status, reply) = super::call(run, actix_web::http::Method::PATCH, &path, &pace).await?;
+        let (status, reply) =
+            super::call(run, actix_web::http::Method::PATCH, &path, &pace).await?;
         if status != 200 {
-            return Err(LoadError::Setup(format!("pacing {path}: HTTP {status}: {reply}")));
+            return Err(LoadError::Setup(format!(
+                "pacing {path}: HTTP {status}: {reply}"
+            )));
         }
     }
     let body = json!({ "name": "loadtest pool", "phone_ids": ids });
     let (status, reply) = post(run, "/v1/pools", &body).await?;
     match (status, reply["data"]["id"].as_str()) {
         (201, Some(id)) => Ok(id.to_string()),
-        _ => Err(LoadError::Setup(format!("creating the pool: HTTP {status}: {reply}"))),
+        _ => Err(LoadError::Setup(format!(
+            "creating the pool: HTTP {status}: {reply}"
+        ))),
     }
 }
 

@@ -148,7 +148,44 @@ async fn failover_survives_a_restart(backend: Backend) {
     );
 }
 
+async fn a_line_out_of_its_daily_cap_hands_its_pooled_queue_on(backend: Backend) {
+    let app = spawn_app_with(backend, paced_failover).await;
+    let (a, mut phone_a) = app.online_phone(A).await;
+    let (b, token_b) = app.pair_phone(B).await;
+    app.patch(
+        &format!("/v1/phones/{a}"),
+        &app.live_key,
+        json!({ "pace": { "per_minute": 10, "per_30_minutes": 100, "per_day": 1 } }),
+    )
+    .await
+    .expect(200);
+    create_pool(&app, "fleet", &[&a, &b]).await;
+    // A alone is online: it sends one and its daily cap holds the rest.
+    send_pooled(&app, "+14155550201", "one").await;
+    phone_a.expect_send().await;
+    let (second, from) = send_pooled(&app, "+14155550202", "two").await;
+    assert_eq!(from, A);
+    // B comes online: A's waiting pooled message moves to it.
+    let mut phone_b = app.connect_phone(&token_b).await;
+    app.wait_online(&b, true).await;
+    let moved = wait_rerouted(&app, &second).await;
+    assert_eq!(moved["from_number"], B);
+    let entry = timeline(&moved);
+    assert!(entry.contains(&"rerouted"), "{moved}");
+    assert!(
+        moved.to_string().contains("daily cap"),
+        "the entry says why: {moved}"
+    );
+    assert!(
+        phone_b
+            .next_frame_within(Duration::from_secs(5))
+            .await
+            .is_some()
+    );
+}
+
 backend_tests!(
     an_offline_line_hands_its_pooled_queue_to_the_others,
     failover_survives_a_restart,
+    a_line_out_of_its_daily_cap_hands_its_pooled_queue_on,
 );
