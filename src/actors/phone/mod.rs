@@ -2,7 +2,7 @@
 //! queue, its exact pace windows and the link to its current transport.
 //!
 //! Mailbox: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`, `StopPhone`,
-//! `HandBack`; the query `GetNextSendAt`; the immediate hand-over `Reserve` → `Handed` or
+//! `HandBack`; the queries `GetNextSendAt` and `GetLineLoad` (a sender pool's choice); the immediate hand-over `Reserve` → `Handed` or
 //! `Release`; the events `Report` (a frame from the phone) and `ReportAndWait` (one whose
 //! transport waits until it is stored). The actor never holds a database connection while it
 //! waits: every write is a future spawned on its context.

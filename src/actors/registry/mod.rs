@@ -2,8 +2,12 @@
 //! online phone, starts and supervises the Phone actors, rebuilds their queues at start-up and
 //! expires messages nobody handed over in time.
 //!
-//! Mailbox: queries `Route`, `GetPhoneStates`; commands `Enqueue`, `Cancel`, `Paired`,
-//! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`, `LineFrame`.
+//! Mailbox: queries `Route`, `GetPhoneStates`, `ChooseLines`; commands `Enqueue`, `Cancel`,
+//! `Paired`, `PaceChanged`, `Unpaired`, `TokenRotated`, `DrainLine`; events `Connected`,
+//! `Disconnected`, `LineFrame`.
+//!
+//! Sender pools (docs/api.md, "Pools") are `pools.rs`: the choice of a line for each pooled
+//! send (`ChooseLines`) and failover, a sweep every second plus `DrainLine`.
 //!
 //! SIM lines (docs/api.md, "Phones") are phones with their own actor, queue and pace whose
 //! transport is their device's: a device's connection connects its lines on the same [`Link`]
