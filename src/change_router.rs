@@ -177,6 +177,7 @@ mod tests {
             failure_reason: None,
             send_attempts: 0,
             client: None,
+            pool_id: None,
         }
     }
 

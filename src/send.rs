@@ -19,7 +19,7 @@ use uuid::Uuid;
 use crate::actors::ai::{AutoReplies, AutoReply, AutoReplyRequest};
 use crate::actors::campaign::{Fed, FeedRequest, Feeder};
 use crate::actors::phone::{Phone, Reservation};
-use crate::actors::registry::{Enqueue, Registry, Route, RouteError};
+use crate::actors::registry::{ChooseLines, Enqueue, Registry, Route, RouteError};
 use crate::clock::SharedClock;
 use crate::config::{LimitSettings, Settings};
 use crate::domain::ai::DraftStatus;
@@ -31,6 +31,7 @@ use crate::domain::sms::SmsText;
 use crate::domain::status::{MessageStatus, Mode, QueueClass};
 use crate::store::StoreError;
 use crate::store::messages::{ClientOptions, Message};
+use crate::store::pools;
 use crate::store::scoped::Scope;
 use crate::store::writer::{
     Accept, AcceptOutcome, CampaignOp, CampaignOutcome, Content, DraftLink, NewMessage,
@@ -42,13 +43,40 @@ pub const MAX_BULK_RECIPIENTS: usize = 500;
 /// Longest accepted request_id, in characters.
 pub const MAX_REQUEST_ID_CHARS: usize = 255;
 
-/// What sending needs: the writer, the registry, the clock and the settings (message TTL).
+/// What sending needs: the writer, the registry, the clock, the settings (message TTL) and
+/// the database (sender pools and their sticky lines are read from it).
 #[derive(Clone)]
 pub struct SendDeps {
     pub writer: Writer,
     pub registry: Addr<Registry>,
     pub clock: SharedClock,
     pub settings: Arc<Settings>,
+    pub db: DatabaseConnection,
+}
+
+/// Where a send goes out from (docs/api.md, Messages and "Pools"): one of your numbers
+/// (`from_number`), or a sender pool (`from_pool`), whose line is chosen per recipient.
+#[derive(Debug, Clone)]
+pub enum SendFrom {
+    Number(PhoneNumber),
+    Pool(PoolKey),
+}
+
+/// A sender pool as `from_pool` names it: its id, or its name (a name is never a UUID).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PoolKey {
+    Id(Uuid),
+    Name(String),
+}
+
+impl PoolKey {
+    /// An id when the text is a UUID, else a name.
+    pub fn parse(text: String) -> PoolKey {
+        match Uuid::parse_str(&text) {
+            Ok(id) => PoolKey::Id(id),
+            Err(_) => PoolKey::Name(text),
+        }
+    }
 }
 
 /// Who sends: the scope every write lands in, and when its workspace was created (ms since
@@ -96,7 +124,7 @@ impl RequestId {
 /// One SMS to send, every field already parsed.
 #[derive(Debug, Clone)]
 pub struct SendRequest {
-    pub from_number: PhoneNumber,
+    pub from: SendFrom,
     pub to_number: PhoneNumber,
     pub text: SmsText,
     pub request_id: Option<RequestId>,
@@ -108,7 +136,7 @@ pub struct SendRequest {
 /// One text to up to [`MAX_BULK_RECIPIENTS`] numbers; a number given twice is sent once.
 #[derive(Debug, Clone)]
 pub struct BulkSendRequest {
-    from_number: PhoneNumber,
+    from: SendFrom,
     /// The distinct recipients, in request order.
     to_numbers: Vec<PhoneNumber>,
     /// `places[i]`: where `to_numbers[i]` is in the request.
@@ -131,7 +159,7 @@ pub struct RecipientCount;
 impl BulkSendRequest {
     /// Keeps the first of each number; refuses 0 or more than [`MAX_BULK_RECIPIENTS`] given.
     pub fn new(
-        from_number: PhoneNumber,
+        from: SendFrom,
         to_numbers: Vec<PhoneNumber>,
         text: SmsText,
         device_id: Option<PhoneId>,
@@ -151,7 +179,7 @@ impl BulkSendRequest {
             })
             .collect();
         Ok(BulkSendRequest {
-            from_number,
+            from,
             to_numbers,
             places,
             text,
@@ -203,6 +231,11 @@ pub enum SendError {
     /// No phone of `number` is online (`pinned`: the one the caller chose is not).
     #[error("no phone of {number} is online")]
     NoDevice { number: PhoneNumber, pinned: bool },
+    #[error("from_pool names no pool of this workspace and mode")]
+    UnknownPool,
+    /// No line of the pool (its name) is online.
+    #[error("no line of pool {0} is online")]
+    NoPoolLine(String),
     #[error("recipient {index} opted out")]
     OptedOut { index: usize },
     #[error("the recipient turned AI replies off")]
@@ -240,13 +273,18 @@ pub async fn send(
     if request.to_number.is_premium_rate() {
         return Err(SendError::PremiumRate { index: 0 });
     }
-    let routing = route(
+    let lane = lanes(
         deps,
         sender.scope,
-        request.from_number.as_str(),
+        &request.from,
         request.device_id,
+        std::slice::from_ref(&request.to_number),
     )
-    .await?;
+    .await?
+    .into_iter()
+    .next()
+    .ok_or_else(|| SendError::Unavailable("no lane chosen".into()))?;
+    let routing = lane.routing;
     let now = deps.clock.now_ms();
     let scheduled_for = request.scheduled_for.map(|t| t.timestamp_millis());
     // Fast path: an idle online phone with pace to spare takes the message in the accept's own
@@ -258,11 +296,12 @@ pub async fn send(
     let request_id = request.request_id.map(RequestId::into_string);
     let new = NewMessage::outbound(
         QueueClass::Single,
-        request.from_number.as_str().to_string(),
+        lane.from_number,
         request.to_number.into_string(),
         request.text.into(),
         expires_at(deps, scheduled_for.unwrap_or(now).max(now)),
     )
+    .with_pool(lane.pool_id)
     .with_status(if reserved.is_some() {
         MessageStatus::Sending
     } else {
@@ -280,7 +319,7 @@ pub async fn send(
         draft: None,
     };
     let outcome = accept_and_hand_over(deps, accept, reserved).await?;
-    let stored = accepted(outcome, &request.from_number, request.device_id.is_some())?;
+    let stored = accepted(outcome, &request.from, request.device_id.is_some())?;
     only(stored)
 }
 
@@ -302,11 +341,12 @@ pub async fn send_bulk(
     {
         return Err(SendError::PremiumRate { index: place(i) });
     }
-    let routing = route(
+    let lanes = lanes(
         deps,
         sender.scope,
-        request.from_number.as_str(),
+        &request.from,
         request.device_id,
+        &request.to_numbers,
     )
     .await?;
     let expires_at = expires_at(deps, deps.clock.now_ms());
@@ -314,19 +354,22 @@ pub async fn send_bulk(
         .expires_by
         .map_or(expires_at, |by| by.min(expires_at));
     let request_id = request.request_id.map(RequestId::into_string);
+    let device_available = lanes.iter().all(|lane| lane.routing.available);
     let messages = request
         .to_numbers
         .iter()
+        .zip(lanes)
         .enumerate()
-        .map(|(i, to)| {
+        .map(|(i, (to, lane))| {
             NewMessage::outbound(
                 QueueClass::Bulk,
-                request.from_number.as_str().to_string(),
+                lane.from_number,
                 to.as_str().to_string(),
                 request.text.clone().into(),
                 expires_at,
             )
-            .with_device(routing.device_id, routing.pinned)
+            .with_device(lane.routing.device_id, lane.routing.pinned)
+            .with_pool(lane.pool_id)
             .with_request_id(request_id.clone().filter(|_| i == 0))
             .with_client(request.client.clone())
         })
@@ -335,12 +378,12 @@ pub async fn send_bulk(
         scope: sender.scope,
         request_id,
         messages,
-        device_available: routing.available,
+        device_available,
         limit: sender.new_workspace_limit(&deps.settings.limits),
         draft: None,
     };
     let outcome = accept_and_hand_over(deps, accept, None).await?;
-    accepted(outcome, &request.from_number, request.device_id.is_some()).map_err(|err| match err {
+    accepted(outcome, &request.from, request.device_id.is_some()).map_err(|err| match err {
         SendError::OptedOut { index } => SendError::OptedOut {
             index: place(index),
         },
@@ -379,10 +422,12 @@ pub async fn reply(
         draft: Some(request.draft),
     };
     let outcome = accept_and_hand_over(deps, accept, None).await?;
-    only(accepted(outcome, &request.from_number, false)?)
+    let from = SendFrom::Number(request.from_number);
+    only(accepted(outcome, &from, false)?)
 }
 
 /// Where accepted messages go: a phone (live) or the simulated phone (test).
+#[derive(Clone)]
 struct Routing {
     device_id: Option<Uuid>,
     pinned: bool,
@@ -420,6 +465,76 @@ async fn route(
         Err(RouteError::UnknownDevice) => Err(SendError::UnknownDevice),
         Err(RouteError::NumberMismatch) => Err(SendError::NumberMismatch),
     }
+}
+
+/// Where one recipient's message goes out from: its number, its phone, and the pool it was
+/// chosen in.
+#[derive(Clone)]
+struct Lane {
+    from_number: String,
+    routing: Routing,
+    pool_id: Option<Uuid>,
+}
+
+/// The lane of each of `to` (in order): the one routing of `from_number`, or a line of the
+/// pool chosen per recipient (docs/api.md, "Pools"). A pool with no line online is refused
+/// here, before anything is stored.
+async fn lanes(
+    deps: &SendDeps,
+    scope: Scope,
+    from: &SendFrom,
+    device_id: Option<PhoneId>,
+    to: &[PhoneNumber],
+) -> Result<Vec<Lane>, SendError> {
+    let key = match from {
+        SendFrom::Number(number) => {
+            let lane = Lane {
+                from_number: number.as_str().to_string(),
+                routing: route(deps, scope, number.as_str(), device_id).await?,
+                pool_id: None,
+            };
+            return Ok(vec![lane; to.len()]);
+        }
+        SendFrom::Pool(key) => key,
+    };
+    let pool = match key {
+        PoolKey::Id(id) => pools::get(&deps.db, scope, *id).await,
+        PoolKey::Name(name) => pools::by_name(&deps.db, scope, name).await,
+    };
+    let pool = match pool {
+        Err(StoreError::NotFound) => return Err(SendError::UnknownPool),
+        other => other?,
+    };
+    let numbers: Vec<String> = to.iter().map(|n| n.as_str().to_string()).collect();
+    let sticky = pools::sticky(&deps.db, pool.id, &numbers).await?;
+    let choose = ChooseLines {
+        scope,
+        pool_id: pool.id,
+        lines: pool.phone_ids.clone(),
+        sticky: numbers.iter().map(|n| sticky.get(n).copied()).collect(),
+        must_send: false,
+    };
+    let picks = deps
+        .registry
+        .send(choose)
+        .await
+        .map_err(|e| SendError::Unavailable(format!("registry unavailable: {e}")))?
+        .ok_or(SendError::NoPoolLine(pool.name))?;
+    let live = scope.mode == Mode::Live;
+    Ok(picks
+        .into_iter()
+        .map(|pick| Lane {
+            from_number: pick.phone_number,
+            routing: Routing {
+                // Test mode's simulated phones send by number, as for `from_number`.
+                device_id: live.then_some(pick.phone_id),
+                pinned: false,
+                available: true,
+                phone: pick.phone,
+            },
+            pool_id: Some(pool.id),
+        })
+        .collect())
 }
 
 /// When a message that may start at `starts` (ms) expires: the configured TTL later.
@@ -510,7 +625,7 @@ async fn hand_to(
 /// caller chose the phone.
 fn accepted(
     outcome: AcceptOutcome,
-    from_number: &PhoneNumber,
+    from: &SendFrom,
     pinned: bool,
 ) -> Result<Vec<Message>, SendError> {
     match outcome {
@@ -518,9 +633,13 @@ fn accepted(
         AcceptOutcome::OptedOut { index } => Err(SendError::OptedOut { index }),
         AcceptOutcome::AiRepliesOff => Err(SendError::AiRepliesOff),
         AcceptOutcome::Duplicate(id) => Err(SendError::Duplicate(id.into())),
-        AcceptOutcome::NoDevice => Err(SendError::NoDevice {
-            number: from_number.clone(),
-            pinned,
+        AcceptOutcome::NoDevice => Err(match from {
+            SendFrom::Number(number) => SendError::NoDevice {
+                number: number.clone(),
+                pinned,
+            },
+            SendFrom::Pool(PoolKey::Name(name)) => SendError::NoPoolLine(name.clone()),
+            SendFrom::Pool(PoolKey::Id(id)) => SendError::NoPoolLine(id.to_string()),
         }),
         AcceptOutcome::LimitReached {
             limit,
@@ -557,7 +676,7 @@ pub async fn feed_campaign(
         room,
         lease,
     } = request;
-    let device_id = if campaign.scope.mode == Mode::Test {
+    let device_id = if campaign.scope.mode == Mode::Test || campaign.pool_id.is_some() {
         None
     } else {
         match route(deps, campaign.scope, &campaign.from_number, None).await {
@@ -573,23 +692,51 @@ pub async fn feed_campaign(
     if pending.is_empty() {
         return Ok(Fed::Exhausted);
     }
+    // A pool campaign spreads its recipients over the pool's lines by the send's own choice
+    // (docs/api.md, "Pools"); without a line online it waits like a campaign without a phone.
+    let pool_lanes = match campaign.pool_id {
+        None => None,
+        Some(pool_id) => {
+            let to: Vec<PhoneNumber> = pending
+                .iter()
+                .filter_map(|r| PhoneNumber::parse(&r.to_number).ok())
+                .collect();
+            if to.len() != pending.len() {
+                return Err(StoreError::corrupt(
+                    "campaign_recipients",
+                    "to_number",
+                    campaign.id.as_uuid(),
+                    "not E.164",
+                ));
+            }
+            let from = SendFrom::Pool(PoolKey::Id(pool_id));
+            match lanes(deps, campaign.scope, &from, None, &to).await {
+                Ok(lanes) => Some(lanes),
+                Err(SendError::Store(err)) => return Err(err),
+                Err(_) => return Ok(Fed::NoPhone),
+            }
+        }
+    };
     let expires_at = expires_at(deps, deps.clock.now_ms());
     let messages = pending
         .into_iter()
-        .map(|r| {
+        .enumerate()
+        .map(|(i, r)| {
             let content = Content {
                 content: r.content,
                 segments: r.segments,
                 encoding: r.encoding,
             };
+            let lane = pool_lanes.as_ref().and_then(|lanes| lanes.get(i));
             let message = NewMessage::outbound(
                 QueueClass::Campaign,
-                campaign.from_number.clone(),
+                lane.map_or_else(|| campaign.from_number.clone(), |l| l.from_number.clone()),
                 r.to_number,
                 content,
                 expires_at,
             )
-            .with_device(device_id, false)
+            .with_device(lane.map_or(device_id, |l| l.routing.device_id), false)
+            .with_pool(lane.and_then(|l| l.pool_id))
             .with_campaign(campaign.id);
             (r.id, message)
         })
@@ -697,7 +844,7 @@ mod tests {
     fn a_bulk_send_keeps_the_first_of_each_number_and_where_it_was() {
         let (a, b) = (number("+14155550101"), number("+14155550102"));
         let bulk = BulkSendRequest::new(
-            number("+14155550100"),
+            SendFrom::Number(number("+14155550100")),
             vec![a.clone(), b.clone(), a.clone(), b.clone()],
             text(),
             None,
@@ -709,7 +856,7 @@ mod tests {
 
     #[test]
     fn a_bulk_send_has_1_to_500_recipients() {
-        let from = number("+14155550100");
+        let from = SendFrom::Number(number("+14155550100"));
         assert!(BulkSendRequest::new(from.clone(), vec![], text(), None).is_err());
         let many = vec![number("+14155550101"); MAX_BULK_RECIPIENTS + 1];
         assert_eq!(
@@ -750,7 +897,12 @@ mod tests {
 
     #[test]
     fn refusals_of_the_writer_become_send_errors() {
-        let from = number("+14155550100");
+        let from = SendFrom::Number(number("+14155550100"));
+        let pool = SendFrom::Pool(PoolKey::parse("support".into()));
+        assert!(matches!(
+            accepted(AcceptOutcome::NoDevice, &pool, false),
+            Err(SendError::NoPoolLine(name)) if name == "support"
+        ));
         assert!(matches!(
             accepted(AcceptOutcome::NoDevice, &from, true),
             Err(SendError::NoDevice { pinned: true, .. })

@@ -28,6 +28,8 @@ pub struct Model {
     pub recipient_count: i32,
     /// Why the campaign paused itself (`daily_quota_exceeded`); null otherwise.
     pub paused_reason: Option<String>,
+    /// The sender pool it sends from (its `from_number` is then empty); null otherwise.
+    pub pool_id: Option<Uuid>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -40,6 +40,9 @@ pub struct Model {
     pub sim_number: Option<i16>,
     pub sms_priority: Option<i16>,
     pub with_delivery_report: bool,
+    /// The sender pool the message was sent through; only such a message moves to another
+    /// line of its pool (docs/api.md, "Pools").
+    pub pool_id: Option<Uuid>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -26,6 +26,7 @@ mod m20261127_000220_add_campaign_quota_columns;
 mod m20261128_000230_add_phone_lines;
 mod m20261128_000231_add_pace_per_day;
 mod m20261128_100240_create_phone_daily_stats;
+mod m20261128_100240_create_pools;
 
 /// Every migration of the schema, oldest first.
 pub struct Migrator;
@@ -54,6 +55,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000230_add_phone_lines::Migration),
             Box::new(m20261128_000231_add_pace_per_day::Migration),
             Box::new(m20261128_100240_create_phone_daily_stats::Migration),
+            Box::new(m20261128_100240_create_pools::Migration),
         ]
     }
 }

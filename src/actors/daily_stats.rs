@@ -351,6 +351,7 @@ mod tests {
                 device_id: device,
                 pinned: false,
                 campaign_id: None,
+                pool_id: None,
                 request_id: None,
                 scheduled_for: None,
                 expires_at: 0,

@@ -160,9 +160,10 @@ async fn preview(
             });
         }
     }
-    if caller.mode == Mode::Live {
-        let paired =
-            phones::with_number(&state.db, caller.scope(), prepared.from_number.as_str()).await?;
+    if caller.mode == Mode::Live
+        && let Some(from_number) = &prepared.from_number
+    {
+        let paired = phones::with_number(&state.db, caller.scope(), from_number.as_str()).await?;
         let live = live_states(&state, &paired).await;
         let online = |id: &Uuid| live.get(id).is_some_and(|s| s.online);
         let chosen = paired

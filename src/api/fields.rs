@@ -106,3 +106,61 @@ mod tests {
         assert_eq!(err.as_ref().and_then(field_of), Some("scheduled_for"));
     }
 }
+
+/// Who a send names as its sender, before parsing (docs/api.md, Messages and "Pools"):
+/// exactly one of `from_number` and `from_pool`.
+#[derive(Debug)]
+pub enum FromText {
+    Number(String),
+    Pool(String),
+}
+
+/// Longest `from_pool`, in characters (a pool name is at most 120).
+const MAX_POOL_KEY_CHARS: usize = 120;
+
+/// Exactly one of `from_number` and `from_pool`: both or neither is 422 `validation_failed`
+/// (neither names `from_number`, both `from_pool`).
+pub fn from_field(
+    from_number: Option<String>,
+    from_pool: Option<String>,
+) -> Result<FromText, ApiError> {
+    match (from_number, from_pool) {
+        (Some(number), None) => Ok(FromText::Number(number)),
+        (None, Some(pool)) => Ok(FromText::Pool(pool)),
+        (None, None) => Err(ApiError::validation(
+            "from_number",
+            "from_number (or from_pool) is required",
+        )),
+        (Some(_), Some(_)) => Err(ApiError::validation(
+            "from_pool",
+            "give from_number or from_pool, not both",
+        )),
+    }
+}
+
+/// The sender a send names: a number (`from_number`) or a pool by id or name (`from_pool`,
+/// 1–120 characters, which takes no `device_id`: the pool chooses the line).
+pub fn parse_from(
+    from: FromText,
+    device_id: Option<Uuid>,
+) -> Result<crate::send::SendFrom, ApiError> {
+    use crate::send::{PoolKey, SendFrom};
+    match from {
+        FromText::Number(text) => Ok(SendFrom::Number(parse_number(&text, "from_number")?)),
+        FromText::Pool(text) => {
+            if text.trim().is_empty() || text.chars().count() > MAX_POOL_KEY_CHARS {
+                return Err(ApiError::validation(
+                    "from_pool",
+                    "from_pool must be a pool id or name (1 to 120 characters)",
+                ));
+            }
+            if device_id.is_some() {
+                return Err(ApiError::validation(
+                    "device_id",
+                    "device_id cannot be given with from_pool: the pool chooses the line",
+                ));
+            }
+            Ok(SendFrom::Pool(PoolKey::parse(text)))
+        }
+    }
+}

@@ -10,7 +10,9 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::envelope::envelope_of;
-use super::fields::{parse_content, parse_device_id, parse_number, parse_timestamp};
+use super::fields::{
+    from_field, parse_content, parse_device_id, parse_from, parse_number, parse_timestamp,
+};
 use super::idempotent::{Created, create_body, create_once};
 use super::page::page_out;
 use super::sending::{send_error, sender};
@@ -66,9 +68,13 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
 /// naming it; the document marks them required.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SendMessageIn {
-    /// E.164 number of your phone that sends.
-    #[schema(required = true, nullable = false, example = "+14155550100")]
+    /// E.164 number of your phone that sends; exactly one of this and `from_pool`.
+    #[schema(nullable = false, example = "+14155550100")]
     pub from_number: Option<String>,
+    /// A sender pool's id or name (docs/api.md, "Pools"): the pool chooses the line; exactly
+    /// one of this and `from_number`.
+    #[schema(nullable = false)]
+    pub from_pool: Option<String>,
     /// E.164 recipient.
     #[schema(required = true, nullable = false, example = "+14155550123")]
     pub to_number: Option<String>,
@@ -89,8 +95,12 @@ pub struct SendMessageIn {
 /// Body of `POST /v1/messages/bulk-send`.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct BulkSendIn {
-    #[schema(required = true, nullable = false)]
+    /// Exactly one of this and `from_pool`.
+    #[schema(nullable = false)]
     pub from_number: Option<String>,
+    /// A sender pool's id or name: each recipient's line is chosen in it.
+    #[schema(nullable = false)]
+    pub from_pool: Option<String>,
     /// 1–500 E.164 numbers; duplicates are sent once.
     #[schema(required = true, nullable = false)]
     pub to_numbers: Option<Vec<String>>,
@@ -201,12 +211,13 @@ impl TryFrom<SendMessageIn> for SendRequest {
 
     /// Checks the fields in the order docs/api.md, Messages, gives.
     fn try_from(body: SendMessageIn) -> Result<SendRequest, ApiError> {
-        let from_text = required(body.from_number, "from_number")?;
+        let from_text = from_field(body.from_number, body.from_pool)?;
         let to_text = required(body.to_number, "to_number")?;
         let content = required(body.content, "content")?;
-        let from_number = parse_number(&from_text, "from_number")?;
+        let device_uuid = parse_device_id(body.device_id)?;
+        let from = parse_from(from_text, device_uuid)?;
         let to_number = parse_number(&to_text, "to_number")?;
-        let device_id = parse_device_id(body.device_id)?.map(PhoneId::from);
+        let device_id = device_uuid.map(PhoneId::from);
         let request_id = body
             .request_id
             .map(RequestId::parse)
@@ -219,7 +230,7 @@ impl TryFrom<SendMessageIn> for SendRequest {
             .transpose()?;
         let text = parse_content(content, "content")?;
         Ok(SendRequest {
-            from_number,
+            from,
             to_number,
             text,
             request_id,
@@ -233,7 +244,7 @@ impl TryFrom<BulkSendIn> for BulkSendRequest {
     type Error = ApiError;
 
     fn try_from(body: BulkSendIn) -> Result<BulkSendRequest, ApiError> {
-        let from_text = required(body.from_number, "from_number")?;
+        let from_text = from_field(body.from_number, body.from_pool)?;
         let to_texts = required(body.to_numbers, "to_numbers")?;
         let content = required(body.content, "content")?;
         if to_texts.is_empty() || to_texts.len() > MAX_BULK_RECIPIENTS {
@@ -242,15 +253,16 @@ impl TryFrom<BulkSendIn> for BulkSendRequest {
                 RecipientCount.to_string(),
             ));
         }
-        let from_number = parse_number(&from_text, "from_number")?;
+        let device_uuid = parse_device_id(body.device_id)?;
+        let from = parse_from(from_text, device_uuid)?;
         let to_numbers = to_texts
             .iter()
             .enumerate()
             .map(|(i, text)| parse_number(text, &format!("to_numbers[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
-        let device_id = parse_device_id(body.device_id)?.map(PhoneId::from);
+        let device_id = device_uuid.map(PhoneId::from);
         let text = parse_content(content, "content")?;
-        BulkSendRequest::new(from_number, to_numbers, text, device_id)
+        BulkSendRequest::new(from, to_numbers, text, device_id)
             .map_err(|err| ApiError::validation("to_numbers", err.to_string()))
     }
 }

@@ -59,6 +59,7 @@ pub mod page;
 pub mod phone_stats;
 pub mod phone_ws;
 pub mod phones;
+pub mod pools;
 mod query;
 pub mod routes;
 pub mod schemas;
@@ -137,6 +138,7 @@ impl AppState {
             registry: self.registry.clone(),
             clock: self.clock.clone(),
             settings: self.settings.clone(),
+            db: self.db.clone(),
         }
     }
 
@@ -222,6 +224,7 @@ pub fn documented_routes() -> Vec<DocumentedRoute> {
     all.extend(messages::documented_routes());
     all.extend(phones::documented_routes());
     all.extend(phone_stats::documented_routes());
+    all.extend(pools::documented_routes());
     all.extend(contacts::documented_routes());
     all.extend(campaigns::documented_routes());
     all.extend(ai::documented_routes());

@@ -164,6 +164,7 @@ macro_rules! positioned_by_creation {
 positioned_by_creation!(
     crate::store::messages::Message,
     crate::store::phones::PhoneRecord,
+    crate::store::pools::PoolRecord,
     crate::store::workspaces::KeyRecord,
     crate::store::ai::Draft,
 );

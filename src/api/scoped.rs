@@ -15,7 +15,7 @@ use crate::error::ApiError;
 use crate::store::StoreError;
 use crate::store::messages::{Message, MessageEvent, Position};
 use crate::store::scoped::Scope;
-use crate::store::{ai, campaigns, contacts, messages, phones, webhooks};
+use crate::store::{ai, campaigns, contacts, messages, phones, pools, webhooks};
 
 /// A stored resource found by id within a scope.
 pub trait Scoped: Sized {
@@ -52,6 +52,7 @@ scoped! {
     contacts::Contact => "contact", contacts::get;
     webhooks::EndpointRecord => "webhook", webhooks::get;
     phones::PhoneRecord => "phone", phones::get;
+    pools::PoolRecord => "pool", pools::get;
     campaigns::Campaign => "campaign", campaigns::get;
     ai::Draft => "draft", ai::get;
     (Message, Vec<MessageEvent>) => "message", messages::get_with_events;

@@ -36,6 +36,14 @@ pub fn send_error(err: SendError, recipient_field: impl Fn(usize) -> String) -> 
             field: if pinned { "device_id" } else { "from_number" },
             number: number.into_string(),
         },
+        SendError::UnknownPool => ApiError::validation(
+            "from_pool",
+            "from_pool must be the id or name of a pool of this workspace and mode",
+        ),
+        SendError::NoPoolLine(pool) => ApiError::NoDeviceAvailable {
+            field: "from_pool",
+            number: format!("a line of pool {pool}"),
+        },
         SendError::OptedOut { index } => ApiError::RecipientOptedOut {
             field: recipient_field(index),
         },

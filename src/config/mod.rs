@@ -37,6 +37,7 @@ pub struct Settings {
     pub quotas: QuotaSettings,
     pub messages: MessageSettings,
     pub phones: PhoneSettings,
+    pub pools: PoolSettings,
     pub test_mode: TestModeSettings,
     pub ai: AiSettings,
     pub log: LogSettings,
@@ -221,6 +222,16 @@ pub struct PhoneSettings {
     pub heartbeat_timeout: Duration,
 }
 
+/// Sender pools (docs/api.md, "Pools").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PoolSettings {
+    /// A pooled message waiting on a line offline for longer than this moves to another line
+    /// of its pool.
+    #[serde(deserialize_with = "duration")]
+    pub failover_after: Duration,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TestModeSettings {
@@ -377,6 +388,14 @@ impl Default for PhoneSettings {
     fn default() -> Self {
         PhoneSettings {
             heartbeat_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings {
+            failover_after: Duration::from_secs(60),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod number_lookup;
 pub mod pace;
 pub mod phone_number;
 pub mod phone_queue;
+pub mod pool_choice;
 pub mod protocol;
 pub mod quota;
 pub mod secrets;

@@ -36,6 +36,7 @@ pub(super) fn start(deps: Deps, router: &ChangeRouter, fanout: &WebhookFanout) -
         registry: registry.clone(),
         clock: deps.clock.clone(),
         settings: deps.settings.clone(),
+        db: deps.db.clone(),
     };
     let feeder = crate::send::campaign_feeder(send_deps.clone(), deps.db.clone());
     let campaigns = Campaigns::new(deps.clone(), feeder).start();

@@ -47,6 +47,9 @@ pub struct Message {
     pub send_attempts: u32,
     /// Set on messages of the client API (docs/compat.md, Messages).
     pub client: Option<ClientOptions>,
+    /// The sender pool it was sent through (docs/api.md, "Pools"); only such a message moves
+    /// to another line.
+    pub pool_id: Option<Uuid>,
 }
 
 /// What a message sent through the SMSGate-compatible client API keeps of its request
@@ -115,6 +118,7 @@ impl TryFrom<messages::Model> for Message {
                     .unwrap_or(0),
                 with_delivery_report: m.with_delivery_report,
             }),
+            pool_id: m.pool_id,
         })
     }
 }
@@ -143,6 +147,7 @@ impl Message {
             segments: self.segments,
             encoding: self.encoding,
             device_id: self.device_id,
+            pool_id: self.pool_id,
             campaign_id: self.campaign_id.map(CampaignId::as_uuid),
             request_id: self.request_id.as_deref(),
             scheduled_for: self.scheduled_for.map(format_ms),
@@ -175,6 +180,8 @@ pub struct Record<'a> {
     pub encoding: Encoding,
     /// The phone that sends (or sent) it.
     pub device_id: Option<Uuid>,
+    /// The sender pool it was sent through (`from_pool`); null otherwise.
+    pub pool_id: Option<Uuid>,
     pub campaign_id: Option<Uuid>,
     pub request_id: Option<&'a str>,
     #[schema(format = DateTime)]
@@ -619,6 +626,7 @@ mod tests {
             sim_number: None,
             sms_priority: None,
             with_delivery_report: false,
+            pool_id: None,
         }
     }
 

@@ -42,6 +42,7 @@ pub mod messages;
 mod paging;
 pub mod phone_stats;
 pub mod phones;
+pub mod pools;
 pub mod quotas;
 pub mod retention;
 pub mod scoped;

@@ -214,19 +214,27 @@ pub async fn update(
 /// Unpairs a phone, and the SIM lines of a device with it (one statement), then forgets their
 /// daily figures (`store::phone_stats`).
 pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
-    // Read before they go: the lines' figures go with them (docs/api.md, "Phone stats").
-    let lines = lines_of(db, id).await?;
+    let txn = super::begin_write(db).await?;
+    let gone = Condition::any()
+        .add(phones::Column::Id.eq(id))
+        .add(phones::Column::DevicePhoneId.eq(id));
+    // A deleted phone (and each of its SIM lines) leaves its pools (docs/api.md, "Pools").
+    let ids: Vec<Uuid> = phones::Entity::find()
+        .filter(gone.clone())
+        .filter(scope.of::<phones::Entity>())
+        .all(&txn)
+        .await?
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    super::pools::forget_phones(&txn, &ids).await?;
     let delete = phones::Entity::delete_many()
-        .filter(
-            Condition::any()
-                .add(phones::Column::Id.eq(id))
-                .add(phones::Column::DevicePhoneId.eq(id)),
-        )
+        .filter(gone)
         .filter(scope.of::<phones::Entity>());
-    super::delete_found(db, delete).await?;
-    let mut gone = vec![id];
-    gone.extend(lines.iter().map(|line| line.id));
-    super::phone_stats::forget(db, &gone).await
+    super::delete_found(&txn, delete).await?;
+    txn.commit().await?;
+    // Their figures go with them (docs/api.md, "Phone stats").
+    super::phone_stats::forget(db, &ids).await
 }
 
 /// The SIM lines of the device `device_phone_id`, by slot.

@@ -3,7 +3,7 @@
 
 use entity::{
     ai_drafts, api_keys, campaigns, contact_tags, contacts, daily_stats, idempotency_keys,
-    messages, phones, webhook_endpoints,
+    messages, phones, pools, webhook_endpoints,
 };
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, PrimaryKeyTrait, QueryFilter};
 use uuid::Uuid;
@@ -56,6 +56,7 @@ scoped!(
     idempotency_keys,
     messages,
     phones,
+    pools,
     webhook_endpoints,
 );
 

@@ -27,6 +27,7 @@ mod outage;
 mod phone_queue;
 mod phone_sim;
 mod phones;
+mod pools;
 mod portal;
 mod portal_api;
 mod quotas;

@@ -221,6 +221,34 @@ impl Handler<GetNextSendAt> for Phone {
     }
 }
 
+impl Handler<GetLineLoad> for Phone {
+    type Result = MessageResult<GetLineLoad>;
+
+    fn handle(&mut self, _: GetLineLoad, _: &mut Self::Context) -> Self::Result {
+        let now = self.deps.clock.now();
+        let next = crate::domain::pace::next_send_at(self.pace, &self.log, &self.jitter, now);
+        // The slowest of its windows sets its steady rate.
+        let spacing_ms = self.pace.map_or(0, |p| {
+            let per_minute = 60_000 / i64::from(p.per_minute.max(1));
+            let per_30 = 1_800_000 / i64::from(p.per_30_minutes.max(1));
+            per_minute.max(per_30)
+        });
+        MessageResult(LineLoad {
+            next_send_at: next.map(|t| t.timestamp_millis()),
+            queued: u32::try_from(
+                self.queue
+                    .depth()
+                    .ready
+                    .iter()
+                    .map(|(_, n)| n)
+                    .sum::<usize>(),
+            )
+            .unwrap_or(u32::MAX),
+            spacing_ms,
+        })
+    }
+}
+
 impl Handler<Unpair> for Phone {
     type Result = ();
 

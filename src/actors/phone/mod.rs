@@ -2,7 +2,7 @@
 //! queue, its exact pace windows and the link to its current transport.
 //!
 //! Mailbox: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`, `StopPhone`,
-//! `HandBack`; the query `GetNextSendAt`; the immediate hand-over `Reserve` → `Handed` or
+//! `HandBack`; the queries `GetNextSendAt` and `GetLineLoad` (a sender pool's choice); the immediate hand-over `Reserve` → `Handed` or
 //! `Release`; the events `Report` (a frame from the phone) and `ReportAndWait` (one whose
 //! transport waits until it is stored). The actor never holds a database connection while it
 //! waits: every write is a future spawned on its context.
@@ -158,6 +158,23 @@ pub struct SetPace {
 #[derive(Message)]
 #[rtype(result = "Option<chrono::DateTime<chrono::Utc>>")]
 pub struct GetNextSendAt;
+
+/// How loaded this phone is, for the choice of a line in a sender pool
+/// (`domain::pool_choice`): [`GetNextSendAt`] and what waits in its queue.
+#[derive(Message)]
+#[rtype(result = "LineLoad")]
+pub struct GetLineLoad;
+
+/// The answer to [`GetLineLoad`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineLoad {
+    /// When its pace next allows a send (ms since the epoch); None: at once.
+    pub next_send_at: Option<i64>,
+    /// Messages waiting (not handed over).
+    pub queued: u32,
+    /// Its steady spacing between sends under its pace (ms; 0: no pace).
+    pub spacing_ms: i64,
+}
 
 /// The phone was unpaired or its token rotated: close the session; with `stop`, also fail
 /// the queue and stop.

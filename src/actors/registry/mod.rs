@@ -2,8 +2,12 @@
 //! online phone, starts and supervises the Phone actors, rebuilds their queues at start-up and
 //! expires messages nobody handed over in time.
 //!
-//! Mailbox: queries `Route`, `GetPhoneStates`; commands `Enqueue`, `Cancel`, `Paired`,
-//! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`, `LineFrame`.
+//! Mailbox: queries `Route`, `GetPhoneStates`, `ChooseLines`; commands `Enqueue`, `Cancel`,
+//! `Paired`, `PaceChanged`, `Unpaired`, `TokenRotated`, `DrainLine`; events `Connected`,
+//! `Disconnected`, `LineFrame`.
+//!
+//! Sender pools (docs/api.md, "Pools") are `pools.rs`: the choice of a line for each pooled
+//! send (`ChooseLines`) and failover, a sweep every second plus `DrainLine`.
 //!
 //! SIM lines (docs/api.md, "Phones") are phones with their own actor, queue and pace whose
 //! transport is their device's: a device's connection connects its lines on the same [`Link`]
@@ -39,11 +43,13 @@ mod cluster;
 mod directory;
 mod handlers;
 mod last_seen;
+mod pools;
 mod test_mode;
 mod work;
 
 use directory::{NumberKey, PhoneDirectory, PhoneHandle};
 pub use directory::{PhoneState, RouteError};
+pub use pools::{ChooseLines, DrainLine, PoolPick};
 use test_mode::TestModeHere;
 
 /// Most ids one notice names (its payload stays far below PostgreSQL's 8,000 bytes); more go
@@ -247,6 +253,9 @@ pub struct Registry {
     /// leaving this set may have died between a commit and its notice: see
     /// [`Registry::nodes_seen`].
     live_nodes: Option<HashSet<Uuid>>,
+    /// Where each sender pool's round robin stands (`domain::pool_choice`); lost on a restart,
+    /// which only changes who takes the next tie.
+    pool_turns: HashMap<Uuid, usize>,
 }
 
 impl Registry {
@@ -259,6 +268,7 @@ impl Registry {
             deps,
             me: None,
             live_nodes: None,
+            pool_turns: HashMap::new(),
             test_mode: match deps_cluster {
                 true => TestModeHere::No,
                 false => TestModeHere::Yes,
@@ -393,6 +403,7 @@ impl Registry {
                         id,
                         from_device,
                         to_device: target,
+                        to_number: None,
                         detail: format!(
                             "phone {from_device} went away; rerouted to phone {target}"
                         ),
@@ -593,6 +604,7 @@ impl Actor for Registry {
         }
         self.rebuild(ctx);
         ctx.run_interval(EXPIRY_SWEEP_EVERY, |act, ctx| act.sweep_expired(ctx));
+        ctx.run_interval(pools::FAILOVER_SWEEP_EVERY, |act, ctx| act.sweep_pools(ctx));
         ctx.run_interval(last_seen::FLUSH_EVERY, |act, _| act.store_last_seen(false));
         if self.deps.cluster.is_some() {
             ctx.run_interval(TAKE_OVER_EVERY, |act, ctx| {

@@ -97,7 +97,11 @@ async fn create_campaign(state: &AppState, caller: &Caller, body: CreateCampaign
         id: CampaignId::from(Uuid::now_v7()),
         scope: caller.scope(),
         name: prepared.name,
-        from_number: prepared.from_number.as_str().to_string(),
+        from_number: prepared
+            .from_number
+            .map(|n| n.as_str().to_string())
+            .unwrap_or_default(),
+        pool_id: prepared.pool_id,
         body: prepared.template,
         scheduled_for: prepared.scheduled_for,
         recipients,
@@ -289,11 +293,22 @@ async fn delete(state: web::Data<AppState>, caller: Caller, path: web::Path<Stri
 #[tracing::instrument(skip_all, fields(campaign_id = %path))]
 async fn get(state: web::Data<AppState>, caller: Caller, path: web::Path<String>) -> Answer {
     let campaign: Campaign = state.find(&caller, &path).await?;
-    Ok(success(
-        StatusCode::OK,
-        "campaign",
-        with_counts(&state, &campaign).await?,
-    ))
+    let mut out = with_counts(&state, &campaign).await?;
+    let lines = campaigns::lines(&state.db, campaign.id).await?;
+    out.lines = Some(
+        lines
+            .into_iter()
+            .map(|l| wire::CampaignLineOut {
+                phone_id: l.phone_id,
+                from_number: l.from_number,
+                queued: l.queued,
+                sent: l.sent,
+                delivered: l.delivered,
+                failed: l.failed,
+            })
+            .collect(),
+    );
+    Ok(success(StatusCode::OK, "campaign", out))
 }
 
 /// Lists campaigns, newest first, cursor paged.

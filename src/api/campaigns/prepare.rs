@@ -13,9 +13,10 @@ use crate::domain::sms::{self, ContentError, MAX_SEGMENTS, SmsText, SmsTextBuild
 use crate::domain::status::Mode;
 use crate::domain::template;
 use crate::error::ApiError;
+use crate::send::{PoolKey, SendFrom};
 use crate::store::campaigns::NewRecipient;
 use crate::store::contacts::{self, Contact};
-use crate::store::phones;
+use crate::store::{phones, pools};
 
 /// Most recipients of one campaign, explicit and from tags together (docs/api.md, Campaigns).
 pub(super) const MAX_CAMPAIGN_RECIPIENTS: usize = 10_000;
@@ -256,7 +257,10 @@ fn recipient(body: &str, wanted: &Wanted, contact: Option<&Contact>) -> NewRecip
 /// A campaign request validated and expanded: what creation stores and a preview shows.
 pub(in crate::api) struct Prepared {
     pub name: String,
-    pub from_number: PhoneNumber,
+    /// None when the campaign sends from a pool.
+    pub from_number: Option<PhoneNumber>,
+    /// The sender pool (`from_pool`, docs/api.md "Pools").
+    pub pool_id: Option<uuid::Uuid>,
     pub template: String,
     pub scheduled_for: Option<i64>,
     pub launch: bool,
@@ -278,7 +282,7 @@ pub(in crate::api) async fn prepare(
             "name must be 1 to 120 characters",
         ));
     }
-    let from_text = required(body.from_number, "from_number")?;
+    let from_text = crate::api::fields::from_field(body.from_number, body.from_pool)?;
     let template = required(body.body, "body")?;
     parse_body(&template)?;
     let explicit = body.recipients.unwrap_or_default();
@@ -295,7 +299,7 @@ pub(in crate::api) async fn prepare(
             "a campaign has at most 10,000 recipients",
         ));
     }
-    let from_number = parse_number(&from_text, "from_number")?;
+    let from = crate::api::fields::parse_from(from_text, None)?;
     // Parsing 10,000 numbers (and below, rendering 10,000 texts) is CPU work of a few hundred
     // milliseconds: it runs on the blocking pool, not on the HTTP worker, whose other
     // connections (phone sessions among them) would wait for it.
@@ -314,8 +318,28 @@ pub(in crate::api) async fn prepare(
         .map(|t| parse_timestamp(t, "scheduled_for"))
         .transpose()?
         .map(|t| t.timestamp_millis());
-    if caller.mode == Mode::Live
-        && !phones::has_number(&state.db, caller.scope(), from_number.as_str()).await?
+    let (from_number, pool_id) = match from {
+        SendFrom::Number(number) => (Some(number), None),
+        SendFrom::Pool(key) => {
+            let pool = match key {
+                PoolKey::Id(id) => pools::get(&state.db, caller.scope(), id).await,
+                PoolKey::Name(name) => pools::by_name(&state.db, caller.scope(), &name).await,
+            };
+            match pool {
+                Ok(pool) => (None, Some(pool.id)),
+                Err(crate::store::StoreError::NotFound) => {
+                    return Err(ApiError::validation(
+                        "from_pool",
+                        "from_pool must be the id or name of a pool of this workspace and mode",
+                    ));
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+    };
+    if let Some(number) = &from_number
+        && caller.mode == Mode::Live
+        && !phones::has_number(&state.db, caller.scope(), number.as_str()).await?
     {
         return Err(ApiError::validation(
             "from_number",
@@ -336,6 +360,7 @@ pub(in crate::api) async fn prepare(
     Ok(Prepared {
         name,
         from_number,
+        pool_id,
         template,
         scheduled_for,
         launch: body.launch_now.unwrap_or(false),

@@ -32,9 +32,14 @@ pub struct CreateCampaignIn {
     /// 1 to 120 characters.
     #[schema(required = true, nullable = false)]
     pub name: Option<String>,
-    /// E.164; with a live key, the number of one of your phones.
-    #[schema(required = true, nullable = false)]
+    /// E.164; with a live key, the number of one of your phones. Exactly one of this and
+    /// `from_pool`.
+    #[schema(nullable = false)]
     pub from_number: Option<String>,
+    /// A sender pool's id or name (docs/api.md, "Pools"): each recipient's line is chosen in
+    /// it as it is fed.
+    #[schema(nullable = false)]
+    pub from_pool: Option<String>,
     /// The text, with `{{variable}}` tokens; at most 4,096 characters, and its text outside
     /// the tokens at most 10 segments.
     #[schema(required = true, nullable = false)]
@@ -81,7 +86,10 @@ pub struct CampaignSkippedOut {
 pub struct CampaignOut<'a> {
     pub id: Uuid,
     pub name: &'a str,
-    pub from_number: &'a str,
+    /// Null when it sends from a pool.
+    pub from_number: Option<&'a str>,
+    /// The sender pool it sends from; null otherwise.
+    pub pool_id: Option<Uuid>,
     /// The template, with `{{variable}}` tokens.
     pub body: &'a str,
     pub status: CampaignStatus,
@@ -99,6 +107,21 @@ pub struct CampaignOut<'a> {
     pub finished_at: Option<String>,
     pub counts: CampaignCountsOut,
     pub skipped: CampaignSkippedOut,
+    /// Progress per sending line, by its queued messages and what became of them (only on
+    /// `GET /v1/campaigns/{id}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines: Option<Vec<CampaignLineOut>>,
+}
+
+/// One line's share of a campaign: its messages by status.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct CampaignLineOut {
+    pub phone_id: Option<Uuid>,
+    pub from_number: String,
+    pub queued: u64,
+    pub sent: u64,
+    pub delivered: u64,
+    pub failed: u64,
 }
 envelope_of!(CampaignEnvelope, CampaignOut<'static>, "One campaign.");
 
@@ -150,7 +173,9 @@ pub(super) fn campaign_out<'a>(c: &'a Campaign, counts: &Counts) -> CampaignOut<
     CampaignOut {
         id: c.id.as_uuid(),
         name: &c.name,
-        from_number: &c.from_number,
+        from_number: c.pool_id.is_none().then_some(c.from_number.as_str()),
+        pool_id: c.pool_id,
+        lines: None,
         body: &c.body,
         status: c.status,
         paused_reason: c.paused_reason.map(|r| r.as_str()),

@@ -55,6 +55,8 @@ pub struct Campaign {
     pub skipped_premium_rate: u32,
     /// Why it paused itself; None for any other status, or a pause through the API.
     pub paused_reason: Option<PauseReason>,
+    /// The sender pool it sends from (docs/api.md, "Pools"); `from_number` is then empty.
+    pub pool_id: Option<Uuid>,
 }
 
 /// A row read as a [`Campaign`]; a status outside its enum is a [`StoreError::CorruptRow`].
@@ -71,6 +73,7 @@ impl TryFrom<campaigns::Model> for Campaign {
                 mode: Mode::from_test_flag(m.test_mode),
             },
             name: m.name,
+            pool_id: m.pool_id,
             from_number: m.from_number,
             body: m.body,
             status,
@@ -139,7 +142,9 @@ pub struct NewCampaign {
     pub id: CampaignId,
     pub scope: Scope,
     pub name: String,
+    /// Empty with `pool_id`.
     pub from_number: String,
+    pub pool_id: Option<Uuid>,
     pub body: String,
     pub scheduled_for: Option<i64>,
     pub recipients: Vec<NewRecipient>,
@@ -460,4 +465,59 @@ pub async fn live(db: &DatabaseConnection) -> Result<Vec<CampaignId>, StoreError
         .all(db)
         .await?;
     Ok(ids.into_iter().map(CampaignId::from).collect())
+}
+
+/// One line's share of a campaign (docs/api.md, "Pools"): its messages by status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LineProgress {
+    pub phone_id: Option<Uuid>,
+    pub from_number: String,
+    pub queued: u64,
+    pub sent: u64,
+    pub delivered: u64,
+    pub failed: u64,
+}
+
+/// The campaign's messages counted by line (phone and number) and status, one grouped query
+/// (at most lines × statuses rows); ordered by number. `sending` counts as queued (handed
+/// over, not reported yet), `expired` as failed; canceled messages are left out.
+pub async fn lines(
+    db: &DatabaseConnection,
+    id: CampaignId,
+) -> Result<Vec<LineProgress>, StoreError> {
+    use entity::messages;
+    use sea_orm::QuerySelect;
+    let rows: Vec<(Option<Uuid>, String, String, i64)> = messages::Entity::find()
+        .select_only()
+        .column(messages::Column::DeviceId)
+        .column(messages::Column::FromNumber)
+        .column(messages::Column::Status)
+        .column_as(messages::Column::Id.count(), "n")
+        .filter(messages::Column::CampaignId.eq(id.as_uuid()))
+        .group_by(messages::Column::DeviceId)
+        .group_by(messages::Column::FromNumber)
+        .group_by(messages::Column::Status)
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut by_line: std::collections::BTreeMap<(String, Option<Uuid>), LineProgress> =
+        std::collections::BTreeMap::new();
+    for (phone_id, from_number, status, n) in rows {
+        let line = by_line
+            .entry((from_number.clone(), phone_id))
+            .or_insert_with(|| LineProgress {
+                phone_id,
+                from_number,
+                ..LineProgress::default()
+            });
+        let n = u64::try_from(n).unwrap_or(0);
+        match MessageStatus::parse(&status) {
+            Some(MessageStatus::Queued | MessageStatus::Sending) => line.queued += n,
+            Some(MessageStatus::Sent) => line.sent += n,
+            Some(MessageStatus::Delivered) => line.delivered += n,
+            Some(MessageStatus::Failed | MessageStatus::Expired) => line.failed += n,
+            _ => {}
+        }
+    }
+    Ok(by_line.into_values().collect())
 }

@@ -38,6 +38,7 @@ pub(crate) async fn insert<C: ConnectionTrait>(
         test_mode: Set(new.scope.mode.is_test()),
         name: Set(new.name.clone()),
         from_number: Set(new.from_number.clone()),
+        pool_id: Set(new.pool_id),
         body: Set(new.body.clone()),
         status: Set(status.as_str().to_string()),
         scheduled_for: Set(new.scheduled_for),

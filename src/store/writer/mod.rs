@@ -95,6 +95,8 @@ pub struct NewMessage {
     pub expires_at: i64,
     /// Set for messages of the client API (docs/compat.md, Messages).
     pub client: Option<crate::store::messages::ClientOptions>,
+    /// The sender pool the message goes out through (docs/api.md, "Pools").
+    pub pool_id: Option<Uuid>,
 }
 
 /// The text of a message as it is stored: the content and its measure.
@@ -155,6 +157,7 @@ impl NewMessage {
             scheduled_for: None,
             expires_at,
             client: None,
+            pool_id: None,
         }
     }
 
@@ -179,6 +182,12 @@ impl NewMessage {
     }
 
     /// The phone it goes through (or came in on); `pinned` when the caller chose that phone.
+    /// Sent through the sender pool `pool_id` (the line is its `device_id`).
+    pub fn with_pool(self, pool_id: Option<Uuid>) -> NewMessage {
+        NewMessage { pool_id, ..self }
+    }
+
+    /// On the phone `device_id`; `pinned` when the caller chose it.
     pub fn with_device(self, device_id: Option<Uuid>, pinned: bool) -> NewMessage {
         NewMessage {
             device_id,

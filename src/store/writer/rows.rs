@@ -40,6 +40,7 @@ pub(super) fn to_message(new: &NewMessage, scope: Scope, now: i64) -> Message {
         failure_reason: None,
         send_attempts: u32::from(new.status == MessageStatus::Sending),
         client: new.client.clone(),
+        pool_id: new.pool_id,
     }
 }
 
@@ -82,6 +83,7 @@ pub(super) fn to_row(message: &Message, new: &NewMessage) -> messages::ActiveMod
             .client
             .as_ref()
             .is_none_or(|c| c.with_delivery_report)),
+        pool_id: Set(message.pool_id),
     }
 }
 

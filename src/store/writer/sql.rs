@@ -7,7 +7,7 @@ use entity::{message_events, messages};
 use sea_orm::sea_query::{Expr, ExprTrait, Func};
 use sea_orm::{
     ColumnTrait, Condition, DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter,
-    QuerySelect,
+    QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -17,6 +17,7 @@ use crate::domain::ids::WorkspaceId;
 use crate::domain::status::{Direction, MessageStatus};
 use crate::store::StoreError;
 use crate::store::messages::Message;
+use crate::store::pools;
 use crate::store::scoped::Scope;
 
 /// Most rows per multi-row INSERT (SQLite binds at most 32,766 parameters per statement); a
@@ -26,7 +27,8 @@ const ROWS_PER_INSERT: usize = 256;
 /// Most (phone, ref) pairs one [`stored_refs`] query names.
 const REFS_PER_QUERY: usize = 200;
 
-/// Inserts message rows and timeline entries (multi-row INSERTs in shaped chunks).
+/// Inserts message rows and timeline entries (multi-row INSERTs in shaped chunks), and the
+/// sticky line of each pooled message's recipient (docs/api.md, "Pools"), in the same commit.
 pub(super) async fn insert_rows(
     txn: &DatabaseTransaction,
     rows: &[messages::ActiveModel],
@@ -36,6 +38,38 @@ pub(super) async fn insert_rows(
         messages::Entity::insert_many(chunk.to_vec())
             .exec_without_returning(txn)
             .await?;
+    }
+    let mut sticky = Vec::new();
+    let mut inbound = Vec::new();
+    let mut now = 0;
+    for row in rows {
+        let (Set(Some(phone_id)), Set(at)) = (&row.device_id, &row.created_at) else {
+            continue;
+        };
+        now = Ord::max(now, *at);
+        match (
+            &row.pool_id,
+            &row.direction,
+            &row.from_number,
+            &row.to_number,
+        ) {
+            (Set(Some(pool_id)), _, _, Set(to_number)) => sticky.push(pools::Sticky {
+                pool_id: *pool_id,
+                to_number: to_number.clone(),
+                phone_id: *phone_id,
+            }),
+            // An SMS that reached a line: its sender sticks to it in the line's pools.
+            (_, Set(direction), Set(from_number), _)
+                if direction == Direction::Inbound.as_str() =>
+            {
+                inbound.push((*phone_id, from_number.clone()));
+            }
+            _ => {}
+        }
+    }
+    sticky.extend(pools::inbound_sticky(txn, &inbound).await?);
+    if !sticky.is_empty() {
+        pools::stick(txn, &sticky, now).await?;
     }
     for chunk in crate::store::shaped_chunks(events, ROWS_PER_INSERT * 4) {
         message_events::Entity::insert_many(chunk.to_vec())
@@ -275,22 +309,44 @@ pub(super) async fn has_sent_entry(
 }
 
 /// Reassigns a queued, unpinned message from one phone to the other; the message after it.
+/// A move to another number (`to_number`) applies only to a pooled message, and its
+/// recipient's sticky line follows it.
 pub(super) async fn reroute(
     txn: &DatabaseTransaction,
     r: &Reroute,
     now: i64,
 ) -> Result<Option<Message>, StoreError> {
-    messages::Entity::update_many()
+    let mut update = messages::Entity::update_many()
         .col_expr(messages::Column::DeviceId, Expr::value(r.to_device))
         .col_expr(messages::Column::UpdatedAt, Expr::value(now))
         .filter(messages::Column::Id.eq(r.id))
         .filter(messages::Column::Status.eq(MessageStatus::Queued.as_str()))
         .filter(messages::Column::DeviceId.eq(r.from_device))
-        .filter(messages::Column::Pinned.eq(false))
+        .filter(messages::Column::Pinned.eq(false));
+    if let Some(to_number) = &r.to_number {
+        update = update
+            .col_expr(messages::Column::FromNumber, Expr::value(to_number.clone()))
+            .filter(messages::Column::PoolId.is_not_null());
+    }
+    let moved = update
         .exec_with_returning(txn)
         .await?
         .into_iter()
         .next()
         .map(Message::try_from)
-        .transpose()
+        .transpose()?;
+    if let Some(Message {
+        pool_id: Some(pool_id),
+        to_number,
+        ..
+    }) = &moved
+    {
+        let sticky = pools::Sticky {
+            pool_id: *pool_id,
+            to_number: to_number.clone(),
+            phone_id: r.to_device,
+        };
+        pools::stick(txn, &[sticky], now).await?;
+    }
+    Ok(moved)
 }

@@ -166,6 +166,9 @@ pub struct Reroute {
     pub id: Uuid,
     pub from_device: Uuid,
     pub to_device: Uuid,
+    /// The new phone's number when it differs (a pooled message moving to another line of
+    /// its pool, docs/api.md "Pools"); None between phones that share a number.
+    pub to_number: Option<String>,
     pub detail: String,
 }
 

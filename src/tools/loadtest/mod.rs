@@ -99,6 +99,14 @@ pub struct LoadtestArgs {
     /// Campaign scenario: recipients of the campaign.
     #[arg(long, default_value_t = 10_000)]
     pub recipients: usize,
+    /// Campaign scenario: send from a sender pool of this many lines (docs/api.md, "Pools")
+    /// instead of one number; sets the phones to N.
+    #[arg(long)]
+    pub pool: Option<usize>,
+    /// Campaign scenario with --pool: each line's pace, sends per minute (its 30-minute window
+    /// is 30 times this), so a run measures lines, not the server.
+    #[arg(long, default_value_t = 60)]
+    pub pool_pace: u32,
     /// Target a running server instead of starting one (its pace and limits must allow the load).
     #[arg(long, requires = "api_key")]
     pub server: Option<String>,
@@ -225,7 +233,8 @@ impl Run<'_> {
     /// Simulated phones of this run: `--phones`, or the scenario's default.
     fn phone_count(&self) -> usize {
         self.args
-            .phones
+            .pool
+            .or(self.args.phones)
             .unwrap_or(self.args.scenario.default_phones())
     }
 }
@@ -288,6 +297,26 @@ async fn route_exists(run: &Run<'_>, path: &str) -> Result<bool, LoadError> {
         .await
         .map_err(|e| LoadError::Setup(format!("POST {path}: {e}")))?;
     Ok(response.status().as_u16() != 404)
+}
+
+/// Sends `body` with `method` and returns (status, body).
+async fn call(
+    run: &Run<'_>,
+    method: actix_web::http::Method,
+    path: &str,
+    body: &Value,
+) -> Result<(u16, Value), LoadError> {
+    let mut response = run
+        .client
+        .request(method.clone(), format!("{}{path}", run.target.url))
+        .insert_header(("x-api-key", run.target.api_key.as_str()))
+        .timeout(Duration::from_secs(120))
+        .send_json(body)
+        .await
+        .map_err(|e| LoadError::Setup(format!("{method} {path}: {e}")))?;
+    let status = response.status().as_u16();
+    let body = response.json::<Value>().await.unwrap_or(Value::Null);
+    Ok((status, body))
 }
 
 /// POSTs and returns (status, body).

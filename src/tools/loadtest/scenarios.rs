@@ -273,6 +273,46 @@ pub(super) async fn inbound(mut run: Run<'_>) -> Result<Report, LoadError> {
 }
 
 /// `campaign`: one campaign of `--recipients` recipients through one phone, pace lifted.
+/// Paces every phone of the run at `--pool-pace` and puts them in one sender pool; its id.
+async fn pool_of_all_phones(run: &Run<'_>, count: usize) -> Result<String, LoadError> {
+    let (status, listed) = super::get(run, "/v1/phones?limit=100").await?;
+    let ids: Vec<String> = listed["data"]["phones"]
+        .as_array()
+        .map(|phones| {
+            phones
+                .iter()
+                .filter_map(|p| p["id"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    if status != 200 || ids.len() != count {
+        return Err(LoadError::Setup(format!(
+            "--pool takes 1 to 100 lines; listing them: HTTP {status}, {} found",
+            ids.len()
+        )));
+    }
+    let per_minute = run.args.pool_pace.max(1);
+    let pace = json!({ "pace": { "per_minute": per_minute, "per_30_minutes": per_minute.saturating_mul(30) } });
+    for id in &ids {
+        let path = format!("/v1/phones/{id}");
+        let (status, reply) =
+            super::call(run, actix_web::http::Method::PATCH, &path, &pace).await?;
+        if status != 200 {
+            return Err(LoadError::Setup(format!(
+                "pacing {path}: HTTP {status}: {reply}"
+            )));
+        }
+    }
+    let body = json!({ "name": "loadtest pool", "phone_ids": ids });
+    let (status, reply) = post(run, "/v1/pools", &body).await?;
+    match (status, reply["data"]["id"].as_str()) {
+        (201, Some(id)) => Ok(id.to_string()),
+        _ => Err(LoadError::Setup(format!(
+            "creating the pool: HTTP {status}: {reply}"
+        ))),
+    }
+}
+
 pub(super) async fn campaign(mut run: Run<'_>) -> Result<Report, LoadError> {
     if !route_exists(&run, "/v1/campaigns").await? {
         return Err(LoadError::MissingFeature {
@@ -295,13 +335,24 @@ pub(super) async fn campaign(mut run: Run<'_>) -> Result<Report, LoadError> {
         .map(|(i, to)| json!({"to": to, "vars": {"name": format!("r{i}")}}))
         .collect();
     let total = recipients.len() as u64;
-    let body = json!({
+    let mut body = json!({
         "name": "loadtest campaign",
         "from_number": sender,
         "body": "Hello {{name}}, this is a load test",
         "recipients": recipients,
         "launch_now": true,
     });
+    if run.args.pool.is_some() {
+        let pool_id = pool_of_all_phones(&run, count).await?;
+        body["from_pool"] = json!(pool_id);
+        if let Some(fields) = body.as_object_mut() {
+            fields.remove("from_number");
+        }
+        run.notes.push(format!(
+            "from a pool of {count} lines at {} sends a minute each",
+            run.args.pool_pace
+        ));
+    }
     let started = Instant::now();
     let cpu = CpuUse::now(&run);
     let (status, reply) = post(&run, "/v1/campaigns", &body).await?;

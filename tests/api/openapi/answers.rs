@@ -236,6 +236,65 @@ async fn phones_answer_as_documented(backend: Backend) {
     assert_eq!(gone.code(), "not_found");
 }
 
+/// Pools: create, list, read, change, delete, their refusals, and a send from a pool.
+async fn pools_answer_as_documented(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let doc = fetch_document(&app).await;
+    let api = Documented::new(&app, &doc);
+    let live = Some(app.live_key.as_str());
+    let (phone_id, token) = app.pair_phone(SENDER).await;
+    let _phone = app.connect_phone(&token).await;
+    app.wait_online(&phone_id, true).await;
+    let body = json!({ "name": "fleet", "phone_ids": [phone_id] });
+    let created = api
+        .call("post", "/v1/pools", "/v1/pools", live, Some(body.clone()))
+        .await;
+    assert_eq!(created.status, 201);
+    let again = api
+        .call("post", "/v1/pools", "/v1/pools", live, Some(body))
+        .await;
+    assert_eq!(again.code(), "already_exists");
+    let bad = api
+        .call(
+            "post",
+            "/v1/pools",
+            "/v1/pools",
+            live,
+            Some(json!({ "name": "x", "phone_ids": ["nope"] })),
+        )
+        .await;
+    assert_eq!(bad.code(), "validation_failed");
+    let path = format!("/v1/pools/{}", created.data()["id"].as_str().unwrap());
+    assert_eq!(api.get("/v1/pools", "/v1/pools", live).await.status, 200);
+    assert_eq!(api.get("/v1/pools/{id}", &path, live).await.status, 200);
+    let patched = api
+        .call(
+            "patch",
+            "/v1/pools/{id}",
+            &path,
+            live,
+            Some(json!({ "name": "desk" })),
+        )
+        .await;
+    assert_eq!(patched.data()["name"], "desk");
+    let sent = api
+        .call(
+            "post",
+            "/v1/messages/send",
+            "/v1/messages/send",
+            live,
+            Some(json!({ "from_pool": "desk", "to_number": RECIPIENT, "content": "hi" })),
+        )
+        .await;
+    assert_eq!(sent.status, 202);
+    assert_eq!(sent.data()["from_number"], SENDER);
+    assert_eq!(api.delete("/v1/pools/{id}", &path, live).await.status, 200);
+    assert_eq!(
+        api.get("/v1/pools/{id}", &path, live).await.code(),
+        "not_found"
+    );
+}
+
 /// Test inbound: accepted in test mode, refused in live mode and for bad input.
 async fn test_inbound_answer_as_documented(backend: Backend) {
     let app = spawn_app(backend).await;
@@ -718,6 +777,7 @@ backend_tests!(
     rate_limited_answer_is_documented,
     messages_answer_as_documented,
     phones_answer_as_documented,
+    pools_answer_as_documented,
     test_inbound_answer_as_documented,
     webhooks_answer_as_documented,
     api_keys_answer_as_documented,

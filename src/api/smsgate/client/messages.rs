@@ -299,9 +299,14 @@ async fn create(
         .map(|p| PhoneId::from(p.id));
     let request_id = RequestId::parse(format!("{REQUEST_ID_PREFIX}{}", checked.id))
         .map_err(|err| bad(err.to_string()))?;
-    let request = BulkSendRequest::new(from, checked.numbers, checked.text, pinned)
-        .map_err(|err| bad(err.to_string()))?
-        .for_client(request_id, checked.options, checked.expires_by);
+    let request = BulkSendRequest::new(
+        crate::send::SendFrom::Number(from),
+        checked.numbers,
+        checked.text,
+        pinned,
+    )
+    .map_err(|err| bad(err.to_string()))?
+    .for_client(request_id, checked.options, checked.expires_by);
     let api_caller = caller.as_api_caller();
     let sender = crate::api::sending::sender(&api_caller);
     let stored = send::send_bulk(&state.send_deps(), sender, request)
@@ -338,6 +343,10 @@ fn send_error(err: SendError) -> ClientError {
         SendError::NoDevice { number, .. } => ClientError::unavailable(format!(
             "no online phone of {number} can take the message now"
         )),
+        // The client API names no pools.
+        SendError::UnknownPool | SendError::NoPoolLine(_) => {
+            ClientError::unavailable("no online phone can take the message now".to_string())
+        }
         SendError::LimitReached { limit, .. } => ClientError::too_many_requests(
             format!("a new workspace may send {limit} messages in its first 24 hours"),
             3600,
