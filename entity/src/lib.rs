@@ -17,6 +17,8 @@ pub mod idempotency_keys;
 pub mod leases;
 pub mod message_events;
 pub mod messages;
+pub mod phone_alerts;
+pub mod phone_health;
 pub mod phones;
 pub mod webhook_attempts;
 pub mod webhook_deliveries;

@@ -25,6 +25,7 @@ mod m20261125_000210_create_cluster_tables;
 mod m20261127_000220_add_campaign_quota_columns;
 mod m20261128_000230_add_phone_lines;
 mod m20261128_000231_add_pace_per_day;
+mod m20261128_100000_create_phone_health;
 
 /// Every migration of the schema, oldest first.
 pub struct Migrator;
@@ -52,6 +53,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000220_add_campaign_quota_columns::Migration),
             Box::new(m20261128_000230_add_phone_lines::Migration),
             Box::new(m20261128_000231_add_pace_per_day::Migration),
+            Box::new(m20261128_100000_create_phone_health::Migration),
         ]
     }
 }
