@@ -105,6 +105,28 @@ impl PhoneHealth {
     }
 }
 
+/// The kinds of a phone's alert episodes (`phone_alerts.kind`); each fires its webhook event
+/// once per episode (docs/api.md, "Phone health").
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumString, strum::EnumIter,
+)]
+#[strum(serialize_all = "snake_case")]
+pub enum AlertKind {
+    /// Offline longer than `phones.offline_alert_after`.
+    Offline,
+    /// At most [`LOW_BATTERY_PERCENT`] and not charging.
+    LowBattery,
+    /// Marked by the stall watchdog (`domain::stall`).
+    Stalled,
+}
+
+impl AlertKind {
+    /// The storage and wire name (`low_battery`).
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// Why a report is refused: the field it names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HealthRefusal {

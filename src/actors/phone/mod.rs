@@ -25,6 +25,7 @@ use crate::domain::pace::{Jitter, Pace, PaceLog, THIRTY_MINUTE_WINDOW};
 use crate::domain::phone_queue::{DepthGauge, PhoneQueue, QueuedMessage};
 use crate::domain::protocol::{FrameErrorCode, PaceOut, PhoneFrame, ServerFrame};
 use crate::domain::sim_slot::SimSlot;
+use crate::domain::stall::StallWatch;
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
 use crate::domain::status_report::{self, ReportDecision, ReportedMessage, StatusReport};
 use crate::store::messages::{self, Message};
@@ -35,8 +36,10 @@ mod handlers;
 mod rebuild;
 mod reports;
 mod reservation;
+mod watchdog;
 
 pub use reservation::{NotTaken, Reservation};
+pub use watchdog::{HealthReported, HealthTo, LineStalled, LineUnstalled};
 
 /// Close code for a session whose phone was unpaired or whose token was rotated.
 pub const CLOSE_UNPAIRED: u16 = 4001;
@@ -257,6 +260,11 @@ pub struct Phone {
     stopping: bool,
     /// In a cluster: told when the phone's lease could not be taken.
     owner: Option<Recipient<NotOwned>>,
+    /// The stall watchdog (`domain::stall`) and its one timer.
+    watch: StallWatch,
+    watch_timer: Option<SpawnHandle>,
+    /// Told of stalls and health reports (a paired phone's registry; None in test mode).
+    health_to: Option<HealthTo>,
 }
 
 impl Phone {
@@ -277,7 +285,16 @@ impl Phone {
             wake_at: None,
             stopping: false,
             owner: None,
+            watch: StallWatch::new(),
+            watch_timer: None,
+            health_to: None,
         }
+    }
+
+    /// `to` (the registry) hears of this phone's stalls and health reports.
+    pub fn with_health(mut self, to: HealthTo) -> Phone {
+        self.health_to = Some(to);
+        self
     }
 
     /// In a cluster, `owner` (the registry) hears when this node cannot own the phone.
@@ -406,6 +423,7 @@ impl Phone {
                     if let Some(link) = &self.link {
                         link.send(frame);
                     }
+                    self.watch_handed(ctx);
                 }
                 HandoverOutcome::Refused => {
                     // Nothing was sent (cancelled, expired, withdrawn by a campaign's pause):
@@ -609,6 +627,7 @@ impl Actor for Phone {
             return;
         }
         ctx.set_mailbox_capacity(4096);
+        self.restore_stall(ctx);
         self.rebuild(ctx);
     }
 }
@@ -620,5 +639,6 @@ impl Supervised for Phone {
         self.ready = false;
         self.wake = None;
         self.wake_at = None;
+        self.watch_timer = None;
     }
 }

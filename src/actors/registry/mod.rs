@@ -38,12 +38,14 @@ use crate::store::writer::{Reroute, Transition};
 mod cluster;
 mod directory;
 mod handlers;
+mod health;
 mod last_seen;
 mod test_mode;
 mod work;
 
 use directory::{NumberKey, PhoneDirectory, PhoneHandle};
 pub use directory::{PhoneState, RouteError};
+pub use health::{HealthReported, LineStalled, LineUnstalled};
 use test_mode::TestModeHere;
 
 /// Most ids one notice names (its payload stays far below PostgreSQL's 8,000 bytes); more go
@@ -298,8 +300,16 @@ impl Registry {
             .clone()
             .filter(|_| deps.cluster.is_some())
             .map(Addr::recipient);
+        let health_to = self.me.clone().map(|me| phone::HealthTo {
+            health: me.clone().recipient(),
+            stalled: me.clone().recipient(),
+            unstalled: me.recipient(),
+        });
         let addr = Supervisor::start(move |_| {
-            let phone = Phone::new(deps, identity, Some(pace));
+            let mut phone = Phone::new(deps, identity, Some(pace));
+            if let Some(to) = health_to.clone() {
+                phone = phone.with_health(to);
+            }
             match owner {
                 Some(owner) => phone.with_owner(owner),
                 None => phone,
@@ -594,6 +604,12 @@ impl Actor for Registry {
         self.rebuild(ctx);
         ctx.run_interval(EXPIRY_SWEEP_EVERY, |act, ctx| act.sweep_expired(ctx));
         ctx.run_interval(last_seen::FLUSH_EVERY, |act, _| act.store_last_seen(false));
+        ctx.run_interval(health::ALERT_SWEEP_EVERY, |act, ctx| {
+            act.sweep_offline_alerts(ctx)
+        });
+        ctx.run_later(self.deps.settings.phones.heartbeat_timeout, |act, ctx| {
+            act.outages_since_start(ctx)
+        });
         if self.deps.cluster.is_some() {
             ctx.run_interval(TAKE_OVER_EVERY, |act, ctx| {
                 act.take_over(ctx);

