@@ -13,6 +13,7 @@ use crate::helpers::{
     spawn_paced, timeline,
 };
 
+mod health;
 mod lines;
 mod pace;
 mod queue;
