@@ -18,6 +18,7 @@ pub mod leases;
 pub mod message_events;
 pub mod messages;
 pub mod phone_alerts;
+pub mod phone_events;
 pub mod phone_health;
 pub mod phones;
 pub mod webhook_attempts;

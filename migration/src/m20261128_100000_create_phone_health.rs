@@ -7,10 +7,12 @@
 //!   `low_battery`, `stalled`), one row per phone and kind. `ended_at` null is an open
 //!   episode; `alerted_at` is set by the conditional update that fires its webhook, so an
 //!   episode alerts once across restarts and cluster nodes.
+//! - `phone_events`: the data of each fired alert event (`phone.offline`, …) as it was when it
+//!   fired; its webhook deliveries name the row by id, as a message event names its message.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::{
-    big_integer, big_integer_null, boolean_null, integer_null, string, string_null, text_null,
+    big_integer, big_integer_null, boolean_null, integer_null, string, string_null, text, text_null,
 };
 
 #[derive(DeriveMigrationName)]
@@ -53,10 +55,30 @@ impl MigrationTrait for Migration {
                     )
                     .to_owned(),
             )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(PhoneEvents::Table)
+                    .col(
+                        ColumnDef::new(PhoneEvents::Id)
+                            .uuid()
+                            .not_null()
+                            .primary_key(),
+                    )
+                    .col(ColumnDef::new(PhoneEvents::PhoneId).uuid().not_null())
+                    .col(string(PhoneEvents::Event))
+                    .col(text(PhoneEvents::Data))
+                    .col(big_integer(PhoneEvents::CreatedAt))
+                    .to_owned(),
+            )
             .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .drop_table(Table::drop().table(PhoneEvents::Table).to_owned())
+            .await?;
         manager
             .drop_table(Table::drop().table(PhoneAlerts::Table).to_owned())
             .await?;
@@ -88,4 +110,16 @@ enum PhoneAlerts {
     Since,
     EndedAt,
     AlertedAt,
+}
+
+#[derive(DeriveIden)]
+enum PhoneEvents {
+    Table,
+    Id,
+    PhoneId,
+    /// The event's name (`phone.offline`).
+    Event,
+    /// JSON `{phone_id, phone_number, name, since, health}`.
+    Data,
+    CreatedAt,
 }

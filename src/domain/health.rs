@@ -108,7 +108,15 @@ impl PhoneHealth {
 /// The kinds of a phone's alert episodes (`phone_alerts.kind`); each fires its webhook event
 /// once per episode (docs/api.md, "Phone health").
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumString, strum::EnumIter,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
 )]
 #[strum(serialize_all = "snake_case")]
 pub enum AlertKind {

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use entity::{phone_alerts, phone_health};
+use entity::{phone_alerts, phone_events, phone_health};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, IdenStatic, QueryFilter, Set};
 use uuid::Uuid;
@@ -16,7 +16,8 @@ use super::StoreError;
 use crate::domain::health::{AlertKind, HealthReport, Network, PhoneHealth, SimCard};
 
 fn read(row: phone_health::Model) -> Result<PhoneHealth, StoreError> {
-    let corrupt = |column, value: String| StoreError::corrupt("phone_health", column, row.phone_id, value);
+    let corrupt =
+        |column, value: String| StoreError::corrupt("phone_health", column, row.phone_id, value);
     Ok(PhoneHealth {
         battery_percent: row
             .battery_percent
@@ -26,12 +27,17 @@ fn read(row: phone_health::Model) -> Result<PhoneHealth, StoreError> {
         network: row
             .network
             .as_deref()
-            .map(|n| n.parse::<Network>().map_err(|_| corrupt("network", n.to_string())))
+            .map(|n| {
+                n.parse::<Network>()
+                    .map_err(|_| corrupt("network", n.to_string()))
+            })
             .transpose()?,
         sims: row
             .sims
             .as_deref()
-            .map(|s| serde_json::from_str::<Vec<SimCard>>(s).map_err(|_| corrupt("sims", s.to_string())))
+            .map(|s| {
+                serde_json::from_str::<Vec<SimCard>>(s).map_err(|_| corrupt("sims", s.to_string()))
+            })
             .transpose()?,
         reported_at: row.reported_at,
     })
@@ -142,8 +148,14 @@ pub async fn open_episode(
     // The previous episode ended: this one starts afresh.
     let reopened = phone_alerts::Entity::update_many()
         .col_expr(phone_alerts::Column::Since, Expr::value(since))
-        .col_expr(phone_alerts::Column::EndedAt, Expr::value(Option::<i64>::None))
-        .col_expr(phone_alerts::Column::AlertedAt, Expr::value(Option::<i64>::None))
+        .col_expr(
+            phone_alerts::Column::EndedAt,
+            Expr::value(Option::<i64>::None),
+        )
+        .col_expr(
+            phone_alerts::Column::AlertedAt,
+            Expr::value(Option::<i64>::None),
+        )
         .filter(phone_alerts::Column::PhoneId.eq(phone_id))
         .filter(phone_alerts::Column::Kind.eq(kind.as_str()))
         .filter(phone_alerts::Column::EndedAt.is_not_null())
@@ -216,10 +228,9 @@ pub async fn open_alerts(
         .all(db)
         .await?;
     for row in rows {
-        let kind = row
-            .kind
-            .parse::<AlertKind>()
-            .map_err(|_| StoreError::corrupt("phone_alerts", "kind", row.phone_id, row.kind.clone()))?;
+        let kind = row.kind.parse::<AlertKind>().map_err(|_| {
+            StoreError::corrupt("phone_alerts", "kind", row.phone_id, row.kind.clone())
+        })?;
         out.entry(row.phone_id).or_default().push(OpenAlert {
             kind,
             since: row.since,
@@ -246,4 +257,53 @@ pub async fn due_alerts(
         .into_iter()
         .map(|row| (row.phone_id, row.since))
         .collect())
+}
+
+/// Stores a fired alert event of `phone_id` (its name and data) and its deliveries, in one
+/// transaction: the deliveries name the event row as their subject.
+#[tracing::instrument(skip_all, fields(phone_id = %phone_id, event = %event))]
+pub async fn record_event(
+    db: &DatabaseConnection,
+    id: Uuid,
+    phone_id: Uuid,
+    event: &str,
+    data: &serde_json::Value,
+    deliveries: &[crate::store::webhooks::PendingDelivery],
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    use sea_orm::TransactionTrait;
+    let txn = db.begin().await?;
+    phone_events::Entity::insert(phone_events::ActiveModel {
+        id: Set(id),
+        phone_id: Set(phone_id),
+        event: Set(event.to_string()),
+        data: Set(data.to_string()),
+        created_at: Set(now_ms),
+    })
+    .exec_without_returning(&txn)
+    .await?;
+    crate::store::webhooks::insert_deliveries(&txn, deliveries).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// The data of these fired alert events (the bodies of a batch of attempts), by id.
+pub async fn events_by_id(
+    db: &DatabaseConnection,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, serde_json::Value>, StoreError> {
+    let mut found = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(crate::store::IDS_PER_STATEMENT) {
+        let rows = phone_events::Entity::find()
+            .filter(phone_events::Column::Id.is_in(chunk.iter().copied()))
+            .all(db)
+            .await?;
+        for row in rows {
+            let data = serde_json::from_str(&row.data).map_err(|_| {
+                StoreError::corrupt("phone_events", "data", row.id, row.data.clone())
+            })?;
+            found.insert(row.id, data);
+        }
+    }
+    Ok(found)
 }

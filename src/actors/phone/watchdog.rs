@@ -156,7 +156,10 @@ impl Phone {
         let report = match HealthReport::of_frame(frame) {
             Ok(report) => report,
             Err(refusal) => {
-                self.reject(FrameErrorCode::BadFrame, format!("frame refused: {refusal}"));
+                self.reject(
+                    FrameErrorCode::BadFrame,
+                    format!("frame refused: {refusal}"),
+                );
                 answer(done);
                 return;
             }
@@ -174,7 +177,9 @@ impl Phone {
                         phone_id: device,
                         health,
                     }),
-                    Err(err) => tracing::error!(phone_id = %device, error = %err, "health not stored"),
+                    Err(err) => {
+                        tracing::error!(phone_id = %device, error = %err, "health not stored")
+                    }
                 }
                 answer(done);
             }

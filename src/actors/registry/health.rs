@@ -23,8 +23,11 @@ use uuid::Uuid;
 
 use super::Registry;
 pub use crate::actors::phone::{HealthReported, LineStalled, LineUnstalled};
+use crate::actors::webhook_endpoint::DeliveriesCreated;
+use crate::clock::format_ms;
 use crate::domain::health::AlertKind;
-use crate::store::health;
+use crate::domain::webhook_event::EventKind;
+use crate::store::{health, phones};
 
 /// How often open offline episodes are checked for a due alert.
 pub const ALERT_SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -56,17 +59,21 @@ impl Handler<HealthReported> for Registry {
                 health::claim_alert(&db, phone_id, AlertKind::LowBattery, now, now).await
             }
             .into_actor(self)
-            .map(move |claimed: Result<bool, crate::store::StoreError>, act, _| match claimed {
-                Ok(true) => act.fire(
-                    phone_id,
-                    Fired::Opened {
-                        kind: AlertKind::LowBattery,
-                        since: now,
-                    },
-                ),
-                Ok(false) => {}
-                Err(err) => tracing::error!(%phone_id, error = %err, "low battery not recorded"),
-            }),
+            .map(
+                move |claimed: Result<bool, crate::store::StoreError>, act, _| match claimed {
+                    Ok(true) => act.fire(
+                        phone_id,
+                        Fired::Opened {
+                            kind: AlertKind::LowBattery,
+                            since: now,
+                        },
+                    ),
+                    Ok(false) => {}
+                    Err(err) => {
+                        tracing::error!(%phone_id, error = %err, "low battery not recorded")
+                    }
+                },
+            ),
         );
     }
 }
@@ -80,24 +87,28 @@ impl Handler<LineStalled> for Registry {
         // line's pooled queue moves on to the pool's other lines (issue 30, item 3).
         let db = self.deps.db.clone();
         let now = self.deps.clock.now_ms();
-        let LineStalled { phone_id, since, .. } = msg;
+        let LineStalled {
+            phone_id, since, ..
+        } = msg;
         ctx.spawn(
             async move {
                 health::open_episode(&db, phone_id, AlertKind::Stalled, since).await?;
                 health::claim_alert(&db, phone_id, AlertKind::Stalled, now, now).await
             }
             .into_actor(self)
-            .map(move |claimed: Result<bool, crate::store::StoreError>, act, _| match claimed {
-                Ok(true) => act.fire(
-                    phone_id,
-                    Fired::Opened {
-                        kind: AlertKind::Stalled,
-                        since,
-                    },
-                ),
-                Ok(false) => {}
-                Err(err) => tracing::error!(%phone_id, error = %err, "stall not recorded"),
-            }),
+            .map(
+                move |claimed: Result<bool, crate::store::StoreError>, act, _| match claimed {
+                    Ok(true) => act.fire(
+                        phone_id,
+                        Fired::Opened {
+                            kind: AlertKind::Stalled,
+                            since,
+                        },
+                    ),
+                    Ok(false) => {}
+                    Err(err) => tracing::error!(%phone_id, error = %err, "stall not recorded"),
+                },
+            ),
         );
     }
 }
@@ -140,9 +151,12 @@ impl Registry {
     /// A phone came online at `now`: its outage ends, and fires `phone.online` if it alerted.
     pub(super) fn outage_ended(&self, phone_id: Uuid, now: i64) {
         let deps = self.deps.clone();
+        let endpoints = self.alerts_to.clone();
         actix::spawn(async move {
             match health::end_episode(&deps.db, phone_id, AlertKind::Offline, now).await {
-                Ok(Some(true)) => deliver(deps, phone_id, Fired::BackOnline { since: now }).await,
+                Ok(Some(true)) => {
+                    deliver(deps, endpoints, phone_id, Fired::BackOnline { since: now }).await
+                }
                 Ok(_) => {}
                 Err(err) => tracing::error!(%phone_id, error = %err, "outage end not recorded"),
             }
@@ -154,8 +168,8 @@ impl Registry {
     pub(super) fn sweep_offline_alerts(&mut self, ctx: &mut Context<Self>) {
         let db = self.deps.db.clone();
         let now = self.deps.clock.now_ms();
-        let after =
-            i64::try_from(self.deps.settings.phones.offline_alert_after.as_millis()).unwrap_or(i64::MAX);
+        let after = i64::try_from(self.deps.settings.phones.offline_alert_after.as_millis())
+            .unwrap_or(i64::MAX);
         let began_by = now.saturating_sub(after);
         ctx.spawn(
             async move { health::due_alerts(&db, AlertKind::Offline, began_by).await }
@@ -230,13 +244,110 @@ impl Registry {
 
     /// Delivers the event of a fired episode to the endpoints subscribed to it.
     fn fire(&self, phone_id: Uuid, fired: Fired) {
-        actix::spawn(deliver(self.deps.clone(), phone_id, fired));
+        actix::spawn(deliver(
+            self.deps.clone(),
+            self.alerts_to.clone(),
+            phone_id,
+            fired,
+        ));
     }
 }
 
-/// Stores one delivery of the fired episode's event per subscribed endpoint and hands them to
-/// the endpoints (docs/api.md, "Webhooks").
-async fn deliver(deps: crate::actors::Deps, phone_id: Uuid, fired: Fired) {
-    tracing::warn!(%phone_id, ?fired, "phone alert");
-    let _ = deps;
+/// The `data` of a phone alert event (docs/api.md, "Phone health").
+#[derive(Debug, serde::Serialize)]
+struct EventData {
+    phone_id: Uuid,
+    phone_number: String,
+    name: Option<String>,
+    since: String,
+    /// The device's health as last reported; null before any report.
+    health: Option<HealthData>,
+}
+
+/// A device's health in an event's `data`, as `GET /v1/phones/{id}` shows it.
+#[derive(Debug, serde::Serialize)]
+struct HealthData {
+    battery_percent: Option<u8>,
+    charging: Option<bool>,
+    network: Option<crate::domain::health::Network>,
+    sims: Option<Vec<crate::domain::health::SimCard>>,
+    reported_at: String,
+}
+
+/// Stores the fired episode's event and one delivery per subscribed endpoint (one
+/// transaction), then hands the deliveries to the endpoints (docs/api.md, "Webhooks").
+async fn deliver(
+    deps: crate::actors::Deps,
+    endpoints: Option<Recipient<DeliveriesCreated>>,
+    phone_id: Uuid,
+    fired: Fired,
+) {
+    let (kind, since) = match fired {
+        Fired::Opened { kind, since } => (
+            match kind {
+                AlertKind::Offline => EventKind::PhoneOffline,
+                AlertKind::LowBattery => EventKind::PhoneLowBattery,
+                AlertKind::Stalled => EventKind::PhoneStalled,
+            },
+            since,
+        ),
+        Fired::BackOnline { since } => (EventKind::PhoneOnline, since),
+    };
+    tracing::warn!(%phone_id, event = kind.as_str(), "phone alert");
+    let result = async {
+        let Some(phone) = phones::by_id(&deps.db, phone_id).await? else {
+            return Ok(Vec::new());
+        };
+        let device = phone.line.map_or(phone.id, |l| l.device_phone_id);
+        let health = health::of(&deps.db, &[device]).await?.remove(&device);
+        let data = EventData {
+            phone_id,
+            phone_number: phone.phone_number.clone(),
+            name: phone.name.clone(),
+            since: format_ms(since),
+            health: health.map(|h| HealthData {
+                battery_percent: h.battery_percent,
+                charging: h.charging,
+                network: h.network,
+                sims: h.sims,
+                reported_at: format_ms(h.reported_at),
+            }),
+        };
+        let data = serde_json::to_value(&data).map_err(|err| {
+            crate::store::StoreError::corrupt("phone_events", "data", phone_id, err.to_string())
+        })?;
+        let now = deps.clock.now_ms();
+        let event_id = Uuid::now_v7();
+        let deliveries = deps.webhooks.subscriptions.deliveries_for_phone(
+            phone.scope(),
+            kind,
+            &phone.phone_number,
+            event_id,
+            now,
+        );
+        if deliveries.is_empty() {
+            return Ok(deliveries);
+        }
+        health::record_event(
+            &deps.db,
+            event_id,
+            phone_id,
+            kind.as_str(),
+            &data,
+            &deliveries,
+            now,
+        )
+        .await?;
+        Ok::<_, crate::store::StoreError>(deliveries)
+    }
+    .await;
+    match result {
+        Ok(deliveries) if !deliveries.is_empty() => {
+            if let Some(endpoints) = endpoints {
+                endpoints.do_send(DeliveriesCreated { deliveries });
+            }
+        }
+        Ok(_) => {}
+        Err(err) => tracing::error!(%phone_id, error = %err, "phone alert not delivered"),
+    }
 }

@@ -249,6 +249,8 @@ pub struct Registry {
     /// leaving this set may have died between a commit and its notice: see
     /// [`Registry::nodes_seen`].
     live_nodes: Option<HashSet<Uuid>>,
+    /// The webhook endpoints' supervisor, told of the deliveries of phone alerts.
+    alerts_to: Option<Recipient<super::webhook_endpoint::DeliveriesCreated>>,
 }
 
 impl Registry {
@@ -261,11 +263,22 @@ impl Registry {
             deps,
             me: None,
             live_nodes: None,
+            alerts_to: None,
             test_mode: match deps_cluster {
                 true => TestModeHere::No,
                 false => TestModeHere::Yes,
             },
         }
+    }
+
+    /// `endpoints` (the webhook endpoints' supervisor) delivers phone alerts (docs/api.md,
+    /// "Phone health").
+    pub fn with_alerts(
+        mut self,
+        endpoints: Recipient<super::webhook_endpoint::DeliveriesCreated>,
+    ) -> Registry {
+        self.alerts_to = Some(endpoints);
+        self
     }
 
     /// Tells the portal's live event streams that a phone came online or went offline.

@@ -64,13 +64,20 @@ async fn health_events_show_on_the_phone(backend: Backend) {
     let hooks = hooks.as_array().unwrap();
     let events: Vec<&str> = hooks.iter().map(|h| h["event"].as_str().unwrap()).collect();
     assert_eq!(events, ["sms:received", "system:ping", "app:started"]);
-    assert!(hooks.iter().all(|h| h["url"] == hooks[0]["url"]), "{hooks:?}");
+    assert!(
+        hooks.iter().all(|h| h["url"] == hooks[0]["url"]),
+        "{hooks:?}"
+    );
     let url = hooks[1]["url"].as_str().unwrap().to_string();
     let key = phone.call("GET", "/settings", None).await.body["webhooks"]["signing_key"]
         .as_str()
         .unwrap()
         .to_string();
-    assert_eq!(health(&app, &phone_id).await, Value::Null, "null before any report");
+    assert_eq!(
+        health(&app, &phone_id).await,
+        Value::Null,
+        "null before any report"
+    );
 
     // USB charging (flags 1 + 4), Wi-Fi (4).
     let (status, _) = post_signed(&url, ping(json!(80), 5, 4), &key).await;
@@ -119,7 +126,10 @@ async fn health_events_show_on_the_phone(backend: Backend) {
     let (status, body) = post_signed(&url, bad_sims, &key).await;
     assert_eq!(status, 400, "{body}");
     assert!(
-        body["message"].as_str().unwrap().contains("simCards[0].slot"),
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("simCards[0].slot"),
         "{body}"
     );
     let no_payload = json!({ "id": "p", "event": "system:ping" }).to_string();

@@ -41,7 +41,10 @@ async fn a_status_frame_shows_on_the_phone_and_its_lines(backend: Backend) {
         .await
         .expect(201);
     let line_id = line.data()["id"].as_str().unwrap().to_string();
-    assert_eq!(phone(&app, &phone_id).await["health"], serde_json::Value::Null);
+    assert_eq!(
+        phone(&app, &phone_id).await["health"],
+        serde_json::Value::Null
+    );
     assert_eq!(phone(&app, &phone_id).await["stalled"], false);
 
     device
@@ -65,7 +68,11 @@ async fn a_status_frame_shows_on_the_phone_and_its_lines(backend: Backend) {
     assert_eq!(shown["charging"], false);
     assert_eq!(shown["network"], "cellular");
     assert_eq!(shown["sims"][1]["carrier"], "O2");
-    assert_eq!(phone(&app, &line_id).await["health"], shown, "a line shows its device's");
+    assert_eq!(
+        phone(&app, &line_id).await["health"],
+        shown,
+        "a line shows its device's"
+    );
     let listed = app.all_pages(&app.live_key, "/v1/phones", "phones").await;
     assert!(listed.iter().all(|p| p["health"] == shown), "{listed:?}");
 
@@ -88,7 +95,9 @@ async fn a_status_frame_shows_on_the_phone_and_its_lines(backend: Backend) {
         Some(ServerFrame::Error { .. })
     ));
     // Only what a report names changes.
-    device.send_text(r#"{"type":"status","charging":true}"#).await;
+    device
+        .send_text(r#"{"type":"status","charging":true}"#)
+        .await;
     crate::helpers::eventually("charging shows", Duration::from_secs(10), async || {
         phone(&app, &phone_id).await["health"]["charging"] == true
     })

@@ -13,6 +13,7 @@ use crate::helpers::{
     spawn_paced, timeline,
 };
 
+mod alerts;
 mod health;
 mod lines;
 mod pace;

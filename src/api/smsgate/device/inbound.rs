@@ -18,9 +18,9 @@ use uuid::Uuid;
 
 use super::{MobileError, parse, read_body};
 use crate::actors::device_link::{Pending, STORE_WAIT};
+use crate::actors::registry::HealthReported;
 use crate::api::AppState;
 use crate::api::webhooks::WebhookApi;
-use crate::actors::registry::HealthReported;
 use crate::domain::app_protocol::AppEvent;
 use crate::domain::health::HealthReport;
 use crate::domain::keys;
