@@ -231,7 +231,7 @@ impl HealthReport {
         // Flags: 1 charging, 2 AC, 4 USB; any of them is a phone on power.
         let charging = observed("battery:charging").map(|f| f != 0.0);
         let network = match observed("connection:status") {
-            Some(status) if status == 0.0 => Some(Network::None),
+            Some(0.0) => Some(Network::None),
             _ => observed("connection:transport").map(|f| Network::of_app_transport(f as i64)),
         };
         Ok(HealthReport {

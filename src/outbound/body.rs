@@ -15,7 +15,7 @@ use crate::store::webhooks::{self, PendingDelivery};
 #[derive(Debug, Clone)]
 pub enum Subject {
     Message {
-        message: messages::Message,
+        message: Box<messages::Message>,
         draft: Option<Draft>,
     },
     /// `{phone_id, phone_number, name, since, health}` (docs/api.md, "Phone health").
@@ -41,7 +41,13 @@ pub async fn subjects(
         .into_iter()
         .map(|(id, message)| {
             let draft = drafts.remove(&id);
-            (id, Subject::Message { message, draft })
+            (
+                id,
+                Subject::Message {
+                    message: Box::new(message),
+                    draft,
+                },
+            )
         })
         .collect();
     if !phone_events.is_empty() {
