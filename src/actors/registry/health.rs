@@ -183,13 +183,27 @@ impl Registry {
                         }
                     };
                     for (phone_id, since) in due {
-                        // Online again (here or on another node) or unpaired: its connect
-                        // ends the episode; nothing to alert.
-                        if act.directory.is_online(phone_id) || act.directory.record(phone_id).is_none()
+                        let db = act.deps.db.clone();
+                        // Connected here (its connect may have been stored before the
+                        // disconnect, on another node, opened the episode) or unpaired: the
+                        // episode ends unalerted. Online on another node: that node ends it.
+                        if act.directory.connected_here(phone_id) || act.directory.record(phone_id).is_none()
                         {
+                            ctx.spawn(
+                                async move {
+                                    if let Err(err) =
+                                        health::end_episode(&db, phone_id, AlertKind::Offline, now).await
+                                    {
+                                        tracing::error!(%phone_id, error = %err, "outage end not recorded");
+                                    }
+                                }
+                                .into_actor(act),
+                            );
                             continue;
                         }
-                        let db = act.deps.db.clone();
+                        if act.directory.is_online(phone_id) {
+                            continue;
+                        }
                         ctx.spawn(
                             async move {
                                 health::claim_alert(&db, phone_id, AlertKind::Offline, began_by, now)
