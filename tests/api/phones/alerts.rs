@@ -180,7 +180,55 @@ async fn offline_fires_once_per_outage_and_online_after_it(backend: Backend) {
     assert_eq!(events_named(&receiver, &key, "phone.online").len(), 1);
 }
 
+/// An outage that began before a restart alerts after it, once: the episode is a row.
+async fn an_outage_alerts_across_a_restart(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.phones.offline_alert_after = Duration::from_secs(2);
+        s.webhooks.allow_insecure_targets = true;
+    })
+    .await;
+    let receiver = WebhookReceiver::start().await;
+    let created = app
+        .subscribe(&app.live_key, &receiver, &["phone.offline"])
+        .await;
+    let key = created["signing_key"].as_str().unwrap().to_string();
+    let (phone_id, device) = app.online_phone(SENDER).await;
+    device.close().await;
+    app.wait_online(&phone_id, false).await;
+    let app = app.restart().await;
+    let offline = wait_events(&receiver, &key, "phone.offline", 1).await;
+    assert_eq!(offline[0]["data"]["phone_id"], phone_id.as_str());
+    let shown = app
+        .get(&format!("/v1/phones/{phone_id}"), &app.live_key)
+        .await
+        .data()
+        .clone();
+    assert_eq!(shown["alerts"][0]["alerted"], true, "{shown}");
+}
+
+/// A phone still connected when its server stopped (a crash: no disconnect was stored) alerts
+/// after the restart, from its stored last-seen time.
+async fn a_phone_lost_in_a_crash_alerts_after_the_restart(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.phones.offline_alert_after = Duration::from_secs(1);
+        s.phones.heartbeat_timeout = Duration::from_secs(1);
+        s.webhooks.allow_insecure_targets = true;
+    })
+    .await;
+    let receiver = WebhookReceiver::start().await;
+    let created = app
+        .subscribe(&app.live_key, &receiver, &["phone.offline"])
+        .await;
+    let key = created["signing_key"].as_str().unwrap().to_string();
+    let (phone_id, _device) = app.online_phone(SENDER).await;
+    let _app = app.restart().await;
+    let offline = wait_events(&receiver, &key, "phone.offline", 1).await;
+    assert_eq!(offline[0]["data"]["phone_id"], phone_id.as_str());
+}
+
 backend_tests!(
+    an_outage_alerts_across_a_restart,
+    a_phone_lost_in_a_crash_alerts_after_the_restart,
     stalled_fires_once_per_stall,
     low_battery_fires_once_per_discharge,
     offline_fires_once_per_outage_and_online_after_it,
