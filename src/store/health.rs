@@ -307,3 +307,33 @@ pub async fn events_by_id(
     }
     Ok(found)
 }
+
+/// Deletes up to `batch` fired alert events stored at or before `cutoff_ms` (retention: they
+/// live as long as message records, `retention.record_after`). Returns how many.
+#[tracing::instrument(skip_all)]
+pub async fn delete_events_batch(
+    db: &DatabaseConnection,
+    cutoff_ms: i64,
+    batch: u64,
+) -> Result<u64, StoreError> {
+    use sea_orm::{QuerySelect, TransactionTrait};
+    let ids: Vec<Uuid> = phone_events::Entity::find()
+        .select_only()
+        .column(phone_events::Column::Id)
+        .filter(phone_events::Column::CreatedAt.lte(cutoff_ms))
+        .limit(batch)
+        .into_tuple()
+        .all(db)
+        .await?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let txn = db.begin().await?;
+    let deleted = phone_events::Entity::delete_many()
+        .filter(phone_events::Column::Id.is_in(ids))
+        .exec(&txn)
+        .await?
+        .rows_affected;
+    txn.commit().await?;
+    Ok(deleted)
+}
