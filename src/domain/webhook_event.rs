@@ -244,7 +244,15 @@ mod tests {
         assert!(!is_event_kind("message.bounced"));
         assert_eq!(
             EventKind::list(),
-            "message.received, message.sent, message.delivered, message.failed, ai.draft.created"
+            "message.received, message.sent, message.delivered, message.failed, ai.draft.created, \
+             phone.offline, phone.online, phone.low_battery, phone.stalled"
+        );
+        assert!(EventKind::PhoneStalled.is_phone_event());
+        assert!(!EventKind::MessageSent.is_phone_event());
+        // No SMSGate-format endpoint gets a phone alert.
+        assert_eq!(
+            WebhookFormat::Smsgate.event_name(EventKind::PhoneOffline),
+            None
         );
     }
 
