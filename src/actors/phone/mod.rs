@@ -4,8 +4,9 @@
 //! Mailbox: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`, `StopPhone`,
 //! `HandBack`; the query `GetNextSendAt`; the immediate hand-over `Reserve` → `Handed` or
 //! `Release`; the events `Report` (a frame from the phone) and `ReportAndWait` (one whose
-//! transport waits until it is stored). The actor never holds a database connection while it
-//! waits: every write is a future spawned on its context.
+//! transport waits until it is stored). It tells its registry `LineStalled`, `LineUnstalled`
+//! (its stall watchdog, `watchdog.rs`) and `HealthReported` (a `status` frame). The actor never
+//! holds a database connection while it waits: every write is a future spawned on its context.
 //!
 //! Its decisions are plain types it holds: the queue (`domain::phone_queue`), the pace log
 //! (`domain::pace`) and the outcome of a status report (`domain::status_report`). This file

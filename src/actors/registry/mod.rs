@@ -3,7 +3,9 @@
 //! expires messages nobody handed over in time.
 //!
 //! Mailbox: queries `Route`, `GetPhoneStates`; commands `Enqueue`, `Cancel`, `Paired`,
-//! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`, `LineFrame`.
+//! `PaceChanged`, `Unpaired`, `TokenRotated`; events `Connected`, `Disconnected`, `LineFrame`,
+//! and phone health's `HealthReported`, `LineStalled`, `LineUnstalled` (`health.rs`: alert
+//! episodes and their webhook events, docs/api.md "Phone health").
 //!
 //! SIM lines (docs/api.md, "Phones") are phones with their own actor, queue and pace whose
 //! transport is their device's: a device's connection connects its lines on the same [`Link`]
