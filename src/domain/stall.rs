@@ -189,6 +189,69 @@ mod tests {
         assert_eq!(watch.stalled_since(), None);
     }
 
+    /// One thing that can happen to a line.
+    #[derive(Debug, Clone)]
+    enum Event {
+        Handed,
+        Reported { success: bool, still_waiting: bool },
+        Offline,
+        Check,
+    }
+
+    fn event() -> impl proptest::strategy::Strategy<Value = Event> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(Event::Handed),
+            (any::<bool>(), any::<bool>()).prop_map(|(success, still_waiting)| Event::Reported {
+                success,
+                still_waiting
+            }),
+            Just(Event::Offline),
+            Just(Event::Check),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever happens, marks and unmarks alternate (an episode is marked once), the
+        /// watch is stalled exactly after a mark, and only a success unmarks.
+        #[test]
+        fn marks_and_unmarks_alternate(
+            events in proptest::collection::vec((event(), 0..2_000_i64), 0..60)
+        ) {
+            let mut watch = StallWatch::new();
+            let mut now = 0;
+            let mut stalled = false;
+            for (event, step) in events {
+                now += step;
+                let change = match event {
+                    Event::Handed => { watch.handed(now); None }
+                    Event::Reported { success, still_waiting } => {
+                        let change = watch.reported(success, still_waiting, now, LIMITS);
+                        if change == Some(StallChange::Unmarked) {
+                            proptest::prop_assert!(success);
+                        }
+                        change
+                    }
+                    Event::Offline => { watch.offline(); None }
+                    Event::Check => watch.check(now, LIMITS),
+                };
+                match change {
+                    Some(StallChange::Marked { since, .. }) => {
+                        proptest::prop_assert!(!stalled);
+                        proptest::prop_assert_eq!(since, now);
+                        stalled = true;
+                    }
+                    Some(StallChange::Unmarked) => {
+                        proptest::prop_assert!(stalled);
+                        stalled = false;
+                    }
+                    None => {}
+                }
+                proptest::prop_assert_eq!(watch.stalled_since().is_some(), stalled);
+            }
+        }
+    }
+
     #[test]
     fn offline_stops_the_clock_but_keeps_the_mark() {
         let mut watch = StallWatch::restore(10);
