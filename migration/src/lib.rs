@@ -25,6 +25,7 @@ mod m20261125_000210_create_cluster_tables;
 mod m20261127_000220_add_campaign_quota_columns;
 mod m20261128_000230_add_phone_lines;
 mod m20261128_000231_add_pace_per_day;
+mod m20261128_100000_create_phone_health;
 mod m20261128_100240_create_phone_daily_stats;
 mod m20261128_100240_create_pools;
 
@@ -56,6 +57,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000231_add_pace_per_day::Migration),
             Box::new(m20261128_100240_create_phone_daily_stats::Migration),
             Box::new(m20261128_100240_create_pools::Migration),
+            Box::new(m20261128_100000_create_phone_health::Migration),
         ]
     }
 }

@@ -261,7 +261,7 @@ fn slot_of(
         PhoneFrame::Delivered { message_id, .. } | PhoneFrame::Failed { message_id, .. } => {
             line_sends.remove(message_id)
         }
-        PhoneFrame::Received { .. } | PhoneFrame::Heartbeat { .. } => None,
+        PhoneFrame::Received { .. } | PhoneFrame::Heartbeat { .. } | PhoneFrame::Status(_) => None,
     };
     named.or(remembered)
 }

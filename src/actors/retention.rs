@@ -103,6 +103,21 @@ async fn sweep(deps: &Deps) -> Result<SweepCounts, StoreError> {
         }
         actix::clock::sleep(PAUSE_BETWEEN_BATCHES).await;
     }
+    // Fired phone alert events (docs/api.md, "Phone health") live as long as message records.
+    loop {
+        let cutoff = deps
+            .clock
+            .now_ms()
+            .saturating_sub(millis(settings.record_after));
+        let n = crate::store::retry_busy(|| {
+            crate::store::health::delete_events_batch(&deps.db, cutoff, RETENTION_BATCH)
+        })
+        .await?;
+        if n < RETENTION_BATCH {
+            break;
+        }
+        actix::clock::sleep(PAUSE_BETWEEN_BATCHES).await;
+    }
     Ok(counts)
 }
 

@@ -23,12 +23,14 @@ use crate::actors::registry::{
     GetPhoneStates, PaceChanged, Paired, PhoneState, TokenRotated, Unpaired,
 };
 use crate::clock::format_ms;
+use crate::domain::health::{AlertKind, Network, PhoneHealth, SimCard};
 use crate::domain::keys;
 use crate::domain::pace::Pace;
 use crate::domain::quota::Quota;
 use crate::domain::sim_slot::SimSlot;
 use crate::error::{ApiError, ErrorCode, success};
 use crate::store::StoreError;
+use crate::store::health::{self, OpenAlert};
 use crate::store::phones::{self, Line, Pairing, PhoneRecord};
 
 /// Longest phone name.
@@ -167,6 +169,14 @@ pub struct PhoneOut<'a> {
     pub sim_slot: Option<u8>,
     /// A SIM line's device (the phone whose token and connection carry it); null for a device.
     pub device_phone_id: Option<Uuid>,
+    /// What the device last reported about itself (a SIM line shows its device's); null
+    /// before any report (docs/api.md, "Phone health").
+    pub health: Option<HealthOut>,
+    /// True while the stall watchdog holds the phone stalled: online, but its messages got no
+    /// report for `phones.stall_after`, or its last `phones.stall_failures` attempts failed.
+    pub stalled: bool,
+    /// The phone's open alert episodes (`offline`, `low_battery`, `stalled`), oldest first.
+    pub alerts: Vec<AlertOut>,
 }
 envelope_of!(PhoneEnvelope, PhoneOut<'static>, "One phone.");
 
@@ -192,8 +202,85 @@ page_out!(
 );
 envelope_of!(PhonePageEnvelope, PhonePage<'static>, "A page of phones.");
 
-fn phone_out<'a>(state: &AppState, p: &'a PhoneRecord, live: Option<PhoneState>) -> PhoneOut<'a> {
+/// A device's health as the API shows it (docs/api.md, "Phone health").
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HealthOut {
+    /// 0–100; null when not reported.
+    pub battery_percent: Option<u8>,
+    pub charging: Option<bool>,
+    pub network: Option<Network>,
+    /// The device's SIM cards; null when not reported.
+    pub sims: Option<Vec<SimCard>>,
+    #[schema(format = DateTime)]
+    pub reported_at: String,
+}
+
+impl From<&PhoneHealth> for HealthOut {
+    fn from(h: &PhoneHealth) -> Self {
+        HealthOut {
+            battery_percent: h.battery_percent,
+            charging: h.charging,
+            network: h.network,
+            sims: h.sims.clone(),
+            reported_at: format_ms(h.reported_at),
+        }
+    }
+}
+
+/// An open alert episode of a phone.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AlertOut {
+    /// offline, low_battery or stalled.
+    pub kind: String,
+    /// When the episode began.
+    #[schema(format = DateTime)]
+    pub since: String,
+    /// Whether its webhook event fired (an offline phone alerts after
+    /// `phones.offline_alert_after`).
+    pub alerted: bool,
+}
+
+/// The stored health and open alerts of a page of phones, read in two queries.
+#[derive(Default)]
+pub(crate) struct Facts {
+    health: HashMap<Uuid, PhoneHealth>,
+    alerts: HashMap<Uuid, Vec<OpenAlert>>,
+}
+
+impl Facts {
+    /// The facts of `phones` (a line's health is its device's). A read that fails shows
+    /// none: the phone itself is still worth showing.
+    pub(crate) async fn of(state: &AppState, phones: &[PhoneRecord]) -> Facts {
+        let ids: Vec<Uuid> = phones.iter().map(|p| p.id).collect();
+        let mut devices: Vec<Uuid> = phones.iter().map(device_of).collect();
+        devices.sort_unstable();
+        devices.dedup();
+        let health = health::of(&state.db, &devices).await;
+        let alerts = health::open_alerts(&state.db, &ids).await;
+        if let Err(err) = health.as_ref().and(alerts.as_ref()) {
+            tracing::error!(error = %err, "phone health not read");
+        }
+        Facts {
+            health: health.unwrap_or_default(),
+            alerts: alerts.unwrap_or_default(),
+        }
+    }
+}
+
+/// The device whose connection carries a phone: itself, or a line's device.
+fn device_of(p: &PhoneRecord) -> Uuid {
+    p.line.map_or(p.id, |l| l.device_phone_id)
+}
+
+fn phone_out<'a>(
+    state: &AppState,
+    p: &'a PhoneRecord,
+    live: Option<PhoneState>,
+    facts: &Facts,
+) -> PhoneOut<'a> {
     let pace = p.pace.unwrap_or(state.settings.pace);
+    let mut alerts: Vec<&OpenAlert> = facts.alerts.get(&p.id).into_iter().flatten().collect();
+    alerts.sort_by_key(|a| a.since);
     PhoneOut {
         id: p.id,
         phone_number: &p.phone_number,
@@ -204,6 +291,16 @@ fn phone_out<'a>(state: &AppState, p: &'a PhoneRecord, live: Option<PhoneState>)
         last_seen_at: PhoneState::last_seen(live.as_ref(), p.last_seen_at).map(format_ms),
         sim_slot: p.line.map(|l| l.sim_slot.get()),
         device_phone_id: p.line.map(|l| l.device_phone_id),
+        health: facts.health.get(&device_of(p)).map(HealthOut::from),
+        stalled: alerts.iter().any(|a| a.kind == AlertKind::Stalled),
+        alerts: alerts
+            .iter()
+            .map(|a| AlertOut {
+                kind: a.kind.as_str().to_string(),
+                since: format_ms(a.since),
+                alerted: a.alerted,
+            })
+            .collect(),
     }
 }
 
@@ -224,7 +321,8 @@ pub(super) async fn live_states(
 /// One phone as the API shows it, with its live state.
 async fn live_phone_out<'a>(state: &AppState, phone: &'a PhoneRecord) -> PhoneOut<'a> {
     let live = live_states(state, std::slice::from_ref(phone)).await;
-    phone_out(state, phone, live.get(&phone.id).copied())
+    let facts = Facts::of(state, std::slice::from_ref(phone)).await;
+    phone_out(state, phone, live.get(&phone.id).copied(), &facts)
 }
 
 fn validate_name(name: Option<String>) -> Result<Option<String>, ApiError> {
@@ -298,7 +396,7 @@ async fn create_phone(state: &AppState, caller: &Caller, body: CreatePhoneIn) ->
         ),
     };
     let out = PhoneWithTokenOut {
-        phone: phone_out(state, &phone, None),
+        phone: phone_out(state, &phone, None, &Facts::default()),
         device_token,
     };
     let response = success(StatusCode::CREATED, message, out);
@@ -382,7 +480,8 @@ async fn slot_taken(state: &AppState, line: Line) -> ApiError {
 async fn list(state: web::Data<AppState>, caller: Caller, page: PageRequest) -> Answer {
     let rows = state.list_scoped(&caller, page, phones::list).await?;
     let live = live_states(&state, &rows.items).await;
-    let items = rows.map(|p| phone_out(&state, p, live.get(&p.id).copied()));
+    let facts = Facts::of(&state, &rows.items).await;
+    let items = rows.map(|p| phone_out(&state, p, live.get(&p.id).copied(), &facts));
     Ok(items.answer::<PhonePage>("phones"))
 }
 
@@ -497,7 +596,7 @@ async fn rotate_token(
     state.device_links.forget_tokens_of(id);
     state.registry.do_send(TokenRotated { phone_id: id });
     let out = PhoneWithTokenOut {
-        phone: phone_out(&state, &phone, None),
+        phone: phone_out(&state, &phone, None, &Facts::default()),
         device_token: Some(token),
     };
     Ok(success(

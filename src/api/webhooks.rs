@@ -80,7 +80,8 @@ pub struct CreateWebhookIn {
     #[schema(required = true, nullable = false)]
     pub url: Option<String>,
     /// Event kinds: message.received, message.sent, message.delivered, message.failed,
-    /// ai.draft.created.
+    /// ai.draft.created, and the phone alerts phone.offline, phone.online, phone.low_battery,
+    /// phone.stalled (docs/api.md, "Phone health").
     #[schema(required = true, nullable = false)]
     pub events: Option<Vec<String>>,
     /// E.164 numbers; only events of these phones are delivered. Absent or empty: every phone.

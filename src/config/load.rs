@@ -101,6 +101,11 @@ impl Settings {
                 crate::domain::number_lookup::UnknownCountry
             )));
         }
+        if self.phones.stall_after.is_zero() || self.phones.stall_failures == 0 {
+            return Err(ConfigError::Invalid(
+                "phones.stall_after and phones.stall_failures must be more than 0".into(),
+            ));
+        }
         if self.cluster.heartbeat.is_zero()
             || self.cluster.lease_ttl < self.cluster.heartbeat.saturating_mul(2)
         {

@@ -220,6 +220,15 @@ pub struct MessageSettings {
 pub struct PhoneSettings {
     #[serde(deserialize_with = "duration")]
     pub heartbeat_timeout: Duration,
+    /// An online line whose handed-over messages got no report for this long is stalled
+    /// (docs/api.md, "Phone health").
+    #[serde(deserialize_with = "duration")]
+    pub stall_after: Duration,
+    /// A line whose last this many attempts in a row failed is stalled (a blocked SIM).
+    pub stall_failures: u32,
+    /// A phone offline this long fires `phone.offline` (once per outage).
+    #[serde(deserialize_with = "duration")]
+    pub offline_alert_after: Duration,
 }
 
 /// Sender pools (docs/api.md, "Pools").
@@ -388,6 +397,9 @@ impl Default for PhoneSettings {
     fn default() -> Self {
         PhoneSettings {
             heartbeat_timeout: Duration::from_secs(30),
+            stall_after: Duration::from_secs(10 * 60),
+            stall_failures: 5,
+            offline_alert_after: Duration::from_secs(2 * 60),
         }
     }
 }

@@ -22,12 +22,21 @@ impl AppMessageState {
     }
 }
 
-/// The app's webhook events smsgw consumes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString)]
+/// The app's webhook events smsgw consumes, in the order `GET /webhooks` lists them.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::EnumIter,
+)]
 pub enum AppEvent {
     /// An SMS arrived on the phone.
     #[strum(serialize = "sms:received")]
     SmsReceived,
+    /// The app's periodic health report (battery, charging, network; docs/api.md, "Phone
+    /// health").
+    #[strum(serialize = "system:ping")]
+    SystemPing,
+    /// The app started: its SIM cards and their carriers.
+    #[strum(serialize = "app:started")]
+    AppStarted,
 }
 
 impl AppEvent {
@@ -53,5 +62,7 @@ mod tests {
             assert_eq!(state.as_str().parse::<AppMessageState>(), Ok(state));
         }
         assert_eq!(AppEvent::SmsReceived.as_str(), "sms:received");
+        assert_eq!("system:ping".parse(), Ok(AppEvent::SystemPing));
+        assert_eq!("app:started".parse(), Ok(AppEvent::AppStarted));
     }
 }

@@ -19,12 +19,16 @@ pub struct Candidate {
     pub queued: u32,
     /// Its steady spacing between sends under its pace (ms; 0: no pace).
     pub spacing_ms: i64,
+    /// Its stall watchdog marked it (docs/api.md, "Phone health"): chosen only when no line
+    /// can send, like a line out of its daily cap.
+    pub stalled: bool,
 }
 
 impl Candidate {
-    /// Whether it can send within its short windows (not held by its daily cap).
+    /// Whether it can send within its short windows (not held by its daily cap) and is not
+    /// stalled.
     pub fn can_send(&self, now: i64) -> bool {
-        self.next_send_at.saturating_sub(now) <= DAILY_CAP_WAIT_MS
+        !self.stalled && self.next_send_at.saturating_sub(now) <= DAILY_CAP_WAIT_MS
     }
 
     /// When a message given to it now would leave: after its pace allows and its queue ahead
@@ -106,6 +110,7 @@ mod tests {
             next_send_at,
             queued,
             spacing_ms: 30_000,
+            stalled: false,
         }
     }
 
@@ -189,6 +194,19 @@ mod tests {
         assert_eq!(ids(&mut choice, 1), [2]);
         let mut all_capped = PoolChoice::new(vec![line(1, far, 0)], 0, NOW);
         assert_eq!(ids(&mut all_capped, 1), [1]);
+    }
+
+    #[test]
+    fn a_stalled_line_is_chosen_only_when_every_line_is_and_loses_its_sticky_recipients() {
+        let mut stalled = line(1, 0, 0);
+        stalled.stalled = true;
+        let mut choice = PoolChoice::new(vec![stalled.clone(), line(2, NOW + 60_000, 9)], 0, NOW);
+        assert_eq!(
+            choice.choose(Some(Uuid::from_u128(1))),
+            Some(Uuid::from_u128(2))
+        );
+        let mut alone = PoolChoice::new(vec![stalled], 0, NOW);
+        assert_eq!(ids(&mut alone, 1), [1]);
     }
 
     #[test]

@@ -97,6 +97,9 @@ pub enum PhoneFrame {
         content: String,
         received_at: chrono::DateTime<chrono::Utc>,
     },
+    /// The device's health (docs/api.md, "Phone health"): every field optional, each one
+    /// present replaces the stored one.
+    Status(super::health::StatusFrame),
     /// Liveness, with optional device health.
     Heartbeat {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -195,7 +198,7 @@ impl PhoneFrame {
                 Some(r) if !reference_ok(r) => Err(FrameRefusal::Reference),
                 _ => Ok(()),
             },
-            PhoneFrame::Heartbeat { .. } => Ok(()),
+            PhoneFrame::Heartbeat { .. } | PhoneFrame::Status(_) => Ok(()),
         }
     }
 }

@@ -30,12 +30,36 @@ pub enum EventKind {
     MessageFailed,
     #[strum(serialize = "ai.draft.created")]
     AiDraftCreated,
+    /// A phone offline longer than `phones.offline_alert_after` (once per outage).
+    #[strum(serialize = "phone.offline")]
+    PhoneOffline,
+    /// A phone back online after a `phone.offline`.
+    #[strum(serialize = "phone.online")]
+    PhoneOnline,
+    /// A phone's battery at or below 15 % and not charging (once per discharge).
+    #[strum(serialize = "phone.low_battery")]
+    PhoneLowBattery,
+    /// The stall watchdog marked a phone stalled.
+    #[strum(serialize = "phone.stalled")]
+    PhoneStalled,
 }
 
 impl EventKind {
     /// The wire name (`message.sent`).
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+
+    /// True for the alert events of a phone, whose body carries `data` about the phone
+    /// instead of a message (docs/api.md, "Phone health").
+    pub fn is_phone_event(self) -> bool {
+        matches!(
+            self,
+            EventKind::PhoneOffline
+                | EventKind::PhoneOnline
+                | EventKind::PhoneLowBattery
+                | EventKind::PhoneStalled
+        )
     }
 
     /// Every kind's name, comma-separated (for error messages).
@@ -220,7 +244,15 @@ mod tests {
         assert!(!is_event_kind("message.bounced"));
         assert_eq!(
             EventKind::list(),
-            "message.received, message.sent, message.delivered, message.failed, ai.draft.created"
+            "message.received, message.sent, message.delivered, message.failed, ai.draft.created, \
+             phone.offline, phone.online, phone.low_battery, phone.stalled"
+        );
+        assert!(EventKind::PhoneStalled.is_phone_event());
+        assert!(!EventKind::MessageSent.is_phone_event());
+        // No SMSGate-format endpoint gets a phone alert.
+        assert_eq!(
+            WebhookFormat::Smsgate.event_name(EventKind::PhoneOffline),
+            None
         );
     }
 

@@ -29,7 +29,9 @@ pub(super) fn start(deps: Deps, router: &ChangeRouter, fanout: &WebhookFanout) -
     // Before the Registry: the cluster's endpoint notices reach it from the start.
     let webhooks = WebhookEndpoints::new(deps.clone()).start();
     fanout.attach(webhooks.clone().recipient());
-    let registry = Registry::new(deps.clone()).start();
+    let registry = Registry::new(deps.clone())
+        .with_alerts(webhooks.clone().recipient())
+        .start();
     // Campaigns and AI replies send through the send use case (`crate::send`), injected.
     let send_deps = crate::send::SendDeps {
         writer: deps.writer.clone(),

@@ -37,6 +37,7 @@ pub mod client_groups;
 pub mod cluster;
 pub mod contacts;
 pub mod conversations;
+pub mod health;
 pub mod idempotency;
 pub mod messages;
 mod paging;

@@ -73,6 +73,10 @@ pub struct SimArgs {
     /// "+14155550123: hello" (repeatable); `-` reads such lines from stdin.
     #[arg(long, value_name = "\"FROM: TEXT\" | -", value_parser = Receive::parse)]
     pub receive: Vec<Receive>,
+    /// Battery level to report (0–100, not charging) in a `status` frame at each connect
+    /// (WebSocket only; docs/api.md, "Phone health").
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub battery: Option<u8>,
 }
 
 /// The certificates of `--ca-file` (or `SSL_CERT_FILE`), read and checked before anything
@@ -148,6 +152,8 @@ pub struct SimOptions {
     pub heartbeat_every: Duration,
     /// Certificates trusted besides the public roots (`--ca-file`).
     pub ca_certs: Vec<CertificateDer<'static>>,
+    /// Battery level reported in a `status` frame at each connect (`--battery`).
+    pub battery: Option<u8>,
 }
 
 impl From<SimArgs> for SimOptions {
@@ -159,6 +165,7 @@ impl From<SimArgs> for SimOptions {
             deliver_after: Duration::from_millis(args.deliver_after_ms),
             heartbeat_every: HEARTBEAT_EVERY,
             ca_certs: args.ca_file.map(|ca| ca.certs).unwrap_or_default(),
+            battery: args.battery,
         }
     }
 }
@@ -452,6 +459,14 @@ pub async fn run_phone(
         // Every report not acked on an earlier session goes again, oldest first.
         let pending: Vec<PhoneFrame> = memory.unacked.values().cloned().collect();
         let mut alive = true;
+        if let Some(battery) = options.battery {
+            let status = PhoneFrame::Status(crate::domain::health::StatusFrame {
+                battery_percent: Some(i64::from(battery)),
+                charging: Some(false),
+                ..Default::default()
+            });
+            alive = send(&mut framed, &status).await;
+        }
         for frame in pending {
             alive &= send(&mut framed, &frame).await;
         }
@@ -768,6 +783,7 @@ mod tests {
             deliver_after: Duration::ZERO,
             heartbeat_every: HEARTBEAT_EVERY,
             ca_certs: Vec::new(),
+            battery: None,
         };
         assert_eq!(
             options.servers(),

@@ -25,6 +25,7 @@ fn start_sim(app: &TestApp, token: &str) -> mpsc::UnboundedReceiver<SimEvent> {
         deliver_after: Duration::from_millis(30),
         heartbeat_every: Duration::from_secs(5),
         ca_certs: Vec::new(),
+        battery: None,
     };
     actix_web::rt::spawn(run_phone(options, Some(tx), None));
     rx
@@ -96,6 +97,7 @@ async fn simulated_phone_moves_on_to_the_next_server(backend: Backend) {
         deliver_after: Duration::from_millis(30),
         heartbeat_every: Duration::from_secs(5),
         ca_certs: Vec::new(),
+        battery: None,
     };
     actix_web::rt::spawn(run_phone(options, Some(tx), None));
     wait_for(&mut events, |e| *e == SimEvent::Connected).await;
@@ -141,6 +143,7 @@ async fn smsgate_simulator_sends_and_forwards_inbound(backend: Backend) {
         deliver_after: Duration::from_millis(30),
         heartbeat_every: Duration::from_secs(5),
         ca_certs: Vec::new(),
+        battery: None,
     };
     actix_web::rt::spawn(smsgw::tools::phone_sim::smsgate::run_phone(
         options,
@@ -185,6 +188,7 @@ async fn smsgate_simulator_sends_each_retry(backend: Backend) {
         deliver_after: Duration::from_millis(30),
         heartbeat_every: Duration::from_secs(5),
         ca_certs: Vec::new(),
+        battery: None,
     };
     actix_web::rt::spawn(smsgw::tools::phone_sim::smsgate::run_phone(
         options,

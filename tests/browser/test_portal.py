@@ -385,3 +385,25 @@ def test_dark_mode_text_has_enough_contrast(browser, server):
         assert not failures, f"#{section}: {failures}"
         total += checked
     assert total > 100, total
+
+
+def test_a_low_battery_shows_a_banner_with_the_checklist(browser, server):
+    typed, e164 = unique_number()
+    status, created = server.api("POST", "/v1/phones", server.live_key, body={"phone_number": e164, "name": "Flat phone"})
+    assert status == 201, created
+    token = created["data"]["device_token"]
+    phone_id = created["data"]["id"]
+    sign_in(browser, server, server.live_key, page="phones")
+    sim = subprocess.Popen([BIN, "phone-sim", "--server", server.base, "--token", token, "--battery", "9"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        row = f'#phones-list li.phone[data-phone-id="{phone_id}"]'
+        wait_for(lambda: "low battery" in browser.find_element(By.CSS_SELECTOR, row).text, timeout=20, what="the row's low battery state")
+        assert "battery 9%" in browser.find_element(By.CSS_SELECTOR, row).text
+        banner = wait_for(lambda: visible(browser, "#phone-alerts"), timeout=20, what="the alert banner")
+        text = banner.text
+        assert "Flat phone" in text and "low battery" in text, text
+        assert "Battery optimisation off" in text and "restricted settings" in text, text
+        assert "docs/android.md" in text, text
+    finally:
+        sim.terminate()
+        sim.wait(10)

@@ -54,6 +54,7 @@ impl Handler<Handed> for Phone {
             .is_some_and(|link| link.session_id == msg.ticket.link.session_id);
         if msg.frame_queued && current {
             self.queue.track_in_flight(item);
+            self.watch_handed(ctx);
         } else {
             // The session it was reserved on ended (or stalled) before the frame could leave:
             // queued again like any message a disconnect interrupted (the phone dedupes by
@@ -117,6 +118,7 @@ impl Handler<Detach> for Phone {
             .is_some_and(|l| l.session_id == msg.session_id)
         {
             self.link = None;
+            self.watch_offline(ctx);
             self.requeue_in_flight(ctx, "phone disconnected before reporting; queued again");
         }
     }
@@ -171,6 +173,7 @@ impl Phone {
                 received_at: _,
             } => self.inbound(reference, from, content, done, ctx),
             PhoneFrame::Heartbeat { .. } => answer(done),
+            PhoneFrame::Status(status) => self.health_frame(status, done, ctx),
         }
     }
 }
@@ -245,6 +248,7 @@ impl Handler<GetLineLoad> for Phone {
             )
             .unwrap_or(u32::MAX),
             spacing_ms,
+            stalled: self.watch.stalled_since().is_some(),
         })
     }
 }

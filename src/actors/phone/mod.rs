@@ -4,8 +4,9 @@
 //! Mailbox: commands `Enqueue`, `Attach`, `Detach`, `Forget`, `SetPace`, `Unpair`, `StopPhone`,
 //! `HandBack`; the queries `GetNextSendAt` and `GetLineLoad` (a sender pool's choice); the immediate hand-over `Reserve` → `Handed` or
 //! `Release`; the events `Report` (a frame from the phone) and `ReportAndWait` (one whose
-//! transport waits until it is stored). The actor never holds a database connection while it
-//! waits: every write is a future spawned on its context.
+//! transport waits until it is stored). It tells its registry `LineStalled`, `LineUnstalled`
+//! (its stall watchdog, `watchdog.rs`) and `HealthReported` (a `status` frame). The actor never
+//! holds a database connection while it waits: every write is a future spawned on its context.
 //!
 //! Its decisions are plain types it holds: the queue (`domain::phone_queue`), the pace log
 //! (`domain::pace`) and the outcome of a status report (`domain::status_report`). This file
@@ -25,6 +26,7 @@ use crate::domain::pace::{Jitter, Pace, PaceLog, THIRTY_MINUTE_WINDOW};
 use crate::domain::phone_queue::{DepthGauge, PhoneQueue, QueuedMessage};
 use crate::domain::protocol::{FrameErrorCode, PaceOut, PhoneFrame, ServerFrame};
 use crate::domain::sim_slot::SimSlot;
+use crate::domain::stall::StallWatch;
 use crate::domain::status::{Direction, MessageStatus, QueueClass};
 use crate::domain::status_report::{self, ReportDecision, ReportedMessage, StatusReport};
 use crate::store::messages::{self, Message};
@@ -35,8 +37,10 @@ mod handlers;
 mod rebuild;
 mod reports;
 mod reservation;
+mod watchdog;
 
 pub use reservation::{NotTaken, Reservation};
+pub use watchdog::{HealthReported, HealthTo, LineStalled, LineUnstalled};
 
 /// Close code for a session whose phone was unpaired or whose token was rotated.
 pub const CLOSE_UNPAIRED: u16 = 4001;
@@ -174,6 +178,8 @@ pub struct LineLoad {
     pub queued: u32,
     /// Its steady spacing between sends under its pace (ms; 0: no pace).
     pub spacing_ms: i64,
+    /// Its stall watchdog has marked it (docs/api.md, "Phone health"): a pool sends elsewhere.
+    pub stalled: bool,
 }
 
 /// The phone was unpaired or its token rotated: close the session; with `stop`, also fail
@@ -274,6 +280,11 @@ pub struct Phone {
     stopping: bool,
     /// In a cluster: told when the phone's lease could not be taken.
     owner: Option<Recipient<NotOwned>>,
+    /// The stall watchdog (`domain::stall`) and its one timer.
+    watch: StallWatch,
+    watch_timer: Option<SpawnHandle>,
+    /// Told of stalls and health reports (a paired phone's registry; None in test mode).
+    health_to: Option<HealthTo>,
 }
 
 impl Phone {
@@ -294,7 +305,16 @@ impl Phone {
             wake_at: None,
             stopping: false,
             owner: None,
+            watch: StallWatch::new(),
+            watch_timer: None,
+            health_to: None,
         }
+    }
+
+    /// `to` (the registry) hears of this phone's stalls and health reports.
+    pub fn with_health(mut self, to: HealthTo) -> Phone {
+        self.health_to = Some(to);
+        self
     }
 
     /// In a cluster, `owner` (the registry) hears when this node cannot own the phone.
@@ -439,6 +459,7 @@ impl Phone {
                     if let Some(link) = &self.link {
                         link.send(frame);
                     }
+                    self.watch_handed(ctx);
                 }
                 HandoverOutcome::Refused => {
                     // Nothing was sent (cancelled, expired, withdrawn by a campaign's pause):
@@ -642,6 +663,7 @@ impl Actor for Phone {
             return;
         }
         ctx.set_mailbox_capacity(4096);
+        self.restore_stall(ctx);
         self.rebuild(ctx);
     }
 }
@@ -653,5 +675,6 @@ impl Supervised for Phone {
         self.ready = false;
         self.wake = None;
         self.wake_at = None;
+        self.watch_timer = None;
     }
 }

@@ -43,6 +43,7 @@ impl Phone {
         let deps = self.deps.clone();
         let device = self.identity.device_id;
         let max_attempts = self.deps.settings.messages.max_send_attempts;
+        let success = !matches!(report, StatusReport::Failed { .. });
         ctx.spawn(
             async move {
                 // The common path (`sent`, `delivered`) is one guarded write whose guard is the
@@ -94,6 +95,7 @@ impl Phone {
                 Ok(ReportOutcome::Moved(row)) => {
                     act.ack(reference);
                     answer(done);
+                    let settled = row.status != MessageStatus::Sending;
                     if row.status.is_terminal() || row.status == MessageStatus::Sent {
                         // A late report can settle a message that waits for another attempt.
                         act.queue.remove_waiting(row.id);
@@ -104,6 +106,9 @@ impl Phone {
                             let item = item.unwrap_or_else(|| QueuedMessage::from(row.as_ref()));
                             act.retry_first(item, ctx);
                         }
+                    }
+                    if settled {
+                        act.watch_reported(success, ctx);
                     }
                 }
                 Ok(ReportOutcome::Ignored) => {

@@ -91,6 +91,7 @@ impl Registry {
         addr.do_send(phone::Attach { link });
         if connection.came_online {
             self.publish_phone_status(connection.scope, phone_id, true, now);
+            self.outage_ended(phone_id, now);
         }
         // Stored at once, so the client API and the other nodes see a connected phone as seen.
         self.write_last_seen(
@@ -174,6 +175,7 @@ impl Registry {
         }
         if gone.went_offline {
             self.publish_phone_status(gone.scope, phone_id, false, now);
+            self.outage_began(phone_id, now, ctx);
         }
         if let Some(addr) = gone.actor
             && !gone.reroute_to.is_empty()

@@ -4,7 +4,9 @@
 //!
 //! Mailbox: queries `Route`, `GetPhoneStates`, `ChooseLines`; commands `Enqueue`, `Cancel`,
 //! `Paired`, `PaceChanged`, `Unpaired`, `TokenRotated`, `DrainLine`; events `Connected`,
-//! `Disconnected`, `LineFrame`.
+//! `Disconnected`, `LineFrame`, and phone health's `HealthReported`, `LineStalled`,
+//! `LineUnstalled` (`health.rs`: alert episodes and their webhook events, docs/api.md "Phone
+//! health"). A stalled line's pooled queue is drained (`DrainLine`).
 //!
 //! Sender pools (docs/api.md, "Pools") are `pools.rs`: the choice of a line for each pooled
 //! send (`ChooseLines`) and failover, a sweep every second plus `DrainLine`.
@@ -42,6 +44,7 @@ use crate::store::writer::{Reroute, Transition};
 mod cluster;
 mod directory;
 mod handlers;
+mod health;
 mod last_seen;
 mod pools;
 mod test_mode;
@@ -49,6 +52,7 @@ mod work;
 
 use directory::{NumberKey, PhoneDirectory, PhoneHandle};
 pub use directory::{PhoneState, RouteError};
+pub use health::{HealthReported, LineStalled, LineUnstalled};
 pub use pools::{ChooseLines, DrainLine, PoolPick};
 use test_mode::TestModeHere;
 
@@ -256,6 +260,8 @@ pub struct Registry {
     /// Where each sender pool's round robin stands (`domain::pool_choice`); lost on a restart,
     /// which only changes who takes the next tie.
     pool_turns: HashMap<Uuid, usize>,
+    /// The webhook endpoints' supervisor, told of the deliveries of phone alerts.
+    alerts_to: Option<Recipient<super::webhook_endpoint::DeliveriesCreated>>,
 }
 
 impl Registry {
@@ -269,11 +275,22 @@ impl Registry {
             me: None,
             live_nodes: None,
             pool_turns: HashMap::new(),
+            alerts_to: None,
             test_mode: match deps_cluster {
                 true => TestModeHere::No,
                 false => TestModeHere::Yes,
             },
         }
+    }
+
+    /// `endpoints` (the webhook endpoints' supervisor) delivers phone alerts (docs/api.md,
+    /// "Phone health").
+    pub fn with_alerts(
+        mut self,
+        endpoints: Recipient<super::webhook_endpoint::DeliveriesCreated>,
+    ) -> Registry {
+        self.alerts_to = Some(endpoints);
+        self
     }
 
     /// Tells the portal's live event streams that a phone came online or went offline.
@@ -308,8 +325,16 @@ impl Registry {
             .clone()
             .filter(|_| deps.cluster.is_some())
             .map(Addr::recipient);
+        let health_to = self.me.clone().map(|me| phone::HealthTo {
+            health: me.clone().recipient(),
+            stalled: me.clone().recipient(),
+            unstalled: me.recipient(),
+        });
         let addr = Supervisor::start(move |_| {
-            let phone = Phone::new(deps, identity, Some(pace));
+            let mut phone = Phone::new(deps, identity, Some(pace));
+            if let Some(to) = health_to.clone() {
+                phone = phone.with_health(to);
+            }
             match owner {
                 Some(owner) => phone.with_owner(owner),
                 None => phone,
@@ -606,6 +631,12 @@ impl Actor for Registry {
         ctx.run_interval(EXPIRY_SWEEP_EVERY, |act, ctx| act.sweep_expired(ctx));
         ctx.run_interval(pools::FAILOVER_SWEEP_EVERY, |act, ctx| act.sweep_pools(ctx));
         ctx.run_interval(last_seen::FLUSH_EVERY, |act, _| act.store_last_seen(false));
+        ctx.run_interval(health::ALERT_SWEEP_EVERY, |act, ctx| {
+            act.sweep_offline_alerts(ctx)
+        });
+        ctx.run_later(self.deps.settings.phones.heartbeat_timeout, |act, ctx| {
+            act.outages_since_start(ctx)
+        });
         if self.deps.cluster.is_some() {
             ctx.run_interval(TAKE_OVER_EVERY, |act, ctx| {
                 act.take_over(ctx);

@@ -39,7 +39,7 @@ pub struct DrainLine {
 enum DrainReason {
     Offline,
     DailyCap,
-    Asked,
+    Stalled,
 }
 
 impl DrainReason {
@@ -47,7 +47,7 @@ impl DrainReason {
         match self {
             DrainReason::Offline => "offline",
             DrainReason::DailyCap => "out of its daily cap",
-            DrainReason::Asked => "stalled",
+            DrainReason::Stalled => "stalled",
         }
     }
 }
@@ -56,7 +56,7 @@ impl Handler<DrainLine> for Registry {
     type Result = ();
 
     fn handle(&mut self, msg: DrainLine, ctx: &mut Self::Context) {
-        self.drain_line(ctx, msg.phone_id, DrainReason::Asked);
+        self.drain_line(ctx, msg.phone_id, DrainReason::Stalled);
     }
 }
 
@@ -100,11 +100,14 @@ impl Registry {
                     ctx.spawn(addr.send(phone::GetLineLoad).into_actor(self).map(
                         move |load, act, ctx| {
                             let now = act.deps.clock.now_ms();
-                            let capped = load.ok().and_then(|l| l.next_send_at).is_some_and(|at| {
+                            let Ok(load) = load else { return };
+                            let capped = load.next_send_at.is_some_and(|at| {
                                 at.saturating_sub(now)
                                     > crate::domain::pool_choice::DAILY_CAP_WAIT_MS
                             });
-                            if capped {
+                            if load.stalled {
+                                act.drain_line(ctx, line, DrainReason::Stalled);
+                            } else if capped {
                                 act.drain_line(ctx, line, DrainReason::DailyCap);
                             }
                         },
@@ -275,6 +278,7 @@ impl Handler<ChooseLines> for Registry {
                         next_send_at: load.and_then(|l| l.next_send_at).unwrap_or(now),
                         queued: load.map_or(0, |l| l.queued),
                         spacing_ms: load.map_or(0, |l| l.spacing_ms),
+                        stalled: load.is_some_and(|l| l.stalled),
                     })
                     .filter(|c| !msg.must_send || c.can_send(now))
                     .collect();

@@ -180,7 +180,21 @@ impl WebhookEndpoint {
         // One query reads the messages of every delivery taken now (and one the drafts of
         // `ai.draft.created` deliveries).
         let db = self.deps.db.clone();
-        let ids: Vec<Uuid> = batch.iter().map(|d| d.message_id).collect();
+        let is_phone_event = |d: &PendingDelivery| {
+            d.event
+                .parse::<EventKind>()
+                .is_ok_and(EventKind::is_phone_event)
+        };
+        let ids: Vec<Uuid> = batch
+            .iter()
+            .filter(|d| !is_phone_event(d))
+            .map(|d| d.message_id)
+            .collect();
+        let phone_events: Vec<Uuid> = batch
+            .iter()
+            .filter(|d| is_phone_event(d))
+            .map(|d| d.message_id)
+            .collect();
         let drafted: Vec<Uuid> = batch
             .iter()
             .filter(|d| d.event == EventKind::AiDraftCreated.as_str())
@@ -201,7 +215,10 @@ impl WebhookEndpoint {
                     }
                     None => None,
                 };
-                Ok::<_, crate::store::StoreError>((subjects(&db, &ids, &drafted).await?, key))
+                Ok::<_, crate::store::StoreError>((
+                    subjects(&db, &ids, &drafted, &phone_events).await?,
+                    key,
+                ))
             }
             .into_actor(self)
             .map(move |read, act, ctx| {

@@ -4,7 +4,7 @@ use super::retry;
 use crate::actors::Deps;
 use crate::domain::signing;
 use crate::domain::webhook_event::WebhookFormat;
-use crate::outbound::body::{Subject, payload};
+use crate::outbound::body::{Subject, payload, phone_payload};
 use crate::outbound::smsgate_body;
 use crate::outbound::target::{self as webhook_target, AttemptError};
 use crate::store::messages;
@@ -110,18 +110,16 @@ async fn send(
             detail: Some(detail.into()),
         };
     }
-    if endpoint.format == WebhookFormat::Smsgate {
-        return send_smsgate(
-            deps,
-            client,
-            endpoint,
-            smsgate_key,
-            delivery,
-            &message.message,
-        )
-        .await;
-    }
-    let body = match serde_json::to_vec(&payload(delivery, &message)) {
+    let serialized = match &message {
+        Subject::Message { message, .. } if endpoint.format == WebhookFormat::Smsgate => {
+            return send_smsgate(deps, client, endpoint, smsgate_key, delivery, message).await;
+        }
+        Subject::Message { message, draft } => {
+            serde_json::to_vec(&payload(delivery, message, draft.as_ref()))
+        }
+        Subject::Phone { data } => serde_json::to_vec(&phone_payload(delivery, data)),
+    };
+    let body = match serialized {
         Ok(body) => body,
         Err(err) => {
             return Answer {

@@ -1281,8 +1281,9 @@
     const original = phones[name].bind(phones);
     phones[name] = (...args) => {
       const result = original(...args);
-      if (result && typeof result.then === 'function') return result.then((value) => { groupLines(); return value; });
+      if (result && typeof result.then === 'function') return result.then((value) => { groupLines(); showPhoneAlerts(); return value; });
       groupLines();
+      showPhoneAlerts();
       return result;
     };
   }
@@ -1406,6 +1407,32 @@
     });
   }
 
+  // An alert episode's kind as the portal says it (docs/api.md, Phones, "Phone health").
+  const ALERT_NAMES = { offline: 'offline', low_battery: 'low battery', stalled: 'stalled' };
+
+  // What the device last reported: battery, charging, network.
+  function healthText(health) {
+    if (!health) return '';
+    const parts = [];
+    if (health.battery_percent != null) parts.push(`battery ${health.battery_percent}%${health.charging ? ' (charging)' : ''}`);
+    if (health.network) parts.push(`network ${health.network}`);
+    return parts.length ? ` · ${parts.join(', ')}` : '';
+  }
+
+  // The banner over the phones list: every phone with an alerted episode, and the checklist.
+  function showPhoneAlerts() {
+    const banner = $('#phone-alerts');
+    const items = [];
+    for (const phone of phones.items.values()) {
+      for (const alert of phone.alerts || []) {
+        if (!alert.alerted) continue;
+        items.push(h('li', {}, h('strong', {}, phone.name || phone.phone_number), ` (${phone.phone_number}): ${ALERT_NAMES[alert.kind] || alert.kind} since ${when(alert.since)}`));
+      }
+    }
+    banner.querySelector('[data-phone-alerts]').replaceChildren(...items);
+    banner.hidden = items.length === 0;
+  }
+
   function phoneRow(phone, pager) {
     const rowError = h('p', { class: 'error', role: 'alert', hidden: true });
     const fail = (envelope) => {
@@ -1469,6 +1496,8 @@
             (phone.pace.jitter_seconds ? `, jitter ≤ ${phone.pace.jitter_seconds} s` : '')
           : '',
         phone.online ? ' · connected now' : phone.last_seen_at ? ` · last seen ${when(phone.last_seen_at)}` : ' · never connected',
+        healthText(phone.health),
+        ...(phone.alerts || []).map((alert) => [' ', badge(`${ALERT_NAMES[alert.kind] || alert.kind} since ${when(alert.since)}`, alert.alerted ? 'status-failed' : 'status-offline')]),
       ),
       h(
         'p',

@@ -455,6 +455,40 @@ impl Subscriptions {
         }
     }
 
+    /// One pending delivery of a phone's alert event (`subject`: its `phone_events` row) per
+    /// endpoint of `scope` subscribed to `kind` and, when it lists numbers, listing the
+    /// phone's. SMSGate-format endpoints have no such events.
+    pub fn deliveries_for_phone(
+        &self,
+        scope: Scope,
+        kind: EventKind,
+        phone_number: &str,
+        subject: Uuid,
+        now_ms: i64,
+    ) -> Vec<PendingDelivery> {
+        let Ok(map) = self.by_scope.read() else {
+            return Vec::new();
+        };
+        let Some(subs) = map.get(&scope) else {
+            return Vec::new();
+        };
+        subs.iter()
+            .filter(|s| s.wants(kind, phone_number))
+            .filter_map(|sub| {
+                Some(PendingDelivery {
+                    id: Uuid::now_v7(),
+                    endpoint_id: sub.endpoint_id,
+                    event: sub.format.event_name(kind)?.to_string(),
+                    event_id: Uuid::new_v4(),
+                    message_id: subject,
+                    attempts: 0,
+                    next_attempt_at: now_ms,
+                    created_at: now_ms,
+                })
+            })
+            .collect()
+    }
+
     /// One pending delivery per subscribed endpoint for every change that fires an event:
     /// same workspace and mode, subscribed to the event, and listing the phone's number
     /// (from_number outbound, to_number inbound) when it lists numbers. The delivery's `event`

@@ -168,6 +168,7 @@ pub async fn start(
             deliver_after,
             heartbeat_every: crate::tools::phone_sim::HEARTBEAT_EVERY,
             ca_certs: Vec::new(),
+            battery: None,
         };
         sims.push((index, options, command_rx));
         phones.push(Phone {

@@ -258,11 +258,22 @@ async fn inbound_posts_are_held_to_the_frame_bounds(backend: Backend) {
     // Another event, with a payload of its own shape or none: answered 200 and ignored.
     for other in [
         json!({"id": "o1", "event": "sms:sent", "payload": {}}),
-        json!({"id": "o2", "event": "system:ping"}),
+        json!({"id": "o2", "event": "mms:received"}),
     ] {
         let (got, body) = post_signed(&app, &path, &key, &other.to_string()).await;
         assert_eq!(got, 200, "{other}: {body}");
     }
+    // A health event is read (docs/api.md, "Phone health"): without its payload, refused.
+    let ping = json!({"id": "o3", "event": "system:ping"}).to_string();
+    let (got, body) = post_signed(&app, &path, &key, &ping).await;
+    assert_eq!(got, 400, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("payload"),
+        "{body}"
+    );
     assert!(
         app.messages(&app.live_key, "direction=inbound")
             .await

@@ -17,6 +17,7 @@ use crate::helpers::{
 };
 
 mod events;
+mod health;
 mod inbound;
 mod limits;
 mod lines;

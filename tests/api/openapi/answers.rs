@@ -182,6 +182,22 @@ async fn phones_answer_as_documented(backend: Backend) {
         )
         .await;
     assert_eq!(bad_phone.code(), "invalid_phone_number");
+    // With health and an open alert (docs/api.md, "Phone health"), as documented too.
+    let token = paired.data()["device_token"].as_str().unwrap().to_string();
+    let mut device = app.connect_phone(&token).await;
+    device
+        .send_text(
+            r#"{"type":"status","battery_percent":10,"charging":false,"network":"wifi","sims":[{"slot":1,"carrier":"T"}]}"#,
+        )
+        .await;
+    crate::helpers::eventually(
+        "the low battery alert shows",
+        std::time::Duration::from_secs(10),
+        async || {
+            app.get(&phone_path, &app.live_key).await.data()["alerts"][0]["kind"] == "low_battery"
+        },
+    )
+    .await;
     assert_eq!(api.get("/v1/phones", "/v1/phones", live).await.status, 200);
     assert_eq!(
         api.get("/v1/phones/{id}", &phone_path, live).await.status,

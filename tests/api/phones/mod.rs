@@ -13,6 +13,8 @@ use crate::helpers::{
     spawn_paced, timeline,
 };
 
+mod alerts;
+mod health;
 mod lines;
 mod pace;
 mod queue;

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::helpers::{eventually, spawn_app_with, timeline};
+use smsgw::domain::protocol::PhoneFrame;
 
 const A: &str = "+14155550101";
 const B: &str = "+14155550102";
@@ -184,8 +185,58 @@ async fn a_line_out_of_its_daily_cap_hands_its_pooled_queue_on(backend: Backend)
     );
 }
 
+async fn a_stalled_line_hands_its_pooled_queue_on(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        paced_failover(s);
+        s.phones.stall_failures = 1;
+    })
+    .await;
+    let (a, mut phone_a) = app.online_phone(A).await;
+    let (b, token_b) = app.pair_phone(B).await;
+    app.set_pace(&b, 10, 100).await;
+    create_pool(&app, "fleet", &[&a, &b]).await;
+    // A alone is online: it takes both, sends one and its pace holds the other.
+    let (first, _) = send_pooled(&app, "+14155550201", "one").await;
+    let (message_id, ..) = phone_a.expect_send().await;
+    assert_eq!(message_id.to_string(), first);
+    let (second, from) = send_pooled(&app, "+14155550202", "two").await;
+    assert_eq!(from, A);
+    let mut phone_b = app.connect_phone(&token_b).await;
+    app.wait_online(&b, true).await;
+    // A's attempt fails (a blocked SIM): the watchdog marks it stalled, and its waiting
+    // pooled message moves to B.
+    phone_a
+        .report_acked(PhoneFrame::Failed {
+            message_id,
+            error: "RESULT_ERROR_GENERIC_FAILURE".into(),
+            reference: Some("f1".into()),
+        })
+        .await;
+    let moved = wait_rerouted(&app, &second).await;
+    assert_eq!(moved["from_number"], B);
+    assert!(
+        moved.to_string().contains("stalled"),
+        "the entry says why: {moved}"
+    );
+    // The failed one waits for another attempt: it leaves the stalled line too.
+    let mut handed = vec![
+        phone_b.expect_send().await.0.to_string(),
+        phone_b.expect_send().await.0.to_string(),
+    ];
+    handed.sort();
+    let mut both = vec![first, second];
+    both.sort();
+    assert_eq!(handed, both);
+    let phone = app
+        .get(&format!("/v1/phones/{a}"), &app.live_key)
+        .await
+        .expect(200);
+    assert_eq!(phone.data()["stalled"], true);
+}
+
 backend_tests!(
     an_offline_line_hands_its_pooled_queue_to_the_others,
     failover_survives_a_restart,
     a_line_out_of_its_daily_cap_hands_its_pooled_queue_on,
+    a_stalled_line_hands_its_pooled_queue_on,
 );

@@ -18,9 +18,11 @@ use uuid::Uuid;
 
 use super::{MobileError, parse, read_body};
 use crate::actors::device_link::{Pending, STORE_WAIT};
+use crate::actors::registry::HealthReported;
 use crate::api::AppState;
 use crate::api::webhooks::WebhookApi;
 use crate::domain::app_protocol::AppEvent;
+use crate::domain::health::HealthReport;
 use crate::domain::keys;
 use crate::domain::protocol::{FrameRefusal, PhoneFrame};
 use crate::domain::secrets::SecretBox;
@@ -95,8 +97,8 @@ pub fn signature(signing_key: &str, body: &[u8], timestamp: &str) -> String {
     hex::encode(mac.finalize().into_bytes())
 }
 
-/// The app's webhook post; `payload` is read only for `sms:received` (the other events' payloads
-/// have other shapes, and are ignored).
+/// The app's webhook post; `payload` is read by event: `sms:received` below, the health events
+/// by `domain::health`; other events are ignored.
 #[derive(Debug, Deserialize)]
 struct PostIn {
     #[serde(default)]
@@ -116,6 +118,30 @@ struct PayloadIn {
     /// (docs/api.md, "Phones").
     #[serde(default)]
     sim_number: Option<i64>,
+}
+
+/// A health event (`system:ping`, `app:started`): its facts are stored over the device's
+/// earlier ones (docs/api.md, "Phone health"); a fact out of bounds refuses the post (400,
+/// naming it) and stores nothing.
+async fn health(
+    state: &AppState,
+    phone_id: Uuid,
+    event: AppEvent,
+    payload: Option<serde_json::Value>,
+) -> Result<HttpResponse, MobileError> {
+    let payload = payload.ok_or_else(|| MobileError::bad_request("payload is required"))?;
+    if !payload.is_object() {
+        return Err(MobileError::bad_request("payload must be an object"));
+    }
+    let report = match event {
+        AppEvent::AppStarted => HealthReport::of_app_started(&payload),
+        _ => HealthReport::of_app_ping(&payload),
+    }
+    .map_err(|refusal| MobileError::bad_request(refusal.to_string()))?;
+    let now = state.clock.now_ms();
+    let health = crate::store::health::record(&state.db, phone_id, report, now).await?;
+    state.registry.do_send(HealthReported { phone_id, health });
+    Ok(HttpResponse::Ok().json(serde_json::json!({})))
 }
 
 /// `POST /mobile/v1/inbound/{phone_id}/{secret}`.
@@ -158,9 +184,11 @@ pub async fn receive(
         return Err(refused("X-Signature does not match"));
     }
     let post: PostIn = parse(&body)?;
-    if post.event != AppEvent::SmsReceived.as_str() {
+    match post.event.parse::<AppEvent>() {
+        Ok(AppEvent::SmsReceived) => {}
+        Ok(event) => return health(&state, phone_id, event, post.payload).await,
         // Other events the user may have pointed here carry nothing to store.
-        return Ok(HttpResponse::Ok().json(serde_json::json!({})));
+        Err(_) => return Ok(HttpResponse::Ok().json(serde_json::json!({}))),
     }
     if post.id.is_empty() || post.id.chars().count() > MAX_EVENT_ID_CHARS {
         return Err(MobileError::bad_request(format!(

@@ -620,8 +620,9 @@ struct WebhookOut {
     device_id: Uuid,
 }
 
-/// `GET /webhooks`: one `sms:received` webhook pointing back at this server's inbound route for
-/// this phone (the only event the app posts that smsgw consumes).
+/// `GET /webhooks`: one webhook per event smsgw consumes (`sms:received`, and the health
+/// events `system:ping` and `app:started`), each pointing back at this server's inbound route
+/// for this phone.
 #[tracing::instrument(skip_all)]
 async fn webhooks(
     DevicePhone(phone): DevicePhone,
@@ -629,15 +630,24 @@ async fn webhooks(
     api: web::Data<WebhookApi>,
     req: HttpRequest,
 ) -> Result<HttpResponse, MobileError> {
+    use strum::IntoEnumIterator;
     let secrets = inbound::PhoneSecrets::of(&state, &api.secrets, phone.id).await?;
     let base = crate::api::origin::public_base(&state, &req);
-    Ok(HttpResponse::Ok().json([WebhookOut {
-        id: format!("smsgw-inbound-{}", phone.id),
-        url: format!(
-            "{base}{}/inbound/{}/{}",
-            MOUNTS[0], phone.id, secrets.path_secret
-        ),
-        event: AppEvent::SmsReceived.as_str(),
-        device_id: phone.id,
-    }]))
+    let url = format!(
+        "{base}{}/inbound/{}/{}",
+        MOUNTS[0], phone.id, secrets.path_secret
+    );
+    let hooks: Vec<WebhookOut> = AppEvent::iter()
+        .map(|event| WebhookOut {
+            // The first keeps the id it always had, so an app that stored it sees no change.
+            id: match event {
+                AppEvent::SmsReceived => format!("smsgw-inbound-{}", phone.id),
+                other => format!("smsgw-{}-{}", other.as_str().replace(':', "-"), phone.id),
+            },
+            url: url.clone(),
+            event: event.as_str(),
+            device_id: phone.id,
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(hooks))
 }
