@@ -101,4 +101,79 @@ async fn a_pool_campaign_spreads_and_reports_per_line(backend: Backend) {
     }
 }
 
-backend_tests!(a_pool_campaign_spreads_and_reports_per_line);
+/// A line dies mid-campaign: what it held (handed and unreported, or waiting) moves to the
+/// pool's other line, and the campaign completes with every recipient delivered once.
+async fn a_campaign_survives_a_line_dying(backend: Backend) {
+    let app = crate::helpers::spawn_app_with(backend, |s| {
+        s.pace.per_minute = 2;
+        s.pace.per_30_minutes = 25;
+        s.pools.failover_after = Duration::from_secs(1);
+    })
+    .await;
+    let (a, mut phone_a) = app.online_phone(LINES[0]).await;
+    let (b, mut phone_b) = app.online_phone(LINES[1]).await;
+    app.set_pace(&b, 100, 1000).await;
+    create_pool(&app, "fleet", &[&a, &b]).await;
+    let recipients: Vec<Value> = (0..6)
+        .map(|i| json!({ "to": format!("+1415555040{i}") }))
+        .collect();
+    let created = app
+        .post(
+            "/v1/campaigns",
+            &app.live_key,
+            json!({ "name": "dies", "from_pool": "fleet", "body": "hello",
+                    "recipients": recipients, "launch_now": true }),
+        )
+        .await
+        .expect(201)
+        .data()
+        .clone();
+    let path = format!("/v1/campaigns/{}", created["id"].as_str().unwrap());
+    // Line A takes its share and dies before reporting anything.
+    let (on_a, ..) = phone_a.expect_send().await;
+    phone_a.close().await;
+    // Line B sends everything, A's share included, each message once.
+    let mut seen = std::collections::HashSet::new();
+    let mut n = 0;
+    while seen.len() < 6 {
+        match phone_b.next_frame_within(Duration::from_secs(15)).await {
+            Some(ServerFrame::Send { message_id, .. }) => {
+                assert!(seen.insert(message_id), "{message_id} handed to B twice");
+                n += 1;
+                phone_b
+                    .report_sent_then_delivered(message_id, [format!("s{n}"), format!("d{n}")])
+                    .await;
+            }
+            Some(_) => {}
+            None => panic!("B got {} of 6", seen.len()),
+        }
+    }
+    assert!(seen.contains(&on_a), "A's unreported message moved to B");
+    let mut campaign = Value::Null;
+    eventually(
+        "the campaign completes",
+        Duration::from_secs(15),
+        async || {
+            campaign = app
+                .get(&path, &app.live_key)
+                .await
+                .expect(200)
+                .data()
+                .clone();
+            campaign["status"] == "completed"
+        },
+    )
+    .await;
+    assert_eq!(campaign["counts"]["delivered"], 6, "{campaign}");
+    let moved = app.message(&app.live_key, &on_a.to_string()).await;
+    assert_eq!(moved["from_number"], LINES[1]);
+    assert!(
+        crate::helpers::timeline(&moved).contains(&"rerouted"),
+        "{moved}"
+    );
+}
+
+backend_tests!(
+    a_pool_campaign_spreads_and_reports_per_line,
+    a_campaign_survives_a_line_dying
+);
