@@ -9,7 +9,9 @@ use std::collections::HashMap;
 
 use entity::{phone_alerts, phone_events, phone_health};
 use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, IdenStatic, QueryFilter, Set};
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, EntityTrait, IdenStatic, QueryFilter, QuerySelect, Set,
+};
 use uuid::Uuid;
 
 use super::StoreError;
@@ -124,6 +126,29 @@ pub struct OpenAlert {
 #[tracing::instrument(skip_all, fields(phone_id = %phone_id, kind = kind.as_str()))]
 pub async fn open_episode(
     db: &DatabaseConnection,
+    phone_id: Uuid,
+    kind: AlertKind,
+    since: i64,
+) -> Result<bool, StoreError> {
+    // Only for a phone that still exists, checked in the transaction that opens the episode:
+    // the phone's row is locked against an unpair meanwhile (PostgreSQL; SQLite's write
+    // transactions take turns), which deletes its episodes after the phone.
+    let txn = super::begin_write(db).await?;
+    let exists = entity::phones::Entity::find_by_id(phone_id)
+        .lock_shared()
+        .one(&txn)
+        .await?
+        .is_some();
+    if !exists {
+        return Ok(false);
+    }
+    let opened = open_episode_in(&txn, phone_id, kind, since).await?;
+    txn.commit().await?;
+    Ok(opened)
+}
+
+async fn open_episode_in(
+    db: &sea_orm::DatabaseTransaction,
     phone_id: Uuid,
     kind: AlertKind,
     since: i64,

@@ -211,8 +211,8 @@ pub async fn update(
     Ok(active.update(db).await?.into())
 }
 
-/// Unpairs a phone, and the SIM lines of a device with it (one statement), then forgets their
-/// daily figures (`store::phone_stats`).
+/// Unpairs a phone, and the SIM lines of a device with it, with their pool places, health and
+/// alert episodes (one transaction), then forgets their daily figures (`store::phone_stats`).
 pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(), StoreError> {
     let txn = super::begin_write(db).await?;
     let gone = Condition::any()
@@ -227,11 +227,23 @@ pub async fn delete(db: &DatabaseConnection, scope: Scope, id: Uuid) -> Result<(
         .into_iter()
         .map(|p| p.id)
         .collect();
-    super::pools::forget_phones(&txn, &ids).await?;
+    // The phones first: an episode being opened meanwhile holds the phone's row (see
+    // `store::health::open_episode`), so it is either deleted below or never written.
     let delete = phones::Entity::delete_many()
         .filter(gone)
         .filter(scope.of::<phones::Entity>());
     super::delete_found(&txn, delete).await?;
+    super::pools::forget_phones(&txn, &ids).await?;
+    // Its health and alert episodes go too (docs/api.md, "Phone health"); the events already
+    // fired stay with their deliveries until retention.
+    entity::phone_health::Entity::delete_many()
+        .filter(entity::phone_health::Column::PhoneId.is_in(ids.clone()))
+        .exec(&txn)
+        .await?;
+    entity::phone_alerts::Entity::delete_many()
+        .filter(entity::phone_alerts::Column::PhoneId.is_in(ids.clone()))
+        .exec(&txn)
+        .await?;
     txn.commit().await?;
     // Their figures go with them (docs/api.md, "Phone stats").
     super::phone_stats::forget(db, &ids).await

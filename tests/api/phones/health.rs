@@ -105,6 +105,26 @@ async fn a_status_frame_shows_on_the_phone_and_its_lines(backend: Backend) {
     let health = phone(&app, &phone_id).await["health"].clone();
     assert_eq!(health["battery_percent"], 55);
     assert_eq!(health["network"], "cellular");
+
+    // Unpairing the device takes its health (and alert episodes) with it.
+    drop(device);
+    app.delete(&format!("/v1/phones/{phone_id}"), &app.live_key)
+        .await
+        .expect(200);
+    let db = smsgw::store::connect(&app.database_url, 1).await.unwrap();
+    for table in ["phone_health", "phone_alerts"] {
+        let sql = format!("SELECT COUNT(*) FROM {table}");
+        let row = sea_orm::ConnectionTrait::query_one_raw(
+            &db,
+            sea_orm::Statement::from_string(db.get_database_backend(), sql),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let left: i64 = row.try_get_by_index(0).unwrap();
+        assert_eq!(left, 0, "rows of {table} left after the unpair");
+    }
+    db.close().await.unwrap();
 }
 
 async fn failures_in_a_row_stall_a_line_until_a_success(backend: Backend) {
