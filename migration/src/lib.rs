@@ -28,6 +28,7 @@ mod m20261128_000231_add_pace_per_day;
 mod m20261128_100000_create_phone_health;
 mod m20261128_100240_create_phone_daily_stats;
 mod m20261128_100240_create_pools;
+mod m20261128_120000_index_finished_webhook_deliveries;
 
 /// Every migration of the schema, oldest first.
 pub struct Migrator;
@@ -58,6 +59,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_100240_create_phone_daily_stats::Migration),
             Box::new(m20261128_100240_create_pools::Migration),
             Box::new(m20261128_100000_create_phone_health::Migration),
+            Box::new(m20261128_120000_index_finished_webhook_deliveries::Migration),
         ]
     }
 }

@@ -50,6 +50,7 @@ impl Retention {
                         Ok(counts) if counts != SweepCounts::default() => tracing::info!(
                             contents_removed = counts.contents_removed,
                             records_deleted = counts.records_deleted,
+                            deliveries_deleted = counts.deliveries_deleted,
                             "retention sweep"
                         ),
                         Ok(_) => {}
@@ -98,6 +99,22 @@ async fn sweep(deps: &Deps) -> Result<SweepCounts, StoreError> {
             .saturating_sub(millis(settings.record_after));
         let n = crate::store::retry_busy(|| delete_records_batch(&deps.db, cutoff)).await?;
         counts.records_deleted += n;
+        if n < RETENTION_BATCH {
+            break;
+        }
+        actix::clock::sleep(PAUSE_BETWEEN_BATCHES).await;
+    }
+    // Finished webhook deliveries and their attempts live as long as message records.
+    loop {
+        let cutoff = deps
+            .clock
+            .now_ms()
+            .saturating_sub(millis(settings.record_after));
+        let n = crate::store::retry_busy(|| {
+            crate::store::webhooks::delete_finished_batch(&deps.db, cutoff, RETENTION_BATCH)
+        })
+        .await?;
+        counts.deliveries_deleted += n;
         if n < RETENTION_BATCH {
             break;
         }

@@ -31,6 +31,8 @@ const TERMINAL: [MessageStatus; 4] = [
 pub struct SweepCounts {
     pub contents_removed: u64,
     pub records_deleted: u64,
+    /// Finished webhook deliveries deleted, with their attempts.
+    pub deliveries_deleted: u64,
 }
 
 fn terminal() -> Vec<&'static str> {

@@ -6,7 +6,9 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::backend_tests;
-use crate::helpers::{Backend, RECIPIENT, SENDER, TestApp, poll, spawn_app_with, timeline};
+use crate::helpers::{
+    Backend, RECIPIENT, SENDER, TestApp, WebhookReceiver, poll, spawn_app_with, timeline,
+};
 
 async fn wait_gone(app: &TestApp, id: &str) {
     poll(
@@ -102,4 +104,68 @@ async fn content_then_records_are_removed(backend: Backend) {
     assert_eq!(held["content"], "held for later");
 }
 
-backend_tests!(content_then_records_are_removed);
+/// Finished webhook deliveries go with the records they were about; a delivery still pending
+/// (its endpoint failing, its next attempt due later) stays.
+async fn finished_webhook_deliveries_are_removed(backend: Backend) {
+    let app = spawn_app_with(backend, |s| {
+        s.retention.record_after = Duration::from_millis(2500);
+        s.retention.interval = Duration::from_millis(100);
+        s.webhooks.allow_insecure_targets = true;
+        s.webhooks.retry_schedule = vec![Duration::from_secs(3600)];
+    })
+    .await;
+    let healthy = WebhookReceiver::start().await;
+    let failing = WebhookReceiver::start().await;
+    failing.answer(&[500; 10]);
+    let ok = app
+        .subscribe(&app.test_key, &healthy, &["message.sent"])
+        .await;
+    let bad = app
+        .subscribe(&app.test_key, &failing, &["message.sent"])
+        .await;
+    app.send_test(RECIPIENT, "hello").await.expect(202);
+    let log = |endpoint: &serde_json::Value| {
+        format!(
+            "/v1/webhooks/{}/deliveries?limit=100",
+            endpoint["id"].as_str().unwrap()
+        )
+    };
+    let attempts = async |endpoint: &serde_json::Value| {
+        app.get(&log(endpoint), &app.test_key)
+            .await
+            .expect(200)
+            .data()["deliveries"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    poll(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        async || {
+            let (good, failed) = (attempts(&ok).await, attempts(&bad).await);
+            match (good.as_slice(), failed.as_slice()) {
+                ([g], [f]) if g["state"] == "succeeded" && f["state"] == "pending" => Ok(()),
+                _ => Err(format!("not attempted yet: {good:?} {failed:?}")),
+            }
+        },
+    )
+    .await;
+    poll(
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        async || match attempts(&ok).await.len() {
+            0 => Ok(()),
+            n => Err(format!("{n} attempts of a finished delivery left")),
+        },
+    )
+    .await;
+    let pending = attempts(&bad).await;
+    assert_eq!(pending.len(), 1, "a pending delivery stays: {pending:?}");
+    assert_eq!(pending[0]["state"], "pending");
+}
+
+backend_tests!(
+    content_then_records_are_removed,
+    finished_webhook_deliveries_are_removed
+);

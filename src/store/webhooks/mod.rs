@@ -266,6 +266,43 @@ pub async fn delete(
     Ok(())
 }
 
+/// Deletes up to `limit` deliveries that finished (succeeded, or failed for good) at or
+/// before `cutoff_ms`, with their attempts: retention of the deliveries log (docs/api.md,
+/// "Retention"). Pending deliveries are never touched. Returns how many were deleted.
+pub async fn delete_finished_batch(
+    db: &DatabaseConnection,
+    cutoff_ms: i64,
+    limit: u64,
+) -> Result<u64, StoreError> {
+    let finished = [DeliveryState::Succeeded, DeliveryState::Failed].map(DeliveryState::as_str);
+    let ids: Vec<Uuid> = webhook_deliveries::Entity::find()
+        .select_only()
+        .column(webhook_deliveries::Column::Id)
+        .filter(webhook_deliveries::Column::State.is_in(finished))
+        .filter(webhook_deliveries::Column::UpdatedAt.lte(cutoff_ms))
+        .limit(limit)
+        .into_tuple()
+        .all(db)
+        .await?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let txn = super::begin_write(db).await?;
+    webhook_attempts::Entity::delete_many()
+        .filter(webhook_attempts::Column::DeliveryId.is_in(ids.iter().copied()))
+        .exec(&txn)
+        .await?;
+    // Still finished: a delivery cannot leave those states, but the guard costs nothing.
+    let deleted = webhook_deliveries::Entity::delete_many()
+        .filter(webhook_deliveries::Column::Id.is_in(ids))
+        .filter(webhook_deliveries::Column::State.is_in(finished))
+        .exec(&txn)
+        .await?
+        .rows_affected;
+    txn.commit().await?;
+    Ok(deleted)
+}
+
 /// The endpoint an SMSGate client knows by `external_id` in this scope.
 pub async fn find_external(
     db: &DatabaseConnection,

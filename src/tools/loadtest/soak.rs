@@ -256,8 +256,9 @@ pub(super) async fn soak(mut run: Run<'_>) -> Result<Report, LoadError> {
                     .send_json(&body)
                     .await;
                 let took = at.elapsed().as_micros() as u64;
-                let mut counted = counted.borrow_mut();
-                match reply {
+                // What the answer says, read before the tally is borrowed (no borrow across
+                // an await: the other sends of this thread update it too).
+                let outcome = match reply {
                     Ok(mut response) if response.status().as_u16() == 202 => {
                         let body = response.json::<serde_json::Value>().await.ok();
                         match body
@@ -265,12 +266,18 @@ pub(super) async fn soak(mut run: Run<'_>) -> Result<Report, LoadError> {
                             .and_then(|b| b["data"]["id"].as_str())
                             .and_then(|id| id.parse::<Uuid>().ok())
                         {
-                            Some(id) => counted.accepted.push((id, at)),
-                            None => counted.errors += 1,
+                            Some(id) => Ok(id),
+                            None => Err(false),
                         }
                     }
-                    Ok(response) if response.status().as_u16() == 503 => counted.offline += 1,
-                    _ => counted.errors += 1,
+                    Ok(response) if response.status().as_u16() == 503 => Err(true),
+                    _ => Err(false),
+                };
+                let mut counted = counted.borrow_mut();
+                match outcome {
+                    Ok(id) => counted.accepted.push((id, at)),
+                    Err(true) => counted.offline += 1,
+                    Err(false) => counted.errors += 1,
                 }
                 counted.minute.push(took);
                 counted.all_latencies.push(took);
