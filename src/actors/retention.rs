@@ -81,61 +81,46 @@ async fn sweep(deps: &Deps) -> Result<SweepCounts, StoreError> {
         return Ok(SweepCounts::default());
     }
     let settings = &deps.settings.retention;
-    let mut counts = SweepCounts::default();
-    loop {
-        let now = deps.clock.now_ms();
-        let cutoff = now.saturating_sub(millis(settings.content_after));
-        let n = crate::store::retry_busy(|| remove_contents_batch(&deps.db, cutoff, now)).await?;
-        counts.contents_removed += n;
-        if n < RETENTION_BATCH {
-            break;
-        }
-        actix::clock::sleep(PAUSE_BETWEEN_BATCHES).await;
-    }
-    loop {
-        let cutoff = deps
-            .clock
-            .now_ms()
-            .saturating_sub(millis(settings.record_after));
-        let n = crate::store::retry_busy(|| delete_records_batch(&deps.db, cutoff)).await?;
-        counts.records_deleted += n;
-        if n < RETENTION_BATCH {
-            break;
-        }
-        actix::clock::sleep(PAUSE_BETWEEN_BATCHES).await;
-    }
+    let clock = &deps.clock;
+    let db = &deps.db;
+    let records_cutoff = || clock.now_ms().saturating_sub(millis(settings.record_after));
+    let contents_removed = in_batches(|| {
+        let now = clock.now_ms();
+        remove_contents_batch(db, now.saturating_sub(millis(settings.content_after)), now)
+    })
+    .await?;
+    let records_deleted = in_batches(|| delete_records_batch(db, records_cutoff())).await?;
     // Finished webhook deliveries and their attempts live as long as message records.
-    loop {
-        let cutoff = deps
-            .clock
-            .now_ms()
-            .saturating_sub(millis(settings.record_after));
-        let n = crate::store::retry_busy(|| {
-            crate::store::webhooks::delete_finished_batch(&deps.db, cutoff, RETENTION_BATCH)
-        })
-        .await?;
-        counts.deliveries_deleted += n;
-        if n < RETENTION_BATCH {
-            break;
-        }
-        actix::clock::sleep(PAUSE_BETWEEN_BATCHES).await;
-    }
+    let deliveries_deleted = in_batches(|| {
+        crate::store::webhooks::delete_finished_batch(db, records_cutoff(), RETENTION_BATCH)
+    })
+    .await?;
     // Fired phone alert events (docs/api.md, "Phone health") live as long as message records.
-    loop {
-        let cutoff = deps
-            .clock
-            .now_ms()
-            .saturating_sub(millis(settings.record_after));
-        let n = crate::store::retry_busy(|| {
-            crate::store::health::delete_events_batch(&deps.db, cutoff, RETENTION_BATCH)
-        })
+    in_batches(|| crate::store::health::delete_events_batch(db, records_cutoff(), RETENTION_BATCH))
         .await?;
+    Ok(SweepCounts {
+        contents_removed,
+        records_deleted,
+        deliveries_deleted,
+    })
+}
+
+/// Runs `batch` (each run at most [`RETENTION_BATCH`] rows, retried while the database is
+/// busy) until a run comes back short, pausing between runs; how many rows it did in all.
+async fn in_batches<F, Fut>(mut batch: F) -> Result<u64, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<u64, StoreError>>,
+{
+    let mut total = 0;
+    loop {
+        let n = crate::store::retry_busy(&mut batch).await?;
+        total += n;
         if n < RETENTION_BATCH {
-            break;
+            return Ok(total);
         }
         actix::clock::sleep(PAUSE_BETWEEN_BATCHES).await;
     }
-    Ok(counts)
 }
 
 impl Actor for Retention {

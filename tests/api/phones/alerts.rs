@@ -31,8 +31,9 @@ async fn wait_events(
     event: &str,
     n: usize,
 ) -> Vec<serde_json::Value> {
+    // Generous: after a restart on PostgreSQL the offline sweep first waits for its lease.
     crate::helpers::poll(
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         Duration::from_millis(20),
         async || {
             let got = events_named(receiver, key, event);
