@@ -140,10 +140,12 @@ async fn messages_left_without_a_draft_are_answered_after_a_restart(backend: Bac
     // Answered once: a second restart finds it drafted. Another message left without a
     // draft before that restart proves the restart's look for such messages ran: it is
     // answered, and the drafted one is not asked again.
-    let down = ai_drafts_metric(&app, "provider_error").await;
     fake.answer(500, &json!({ "error": { "message": "down" } }).to_string());
     let later = app.test_inbound(OTHER, "And tomorrow?").await;
-    wait_for_ai_metric(&app, "provider_error", down + 1.0).await;
+    // Its request arrived and got the 500 (the fake picks the answer as it records the
+    // request). Not the error metric: it is the process's, and other tests running beside
+    // this one move it too.
+    fake.wait_for(3).await;
     fake.reply("Yes, until 6");
     let app = app.restart().await;
     wait_for_draft(&app, &app.test_key, &id_of(&later)).await;
